@@ -1,0 +1,88 @@
+// Package bundles is the bundle runtime: what Airflow's Go SDK would provide
+// if we could import it. Go code registers (dag_id, task_id) -> func; Serve
+// speaks the coordinator protocol (shared/specs/airflow-coordinator-protocol.md),
+// binds the task's inputs, runs it and reports its outcome.
+//
+// This file is the public surface task authors program against. It knows
+// nothing of sandboxes.
+package bundles
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/airflow-sandbox/airflow-go-worker/connections"
+)
+
+// TaskInstance is the running task instance, from StartupDetails.ti.
+type TaskInstance struct {
+	ID           string
+	DagID        string
+	TaskID       string
+	RunID        string
+	TryNumber    int
+	MapIndex     int // -1 when the task is not mapped
+	DagVersionID string
+	Hostname     string
+	Queue        string
+	MaxTries     int
+}
+
+// DagRun is the Dag run the task belongs to, from StartupDetails.ti_context.dag_run.
+// Zero times mean Airflow sent null.
+type DagRun struct {
+	DagID             string
+	RunID             string
+	RunType           string
+	State             string
+	LogicalDate       time.Time
+	DataIntervalStart time.Time
+	DataIntervalEnd   time.Time
+	RunAfter          time.Time
+	StartDate         time.Time
+	EndDate           time.Time
+	Conf              map[string]any
+}
+
+// XComRef names one XCom. Empty DagID and RunID mean the current run; a nil
+// MapIndex means unmapped.
+type XComRef struct {
+	DagID    string
+	RunID    string
+	TaskID   string
+	Key      string
+	MapIndex *int
+}
+
+// ReturnValueKey is the XCom key a task's result is pushed under.
+const ReturnValueKey = "return_value"
+
+// Client is what a task may ask of Airflow while it runs. Tasks should accept
+// the narrowest interface they need (for example just ConnectionGetter).
+type Client interface {
+	ConnectionGetter
+	// GetVariable reads AIRFLOW_VAR_<KEY> from the environment first, then
+	// asks the supervisor. A missing variable is ErrVariableNotFound.
+	GetVariable(ctx context.Context, key string) (string, error)
+	// GetXCom returns the decoded JSON value, or ErrXComNotFound.
+	GetXCom(ctx context.Context, ref XComRef) (any, error)
+	// SetXCom pushes a value under key for the current task instance.
+	SetXCom(ctx context.Context, key string, value any) error
+	// MaskSecret asks Airflow to redact value from every log.
+	MaskSecret(ctx context.Context, value, name string) error
+}
+
+// ConnectionGetter resolves Airflow connections at run time.
+type ConnectionGetter interface {
+	// GetConnection returns ErrConnectionNotFound (wrapped, naming the id)
+	// when Airflow has no such connection.
+	GetConnection(ctx context.Context, connID string) (connections.Connection, error)
+}
+
+// Typed not-found errors; match them with errors.Is.
+var (
+	ErrConnectionNotFound = errors.New("connection not found")
+	ErrVariableNotFound   = errors.New("variable not found")
+	ErrXComNotFound       = errors.New("xcom not found")
+)

@@ -1,0 +1,49 @@
+// Package connections models Airflow Connections (the URI and JSON forms, the
+// AIRFLOW_CONN_<ID> environment variables, a connections file) and turns them
+// into the typed configurations our tasks use: modal, opensandbox and aws.
+//
+// It knows nothing of sandboxes or of the coordinator protocol: both the bundle
+// runtime (which receives ConnectionResult frames) and the local supervisor
+// (which serves them) share this one model.
+package connections
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Connection is one Airflow connection, as a ConnectionResult carries it.
+// Extra is the raw JSON text Airflow stores; use ExtraMap to read it.
+type Connection struct {
+	ConnID   string `json:"conn_id" yaml:"conn_id"`
+	ConnType string `json:"conn_type" yaml:"conn_type"`
+	Host     string `json:"host,omitempty" yaml:"host,omitempty"`
+	Schema   string `json:"schema,omitempty" yaml:"schema,omitempty"`
+	Login    string `json:"login,omitempty" yaml:"login,omitempty"`
+	Password string `json:"password,omitempty" yaml:"password,omitempty"`
+	Port     int    `json:"port,omitempty" yaml:"port,omitempty"`
+	Extra    string `json:"extra,omitempty" yaml:"extra,omitempty"`
+}
+
+// ExtraMap decodes Extra. An empty Extra is an empty map; Extra that is not a
+// JSON object is an error naming the connection, since silently ignoring it
+// would drop settings the Dag author meant to apply.
+func (c Connection) ExtraMap() (map[string]any, error) {
+	out := map[string]any{}
+	if c.Extra == "" {
+		return out, nil
+	}
+	if err := json.Unmarshal([]byte(c.Extra), &out); err != nil {
+		return nil, fmt.Errorf("connection %q: extra is not a JSON object (%v); fix the connection's Extra field", c.ConnID, err)
+	}
+	return out, nil
+}
+
+// String never includes the password, so a Connection can be logged safely.
+func (c Connection) String() string {
+	pw := ""
+	if c.Password != "" {
+		pw = " password=***"
+	}
+	return fmt.Sprintf("Connection(%s type=%s host=%s port=%d login=%s%s)", c.ConnID, c.ConnType, c.Host, c.Port, c.Login, pw)
+}
