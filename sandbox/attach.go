@@ -1,0 +1,83 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"time"
+)
+
+// Attachment is what Attach learns from the sandbox's tags.
+type Attachment struct {
+	Owner     string
+	Holder    string
+	ExpiresAt time.Time      // zero when unknown
+	Network   *NetworkPolicy // nil when unknown
+	Workdir   string
+}
+
+// Attach claims a sandbox another task created, following the Python
+// provider's rules: the owner tag must equal owner, no other holder may hold
+// it, and the holder claim is written and read back. Errors are terminal.
+func Attach(ctx context.Context, drv Driver, id, owner, holder string) (*Sandbox, Attachment, error) {
+	s := Open(drv, id)
+	fail := func(format string, a ...any) (*Sandbox, Attachment, error) {
+		return nil, Attachment{}, &Error{Op: "attach", Sandbox: id, Err: fmt.Errorf(format, a...)}
+	}
+	tags, err := s.Tags(ctx)
+	if err != nil {
+		return nil, Attachment{}, err
+	}
+	if got := tags[TagOwner]; got != owner {
+		return fail("sandbox is not owned by %q (its owner is %q); attach from a task of the Dag run that provisioned it", owner, got)
+	}
+	if cur := tags[TagHolder]; cur != "" && cur != holder {
+		return fail("sandbox is already held by %q; wait for that task to finish or release it", cur)
+	}
+	if tags[TagHolder] != holder {
+		claimed := maps.Clone(tags)
+		claimed[TagHolder] = holder
+		if err := s.SetTags(ctx, claimed); err != nil {
+			return nil, Attachment{}, err
+		}
+		again, err := s.Tags(ctx)
+		if err != nil {
+			return nil, Attachment{}, err
+		}
+		if again[TagHolder] != holder {
+			return fail("sandbox was claimed by %q while %q was attaching", again[TagHolder], holder)
+		}
+		tags = again
+	}
+	att := Attachment{Owner: owner, Holder: holder, ExpiresAt: ExpiresAt(tags), Workdir: tags[TagWorkdir]}
+	if raw, ok := tags[TagNetwork]; ok {
+		if p, err := DecodeNetworkPolicy(raw); err == nil {
+			att.Network = &p
+		}
+	}
+	return s, att, nil
+}
+
+// Release drops holder's claim on the sandbox, if it is still holder's. A
+// sandbox that is already gone needs no release.
+func Release(ctx context.Context, drv Driver, id, holder string) error {
+	s := Open(drv, id)
+	tags, err := s.Tags(ctx)
+	if errors.Is(err, ErrGone) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if tags[TagHolder] != holder {
+		return nil
+	}
+	released := maps.Clone(tags)
+	delete(released, TagHolder)
+	err = s.SetTags(ctx, released)
+	if errors.Is(err, ErrGone) {
+		return nil
+	}
+	return err
+}
