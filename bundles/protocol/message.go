@@ -1,0 +1,175 @@
+package protocol
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Message is one decoded envelope. Requests are [id, body]; replies are
+// [id, body] or [id, body, error]. Body and Err are nil when the wire had nil.
+type Message struct {
+	ID   int64
+	Body map[string]any
+	Err  map[string]any
+}
+
+// Type is the body's "type" discriminator, or "" when there is no body.
+func (m Message) Type() string {
+	s, _ := m.Body["type"].(string)
+	return s
+}
+
+// ErrorResponse returns the ErrorResponse carried by m, whether as the third
+// element or as the body (Airflow uses both, spec 3.4), or nil.
+func (m Message) ErrorResponse() *APIError {
+	if m.Err != nil {
+		return apiErrorFrom(m.Err)
+	}
+	if m.Type() == "ErrorResponse" {
+		return apiErrorFrom(m.Body)
+	}
+	return nil
+}
+
+// APIError is an ErrorResponse from the supervisor.
+type APIError struct {
+	Code   string // ErrorType, e.g. CONNECTION_NOT_FOUND; GENERIC_ERROR when absent
+	Detail any
+}
+
+func (e *APIError) Error() string {
+	if e.Detail == nil {
+		return "supervisor error " + e.Code
+	}
+	return fmt.Sprintf("supervisor error %s: %v", e.Code, e.Detail)
+}
+
+func apiErrorFrom(m map[string]any) *APIError {
+	code, _ := m["error"].(string)
+	if code == "" {
+		code = "GENERIC_ERROR"
+	}
+	return &APIError{Code: code, Detail: m["detail"]}
+}
+
+// EncodeRequest encodes a runtime -> supervisor frame payload [id, body].
+func EncodeRequest(id int64, body map[string]any) ([]byte, error) {
+	return msgpack.Marshal([]any{id, body})
+}
+
+// EncodeReply encodes a supervisor -> runtime payload [id, body, err]; a nil
+// map goes out as msgpack nil.
+func EncodeReply(id int64, body, errBody map[string]any) ([]byte, error) {
+	var b, e any
+	if body != nil {
+		b = body
+	}
+	if errBody != nil {
+		e = errBody
+	}
+	return msgpack.Marshal([]any{id, b, e})
+}
+
+// DecodeMessage decodes a frame payload into a Message. It accepts 2 or 3
+// elements and never panics on hostile input: structure and nesting are
+// checked before the msgpack decoder sees the bytes.
+func DecodeMessage(payload []byte) (Message, error) {
+	if err := checkStructure(payload); err != nil {
+		return Message{}, fmt.Errorf("malformed frame: %w", err)
+	}
+	dec := msgpack.NewDecoder(bytes.NewReader(payload))
+	dec.UseLooseInterfaceDecoding(true)
+	v, err := dec.DecodeInterface()
+	if err != nil {
+		return Message{}, fmt.Errorf("malformed frame: %w", err)
+	}
+	arr, ok := v.([]any)
+	if !ok {
+		return Message{}, fmt.Errorf("malformed frame: expected a msgpack array [id, body, error], got %s", typeName(v))
+	}
+	if len(arr) < 2 || len(arr) > 3 {
+		return Message{}, fmt.Errorf("malformed frame: expected 2 or 3 elements, got %d", len(arr))
+	}
+	var m Message
+	id, ok := asInt(arr[0])
+	if !ok {
+		return Message{}, fmt.Errorf("malformed frame: request id must be an integer, got %s", typeName(arr[0]))
+	}
+	m.ID = id
+	if arr[1] != nil {
+		if m.Body, ok = arr[1].(map[string]any); !ok {
+			return Message{}, fmt.Errorf("malformed frame: body must be a map, got %s", typeName(arr[1]))
+		}
+	}
+	if len(arr) == 3 && arr[2] != nil {
+		if m.Err, ok = arr[2].(map[string]any); !ok {
+			return Message{}, fmt.Errorf("malformed frame: error element must be a map, got %s", typeName(arr[2]))
+		}
+	}
+	return m, nil
+}
+
+func typeName(v any) string {
+	switch v.(type) {
+	case nil:
+		return "nil"
+	case string:
+		return "a string"
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "a map"
+	case bool:
+		return "a bool"
+	case []byte:
+		return "binary"
+	case time.Time:
+		return "a timestamp"
+	}
+	if _, ok := asInt(v); ok {
+		return "an integer"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// asInt accepts every integer width msgpack may produce, and integral floats
+// (Python sometimes sends 1.0 where the schema says int).
+func asInt(v any) (int64, bool) {
+	switch n := v.(type) {
+	case int64:
+		return n, true
+	case int:
+		return int64(n), true
+	case int8:
+		return int64(n), true
+	case int16:
+		return int64(n), true
+	case int32:
+		return int64(n), true
+	case uint8:
+		return int64(n), true
+	case uint16:
+		return int64(n), true
+	case uint32:
+		return int64(n), true
+	case uint64:
+		if n > math.MaxInt64 {
+			return 0, false
+		}
+		return int64(n), true
+	case float64:
+		if n == math.Trunc(n) && math.Abs(n) < 1<<53 {
+			return int64(n), true
+		}
+	case float32:
+		f := float64(n)
+		if f == math.Trunc(f) && math.Abs(f) < 1<<24 {
+			return int64(f), true
+		}
+	}
+	return 0, false
+}

@@ -1,0 +1,290 @@
+package protocol
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Message type discriminators this runtime reads or writes.
+const (
+	TypeStartupDetails           = "StartupDetails"
+	TypeTaskHandlerParseRequest  = "TaskHandlerParseRequest"
+	TypeTaskHandlerParsingResult = "TaskHandlerParsingResult"
+	TypeSucceedTask              = "SucceedTask"
+	TypeRetryTask                = "RetryTask"
+	TypeTaskState                = "TaskState"
+	TypeGetConnection            = "GetConnection"
+	TypeConnectionResult         = "ConnectionResult"
+	TypeGetVariable              = "GetVariable"
+	TypeVariableResult           = "VariableResult"
+	TypeGetXCom                  = "GetXCom"
+	TypeXComResult               = "XComResult"
+	TypeSetXCom                  = "SetXCom"
+	TypeMaskSecret               = "MaskSecret"
+	TypeErrorResponse            = "ErrorResponse"
+)
+
+// TaskInstance is StartupDetails.ti.
+type TaskInstance struct {
+	ID, DagID, TaskID, RunID string
+	TryNumber                int
+	MapIndex                 int // -1 when unmapped
+	DagVersionID             string
+	Hostname                 string
+	Queue                    string
+}
+
+// DagRun is StartupDetails.ti_context.dag_run. Zero times mean null.
+type DagRun struct {
+	DagID, RunID, RunType, State                    string
+	LogicalDate, DataIntervalStart, DataIntervalEnd time.Time
+	RunAfter, StartDate, EndDate                    time.Time
+	Conf                                            map[string]any
+}
+
+// StartupDetails is the first frame of a task run, decoded tolerantly:
+// unknown keys are ignored, datetimes may be msgpack timestamps or RFC 3339
+// strings, and absent optional keys take Airflow's defaults.
+type StartupDetails struct {
+	TI          TaskInstance
+	DagRelPath  string
+	BundleName  string
+	StartDate   time.Time
+	DagRun      DagRun
+	MaxTries    int
+	ShouldRetry bool
+	// ArgBindings is ti_context.arg_bindings (nil for older schemas).
+	ArgBindings []map[string]any
+}
+
+// ParseStartupDetails validates and decodes a StartupDetails body. It fails
+// when a required task-instance field is missing or a known field has the
+// wrong type, naming the field.
+func ParseStartupDetails(body map[string]any) (StartupDetails, error) {
+	var sd StartupDetails
+	f := fields{prefix: "StartupDetails"}
+	ti := f.mapField(body, "ti", true)
+	if f.err != nil {
+		return sd, f.err
+	}
+	tf := fields{prefix: "StartupDetails.ti"}
+	sd.TI = TaskInstance{
+		ID:           tf.str(ti, "id", true),
+		DagID:        tf.str(ti, "dag_id", true),
+		TaskID:       tf.str(ti, "task_id", true),
+		RunID:        tf.str(ti, "run_id", true),
+		TryNumber:    tf.int(ti, "try_number", true, 0),
+		MapIndex:     tf.int(ti, "map_index", false, -1),
+		DagVersionID: tf.str(ti, "dag_version_id", false),
+		Hostname:     tf.str(ti, "hostname", false),
+		Queue:        tf.str(ti, "queue", false),
+	}
+	if tf.err != nil {
+		return sd, tf.err
+	}
+	if sd.TI.TryNumber < 1 {
+		return sd, fmt.Errorf("StartupDetails.ti.try_number must be at least 1, got %d", sd.TI.TryNumber)
+	}
+	if sd.TI.Queue == "" {
+		sd.TI.Queue = "default"
+	}
+	sd.DagRelPath = f.str(body, "dag_rel_path", false)
+	sd.StartDate = f.time(body, "start_date")
+	if bi := f.mapField(body, "bundle_info", false); bi != nil {
+		sd.BundleName = f.str(bi, "name", false)
+	}
+	ctx := f.mapField(body, "ti_context", false)
+	if f.err != nil {
+		return sd, f.err
+	}
+	cf := fields{prefix: "StartupDetails.ti_context"}
+	sd.MaxTries = cf.int(ctx, "max_tries", false, 0)
+	sd.ShouldRetry = cf.bool(ctx, "should_retry")
+	if dr := cf.mapField(ctx, "dag_run", false); dr != nil {
+		df := fields{prefix: "StartupDetails.ti_context.dag_run"}
+		sd.DagRun = DagRun{
+			DagID:             df.str(dr, "dag_id", false),
+			RunID:             df.str(dr, "run_id", false),
+			RunType:           df.str(dr, "run_type", false),
+			State:             df.str(dr, "state", false),
+			LogicalDate:       df.time(dr, "logical_date"),
+			DataIntervalStart: df.time(dr, "data_interval_start"),
+			DataIntervalEnd:   df.time(dr, "data_interval_end"),
+			RunAfter:          df.time(dr, "run_after"),
+			StartDate:         df.time(dr, "start_date"),
+			EndDate:           df.time(dr, "end_date"),
+			Conf:              df.mapField(dr, "conf", false),
+		}
+		if df.err != nil {
+			return sd, df.err
+		}
+	}
+	if v, ok := ctx["arg_bindings"]; ok && v != nil {
+		list, ok := v.([]any)
+		if !ok {
+			return sd, fmt.Errorf("StartupDetails.ti_context.arg_bindings must be a list, got %s", typeName(v))
+		}
+		for i, item := range list {
+			m, ok := item.(map[string]any)
+			if !ok {
+				return sd, fmt.Errorf("StartupDetails.ti_context.arg_bindings[%d] must be a map, got %s", i, typeName(item))
+			}
+			sd.ArgBindings = append(sd.ArgBindings, m)
+		}
+	}
+	if sd.DagRun.DagID == "" {
+		sd.DagRun.DagID = sd.TI.DagID
+	}
+	if sd.DagRun.RunID == "" {
+		sd.DagRun.RunID = sd.TI.RunID
+	}
+	if cf.err != nil {
+		return sd, cf.err
+	}
+	return sd, f.err
+}
+
+// TaskHandlerParseRequest is the Gen C Dag processor's first frame (spec 3.9).
+type TaskHandlerParseRequest struct {
+	File       string
+	BundlePath string
+	BundleName string
+	DagIDs     []string // optional filter; nil means all
+}
+
+// ParseTaskHandlerParseRequest decodes a TaskHandlerParseRequest body.
+func ParseTaskHandlerParseRequest(body map[string]any) (TaskHandlerParseRequest, error) {
+	f := fields{prefix: "TaskHandlerParseRequest"}
+	r := TaskHandlerParseRequest{
+		File:       f.str(body, "file", false),
+		BundlePath: f.str(body, "bundle_path", false),
+		BundleName: f.str(body, "bundle_name", false),
+	}
+	if v, ok := body["dag_ids"]; ok && v != nil {
+		list, ok := v.([]any)
+		if !ok {
+			return r, fmt.Errorf("TaskHandlerParseRequest.dag_ids must be a list of strings, got %s", typeName(v))
+		}
+		r.DagIDs = []string{}
+		for _, item := range list {
+			s, ok := item.(string)
+			if !ok {
+				return r, fmt.Errorf("TaskHandlerParseRequest.dag_ids must be a list of strings, found %s", typeName(item))
+			}
+			r.DagIDs = append(r.DagIDs, s)
+		}
+	}
+	return r, f.err
+}
+
+// fields reads typed values out of decoded maps, keeping the first error so
+// decoding code stays linear.
+type fields struct {
+	prefix string
+	err    error
+}
+
+func (f *fields) fail(key, format string, args ...any) {
+	if f.err == nil {
+		f.err = fmt.Errorf("%s.%s %s", f.prefix, key, fmt.Sprintf(format, args...))
+	}
+}
+
+func (f *fields) str(m map[string]any, key string, required bool) string {
+	v, ok := m[key]
+	if !ok || v == nil {
+		if required {
+			f.fail(key, "is required but missing")
+		}
+		return ""
+	}
+	switch s := v.(type) {
+	case string:
+		if required && s == "" {
+			f.fail(key, "is required but empty")
+		}
+		return s
+	case []byte: // some encoders send UUIDs as 16 raw bytes
+		if len(s) == 16 {
+			return fmt.Sprintf("%x-%x-%x-%x-%x", s[0:4], s[4:6], s[6:8], s[8:10], s[10:16])
+		}
+		return string(s)
+	}
+	f.fail(key, "must be a string, got %s", typeName(v))
+	return ""
+}
+
+func (f *fields) int(m map[string]any, key string, required bool, def int) int {
+	v, ok := m[key]
+	if !ok || v == nil {
+		if required {
+			f.fail(key, "is required but missing")
+		}
+		return def
+	}
+	n, ok := asInt(v)
+	if !ok || n > 1<<31 || n < -(1<<31) {
+		f.fail(key, "must be an integer, got %s", typeName(v))
+		return def
+	}
+	return int(n)
+}
+
+func (f *fields) bool(m map[string]any, key string) bool {
+	v, ok := m[key]
+	if !ok || v == nil {
+		return false
+	}
+	b, ok := v.(bool)
+	if !ok {
+		f.fail(key, "must be a bool, got %s", typeName(v))
+	}
+	return b
+}
+
+func (f *fields) mapField(m map[string]any, key string, required bool) map[string]any {
+	v, ok := m[key]
+	if !ok || v == nil {
+		if required {
+			f.fail(key, "is required but missing")
+		}
+		return nil
+	}
+	mm, ok := v.(map[string]any)
+	if !ok {
+		f.fail(key, "must be a map, got %s", typeName(v))
+	}
+	return mm
+}
+
+func (f *fields) time(m map[string]any, key string) time.Time {
+	v, ok := m[key]
+	if !ok || v == nil {
+		return time.Time{}
+	}
+	t, err := ParseTime(v)
+	if err != nil {
+		f.fail(key, "%v", err)
+	}
+	return t
+}
+
+// ParseTime accepts a msgpack timestamp (decoded as time.Time) or an
+// RFC 3339 / Python isoformat string (a naive one is taken as UTC).
+func ParseTime(v any) (time.Time, error) {
+	switch t := v.(type) {
+	case time.Time:
+		return t.UTC(), nil
+	case string:
+		s := strings.TrimSpace(t)
+		for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05.999999999", "2006-01-02 15:04:05.999999999Z07:00", "2006-01-02 15:04:05.999999999"} {
+			if p, err := time.Parse(layout, s); err == nil {
+				return p.UTC(), nil
+			}
+		}
+		return time.Time{}, fmt.Errorf("is not an RFC 3339 datetime: %q", t)
+	}
+	return time.Time{}, errors.New("must be a datetime (msgpack timestamp or RFC 3339 string), got " + typeName(v))
+}
