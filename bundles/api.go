@@ -82,7 +82,7 @@ type ConnectionGetter interface {
 
 // Typed not-found errors; match them with errors.Is.
 var (
-	ErrConnectionNotFound = errors.New("connection not found")
+	ErrConnectionNotFound = connections.ErrNotFound
 	ErrVariableNotFound   = errors.New("variable not found")
 	ErrXComNotFound       = errors.New("xcom not found")
 )

@@ -9,8 +9,14 @@ package connections
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 )
+
+// ErrNotFound means Airflow has no connection with the requested id. The
+// bundle runtime returns it (wrapped, naming the id) from GetConnection, so
+// code that does not import the runtime can still recognise it.
+var ErrNotFound = errors.New("connection not found")
 
 // Connection is one Airflow connection, as a ConnectionResult carries it.
 // Extra is the raw JSON text Airflow stores; use ExtraMap to read it.
