@@ -1,0 +1,46 @@
+package s3server
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+)
+
+func TestStartServesS3AndStops(t *testing.T) {
+	s := Start(t)
+	s.CreateBucket(t, "bucket-one")
+
+	ctx := context.Background()
+	c := s.Client()
+	body := []byte("hello from versitygw")
+	if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bucket-one"), Key: aws.String("a/b.txt"), Body: bytes.NewReader(body)}); err != nil {
+		t.Fatalf("put: %v\n%s", err, s.Output())
+	}
+	out, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("bucket-one"), Key: aws.String("a/b.txt")})
+	if err != nil {
+		t.Fatalf("get: %v", err)
+	}
+	got, _ := io.ReadAll(out.Body)
+	out.Body.Close()
+	if !bytes.Equal(got, body) {
+		t.Fatalf("got %q want %q", got, body)
+	}
+
+	// Wrong credentials are refused: the server really checks signatures.
+	bad := &Server{Endpoint: s.Endpoint, Region: s.Region, AccessKey: s.AccessKey, SecretKey: "not-the-secret"}
+	if _, err := bad.Client().HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String("bucket-one")}); err == nil {
+		t.Fatal("a wrong secret key was accepted")
+	}
+
+	s.Stop()
+	if resp, err := http.Get(s.Endpoint + "/"); err == nil {
+		resp.Body.Close()
+		t.Fatal("server still answers after Stop")
+	}
+	s.Stop() // idempotent
+}
