@@ -1,0 +1,394 @@
+package bundles
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
+	"github.com/airflow-sandbox/airflow-go-worker/connections"
+)
+
+// rpc multiplexes requests over the comm socket: one reader goroutine
+// routes each reply to the waiter with the same id; replies nobody waits
+// for are dropped, as the spec allows.
+type rpc struct {
+	conn net.Conn
+
+	wmu sync.Mutex // serialises frame writes
+
+	mu      sync.Mutex
+	nextID  int64
+	pending map[int64]chan protocol.Message
+	readErr error // set once the reader stops
+	done    chan struct{}
+}
+
+func newRPC(conn net.Conn) *rpc {
+	return &rpc{conn: conn, pending: map[int64]chan protocol.Message{}, done: make(chan struct{})}
+}
+
+// start launches the reader. Call it after the first frame has been read
+// synchronously.
+func (r *rpc) start() {
+	go func() {
+		defer close(r.done)
+		for {
+			p, err := protocol.ReadFrame(r.conn)
+			if err == nil {
+				var m protocol.Message
+				m, err = protocol.DecodeMessage(p)
+				if err == nil {
+					r.route(m)
+					continue
+				}
+			}
+			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
+				err = errors.New("the supervisor closed the comm socket")
+			}
+			r.mu.Lock()
+			r.readErr = err
+			for id, ch := range r.pending {
+				close(ch)
+				delete(r.pending, id)
+			}
+			r.mu.Unlock()
+			return
+		}
+	}()
+}
+
+func (r *rpc) route(m protocol.Message) {
+	r.mu.Lock()
+	ch, ok := r.pending[m.ID]
+	delete(r.pending, m.ID)
+	r.mu.Unlock()
+	if ok {
+		ch <- m
+	}
+}
+
+// send writes one request frame.
+func (r *rpc) send(id int64, body map[string]any) error {
+	p, err := protocol.EncodeRequest(id, body)
+	if err != nil {
+		return fmt.Errorf("encoding %v request: %w", body["type"], err)
+	}
+	r.wmu.Lock()
+	defer r.wmu.Unlock()
+	r.conn.SetWriteDeadline(time.Now().Add(30 * time.Second))
+	defer r.conn.SetWriteDeadline(time.Time{})
+	return protocol.WriteFrame(r.conn, p)
+}
+
+// call sends body and waits for its reply. An ErrorResponse (body or third
+// element) becomes a *protocol.APIError.
+func (r *rpc) call(ctx context.Context, body map[string]any) (protocol.Message, error) {
+	ch := make(chan protocol.Message, 1)
+	r.mu.Lock()
+	if r.readErr != nil {
+		err := r.readErr
+		r.mu.Unlock()
+		return protocol.Message{}, err
+	}
+	id := r.nextID
+	r.nextID++
+	r.pending[id] = ch
+	r.mu.Unlock()
+	forget := func() {
+		r.mu.Lock()
+		delete(r.pending, id)
+		r.mu.Unlock()
+	}
+	if err := r.send(id, body); err != nil {
+		forget()
+		return protocol.Message{}, fmt.Errorf("sending %v: %w", body["type"], err)
+	}
+	select {
+	case m, ok := <-ch:
+		if !ok {
+			r.mu.Lock()
+			err := r.readErr
+			r.mu.Unlock()
+			return protocol.Message{}, fmt.Errorf("waiting for the reply to %v: %w", body["type"], err)
+		}
+		if e := m.ErrorResponse(); e != nil {
+			return m, e
+		}
+		return m, nil
+	case <-ctx.Done():
+		forget()
+		return protocol.Message{}, ctx.Err()
+	}
+}
+
+// client is the runtime's implementation of Client.
+type client struct {
+	rpc    *rpc
+	ti     TaskInstance
+	getenv func(string) string
+	// onSecret lets the log sink redact what the task asked Airflow to mask.
+	onSecret func(string)
+}
+
+var _ Client = (*client)(nil)
+
+func apiCode(err error) string {
+	var ae *protocol.APIError
+	if errors.As(err, &ae) {
+		return ae.Code
+	}
+	return ""
+}
+
+func (c *client) GetConnection(ctx context.Context, connID string) (connections.Connection, error) {
+	m, err := c.rpc.call(ctx, map[string]any{"type": protocol.TypeGetConnection, "conn_id": connID})
+	if err != nil {
+		if apiCode(err) == "CONNECTION_NOT_FOUND" {
+			return connections.Connection{}, fmt.Errorf("connection %q: %w (define it in Airflow or as AIRFLOW_CONN_%s)", connID, ErrConnectionNotFound, strings.ToUpper(connID))
+		}
+		return connections.Connection{}, fmt.Errorf("getting connection %q: %w", connID, err)
+	}
+	if m.Type() != protocol.TypeConnectionResult {
+		return connections.Connection{}, fmt.Errorf("getting connection %q: the supervisor answered %q, want ConnectionResult", connID, m.Type())
+	}
+	return connectionFromResult(connID, m.Body)
+}
+
+// connectionFromResult reads a ConnectionResult, where absent keys mean null
+// and extra is a JSON string (a map is accepted and re-encoded).
+func connectionFromResult(connID string, b map[string]any) (connections.Connection, error) {
+	str := func(k string) (string, error) {
+		switch v := b[k].(type) {
+		case nil:
+			return "", nil
+		case string:
+			return v, nil
+		}
+		return "", fmt.Errorf("connection %q: ConnectionResult.%s is not a string", connID, k)
+	}
+	var c connections.Connection
+	var err error
+	fields := []struct {
+		k   string
+		dst *string
+	}{{"conn_id", &c.ConnID}, {"conn_type", &c.ConnType}, {"host", &c.Host}, {"schema", &c.Schema}, {"login", &c.Login}, {"password", &c.Password}}
+	for _, f := range fields {
+		if *f.dst, err = str(f.k); err != nil {
+			return connections.Connection{}, err
+		}
+	}
+	if c.ConnID == "" {
+		c.ConnID = connID
+	}
+	switch v := b["port"].(type) {
+	case nil:
+	case string:
+		if _, err := fmt.Sscanf(v, "%d", &c.Port); err != nil {
+			return connections.Connection{}, fmt.Errorf("connection %q: port %q is not a number", connID, v)
+		}
+	default:
+		f, ok := toFloat(v)
+		if !ok {
+			return connections.Connection{}, fmt.Errorf("connection %q: port is not a number", connID)
+		}
+		c.Port = int(f)
+	}
+	switch v := b["extra"].(type) {
+	case nil:
+	case string:
+		c.Extra = v
+	default:
+		data, err := json.Marshal(jsonValue(v))
+		if err != nil {
+			return connections.Connection{}, fmt.Errorf("connection %q: extra is not JSON: %v", connID, err)
+		}
+		c.Extra = string(data)
+	}
+	return c, nil
+}
+
+func toFloat(v any) (float64, bool) {
+	switch n := v.(type) {
+	case int64:
+		return float64(n), true
+	case uint64:
+		return float64(n), true
+	case float64:
+		return n, true
+	case int:
+		return float64(n), true
+	}
+	return 0, false
+}
+
+// envVarName is Airflow's AIRFLOW_VAR_<KEY> spelling.
+func envVarName(key string) string { return "AIRFLOW_VAR_" + strings.ToUpper(key) }
+
+func (c *client) GetVariable(ctx context.Context, key string) (string, error) {
+	if v := c.getenv(envVarName(key)); v != "" {
+		return v, nil
+	}
+	m, err := c.rpc.call(ctx, map[string]any{"type": protocol.TypeGetVariable, "key": key})
+	if err != nil {
+		if apiCode(err) == "VARIABLE_NOT_FOUND" {
+			return "", fmt.Errorf("variable %q: %w (define it in Airflow or as %s)", key, ErrVariableNotFound, envVarName(key))
+		}
+		return "", fmt.Errorf("getting variable %q: %w", key, err)
+	}
+	switch v := m.Body["value"].(type) {
+	case string:
+		return v, nil
+	case nil:
+		return "", fmt.Errorf("variable %q: %w", key, ErrVariableNotFound)
+	default:
+		data, _ := json.Marshal(jsonValue(v))
+		return string(data), nil
+	}
+}
+
+func (c *client) xcomTarget(ref XComRef) map[string]any {
+	body := map[string]any{
+		"key":     ref.Key,
+		"dag_id":  ref.DagID,
+		"run_id":  ref.RunID,
+		"task_id": ref.TaskID,
+	}
+	if ref.DagID == "" {
+		body["dag_id"] = c.ti.DagID
+	}
+	if ref.RunID == "" {
+		body["run_id"] = c.ti.RunID
+	}
+	if ref.TaskID == "" {
+		body["task_id"] = c.ti.TaskID
+	}
+	if ref.MapIndex != nil && *ref.MapIndex >= 0 {
+		body["map_index"] = *ref.MapIndex
+	}
+	return body
+}
+
+func (c *client) GetXCom(ctx context.Context, ref XComRef) (any, error) {
+	if ref.Key == "" {
+		ref.Key = ReturnValueKey
+	}
+	body := c.xcomTarget(ref)
+	body["type"] = protocol.TypeGetXCom
+	m, err := c.rpc.call(ctx, body)
+	name := fmt.Sprintf("XCom %s of task %s", body["key"], body["task_id"])
+	if err != nil {
+		if apiCode(err) == "XCOM_NOT_FOUND" {
+			return nil, fmt.Errorf("%s: %w", name, ErrXComNotFound)
+		}
+		return nil, fmt.Errorf("getting %s: %w", name, err)
+	}
+	v, ok := m.Body["value"]
+	if !ok || v == nil {
+		return nil, fmt.Errorf("%s: %w", name, ErrXComNotFound)
+	}
+	return jsonValue(v), nil
+}
+
+func (c *client) SetXCom(ctx context.Context, key string, value any) error {
+	v, err := toJSONValue(value)
+	if err != nil {
+		return fmt.Errorf("XCom %q: value is not JSON-encodable: %w", key, err)
+	}
+	mi := c.ti.MapIndex
+	body := c.xcomTarget(XComRef{Key: key, MapIndex: &mi})
+	body["type"] = protocol.TypeSetXCom
+	body["value"] = v
+	if _, err := c.rpc.call(ctx, body); err != nil {
+		return fmt.Errorf("setting XCom %q: %w", key, err)
+	}
+	return nil
+}
+
+func (c *client) MaskSecret(ctx context.Context, value, name string) error {
+	if c.onSecret != nil {
+		c.onSecret(value)
+	}
+	body := map[string]any{"type": protocol.TypeMaskSecret, "value": value}
+	if name != "" {
+		body["name"] = name
+	}
+	if _, err := c.rpc.call(ctx, body); err != nil {
+		return fmt.Errorf("masking secret %q: %w", name, err)
+	}
+	return nil
+}
+
+// toJSONValue turns any Go value into the plain JSON shapes (map[string]any,
+// []any, string, float64/int64, bool, nil) that travel as XCom, honouring
+// json tags and MarshalJSON. Integers that fit stay integers.
+func toJSONValue(v any) (any, error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var out any
+	if err := dec.Decode(&out); err != nil {
+		return nil, err
+	}
+	return numbersToGo(out), nil
+}
+
+func numbersToGo(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		if i, err := x.Int64(); err == nil {
+			return i
+		}
+		f, _ := x.Float64()
+		return f
+	case map[string]any:
+		for k, e := range x {
+			x[k] = numbersToGo(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = numbersToGo(e)
+		}
+	}
+	return v
+}
+
+// jsonValue normalises values decoded from msgpack (timestamps, byte
+// strings, narrow ints) into JSON-friendly ones.
+func jsonValue(v any) any {
+	switch x := v.(type) {
+	case time.Time:
+		return x.UTC().Format(time.RFC3339Nano)
+	case []byte:
+		return string(x)
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = jsonValue(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = jsonValue(e)
+		}
+		return out
+	case map[any]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[fmt.Sprint(k)] = jsonValue(e)
+		}
+		return out
+	}
+	return v
+}

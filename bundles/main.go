@@ -1,0 +1,114 @@
+package bundles
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// Main is the whole main() of a Go user's bundle binary:
+//
+//	func main() { bundles.Main(bundles.New().Register("my_dag", "extract", extract)) }
+//
+// It handles --comm/--logs (coordinator mode) and --airflow-metadata
+// [--format yaml|json], and exits with the right code.
+func Main(b *Bundle) {
+	os.Exit(RunMain(context.Background(), b, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// Exit codes of RunMain.
+const (
+	ExitOK      = 0
+	ExitFailure = 1 // protocol failure: Airflow records failed/up_for_retry
+	ExitUsage   = 2 // bad command line
+)
+
+// RunMain runs the bundle's command line and returns the exit code. Airflow
+// appends --comm and --logs as the last two arguments.
+func RunMain(ctx context.Context, b *Bundle, args []string, stdout, stderr io.Writer) int {
+	opts, err := ParseServeArgs(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "airflow-go-worker: %v\n", err)
+		return ExitUsage
+	}
+	if opts.Metadata {
+		out, err := b.Manifest("", "").Encode(opts.Format)
+		if err != nil {
+			fmt.Fprintf(stderr, "airflow-go-worker: %v\n", err)
+			return ExitUsage
+		}
+		stdout.Write(out)
+		return ExitOK
+	}
+	if err := b.Serve(ctx, opts.Comm, opts.Logs); err != nil {
+		fmt.Fprintf(stderr, "airflow-go-worker: %v\n", err)
+		return ExitFailure
+	}
+	return ExitOK
+}
+
+// ServeArgs is the parsed bundle command line.
+type ServeArgs struct {
+	Comm, Logs string
+	Metadata   bool
+	Format     string
+}
+
+// ParseServeArgs accepts --comm/--logs (as --flag=value or --flag value),
+// or --airflow-metadata with an optional --format. Anything else is an
+// error naming it.
+func ParseServeArgs(args []string) (ServeArgs, error) {
+	var a ServeArgs
+	formatSet := false
+	for i := 0; i < len(args); i++ {
+		arg := args[i]
+		name, val, hasVal := strings.Cut(arg, "=")
+		takeValue := func() (string, error) {
+			if hasVal {
+				return val, nil
+			}
+			if i+1 >= len(args) || strings.HasPrefix(args[i+1], "--") {
+				return "", fmt.Errorf("flag %s needs a value", name)
+			}
+			i++
+			return args[i], nil
+		}
+		var err error
+		switch name {
+		case "--comm":
+			a.Comm, err = takeValue()
+		case "--logs":
+			a.Logs, err = takeValue()
+		case "--format":
+			a.Format, err = takeValue()
+			formatSet = true
+		case "--airflow-metadata":
+			if hasVal {
+				return a, errors.New("flag --airflow-metadata takes no value")
+			}
+			a.Metadata = true
+		default:
+			return a, fmt.Errorf("unknown argument %q (want --comm=HOST:PORT --logs=HOST:PORT, or --airflow-metadata [--format yaml|json])", arg)
+		}
+		if err != nil {
+			return a, err
+		}
+	}
+	switch {
+	case formatSet && !a.Metadata:
+		return a, errors.New("--format is only valid with --airflow-metadata")
+	case a.Metadata && (a.Comm != "" || a.Logs != ""):
+		return a, errors.New("--airflow-metadata cannot be combined with --comm/--logs")
+	case a.Metadata:
+		if a.Format != "" && a.Format != "yaml" && a.Format != "json" {
+			return a, fmt.Errorf("unknown --format %q: use yaml or json", a.Format)
+		}
+		return a, nil
+	case a.Comm == "" || a.Logs == "":
+		return a, errors.New("--comm and --logs are required for bundle execution (Airflow passes them); use --airflow-metadata to print the manifest")
+	}
+	return a, nil
+}

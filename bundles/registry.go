@@ -1,0 +1,126 @@
+package bundles
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"sync"
+)
+
+// TaskRef names one registered task.
+type TaskRef struct {
+	DagID  string
+	TaskID string
+}
+
+// TaskOption configures a task at registration.
+type TaskOption func(*taskOptions)
+
+type taskOptions struct {
+	defaults map[string]any
+}
+
+// WithDefaults gives input values of the lowest priority: arg_bindings and
+// dag_run.conf override them. Keys must name fields of the task's input
+// struct (matched like bindings), so a typo is caught at registration.
+func WithDefaults(defaults map[string]any) TaskOption {
+	return func(o *taskOptions) {
+		if o.defaults == nil {
+			o.defaults = map[string]any{}
+		}
+		for k, v := range defaults {
+			o.defaults[k] = v
+		}
+	}
+}
+
+// Bundle is a registry of (dag_id, task_id) -> Go function.
+type Bundle struct {
+	mu    sync.RWMutex
+	order []TaskRef
+	tasks map[TaskRef]*task
+}
+
+// New returns an empty bundle.
+func New() *Bundle {
+	return &Bundle{tasks: map[TaskRef]*task{}}
+}
+
+// idPattern is Airflow's rule for dag and task ids.
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9_.\-]{1,250}$`)
+
+// Add registers fn as the implementation of (dagID, taskID). It checks the
+// ids, fn's signature (see package docs of Register) and the defaults, and
+// refuses a duplicate.
+func (b *Bundle) Add(dagID, taskID string, fn any, opts ...TaskOption) error {
+	for _, id := range []struct{ what, v string }{{"dag_id", dagID}, {"task_id", taskID}} {
+		if !idPattern.MatchString(id.v) {
+			return fmt.Errorf("invalid %s %q: use 1-250 letters, digits, '_', '-' or '.'", id.what, id.v)
+		}
+	}
+	var o taskOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	t, err := newTask(fn, o)
+	if err != nil {
+		return fmt.Errorf("task %s.%s: %w", dagID, taskID, err)
+	}
+	ref := TaskRef{DagID: dagID, TaskID: taskID}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, dup := b.tasks[ref]; dup {
+		return fmt.Errorf("task %s.%s is already registered; each (dag_id, task_id) may have one function", dagID, taskID)
+	}
+	b.tasks[ref] = t
+	b.order = append(b.order, ref)
+	return nil
+}
+
+// Register is Add for code that registers at start-up, where a bad
+// registration is a programming error: it panics instead of returning it.
+//
+// A task function may take, in any order: context.Context, TaskInstance or
+// *TaskInstance, DagRun or *DagRun, hclog.Logger, Client or any interface the
+// runtime client satisfies (e.g. ConnectionGetter), and at most one input
+// struct (or pointer to struct) whose fields bind by name. It returns error
+// or (T, error); a nil-error T is pushed as XCom return_value.
+func (b *Bundle) Register(dagID, taskID string, fn any, opts ...TaskOption) *Bundle {
+	if err := b.Add(dagID, taskID, fn, opts...); err != nil {
+		panic("bundles: " + err.Error())
+	}
+	return b
+}
+
+// Tasks lists the registered tasks in registration order.
+func (b *Bundle) Tasks() []TaskRef {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return append([]TaskRef(nil), b.order...)
+}
+
+// InputFields lists the input names a task accepts (json names, in field
+// order), or nil when it takes no input struct. ok is false for an unknown
+// task.
+func (b *Bundle) InputFields(dagID, taskID string) (names []string, ok bool) {
+	t := b.lookup(dagID, taskID)
+	if t == nil {
+		return nil, false
+	}
+	for _, f := range t.fields {
+		names = append(names, f.name)
+	}
+	return names, true
+}
+
+func (b *Bundle) lookup(dagID, taskID string) *task {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.tasks[TaskRef{DagID: dagID, TaskID: taskID}]
+}
+
+// foldName matches input names case- and underscore-insensitively, so
+// "conn_id", "ConnID" and "connId" are one name.
+func foldName(s string) string {
+	return strings.ToLower(strings.ReplaceAll(s, "_", ""))
+}

@@ -1,0 +1,287 @@
+package bundles
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
+)
+
+const (
+	// dialTimeout bounds connecting to the supervisor's two sockets.
+	dialTimeout = 30 * time.Second
+	// firstFrameTimeout bounds the wait for StartupDetails: the supervisor
+	// sends it as soon as it accepts, so a silent peer is a broken one.
+	firstFrameTimeout = 60 * time.Second
+	// CancelGrace is how long a cancelled task may take to return before the
+	// runtime reports it failed anyway, so SIGTERM always yields an outcome.
+	CancelGrace = 5 * time.Second
+	// terminalWriteTimeout bounds writing the terminal frame.
+	terminalWriteTimeout = 30 * time.Second
+)
+
+// ProtocolError is a failure to speak the coordinator protocol. Serve
+// returns it without sending a terminal frame, and the process must exit
+// non-zero so Airflow records failed or up_for_retry.
+type ProtocolError struct{ Err error }
+
+func (e *ProtocolError) Error() string { return "coordinator protocol: " + e.Err.Error() }
+func (e *ProtocolError) Unwrap() error { return e.Err }
+
+func protoErr(format string, args ...any) error {
+	return &ProtocolError{Err: fmt.Errorf(format, args...)}
+}
+
+// serveConfig holds what tests replace.
+type serveConfig struct {
+	getenv      func(string) string
+	signals     bool // cancel on SIGTERM/SIGINT
+	cancelGrace time.Duration
+}
+
+// Serve runs one task instance in coordinator mode: it dials commAddr and
+// logsAddr, reads the first frame and either runs the named task and reports
+// its outcome, or answers a TaskHandlerParseRequest. SIGTERM and SIGINT
+// cancel the task's context. A nil return means the process should exit 0.
+func (b *Bundle) Serve(ctx context.Context, commAddr, logsAddr string) error {
+	return b.serve(ctx, commAddr, logsAddr, serveConfig{getenv: os.Getenv, signals: true, cancelGrace: CancelGrace})
+}
+
+func (b *Bundle) serve(ctx context.Context, commAddr, logsAddr string, cfg serveConfig) error {
+	filter, warnings := LogFilterFromEnv(cfg.getenv)
+	sink := newAirflowSink(filter)
+	runtimeLog := newTaskLogger(sink, "airflow_go_worker")
+	for _, w := range warnings {
+		runtimeLog.Warn(w)
+	}
+
+	comm, logs, err := dialBoth(ctx, commAddr, logsAddr)
+	if err != nil {
+		return err
+	}
+	defer comm.Close()
+	defer logs.Close()
+	if err := sink.Connect(logs); err != nil {
+		return protoErr("writing to the logs socket %s: %v", logsAddr, err)
+	}
+
+	comm.SetReadDeadline(time.Now().Add(firstFrameTimeout))
+	p, err := protocol.ReadFrame(comm)
+	if err != nil {
+		return protoErr("reading the first frame from %s: %v", commAddr, err)
+	}
+	comm.SetReadDeadline(time.Time{})
+	first, err := protocol.DecodeMessage(p)
+	if err != nil {
+		return protoErr("first frame: %v", err)
+	}
+	if e := first.ErrorResponse(); e != nil {
+		return protoErr("the supervisor's first frame is an error: %v", e)
+	}
+	r := newRPC(comm)
+	switch first.Type() {
+	case protocol.TypeStartupDetails:
+		sd, err := protocol.ParseStartupDetails(first.Body)
+		if err != nil {
+			return protoErr("%v", err)
+		}
+		r.start()
+		return b.runTask(ctx, r, sd, sink, cfg)
+	case protocol.TypeTaskHandlerParseRequest:
+		req, err := protocol.ParseTaskHandlerParseRequest(first.Body)
+		if err != nil {
+			return protoErr("%v", err)
+		}
+		r.start()
+		return b.answerParse(ctx, r, first.ID, req)
+	case "":
+		return protoErr("the first frame has no body type; want StartupDetails or TaskHandlerParseRequest")
+	default:
+		return protoErr("unexpected first message type %q; want StartupDetails or TaskHandlerParseRequest", first.Type())
+	}
+}
+
+// dialBoth connects to both sockets at once, as the Go SDK does.
+func dialBoth(ctx context.Context, commAddr, logsAddr string) (comm, logs net.Conn, err error) {
+	d := net.Dialer{Timeout: dialTimeout}
+	var wg sync.WaitGroup
+	var commErr, logsErr error
+	wg.Add(2)
+	go func() { defer wg.Done(); comm, commErr = d.DialContext(ctx, "tcp", commAddr) }()
+	go func() { defer wg.Done(); logs, logsErr = d.DialContext(ctx, "tcp", logsAddr) }()
+	wg.Wait()
+	if commErr != nil || logsErr != nil {
+		if comm != nil {
+			comm.Close()
+		}
+		if logs != nil {
+			logs.Close()
+		}
+		if commErr != nil {
+			return nil, nil, protoErr("dialing the comm socket --comm=%s: %v", commAddr, commErr)
+		}
+		return nil, nil, protoErr("dialing the logs socket --logs=%s: %v", logsAddr, logsErr)
+	}
+	return comm, logs, nil
+}
+
+// answerParse declares every registered task (spec 3.9) and waits for the
+// reply; no task code runs.
+func (b *Bundle) answerParse(ctx context.Context, r *rpc, id int64, req protocol.TaskHandlerParseRequest) error {
+	handlers := map[string]any{}
+	want := map[string]bool{}
+	for _, d := range req.DagIDs {
+		want[d] = true
+	}
+	for _, ref := range b.Tasks() {
+		if req.DagIDs != nil && !want[ref.DagID] {
+			continue
+		}
+		names, _ := b.InputFields(ref.DagID, ref.TaskID)
+		params := make([]any, 0, len(names))
+		for _, n := range names {
+			params = append(params, map[string]any{"name": n, "value_schema": nil, "exact_name": true})
+		}
+		list, _ := handlers[ref.DagID].([]any)
+		handlers[ref.DagID] = append(list, map[string]any{"task_id": ref.TaskID, "binding": "named", "params": params})
+	}
+	body := map[string]any{
+		"type":          protocol.TypeTaskHandlerParsingResult,
+		"fileloc":       req.File,
+		"task_handlers": handlers,
+	}
+	ctx, cancel := context.WithTimeout(ctx, terminalWriteTimeout)
+	defer cancel()
+	if _, err := r.call(ctx, body); err != nil {
+		return protoErr("sending TaskHandlerParsingResult: %v", err)
+	}
+	return nil
+}
+
+// outcome is one finished task run.
+type outcome struct {
+	err     error
+	removed bool
+}
+
+func (b *Bundle) runTask(ctx context.Context, r *rpc, sd protocol.StartupDetails, sink *airflowSink, cfg serveConfig) error {
+	ti := TaskInstance{
+		ID: sd.TI.ID, DagID: sd.TI.DagID, TaskID: sd.TI.TaskID, RunID: sd.TI.RunID,
+		TryNumber: sd.TI.TryNumber, MapIndex: sd.TI.MapIndex, DagVersionID: sd.TI.DagVersionID,
+		Hostname: sd.TI.Hostname, Queue: sd.TI.Queue, MaxTries: sd.MaxTries,
+	}
+	dr := DagRun{
+		DagID: sd.DagRun.DagID, RunID: sd.DagRun.RunID, RunType: sd.DagRun.RunType, State: sd.DagRun.State,
+		LogicalDate: sd.DagRun.LogicalDate, DataIntervalStart: sd.DagRun.DataIntervalStart,
+		DataIntervalEnd: sd.DagRun.DataIntervalEnd, RunAfter: sd.DagRun.RunAfter,
+		StartDate: sd.DagRun.StartDate, EndDate: sd.DagRun.EndDate, Conf: sd.DagRun.Conf,
+	}
+	log := newTaskLogger(sink, "task").With("dag_id", ti.DagID, "task_id", ti.TaskID, "try_number", ti.TryNumber)
+	cl := &client{rpc: r, ti: ti, getenv: cfg.getenv, onSecret: sink.AddSecret}
+
+	taskCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if cfg.signals {
+		sigs := make(chan os.Signal, 1)
+		signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+		defer signal.Stop(sigs)
+		go func() {
+			select {
+			case s := <-sigs:
+				log.Warn("received signal, cancelling the task", "signal", s.String())
+				cancel()
+			case <-taskCtx.Done():
+			}
+		}()
+	}
+
+	var out outcome
+	t := b.lookup(ti.DagID, ti.TaskID)
+	if t == nil {
+		log.Error("task is not registered in this bundle; reporting it removed", "registered", len(b.Tasks()))
+		out.removed = true
+	} else {
+		done := make(chan outcome, 1)
+		go func() { done <- b.execute(taskCtx, t, ti, dr, sd, log, cl) }()
+		select {
+		case out = <-done:
+		case <-taskCtx.Done():
+			select {
+			case out = <-done:
+			case <-time.After(cfg.cancelGrace):
+				out.err = fmt.Errorf("task did not return within %s after cancellation (%v)", cfg.cancelGrace, context.Cause(taskCtx))
+			}
+		}
+	}
+	return sendTerminal(r, terminalBody(out, sd.ShouldRetry, log))
+}
+
+// execute binds inputs, calls the function and pushes its result.
+func (b *Bundle) execute(ctx context.Context, t *task, ti TaskInstance, dr DagRun, sd protocol.StartupDetails, log hclog.Logger, cl *client) (out outcome) {
+	defer func() {
+		if p := recover(); p != nil {
+			log.Error("task panicked", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			out = outcome{err: fmt.Errorf("panic: %v", p)}
+		}
+	}()
+	input, err := t.bindInput(ctx, bindSources{
+		argBindings: sd.ArgBindings,
+		conf:        dr.Conf,
+		xcom: func(ctx context.Context, taskID string) (any, error) {
+			return cl.GetXCom(ctx, XComRef{TaskID: taskID, Key: ReturnValueKey})
+		},
+	})
+	if err != nil {
+		return outcome{err: fmt.Errorf("binding inputs: %w", err)}
+	}
+	result, has, err := t.call(invocation{ctx: ctx, ti: ti, dagRun: dr, logger: log, client: cl, input: input})
+	if err != nil {
+		return outcome{err: err}
+	}
+	if has {
+		if err := cl.SetXCom(ctx, ReturnValueKey, result); err != nil {
+			// Downstream tasks depend on this value; a task whose result was
+			// lost has not succeeded.
+			return outcome{err: fmt.Errorf("pushing the return value: %w", err)}
+		}
+	}
+	return outcome{}
+}
+
+func terminalBody(out outcome, shouldRetry bool, log hclog.Logger) map[string]any {
+	now := time.Now().UTC()
+	switch {
+	case out.removed:
+		return map[string]any{"type": protocol.TypeTaskState, "state": "removed", "end_date": now}
+	case out.err != nil && shouldRetry:
+		log.Error("task failed; Airflow will retry it", "error", out.err.Error())
+		return map[string]any{"type": protocol.TypeRetryTask, "end_date": now, "retry_reason": out.err.Error()}
+	case out.err != nil:
+		log.Error("task failed", "error", out.err.Error())
+		return map[string]any{"type": protocol.TypeTaskState, "state": "failed", "end_date": now}
+	}
+	log.Info("task succeeded")
+	return map[string]any{"type": protocol.TypeSucceedTask, "end_date": now, "task_outlets": []any{}, "outlet_events": []any{}}
+}
+
+// sendTerminal writes the terminal frame with the StartupDetails id (0) and
+// does not wait for the reply, as Airflow's Go SDK does.
+func sendTerminal(r *rpc, body map[string]any) error {
+	if err := r.send(0, body); err != nil {
+		if errors.Is(err, net.ErrClosed) {
+			return protoErr("the comm socket closed before the %v frame could be sent", body["type"])
+		}
+		return protoErr("sending %v: %v", body["type"], err)
+	}
+	return nil
+}
