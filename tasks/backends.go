@@ -1,0 +1,162 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/airflow-sandbox/airflow-go-worker/connections"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+)
+
+// Backend names.
+const (
+	BackendLocal       = "local"
+	BackendModal       = "modal"
+	BackendOpenSandbox = "opensandbox"
+)
+
+// Default connection ids, as the Python provider names them.
+const (
+	DefaultModalConnID       = "modal_default"
+	DefaultOpenSandboxConnID = "opensandbox_default"
+)
+
+// BackendOptions choose the backend, its connection and backend-specific
+// settings. Every task that touches a sandbox takes them.
+type BackendOptions struct {
+	// Backend is local, modal or opensandbox; default local.
+	Backend string `json:"backend,omitempty"`
+	// ConnID is the Airflow connection with the backend's credentials;
+	// default modal_default / opensandbox_default. The local backend has none.
+	ConnID string `json:"conn_id,omitempty"`
+
+	// Modal only.
+	AppName           string   `json:"app_name,omitempty"`
+	GPU               string   `json:"gpu,omitempty"`
+	Regions           []string `json:"regions,omitempty"`
+	Cloud             string   `json:"cloud,omitempty"`
+	EgressEnforcement string   `json:"egress_enforcement,omitempty"`
+
+	// Local only: run without pulling the image (the host's root filesystem
+	// is used read-only instead).
+	IgnoreImage bool `json:"ignore_image,omitempty"`
+}
+
+// DriverRequest is a resolved backend choice: the connection has been read
+// from Airflow (Conn nil means none: the local backend, or Modal credentials
+// from the environment).
+type DriverRequest struct {
+	Backend string
+	ConnID  string // the connection actually used; "" when Conn is nil
+	Conn    *connections.Connection
+	Options BackendOptions
+	Logger  hclog.Logger
+}
+
+// DriverOpener builds the driver for a resolved request. DefaultDrivers
+// knows local, modal and opensandbox; tests and platform code may supply
+// their own.
+type DriverOpener func(ctx context.Context, req DriverRequest) (sandbox.Driver, error)
+
+// normalize fills the backend default and refuses options that do not apply
+// to the chosen backend: an ignored option would silently do something other
+// than what the author wrote.
+func (o BackendOptions) normalize() (BackendOptions, error) {
+	o.Backend = strings.ToLower(strings.TrimSpace(o.Backend))
+	if o.Backend == "" {
+		o.Backend = BackendLocal
+	}
+	var wrong []string
+	modalOnly := func() {
+		for name, set := range map[string]bool{
+			"app_name": o.AppName != "", "gpu": o.GPU != "", "regions": len(o.Regions) > 0,
+			"cloud": o.Cloud != "", "egress_enforcement": o.EgressEnforcement != "",
+		} {
+			if set {
+				wrong = append(wrong, name)
+			}
+		}
+	}
+	switch o.Backend {
+	case BackendLocal:
+		modalOnly()
+		if o.ConnID != "" {
+			wrong = append(wrong, "conn_id")
+		}
+	case BackendModal:
+		if o.IgnoreImage {
+			wrong = append(wrong, "ignore_image")
+		}
+	case BackendOpenSandbox:
+		modalOnly()
+		if o.IgnoreImage {
+			wrong = append(wrong, "ignore_image")
+		}
+	default:
+		return o, fmt.Errorf("backend %q is not one of local, modal, opensandbox", o.Backend)
+	}
+	if len(wrong) > 0 {
+		sortStrings(wrong)
+		return o, fmt.Errorf("%s not used by the %s backend; remove %s or choose the backend %s belongs to",
+			strings.Join(wrong, ", "), o.Backend, plural(len(wrong), "it", "them"), plural(len(wrong), "it", "they"))
+	}
+	return o, nil
+}
+
+// resolveDriverRequest reads the backend's connection. A missing
+// modal_default falls back to the environment's Modal credentials (as
+// Python's ModalHook does); any other missing connection is an error.
+func resolveDriverRequest(ctx context.Context, d Deps, opts BackendOptions) (DriverRequest, error) {
+	opts, err := opts.normalize()
+	if err != nil {
+		return DriverRequest{}, err
+	}
+	req := DriverRequest{Backend: opts.Backend, Options: opts, Logger: d.logger()}
+	if opts.Backend == BackendLocal {
+		return req, nil
+	}
+	id := opts.ConnID
+	if id == "" {
+		id = DefaultModalConnID
+		if opts.Backend == BackendOpenSandbox {
+			id = DefaultOpenSandboxConnID
+		}
+	}
+	conn, err := d.Airflow.GetConnection(ctx, id)
+	switch {
+	case errors.Is(err, connections.ErrNotFound) && opts.Backend == BackendModal && id == DefaultModalConnID:
+		d.logger().Info("no modal_default connection; using Modal credentials from the environment (MODAL_TOKEN_ID/MODAL_TOKEN_SECRET or ~/.modal.toml)")
+		return req, nil
+	case errors.Is(err, connections.ErrNotFound):
+		return DriverRequest{}, fmt.Errorf("the %s backend needs Airflow connection %q, which does not exist; create it or set conn_id to an existing one", opts.Backend, id)
+	case err != nil:
+		return DriverRequest{}, fmt.Errorf("reading Airflow connection %q for the %s backend: %w", id, opts.Backend, err)
+	}
+	req.ConnID = id
+	req.Conn = &conn
+	return req, nil
+}
+
+// openDriver resolves the connection and builds the driver.
+func openDriver(ctx context.Context, d Deps, opts BackendOptions) (sandbox.Driver, DriverRequest, error) {
+	req, err := resolveDriverRequest(ctx, d, opts)
+	if err != nil {
+		return nil, req, err
+	}
+	drv, err := d.drivers()(ctx, req)
+	if err != nil {
+		return nil, req, fmt.Errorf("opening the %s backend: %w", req.Backend, err)
+	}
+	return drv, req, nil
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

@@ -1,0 +1,65 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// ConvertInput is a whole artifact conversion job: the sandbox to create,
+// the inputs to stage in (ProvisionInput.StageIn), the commands and the
+// outputs to export.
+type ConvertInput struct {
+	ProvisionInput
+	Command      Commands          `json:"command"`
+	Timeout      Duration          `json:"timeout,omitempty"`
+	Exports      map[string]string `json:"exports"`
+	ExportConnID string            `json:"export_conn_id,omitempty"`
+	MaxBytes     int64             `json:"max_bytes,omitempty"`
+}
+
+// ConvertResult is what a conversion produced.
+type ConvertResult struct {
+	URLs       []string `json:"urls"`
+	ExitCode   int      `json:"exit_code"`
+	OutputTail string   `json:"output_tail"`
+}
+
+// Convert provisions a sandbox, stages the inputs in, runs the commands,
+// exports the outputs and destroys the sandbox, always. Nothing is exported
+// unless every command succeeded.
+func Convert(ctx context.Context, d Deps, in ConvertInput) (ConvertResult, error) {
+	if err := d.check(); err != nil {
+		return ConvertResult{}, err
+	}
+	if len(in.Command) == 0 {
+		return ConvertResult{}, errors.New("command: nothing to run; give the conversion command")
+	}
+	// Check the outputs before paying for a sandbox.
+	if err := checkExports(in.Exports); err != nil {
+		return ConvertResult{}, err
+	}
+	sb, drv, rec, err := provision(ctx, d, in.ProvisionInput)
+	if err != nil {
+		return ConvertResult{}, err
+	}
+	defer drv.Close()
+	defer destroyQuietly(d, sb)
+	d.logger().Info("sandbox ready", "backend", rec.Backend, "id", rec.ID)
+	var res RunResult
+	for _, cmd := range in.Command {
+		res, err = runOne(ctx, d, sb, cmd, execOptions(in.Timeout, nil, ""))
+		if err != nil {
+			return ConvertResult{ExitCode: res.ExitCode, OutputTail: res.OutputTail}, err
+		}
+		if res.ExitCode != 0 || res.TimedOut {
+			return ConvertResult{ExitCode: res.ExitCode, OutputTail: res.OutputTail},
+				fmt.Errorf("conversion failed, nothing was exported: %w", &CommandError{Command: cmd, Result: res})
+		}
+	}
+	urls, err := exportFrom(ctx, d, sb, in.Exports, in.ExportConnID, in.MaxBytes)
+	if err != nil {
+		return ConvertResult{ExitCode: res.ExitCode, OutputTail: res.OutputTail}, err
+	}
+	return ConvertResult{URLs: urls, ExitCode: res.ExitCode, OutputTail: res.OutputTail}, nil
+}

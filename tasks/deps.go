@@ -1,0 +1,73 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/airflow-sandbox/airflow-go-worker/connections"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+)
+
+// Airflow is what the tasks ask of Airflow while they run. bundles.Client
+// satisfies it. GetConnection returns an error wrapping connections.ErrNotFound
+// when the connection does not exist.
+type Airflow interface {
+	GetConnection(ctx context.Context, connID string) (connections.Connection, error)
+	GetVariable(ctx context.Context, key string) (string, error)
+	SetXCom(ctx context.Context, key string, value any) error
+	MaskSecret(ctx context.Context, value, name string) error
+}
+
+// Run identifies the task instance a task runs as. It decides the default
+// sandbox owner ("<dag_id>/<run_id>").
+type Run struct {
+	DagID    string
+	RunID    string
+	TaskID   string
+	MapIndex int // -1 when not mapped
+}
+
+// Owner is the Dag run's owner string, as the Python provider builds it.
+func (r Run) Owner() string { return sandbox.OwnerFor(r.DagID, r.RunID) }
+
+// Deps is what every task needs from its surroundings.
+type Deps struct {
+	Airflow Airflow
+	Run     Run
+	// Logger receives the task log (command output, progress). nil = discard.
+	Logger hclog.Logger
+	// Drivers builds sandbox drivers; nil = DefaultDrivers (local, modal, opensandbox).
+	Drivers DriverOpener
+	// Storage reads and writes object storage URLs; nil = DefaultStorage.
+	Storage Storage
+}
+
+func (d Deps) logger() hclog.Logger {
+	if d.Logger == nil {
+		return hclog.NewNullLogger()
+	}
+	return d.Logger
+}
+
+func (d Deps) drivers() DriverOpener {
+	if d.Drivers == nil {
+		return DefaultDrivers
+	}
+	return d.Drivers
+}
+
+func (d Deps) storage() Storage {
+	if d.Storage == nil {
+		return DefaultStorage
+	}
+	return d.Storage
+}
+
+func (d Deps) check() error {
+	if d.Airflow == nil {
+		return errors.New("tasks: Deps.Airflow is nil; pass the task's Airflow client (bundles.Client)")
+	}
+	return nil
+}

@@ -1,0 +1,81 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+)
+
+// exportAbortTimeout bounds cleanup that runs after the task's own context
+// may already be cancelled.
+const exportAbortTimeout = 2 * time.Minute
+
+// DestroyInput names the sandbox to destroy.
+type DestroyInput struct {
+	BackendOptions
+	Sandbox SandboxRef `json:"sandbox"`
+	Owner   string     `json:"owner,omitempty"`
+}
+
+// Destroy removes a sandbox. It is idempotent: a sandbox that is already gone
+// is success. It returns the id it destroyed.
+func Destroy(ctx context.Context, d Deps, in DestroyInput) (string, error) {
+	if err := d.check(); err != nil {
+		return "", err
+	}
+	sb, drv, err := openRef(ctx, d, in.BackendOptions, in.Sandbox, in.Owner)
+	if err != nil {
+		if errors.Is(err, sandbox.ErrGone) {
+			d.logger().Info("sandbox already gone", "id", in.Sandbox.ID)
+			return in.Sandbox.ID, nil
+		}
+		return "", err
+	}
+	defer drv.Close()
+	if err := sb.Destroy(ctx); err != nil {
+		return "", fmt.Errorf("destroying sandbox %s: %w", sb.ID(), err)
+	}
+	d.logger().Info("sandbox destroyed", "id", sb.ID())
+	return sb.ID(), nil
+}
+
+// CollectInput is an export followed by a destroy.
+type CollectInput struct {
+	BackendOptions
+	Sandbox      SandboxRef        `json:"sandbox"`
+	Exports      map[string]string `json:"exports,omitempty"`
+	ExportConnID string            `json:"export_conn_id,omitempty"`
+	MaxBytes     int64             `json:"max_bytes,omitempty"`
+	Owner        string            `json:"owner,omitempty"`
+}
+
+// Collect exports the files, then destroys the sandbox whether or not the
+// export succeeded (it is meant for trigger rule all_done). A failed export
+// fails the task; a failed destroy is only logged, since the sandbox's
+// lifetime reclaims it. With no exports it only destroys.
+func Collect(ctx context.Context, d Deps, in CollectInput) ([]string, error) {
+	if err := d.check(); err != nil {
+		return nil, err
+	}
+	if len(in.Exports) > 0 {
+		if err := checkURLs("exports", in.Exports); err != nil {
+			return nil, err
+		}
+	}
+	sb, drv, err := openRef(ctx, d, in.BackendOptions, in.Sandbox, in.Owner)
+	if err != nil {
+		if errors.Is(err, sandbox.ErrGone) {
+			return nil, fmt.Errorf("%w; none of the files it was to export exist", err)
+		}
+		return nil, err
+	}
+	defer drv.Close()
+	defer destroyQuietly(d, sb)
+	if len(in.Exports) == 0 {
+		return []string{}, nil
+	}
+	return exportFrom(ctx, d, sb, in.Exports, in.ExportConnID, in.MaxBytes)
+}

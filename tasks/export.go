@@ -1,0 +1,126 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+)
+
+// DefaultMaxExportBytes is the per-file export budget, as in Python.
+const DefaultMaxExportBytes int64 = 1 << 30
+
+// ExportInput maps sandbox paths to destination URLs.
+type ExportInput struct {
+	BackendOptions
+	Sandbox SandboxRef `json:"sandbox"`
+	// Exports maps a sandbox path (relative paths resolve against the
+	// workdir) to a destination URL (s3://bucket/key, file:///path).
+	Exports map[string]string `json:"exports"`
+	// ExportConnID is the aws connection for s3:// destinations.
+	ExportConnID string `json:"export_conn_id,omitempty"`
+	// MaxBytes is the per-file budget; default 1 GiB.
+	MaxBytes int64  `json:"max_bytes,omitempty"`
+	Owner    string `json:"owner,omitempty"`
+}
+
+// Export copies files out of a sandbox. Every file is staged next to its
+// destination first; only when all are staged are they moved into place, so
+// a failure leaves no destination half-written. It returns the URLs written.
+func Export(ctx context.Context, d Deps, in ExportInput) ([]string, error) {
+	if err := d.check(); err != nil {
+		return nil, err
+	}
+	if err := checkExports(in.Exports); err != nil {
+		return nil, err
+	}
+	sb, drv, err := openRef(ctx, d, in.BackendOptions, in.Sandbox, in.Owner)
+	if err != nil {
+		return nil, err
+	}
+	defer drv.Close()
+	return exportFrom(ctx, d, sb, in.Exports, in.ExportConnID, in.MaxBytes)
+}
+
+func checkExports(m map[string]string) error {
+	if len(m) == 0 {
+		return errors.New("exports: nothing to export; map sandbox paths to URLs, e.g. {report.json: s3://bucket/report.json}")
+	}
+	return checkURLs("exports", m)
+}
+
+// exportFrom is the export shared by Export, Collect and Convert.
+func exportFrom(ctx context.Context, d Deps, sb *sandbox.Sandbox, exports map[string]string, connID string, maxBytes int64) ([]string, error) {
+	log := d.logger()
+	if maxBytes == 0 {
+		maxBytes = DefaultMaxExportBytes
+	}
+	if maxBytes < 0 {
+		return nil, fmt.Errorf("max_bytes: %d is negative; give a byte budget such as 1073741824", maxBytes)
+	}
+	aws, err := resolveAWS(ctx, d, connID, "export_conn_id")
+	if err != nil {
+		return nil, err
+	}
+	exp := d.storage().NewExport(aws, log)
+	abort := func(err error) ([]string, error) {
+		actx, cancel := context.WithTimeout(context.Background(), exportAbortTimeout)
+		defer cancel()
+		if aerr := exp.Abort(actx); aerr != nil {
+			return nil, fmt.Errorf("%w; removing the staged files also failed: %v", err, aerr)
+		}
+		return nil, err
+	}
+	for _, p := range sortedKeys(exports) {
+		dest := exports[p]
+		if err := stageOut(ctx, d, sb, exp, p, dest, maxBytes); err != nil {
+			return abort(fmt.Errorf("could not export %s from sandbox %s to %s: %w", p, sb.ID(), dest, err))
+		}
+	}
+	urls, err := exp.Commit(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("moving the exports into place: %w", err)
+	}
+	for _, u := range urls {
+		log.Info("exported", "url", u)
+	}
+	return urls, nil
+}
+
+// stageOut checks one file and streams it to its staging object.
+func stageOut(ctx context.Context, d Deps, sb *sandbox.Sandbox, exp Exporter, p, dest string, maxBytes int64) error {
+	st, err := sb.Stat(ctx, p)
+	if errors.Is(err, sandbox.ErrNotFound) {
+		return fmt.Errorf("the file does not exist; make the command write it, or remove it from exports")
+	}
+	if err != nil {
+		return err
+	}
+	switch {
+	case st.IsDir():
+		return fmt.Errorf("it is a directory; export each file inside it, or archive it first (tar czf out.tgz dir)")
+	case st.Mode&fs.ModeSymlink != 0:
+		return fmt.Errorf("it is a symbolic link; export the file it points to")
+	case !st.IsRegular():
+		return fmt.Errorf("it is not a regular file (mode %v); only regular files are exported", st.Mode)
+	case st.Size > maxBytes:
+		return fmt.Errorf("it is %d bytes, over the %d-byte max_bytes budget; raise max_bytes or make the file smaller", st.Size, maxBytes)
+	}
+	rc, size, err := sb.OpenFile(ctx, p, maxBytes)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	log := d.logger()
+	log.Info("exporting", "from", p, "to", dest, "bytes", size)
+	pr := newProgressReader(rc, log, p+" -> "+dest, size)
+	n, err := exp.Stage(ctx, dest, pr)
+	if err != nil {
+		return err
+	}
+	pr.done()
+	log.Info("staged", "from", p, "to", dest, "bytes", n)
+	return nil
+}

@@ -1,0 +1,64 @@
+package tasks
+
+import (
+	"bytes"
+	"sync"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// maxLogLine bounds one logged line: a command that prints megabytes without
+// a newline must not hold them all in memory.
+const maxLogLine = 16 << 10
+
+// lineLogger is an io.Writer that logs each complete line of a command's
+// output as one log record, as it arrives.
+type lineLogger struct {
+	mu     sync.Mutex
+	log    hclog.Logger
+	stream string
+	buf    []byte
+}
+
+func newLineLogger(log hclog.Logger, stream string) *lineLogger {
+	return &lineLogger{log: log, stream: stream}
+}
+
+func (l *lineLogger) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			room := maxLogLine - len(l.buf)
+			if len(p) < room {
+				l.buf = append(l.buf, p...)
+				break
+			}
+			l.buf = append(l.buf, p[:room]...)
+			p = p[room:]
+			l.emit()
+			continue
+		}
+		l.buf = append(l.buf, p[:i]...)
+		p = p[i+1:]
+		l.emit()
+	}
+	return n, nil
+}
+
+// Flush logs a final line that had no newline.
+func (l *lineLogger) Flush() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.buf) > 0 {
+		l.emit()
+	}
+}
+
+func (l *lineLogger) emit() {
+	line := string(bytes.TrimSuffix(l.buf, []byte{'\r'}))
+	l.buf = l.buf[:0]
+	l.log.Info(line, "stream", l.stream)
+}

@@ -1,0 +1,269 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/airflow-sandbox/airflow-go-worker/connections"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+)
+
+// ProvisionInput describes the sandbox to create.
+type ProvisionInput struct {
+	BackendOptions
+	Image     string  `json:"image,omitempty"`
+	CPU       float64 `json:"cpu,omitempty"`
+	MemoryMiB int     `json:"memory_mib,omitempty"`
+	// Lifetime is the server-side lifetime ("2h" or 7200); default 1h. It must
+	// cover everything up to the collect task.
+	Lifetime Duration          `json:"lifetime,omitempty"`
+	Workdir  string            `json:"workdir,omitempty"`
+	Env      map[string]string `json:"env,omitempty"`
+	// EnvFrom maps sandbox variables to connection fields or Airflow
+	// variables, read at run time and registered with the secret masker.
+	EnvFrom map[string]EnvSource `json:"env_from,omitempty"`
+	Network *Network             `json:"network,omitempty"`
+	// Owner defaults to the Dag run, "<dag_id>/<run_id>".
+	Owner string            `json:"owner,omitempty"`
+	Tags  map[string]string `json:"tags,omitempty"`
+	// StageIn maps sandbox paths to URLs streamed in after create.
+	StageIn map[string]string `json:"stage_in,omitempty"`
+	// StorageConnID is the aws connection for s3:// stage_in URLs.
+	StorageConnID string `json:"storage_conn_id,omitempty"`
+}
+
+// Provision creates a sandbox, stages its inputs and pushes its Record under
+// XCom key "sandbox". It returns the bare sandbox id, which becomes the XCom
+// return_value a Python SandboxToolset(attach_to=...) reads. If anything
+// fails after the sandbox exists, the sandbox is destroyed first.
+func Provision(ctx context.Context, d Deps, in ProvisionInput) (string, error) {
+	sb, drv, rec, err := provision(ctx, d, in)
+	if err != nil {
+		return "", err
+	}
+	defer drv.Close()
+	if err := d.Airflow.SetXCom(ctx, RecordXComKey, rec); err != nil {
+		destroyQuietly(d, sb)
+		return "", fmt.Errorf("pushing the sandbox record to XCom: %w (the sandbox was destroyed)", err)
+	}
+	d.logger().Info("sandbox ready", "backend", rec.Backend, "id", rec.ID, "owner", rec.Owner, "expires_at", rec.ExpiresAt)
+	return rec.ID, nil
+}
+
+// provision does the work shared by Provision and Convert. On success the
+// caller owns the driver and the sandbox.
+func provision(ctx context.Context, d Deps, in ProvisionInput) (*sandbox.Sandbox, sandbox.Driver, Record, error) {
+	if err := d.check(); err != nil {
+		return nil, nil, Record{}, err
+	}
+	log := d.logger()
+	spec, err := buildSpec(ctx, d, in)
+	if err != nil {
+		return nil, nil, Record{}, err
+	}
+	aws, err := resolveAWS(ctx, d, in.StorageConnID, "storage_conn_id")
+	if err != nil {
+		return nil, nil, Record{}, err
+	}
+	if err := checkURLs("stage_in", in.StageIn); err != nil {
+		return nil, nil, Record{}, err
+	}
+	drv, req, err := openDriver(ctx, d, in.BackendOptions)
+	if err != nil {
+		return nil, nil, Record{}, err
+	}
+	log.Info("creating sandbox", "backend", req.Backend, "image", spec.Image, "owner", spec.Owner, "lifetime", spec.WithDefaults().Timeout)
+	sb, err := sandbox.Create(ctx, drv, spec)
+	if err != nil {
+		drv.Close()
+		return nil, nil, Record{}, fmt.Errorf("creating a %s sandbox: %w", req.Backend, err)
+	}
+	fail := func(err error) (*sandbox.Sandbox, sandbox.Driver, Record, error) {
+		destroyQuietly(d, sb)
+		drv.Close()
+		return nil, nil, Record{}, fmt.Errorf("%w (sandbox %s was destroyed)", err, sb.ID())
+	}
+	info, err := sb.Info(ctx)
+	if err != nil {
+		return fail(fmt.Errorf("describing the new sandbox: %w", err))
+	}
+	for _, p := range sortedKeys(in.StageIn) {
+		if err := stageIn(ctx, d, sb, p, in.StageIn[p], aws); err != nil {
+			return fail(err)
+		}
+	}
+	rec := Record{Backend: req.Backend, ID: sb.ID(), Name: info.Name, ConnID: req.ConnID, Workdir: info.Workdir, Owner: spec.Owner}
+	if rec.Workdir == "" {
+		rec.Workdir = spec.WithDefaults().Workdir
+	}
+	exp := info.ExpiresAt
+	if exp.IsZero() {
+		exp = sandbox.ExpiresAt(info.Tags)
+	}
+	if !exp.IsZero() {
+		rec.ExpiresAt = exp.UTC().Format(time.RFC3339)
+	}
+	return sb, drv, rec, nil
+}
+
+// buildSpec turns the input into a sandbox spec, resolving env_from.
+func buildSpec(ctx context.Context, d Deps, in ProvisionInput) (sandbox.Spec, error) {
+	spec := sandbox.Spec{
+		Image: in.Image, CPU: in.CPU, MemoryMiB: in.MemoryMiB,
+		Timeout: time.Duration(in.Lifetime), Workdir: in.Workdir,
+		Network: in.Network.Policy(), Owner: in.Owner, Tags: in.Tags,
+	}
+	if spec.Owner == "" {
+		spec.Owner = d.Run.Owner()
+	}
+	if spec.Timeout%time.Second != 0 {
+		spec.Timeout = spec.Timeout.Round(time.Second)
+	}
+	spec.Env = make(map[string]string, len(in.Env)+len(in.EnvFrom))
+	for k, v := range in.Env {
+		spec.Env[k] = v
+	}
+	for _, name := range sortedKeys(in.EnvFrom) {
+		if _, dup := in.Env[name]; dup {
+			return spec, fmt.Errorf("env_from.%s: %s is also set in env; set it in one place only", name, name)
+		}
+		v, err := resolveEnvSource(ctx, d, name, in.EnvFrom[name])
+		if err != nil {
+			return spec, err
+		}
+		if err := d.Airflow.MaskSecret(ctx, v, name); err != nil {
+			return spec, fmt.Errorf("env_from.%s: registering the value with Airflow's secret masker failed (%v); refusing to pass an unmasked secret into the sandbox", name, err)
+		}
+		spec.Env[name] = v
+	}
+	if len(spec.Env) == 0 {
+		spec.Env = nil
+	}
+	if err := spec.WithDefaults().Validate(); err != nil {
+		return spec, err
+	}
+	return spec, nil
+}
+
+// resolveEnvSource reads one env_from value. Errors name the variable and the
+// source, never the value.
+func resolveEnvSource(ctx context.Context, d Deps, name string, src EnvSource) (string, error) {
+	where := "env_from." + name
+	switch {
+	case src.Connection != "" && src.Variable != "":
+		return "", fmt.Errorf("%s: give either connection or variable, not both", where)
+	case src.Variable != "":
+		if src.Field != "" {
+			return "", fmt.Errorf("%s: field applies to connections only; remove it", where)
+		}
+		v, err := d.Airflow.GetVariable(ctx, src.Variable)
+		if err != nil {
+			return "", fmt.Errorf("%s: reading Airflow variable %q: %w", where, src.Variable, err)
+		}
+		return v, nil
+	case src.Connection != "":
+		conn, err := d.Airflow.GetConnection(ctx, src.Connection)
+		if errors.Is(err, connections.ErrNotFound) {
+			return "", fmt.Errorf("%s: Airflow connection %q does not exist; create it or fix the connection id", where, src.Connection)
+		}
+		if err != nil {
+			return "", fmt.Errorf("%s: reading Airflow connection %q: %w", where, src.Connection, err)
+		}
+		field := src.Field
+		if field == "" {
+			field = "password"
+		}
+		v, err := connectionField(conn, field)
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", where, err)
+		}
+		if v == "" {
+			return "", fmt.Errorf("%s: field %s of connection %q is empty; fill it in or map another field", where, field, src.Connection)
+		}
+		return v, nil
+	}
+	return "", fmt.Errorf("%s: say where the value comes from: {connection: <id>, field: password} or {variable: <key>}", where)
+}
+
+func connectionField(c connections.Connection, field string) (string, error) {
+	switch field {
+	case "password":
+		return c.Password, nil
+	case "login":
+		return c.Login, nil
+	case "host":
+		return c.Host, nil
+	case "schema":
+		return c.Schema, nil
+	case "port":
+		if c.Port == 0 {
+			return "", nil
+		}
+		return strconv.Itoa(c.Port), nil
+	}
+	key, ok := strings.CutPrefix(field, "extra.")
+	if !ok || key == "" {
+		return "", fmt.Errorf("field %q is not one of login, password, host, schema, port, extra.<key>", field)
+	}
+	extra, err := c.ExtraMap()
+	if err != nil {
+		return "", err
+	}
+	v, ok := extra[key]
+	if !ok || v == nil {
+		return "", nil
+	}
+	if s, ok := v.(string); ok {
+		return s, nil
+	}
+	return fmt.Sprint(v), nil
+}
+
+// stageIn streams one object from storage into the sandbox.
+func stageIn(ctx context.Context, d Deps, sb *sandbox.Sandbox, path, url string, aws *connections.AWSConfig) error {
+	log := d.logger()
+	log.Info("staging in", "from", url, "to", path)
+	rc, err := d.storage().Open(ctx, url, aws, log)
+	if err != nil {
+		return fmt.Errorf("stage_in %s: reading %s: %w", path, url, err)
+	}
+	defer rc.Close()
+	pr := newProgressReader(rc, log, url+" -> "+path, -1)
+	if err := sb.WriteFile(ctx, path, pr, 0o644); err != nil {
+		return fmt.Errorf("stage_in %s: writing into the sandbox from %s: %w", path, url, err)
+	}
+	pr.done()
+	log.Info("staged in", "to", path, "bytes", pr.n)
+	return nil
+}
+
+// checkURLs refuses empty paths and destinations that are not URLs, before
+// anything is provisioned or copied.
+func checkURLs(field string, m map[string]string) error {
+	for _, p := range sortedKeys(m) {
+		u := m[p]
+		if strings.TrimSpace(p) == "" {
+			return fmt.Errorf("%s: an entry has an empty sandbox path", field)
+		}
+		if !strings.Contains(u, "://") {
+			return fmt.Errorf("%s[%q] = %q is not a storage URL such as s3://bucket/key or file:///path", field, p, u)
+		}
+	}
+	return nil
+}
+
+// destroyQuietly tears a sandbox down on a failure path; a failed destroy is
+// logged (the sandbox lifetime reclaims it), never returned.
+func destroyQuietly(d Deps, sb *sandbox.Sandbox) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := sb.Destroy(ctx); err != nil {
+		d.logger().Warn("could not destroy the sandbox; its lifetime will reclaim it", "id", sb.ID(), "error", err)
+		return
+	}
+	d.logger().Info("sandbox destroyed", "id", sb.ID())
+}

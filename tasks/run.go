@@ -1,0 +1,175 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+)
+
+// DefaultOutputTail is how much of a command's output RunResult keeps.
+const DefaultOutputTail = 4 << 10
+
+// RunInput names a sandbox and the commands to run in it.
+type RunInput struct {
+	BackendOptions
+	// Sandbox is the id provision returned, or its Record.
+	Sandbox SandboxRef `json:"sandbox"`
+	// Command is one command or a list, each run with sh -c, in order,
+	// stopping at the first failure.
+	Command Commands          `json:"command"`
+	Timeout Duration          `json:"timeout,omitempty"` // per command; default 10m
+	Env     map[string]string `json:"env,omitempty"`
+	Workdir string            `json:"workdir,omitempty"`
+	// AllowFailure makes a non-zero exit (or a timeout) a result rather than
+	// a task failure.
+	AllowFailure bool `json:"allow_failure,omitempty"`
+	// Owner the sandbox must belong to; default the Dag run.
+	Owner string `json:"owner,omitempty"`
+}
+
+// RunResult is how the last command run ended.
+type RunResult struct {
+	ExitCode   int    `json:"exit_code"`
+	OutputTail string `json:"output_tail"`
+	TimedOut   bool   `json:"timed_out"`
+}
+
+// CommandError is a command that exited non-zero or timed out. It carries
+// the result so callers can show the output tail.
+type CommandError struct {
+	Command string
+	Result  RunResult
+	// AllowHint adds the advice to set allow_failure (only the run task has it).
+	AllowHint bool
+}
+
+func (e *CommandError) Error() string {
+	what := fmt.Sprintf("exited with code %d", e.Result.ExitCode)
+	if e.Result.TimedOut {
+		what = "timed out"
+	}
+	msg := fmt.Sprintf("command %q %s", e.Command, what)
+	if e.AllowHint {
+		msg += "; set allow_failure: true to accept this"
+	}
+	if tail := strings.TrimSpace(e.Result.OutputTail); tail != "" {
+		msg += "\nlast output:\n" + tail
+	}
+	return msg
+}
+
+// RunCommands runs the commands in an existing sandbox, streaming their
+// output to the task log line by line.
+func RunCommands(ctx context.Context, d Deps, in RunInput) (RunResult, error) {
+	if err := d.check(); err != nil {
+		return RunResult{}, err
+	}
+	if len(in.Command) == 0 {
+		return RunResult{}, errors.New("command: nothing to run; give a command string or a list of them")
+	}
+	sb, drv, err := openRef(ctx, d, in.BackendOptions, in.Sandbox, in.Owner)
+	if err != nil {
+		return RunResult{}, err
+	}
+	defer drv.Close()
+	var res RunResult
+	for _, cmd := range in.Command {
+		res, err = runOne(ctx, d, sb, cmd, execOptions(in.Timeout, in.Env, in.Workdir))
+		if err != nil {
+			return res, err
+		}
+		if res.ExitCode != 0 || res.TimedOut {
+			if !in.AllowFailure {
+				return res, &CommandError{Command: cmd, Result: res, AllowHint: true}
+			}
+			d.logger().Warn("command failed; continuing because allow_failure is set", "command", cmd, "exit_code", res.ExitCode, "timed_out", res.TimedOut)
+			break
+		}
+	}
+	return res, nil
+}
+
+// runOne runs one command, streaming stdout and stderr to the log and
+// keeping the tail of both, interleaved as they arrived.
+func runOne(ctx context.Context, d Deps, sb *sandbox.Sandbox, cmd string, opt sandbox.ExecOptions) (RunResult, error) {
+	log := d.logger()
+	log.Info("running", "sandbox", sb.ID(), "command", cmd)
+	tail := sandbox.NewTailBuffer(DefaultOutputTail)
+	stdout, stderr := newLineLogger(log, "stdout"), newLineLogger(log, "stderr")
+	opt.Stdout = io.MultiWriter(stdout, tail)
+	opt.Stderr = io.MultiWriter(stderr, tail)
+	r, err := sb.Exec(ctx, cmd, opt)
+	stdout.Flush()
+	stderr.Flush()
+	res := RunResult{ExitCode: r.ExitCode, OutputTail: tail.String(), TimedOut: r.TimedOut}
+	if err != nil {
+		return res, fmt.Errorf("running %q in %s: %w", cmd, sb, err)
+	}
+	if r.SandboxLost {
+		return res, fmt.Errorf("the sandbox %s died while %q was running; it cannot be used any more", sb.ID(), cmd)
+	}
+	if r.TimedOut {
+		res.ExitCode = -1
+	}
+	log.Info("command finished", "exit_code", res.ExitCode, "timed_out", res.TimedOut, "duration", r.Duration)
+	return res, nil
+}
+
+// openRef opens the sandbox a task was pointed at and checks that it belongs
+// to the owner (default: this Dag run), so a task never works in a sandbox
+// another run owns.
+func openRef(ctx context.Context, d Deps, opts BackendOptions, ref SandboxRef, owner string) (*sandbox.Sandbox, sandbox.Driver, error) {
+	if ref.ID == "" || ref.ID == "None" {
+		return nil, nil, fmt.Errorf("sandbox: %q is not a sandbox id; bind it to the provision task's XCom (for example sandbox: \"{{ ti.xcom_pull(task_ids='provision') }}\")", ref.ID)
+	}
+	opts, err := mergeRef(opts, ref)
+	if err != nil {
+		return nil, nil, err
+	}
+	drv, _, err := openDriver(ctx, d, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	sb := sandbox.Open(drv, ref.ID)
+	if owner == "" {
+		owner = d.Run.Owner()
+	}
+	tags, err := sb.Tags(ctx)
+	switch {
+	case errors.Is(err, sandbox.ErrUnsupported):
+	case errors.Is(err, sandbox.ErrGone):
+		drv.Close()
+		return nil, nil, fmt.Errorf("sandbox %s no longer exists (destroyed or expired; provision a new one): %w", ref.ID, err)
+	case err != nil:
+		drv.Close()
+		return nil, nil, fmt.Errorf("reading the tags of sandbox %s: %w", ref.ID, err)
+	case tags[sandbox.TagOwner] != owner:
+		drv.Close()
+		return nil, nil, fmt.Errorf("sandbox %s belongs to %q, not %q; use the sandbox this Dag run provisioned, or set owner", ref.ID, tags[sandbox.TagOwner], owner)
+	}
+	return sb, drv, nil
+}
+
+// mergeRef takes the backend and connection from a Record, refusing a
+// contradiction with what the task was configured with.
+func mergeRef(opts BackendOptions, ref SandboxRef) (BackendOptions, error) {
+	if ref.Backend != "" {
+		if opts.Backend != "" && !strings.EqualFold(opts.Backend, ref.Backend) {
+			return opts, fmt.Errorf("sandbox %s is a %s sandbox but backend is %s; remove backend or point at the right sandbox", ref.ID, ref.Backend, opts.Backend)
+		}
+		opts.Backend = ref.Backend
+	}
+	if ref.ConnID != "" && opts.ConnID == "" {
+		opts.ConnID = ref.ConnID
+	}
+	return opts, nil
+}
+
+func execOptions(timeout Duration, env map[string]string, workdir string) sandbox.ExecOptions {
+	return sandbox.ExecOptions{Timeout: time.Duration(timeout), Env: env, Workdir: workdir}
+}

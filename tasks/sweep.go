@@ -1,0 +1,113 @@
+package tasks
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+)
+
+// SweepInput chooses which leftover sandboxes to remove.
+type SweepInput struct {
+	BackendOptions
+	// DryRun lists what would be destroyed without destroying it.
+	DryRun bool `json:"dry_run,omitempty"`
+	// FinishedRuns are owners ("<dag_id>/<run_id>") of Dag runs that are
+	// over; their sandboxes are removed even before they expire.
+	FinishedRuns []string `json:"finished_runs,omitempty"`
+}
+
+// SweptSandbox is one leftover sandbox sweep found.
+type SweptSandbox struct {
+	ID        string `json:"id"`
+	Name      string `json:"name,omitempty"`
+	Owner     string `json:"owner,omitempty"`
+	ExpiresAt string `json:"expires_at,omitempty"`
+	Reason    string `json:"reason"` // "expired" or "run finished"
+}
+
+// SweepResult lists what sweep found and what it destroyed.
+type SweepResult struct {
+	Backend   string         `json:"backend"`
+	DryRun    bool           `json:"dry_run"`
+	Found     []SweptSandbox `json:"found"`
+	Destroyed []string       `json:"destroyed"`
+	// Kept counts this bundle's sandboxes that are still in use.
+	Kept int `json:"kept"`
+}
+
+// Sweep destroys sandboxes this bundle created (tag airflow_created_by) that
+// have expired or whose Dag run is over. It never touches sandboxes it did not
+// create. A sandbox it fails to destroy makes it fail, after trying the rest.
+func Sweep(ctx context.Context, d Deps, in SweepInput) (SweepResult, error) {
+	return sweepAt(ctx, d, in, time.Now())
+}
+
+func sweepAt(ctx context.Context, d Deps, in SweepInput, now time.Time) (SweepResult, error) {
+	if err := d.check(); err != nil {
+		return SweepResult{}, err
+	}
+	log := d.logger()
+	drv, req, err := openDriver(ctx, d, in.BackendOptions)
+	if err != nil {
+		return SweepResult{}, err
+	}
+	defer drv.Close()
+	finished := map[string]bool{}
+	for _, o := range in.FinishedRuns {
+		if !strings.Contains(o, "/") {
+			return SweepResult{}, fmt.Errorf("finished_runs: %q is not of the form <dag_id>/<run_id>", o)
+		}
+		finished[o] = true
+	}
+	list, err := drv.ListSandboxes(ctx, map[string]string{sandbox.TagCreatedBy: sandbox.CreatedByValue})
+	if err != nil {
+		return SweepResult{}, fmt.Errorf("listing %s sandboxes: %w", req.Backend, err)
+	}
+	res := SweepResult{Backend: req.Backend, DryRun: in.DryRun, Found: []SweptSandbox{}, Destroyed: []string{}}
+	var failed []string
+	for _, info := range list {
+		// The driver filtered by tag, but a wrong answer here destroys
+		// someone else's work: check again.
+		if info.Tags[sandbox.TagCreatedBy] != sandbox.CreatedByValue {
+			continue
+		}
+		exp := info.ExpiresAt
+		if exp.IsZero() {
+			exp = sandbox.ExpiresAt(info.Tags)
+		}
+		owner := info.Tags[sandbox.TagOwner]
+		s := SweptSandbox{ID: info.ID, Name: info.Name, Owner: owner}
+		if !exp.IsZero() {
+			s.ExpiresAt = exp.UTC().Format(time.RFC3339)
+		}
+		switch {
+		case !exp.IsZero() && !now.Before(exp):
+			s.Reason = "expired"
+		case owner != "" && finished[owner]:
+			s.Reason = "run finished"
+		default:
+			res.Kept++
+			continue
+		}
+		res.Found = append(res.Found, s)
+		if in.DryRun {
+			log.Info("would destroy", "id", s.ID, "owner", s.Owner, "reason", s.Reason, "expires_at", s.ExpiresAt)
+			continue
+		}
+		if err := sandbox.Open(drv, info.ID).Destroy(ctx); err != nil {
+			log.Error("could not destroy", "id", s.ID, "error", err)
+			failed = append(failed, fmt.Sprintf("%s (%v)", s.ID, err))
+			continue
+		}
+		log.Info("destroyed", "id", s.ID, "owner", s.Owner, "reason", s.Reason)
+		res.Destroyed = append(res.Destroyed, s.ID)
+	}
+	if len(failed) > 0 {
+		return res, fmt.Errorf("sweep could not destroy %d sandbox(es): %s; run it again, or remove them in the %s console",
+			len(failed), strings.Join(failed, "; "), req.Backend)
+	}
+	return res, nil
+}
