@@ -1,0 +1,453 @@
+package footer
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"gopkg.in/yaml.v3"
+)
+
+// MetadataVersion is the airflow_bundle_metadata_version this package writes.
+const MetadataVersion = "1.0"
+
+// Manifest is a bundle's metadata (spec 2.3). Known keys are typed; every
+// other key is kept in the Extra maps so that reading and re-rendering a
+// manifest loses nothing (consumers must ignore unknown keys, not drop them).
+type Manifest struct {
+	MetadataVersion string         // airflow_bundle_metadata_version
+	SDK             SDK            // sdk
+	Source          string         // source: display name of the source region
+	Dags            map[string]Dag // dags: dag_id -> tasks
+	Digests         Digests        // digests
+	Extra           map[string]any // unknown top-level keys
+}
+
+// SDK is the manifest's sdk mapping.
+type SDK struct {
+	Language                string
+	Version                 string
+	SupervisorSchemaVersion string
+	Extra                   map[string]any
+}
+
+// Dag is one entry of the manifest's dags mapping. Tasks keep the order the
+// executable registered them in.
+type Dag struct {
+	Tasks []string
+	Extra map[string]any
+}
+
+// Digests is the manifest's optional digests mapping.
+type Digests struct {
+	Integrity string // lower-case hex SHA-256 of the binary region
+	Cache     string // changes whenever binary, source or manifest change
+	Extra     map[string]any
+}
+
+// DagIDs returns the dag ids in sorted order, the order the manifest renders them in.
+func (m Manifest) DagIDs() []string {
+	ids := make([]string, 0, len(m.Dags))
+	for id := range m.Dags {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// ToMap returns the manifest as plain maps, lists and scalars (for JSON
+// output). Known fields override same-named Extra keys; empty known strings
+// are left out.
+func (m Manifest) ToMap() map[string]any {
+	out := copyMap(m.Extra)
+	putString(out, "airflow_bundle_metadata_version", m.MetadataVersion)
+	sdk := copyMap(m.SDK.Extra)
+	putString(sdk, "language", m.SDK.Language)
+	putString(sdk, "version", m.SDK.Version)
+	putString(sdk, "supervisor_schema_version", m.SDK.SupervisorSchemaVersion)
+	out["sdk"] = sdk
+	putString(out, "source", m.Source)
+	if m.Dags != nil {
+		dags := make(map[string]any, len(m.Dags))
+		for id, d := range m.Dags {
+			entry := copyMap(d.Extra)
+			tasks := make([]any, len(d.Tasks))
+			for i, t := range d.Tasks {
+				tasks[i] = t
+			}
+			entry["tasks"] = tasks
+			dags[id] = entry
+		}
+		out["dags"] = dags
+	}
+	dig := copyMap(m.Digests.Extra)
+	putString(dig, "integrity", m.Digests.Integrity)
+	putString(dig, "cache", m.Digests.Cache)
+	if len(dig) > 0 {
+		out["digests"] = dig
+	}
+	return out
+}
+
+// Render returns the manifest as deterministic YAML: sorted keys, 2-space
+// indent, every string value double-quoted so that "123" or "true" stay
+// strings for yaml.safe_load (spec 2.3).
+func (m Manifest) Render() ([]byte, error) {
+	var b strings.Builder
+	if err := emitMap(&b, m.ToMap(), 0); err != nil {
+		return nil, err
+	}
+	return []byte(b.String()), nil
+}
+
+// ParseManifest decodes a manifest read from a bundle and checks it the way
+// Airflow's coordinator does: UTF-8, a YAML mapping, sdk.supervisor_schema_version
+// a non-empty string, dags a mapping keyed by string dag ids.
+func ParseManifest(data []byte) (Manifest, error) { return decodeManifest(data, true) }
+
+// DecodeManifest decodes what an executable prints for --airflow-metadata
+// (YAML or JSON). It is lenient where the packer will fill in or override a
+// value: the schema version may be missing, and scalars are taken as written.
+func DecodeManifest(data []byte) (Manifest, error) { return decodeManifest(data, false) }
+
+func decodeManifest(data []byte, strict bool) (Manifest, error) {
+	var m Manifest
+	if !utf8.Valid(data) {
+		return m, errors.New("metadata is not valid UTF-8")
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return m, fmt.Errorf("metadata is not valid YAML: %v", err)
+	}
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
+		return m, errors.New("metadata is empty; it must be a YAML mapping")
+	}
+	root := resolveAlias(doc.Content[0])
+	if root.Kind != yaml.MappingNode {
+		return m, fmt.Errorf("metadata is a YAML %s, not a mapping", kindName(root))
+	}
+	if err := checkSafeTags(root); err != nil {
+		return m, err
+	}
+	var sawSDK, sawDags bool
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		key, val := root.Content[i].Value, resolveAlias(root.Content[i+1])
+		var err error
+		switch key {
+		case "airflow_bundle_metadata_version":
+			m.MetadataVersion, err = scalarText(val, key)
+		case "source":
+			m.Source, err = scalarText(val, key)
+		case "sdk":
+			sawSDK = true
+			m.SDK, err = decodeSDK(val)
+		case "dags":
+			sawDags = true
+			m.Dags, err = decodeDags(val, strict)
+		case "digests":
+			m.Digests, err = decodeDigests(val)
+		default:
+			var v any
+			if v, err = nodeToAny(val); err == nil {
+				if m.Extra == nil {
+					m.Extra = map[string]any{}
+				}
+				m.Extra[key] = v
+			}
+		}
+		if err != nil {
+			return m, err
+		}
+	}
+	if !strict {
+		return m, nil
+	}
+	if !sawSDK {
+		return m, errors.New("metadata has no sdk mapping; Airflow needs sdk.supervisor_schema_version")
+	}
+	if m.SDK.SupervisorSchemaVersion == "" {
+		return m, errors.New("sdk.supervisor_schema_version is missing or empty; Airflow rejects the bundle without it (pack again with --supervisor-schema-version)")
+	}
+	if v := mappingValue(resolveAlias(mappingValue(root, "sdk")), "supervisor_schema_version"); v != nil && resolveAlias(v).ShortTag() != "!!str" {
+		return m, fmt.Errorf("sdk.supervisor_schema_version is a YAML %s, not a string; quote it (\"%s\") so yaml.safe_load reads a string", resolveAlias(v).ShortTag(), m.SDK.SupervisorSchemaVersion)
+	}
+	if !sawDags {
+		return m, errors.New("metadata has no dags mapping, so the coordinator will never choose this bundle for any dag")
+	}
+	return m, nil
+}
+
+func decodeSDK(n *yaml.Node) (SDK, error) {
+	var s SDK
+	if n.ShortTag() == "!!null" {
+		return s, nil
+	}
+	if n.Kind != yaml.MappingNode {
+		return s, fmt.Errorf("sdk is a YAML %s, not a mapping", kindName(n))
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		key, val := n.Content[i].Value, resolveAlias(n.Content[i+1])
+		var err error
+		switch key {
+		case "language":
+			s.Language, err = scalarText(val, "sdk.language")
+		case "version":
+			s.Version, err = scalarText(val, "sdk.version")
+		case "supervisor_schema_version":
+			s.SupervisorSchemaVersion, err = scalarText(val, "sdk.supervisor_schema_version")
+		default:
+			err = putExtra(&s.Extra, key, val)
+		}
+		if err != nil {
+			return s, err
+		}
+	}
+	return s, nil
+}
+
+func decodeDags(n *yaml.Node, strict bool) (map[string]Dag, error) {
+	dags := map[string]Dag{}
+	if n.ShortTag() == "!!null" && !strict {
+		return dags, nil
+	}
+	if n.Kind != yaml.MappingNode {
+		return nil, fmt.Errorf("dags is a YAML %s, not a mapping of dag_id to {tasks: [...]}", kindName(n))
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := resolveAlias(n.Content[i])
+		id := k.Value
+		if k.Kind != yaml.ScalarNode {
+			return nil, fmt.Errorf("dags has a %s as a key; dag ids must be strings", kindName(k))
+		}
+		if strict && k.ShortTag() != "!!str" {
+			return nil, fmt.Errorf("dag id %s is a YAML %s, not a string, so Airflow will never match it; quote it", id, k.ShortTag())
+		}
+		if _, dup := dags[id]; dup {
+			return nil, fmt.Errorf("dag %q is listed twice under dags", id)
+		}
+		d, err := decodeDag(id, resolveAlias(n.Content[i+1]))
+		if err != nil {
+			return nil, err
+		}
+		dags[id] = d
+	}
+	return dags, nil
+}
+
+func decodeDag(id string, n *yaml.Node) (Dag, error) {
+	var d Dag
+	if n.ShortTag() == "!!null" {
+		return d, nil
+	}
+	if n.Kind != yaml.MappingNode {
+		return d, fmt.Errorf("dags.%s is a YAML %s, not a mapping with a tasks list", id, kindName(n))
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		key, val := n.Content[i].Value, resolveAlias(n.Content[i+1])
+		if key != "tasks" {
+			if err := putExtra(&d.Extra, key, val); err != nil {
+				return d, err
+			}
+			continue
+		}
+		if val.ShortTag() == "!!null" {
+			continue
+		}
+		if val.Kind != yaml.SequenceNode {
+			return d, fmt.Errorf("dags.%s.tasks is a YAML %s, not a list of task ids", id, kindName(val))
+		}
+		for j, t := range val.Content {
+			name, err := scalarText(resolveAlias(t), fmt.Sprintf("dags.%s.tasks[%d]", id, j))
+			if err != nil {
+				return d, err
+			}
+			d.Tasks = append(d.Tasks, name)
+		}
+	}
+	return d, nil
+}
+
+func decodeDigests(n *yaml.Node) (Digests, error) {
+	var g Digests
+	if n.ShortTag() == "!!null" {
+		return g, nil
+	}
+	if n.Kind != yaml.MappingNode {
+		return g, fmt.Errorf("digests is a YAML %s, not a mapping", kindName(n))
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		key, val := n.Content[i].Value, resolveAlias(n.Content[i+1])
+		var err error
+		switch key {
+		case "integrity":
+			g.Integrity, err = scalarText(val, "digests.integrity")
+		case "cache":
+			g.Cache, err = scalarText(val, "digests.cache")
+		default:
+			err = putExtra(&g.Extra, key, val)
+		}
+		if err != nil {
+			return g, err
+		}
+	}
+	return g, nil
+}
+
+func putExtra(dst *map[string]any, key string, val *yaml.Node) error {
+	v, err := nodeToAny(val)
+	if err != nil {
+		return err
+	}
+	if *dst == nil {
+		*dst = map[string]any{}
+	}
+	(*dst)[key] = v
+	return nil
+}
+
+// scalarText returns a scalar's text as written; null is "".
+func scalarText(n *yaml.Node, field string) (string, error) {
+	if n.Kind != yaml.ScalarNode {
+		return "", fmt.Errorf("%s is a YAML %s, not a string", field, kindName(n))
+	}
+	if n.ShortTag() == "!!null" {
+		return "", nil
+	}
+	return n.Value, nil
+}
+
+// Limits on unknown values, so a hostile manifest (a recursive alias, or
+// aliases that expand exponentially) gives an error, not a hang or a crash.
+const (
+	maxValueDepth = 64
+	maxValueNodes = 100_000
+)
+
+// nodeToAny converts an unknown value for Extra. Timestamps stay text so
+// that a re-rendered manifest shows what was written.
+func nodeToAny(n *yaml.Node) (any, error) {
+	budget := maxValueNodes
+	return convertNode(n, 0, &budget)
+}
+
+func convertNode(n *yaml.Node, depth int, budget *int) (any, error) {
+	n = resolveAlias(n)
+	*budget--
+	if depth > maxValueDepth || *budget < 0 {
+		return nil, fmt.Errorf("metadata line %d: value nested deeper than %d levels or larger than %d nodes (a recursive or exploding alias?)", n.Line, maxValueDepth, maxValueNodes)
+	}
+	switch n.Kind {
+	case yaml.ScalarNode:
+		switch n.ShortTag() {
+		case "!!str", "!!timestamp", "!!binary":
+			return n.Value, nil
+		case "!!null":
+			return nil, nil
+		}
+		var v any
+		if err := n.Decode(&v); err != nil {
+			return nil, fmt.Errorf("metadata line %d: %v", n.Line, err)
+		}
+		return v, nil
+	case yaml.SequenceNode:
+		out := make([]any, 0, len(n.Content))
+		for _, c := range n.Content {
+			v, err := convertNode(c, depth+1, budget)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, v)
+		}
+		return out, nil
+	case yaml.MappingNode:
+		out := make(map[string]any, len(n.Content)/2)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			v, err := convertNode(n.Content[i+1], depth+1, budget)
+			if err != nil {
+				return nil, err
+			}
+			out[resolveAlias(n.Content[i]).Value] = v
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("metadata line %d: unsupported YAML node", n.Line)
+}
+
+// checkSafeTags rejects tags yaml.safe_load cannot construct (e.g. !!python/object
+// or a local !tag): the coordinator would fail to load such metadata.
+func checkSafeTags(n *yaml.Node) error {
+	if n == nil {
+		return nil
+	}
+	switch n.Kind {
+	case yaml.ScalarNode, yaml.MappingNode, yaml.SequenceNode:
+		switch n.ShortTag() {
+		case "!!str", "!!int", "!!float", "!!bool", "!!null", "!!timestamp", "!!binary",
+			"!!map", "!!seq", "!!merge", "!!set", "!!omap", "!!pairs":
+		default:
+			return fmt.Errorf("metadata line %d: tag %s is not one yaml.safe_load accepts", n.Line, n.Tag)
+		}
+	}
+	for _, c := range n.Content {
+		if err := checkSafeTags(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func resolveAlias(n *yaml.Node) *yaml.Node {
+	for i := 0; n != nil && n.Kind == yaml.AliasNode && i < 100; i++ {
+		n = n.Alias
+	}
+	if n == nil {
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null"}
+	}
+	return n
+}
+
+func mappingValue(n *yaml.Node, key string) *yaml.Node {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1]
+		}
+	}
+	return nil
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "mapping"
+	case yaml.SequenceNode:
+		return "list"
+	case yaml.ScalarNode:
+		switch n.ShortTag() {
+		case "!!null":
+			return "null"
+		case "!!str":
+			return "string"
+		}
+		return "scalar (" + n.ShortTag() + ")"
+	}
+	return "node"
+}
+
+func copyMap(m map[string]any) map[string]any {
+	out := make(map[string]any, len(m)+4)
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func putString(m map[string]any, key, val string) {
+	if val != "" {
+		m[key] = val
+	}
+}
