@@ -1,0 +1,305 @@
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+)
+
+// defaultPath is PATH inside a sandbox unless the spec's env sets one.
+const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// hostSystemDirs are mounted read-only from the host when no rootfs is given.
+var hostSystemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}
+
+// hostEtc is the part of the host's /etc a sandbox sees: what the dynamic
+// linker, the shell, TLS and the alternatives system need, and nothing that
+// names the host's users or secrets. passwd, group and hosts are generated.
+var hostEtc = []string{
+	"ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "nsswitch.conf",
+	"localtime", "timezone", "ssl", "ca-certificates", "ca-certificates.conf",
+	"mime.types", "protocols", "services",
+}
+
+// hostEtcNetwork is added when the sandbox shares the host network, so that
+// name resolution works as on the host.
+var hostEtcNetwork = []string{"resolv.conf", "hosts", "host.conf", "gai.conf"}
+
+// bwrapArgs builds bubblewrap's arguments for one command in sandbox m.
+func (d *Driver) bwrapArgs(m *meta, dir, cwd string, argv []string) ([]string, error) {
+	args := []string{
+		"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+		"--disable-userns", // no nested namespaces to climb out of
+		"--cap-drop", "ALL",
+		"--die-with-parent", "--new-session",
+		"--hostname", "sandbox",
+	}
+	open := !m.Spec.NetworkPolicy().Block
+	if !open {
+		args = append(args, "--unshare-net")
+	}
+	if m.Rootfs != "" {
+		entries, err := os.ReadDir(m.Rootfs)
+		if err != nil {
+			return nil, fmt.Errorf("cannot read the image directory %s: %v", m.Rootfs, err)
+		}
+		for _, e := range entries {
+			switch e.Name() {
+			case "proc", "dev", "sys", "tmp":
+				continue // provided fresh below
+			}
+			var err error
+			if args, err = mountEntry(args, filepath.Join(m.Rootfs, e.Name()), "/"+e.Name()); err != nil {
+				return nil, err
+			}
+		}
+	} else {
+		for _, p := range hostSystemDirs {
+			var err error
+			if args, err = mountEntry(args, p, p); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return nil, err
+			}
+		}
+		for _, name := range hostEtc {
+			args = append(args, "--ro-bind-try", "/etc/"+name, "/etc/"+name)
+		}
+		args = append(args,
+			"--ro-bind", filepath.Join(d.system, "passwd"), "/etc/passwd",
+			"--ro-bind", filepath.Join(d.system, "group"), "/etc/group")
+		if open {
+			for _, name := range hostEtcNetwork {
+				args = append(args, "--ro-bind-try", "/etc/"+name, "/etc/"+name)
+			}
+		} else {
+			args = append(args, "--ro-bind", filepath.Join(d.system, "hosts"), "/etc/hosts")
+		}
+	}
+	args = append(args,
+		"--proc", "/proc",
+		"--dev", "/dev",
+		"--bind", filepath.Join(dir, tmpDir), "/tmp", // before the workdir, which may lie under /tmp
+		"--bind", filepath.Join(dir, workDir), m.Spec.Workdir,
+		"--chdir", cwd,
+		"--json-status-fd", "3", // ExtraFiles[0]
+		"--")
+	return append(args, argv...), nil
+}
+
+// mountEntry mounts host path src read-only at dest, recreating a symlink as
+// a symlink: following it on the host could bind a host path the image
+// never meant (an absolute link such as /lib64 -> /usr/lib64).
+func mountEntry(args []string, src, dest string) ([]string, error) {
+	st, err := os.Lstat(src)
+	if err != nil {
+		return args, err
+	}
+	if st.Mode()&os.ModeSymlink != 0 {
+		target, err := os.Readlink(src)
+		if err != nil {
+			return args, err
+		}
+		return append(args, "--symlink", target, dest), nil
+	}
+	return append(args, "--ro-bind", src, dest), nil
+}
+
+// sandboxEnv is the command's whole environment: nothing of the parent's.
+func sandboxEnv(m *meta, extra map[string]string) []string {
+	env := map[string]string{"PATH": defaultPath, "HOME": m.Spec.Workdir, "LANG": "C.UTF-8"}
+	for k, v := range m.Spec.Env {
+		env[k] = v
+	}
+	for k, v := range extra {
+		env[k] = v
+	}
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// runSpec is one process to run inside a sandbox.
+type runSpec struct {
+	argv    []string
+	cwd     string // in-sandbox; "" = the workdir
+	env     map[string]string
+	stdin   io.Reader
+	stdout  io.Writer
+	stderr  io.Writer
+	timeout time.Duration
+}
+
+// bwrapStatus is what bwrap writes to --json-status-fd.
+type bwrapStatus struct {
+	ChildPID *int `json:"child-pid"`
+	ExitCode *int `json:"exit-code"`
+}
+
+// run runs rs in sandbox m (directory dir) and waits for it. The timeout is
+// shortened to the sandbox's remaining lifetime.
+func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs runSpec) (sandbox.ExecResult, error) {
+	res := sandbox.ExecResult{ExitCode: -1}
+	timeout := rs.timeout
+	if timeout <= 0 {
+		timeout = sandbox.DefaultExecTimeout
+	}
+	if left := m.ExpiresAt.Sub(d.now()); !m.ExpiresAt.IsZero() && left < timeout {
+		timeout = max(left, time.Millisecond)
+	}
+	res.AppliedTimeout = timeout
+	cwd := rs.cwd
+	if cwd == "" {
+		cwd = m.Spec.Workdir
+	} else if !path.IsAbs(cwd) {
+		cwd = path.Join(m.Spec.Workdir, cwd)
+	}
+	args, err := d.bwrapArgs(m, dir, path.Clean(cwd), rs.argv)
+	if err != nil {
+		return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: err}
+	}
+	prog := d.bwrap
+	if m.Spec.MemoryMiB > 0 {
+		// prlimit execs bwrap, so the limit is inherited by every process
+		// of the command (RLIMIT_AS is per process).
+		limit := strconv.FormatInt(int64(m.Spec.MemoryMiB)<<20, 10)
+		args = append([]string{"--as=" + limit + ":" + limit, "--", d.bwrap}, args...)
+		prog = d.prlimit
+	}
+	statusR, statusW, err := os.Pipe()
+	if err != nil {
+		return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: err}
+	}
+	defer statusR.Close()
+	// Keep the end of stderr: when bubblewrap itself fails, its reason is there.
+	diag := sandbox.NewTailBuffer(2048)
+	stdout, stderr := rs.stdout, rs.stderr
+	if stdout == nil {
+		stdout = io.Discard
+	}
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	cmd := exec.Command(prog, args...)
+	cmd.Env = sandboxEnv(m, rs.env)
+	cmd.Stdin = rs.stdin
+	cmd.Stdout = stdout
+	cmd.Stderr = io.MultiWriter(stderr, diag)
+	cmd.ExtraFiles = []*os.File{statusW}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// The namespace dies with bwrap, so pipes close promptly; this only
+	// bounds the wait if something unexpected keeps them open.
+	cmd.WaitDelay = 5 * time.Second
+
+	st := &execState{cmd: cmd}
+	d.mu.Lock()
+	if _, err := os.Stat(filepath.Join(dir, metaFile)); err != nil {
+		d.mu.Unlock()
+		statusW.Close()
+		return res, &sandbox.Error{Op: "exec", Sandbox: id, Kind: sandbox.ErrGone, Err: errors.New("sandbox was destroyed")}
+	}
+	start := time.Now()
+	err = cmd.Start()
+	statusW.Close()
+	if err != nil {
+		d.mu.Unlock()
+		return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: fmt.Errorf("cannot start %s: %v", prog, err)}
+	}
+	if d.running[id] == nil {
+		d.running[id] = map[*exec.Cmd]*execState{}
+	}
+	d.running[id][cmd] = st
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		delete(d.running[id], cmd)
+		if len(d.running[id]) == 0 {
+			delete(d.running, id)
+		}
+		d.mu.Unlock()
+	}()
+
+	statusc := make(chan bwrapStatus, 1)
+	go func() {
+		var got bwrapStatus
+		dec := json.NewDecoder(statusR)
+		for {
+			var s bwrapStatus
+			if dec.Decode(&s) != nil {
+				break
+			}
+			if s.ChildPID != nil {
+				got.ChildPID = s.ChildPID
+			}
+			if s.ExitCode != nil {
+				got.ExitCode = s.ExitCode
+			}
+		}
+		statusc <- got
+	}()
+
+	var timedOut atomic.Bool
+	timer := time.AfterFunc(timeout, func() { timedOut.Store(true); st.kill() })
+	defer timer.Stop()
+	stopCtx := context.AfterFunc(ctx, st.kill)
+	defer stopCtx()
+
+	waitErr := cmd.Wait()
+	timer.Stop()
+	res.Duration = time.Since(start)
+	status := <-statusc
+	d.mu.Lock()
+	lost := st.lost
+	d.mu.Unlock()
+
+	switch {
+	case lost:
+		res.SandboxLost = true
+		return res, nil
+	case timedOut.Load():
+		res.TimedOut = true
+		return res, nil
+	case ctx.Err() != nil:
+		return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: ctx.Err()}
+	case status.ChildPID == nil:
+		return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: fmt.Errorf("bubblewrap could not set up the sandbox: %s", strings.TrimSpace(diag.String()))}
+	}
+	var exitErr *exec.ExitError
+	if waitErr != nil && !errors.As(waitErr, &exitErr) {
+		// The command ran but its output could not be delivered.
+		return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: waitErr}
+	}
+	if status.ExitCode != nil {
+		res.ExitCode = *status.ExitCode
+	} else {
+		res.ExitCode = cmd.ProcessState.ExitCode()
+	}
+	return res, nil
+}
+
+// Exec runs req.Command through sh -c in the sandbox.
+func (d *Driver) Exec(ctx context.Context, id string, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+	m, dir, err := d.liveMeta("exec", id)
+	if err != nil {
+		return sandbox.ExecResult{}, err
+	}
+	return d.run(ctx, id, m, dir, runSpec{
+		argv: []string{"/bin/sh", "-c", req.Command}, cwd: req.Workdir, env: req.Env,
+		stdin: req.Stdin, stdout: req.Stdout, stderr: req.Stderr, timeout: req.Timeout,
+	})
+}

@@ -1,0 +1,453 @@
+// Package local is the embedded sandbox backend: each sandbox is a directory
+// on the host and every command runs under bubblewrap (bwrap) in fresh user,
+// pid, ipc, uts and (unless the spec opens the network) network namespaces,
+// with the host's system directories read-only, the sandbox's own directory
+// read-write at the workdir, a private /tmp, and a clean environment.
+//
+// What the local backend enforces, and what it refuses rather than ignore:
+//   - network: blocked (loopback only) or the host network; host/CIDR
+//     allowlists are refused, since bubblewrap cannot filter traffic;
+//   - memory: an address-space rlimit (RLIMIT_AS) on every process of a
+//     command, through prlimit(1); programs that reserve far more virtual
+//     memory than they use (the JVM, Go, some allocators) need headroom;
+//   - cpu: refused; the local backend cannot limit cpu;
+//   - image: "" runs on the host's userland; an absolute path to an unpacked
+//     root filesystem runs on that instead; a registry tag is refused (nothing
+//     is pulled) unless Options.IgnoreImage, which then uses the host's tools.
+//
+// Each command is its own process tree: background processes die when the
+// command ends. The workdir and /tmp persist between commands.
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+)
+
+// Backend is the local driver's name.
+const Backend = "local"
+
+// Options configure the local driver. The zero value works on a host with
+// bubblewrap installed.
+type Options struct {
+	// Root is where sandbox directories live. Default:
+	// $XDG_STATE_HOME/airflow-go-worker/sandboxes, else
+	// /tmp/airflow-go-worker-sandboxes.
+	Root string
+	// Bwrap is the bubblewrap binary. Default: "bwrap" looked up on PATH.
+	Bwrap string
+	// Prlimit is the prlimit(1) binary used to enforce MemoryMiB. Default:
+	// "prlimit" on PATH; when missing, specs with a memory limit are refused.
+	Prlimit string
+	// IgnoreImage runs specs that name a registry image (written for Modal or
+	// OpenSandbox) on the host's userland instead of refusing them, with a
+	// warning. For demos and tests.
+	IgnoreImage bool
+	Logger      hclog.Logger
+}
+
+// Driver implements sandbox.Driver with bubblewrap.
+type Driver struct {
+	root        string
+	bwrap       string
+	prlimit     string
+	ignoreImage bool
+	log         hclog.Logger
+	system      string // generated /etc files shared by all sandboxes
+	now         func() time.Time
+
+	mu      sync.Mutex
+	running map[string]map[*exec.Cmd]*execState // by sandbox id, for Destroy
+}
+
+var _ sandbox.Driver = (*Driver)(nil)
+
+// DefaultRoot is where sandboxes live when Options.Root is empty.
+func DefaultRoot() string {
+	if s := os.Getenv("XDG_STATE_HOME"); s != "" && filepath.IsAbs(s) {
+		return filepath.Join(s, "airflow-go-worker", "sandboxes")
+	}
+	return filepath.Join(os.TempDir(), "airflow-go-worker-sandboxes")
+}
+
+// New checks that bubblewrap is available and prepares the root directory.
+func New(opts Options) (*Driver, error) {
+	log := opts.Logger
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	bw := opts.Bwrap
+	if bw == "" {
+		bw = "bwrap"
+	}
+	bwPath, err := exec.LookPath(bw)
+	if err != nil {
+		return nil, fmt.Errorf("local sandbox backend needs bubblewrap, but %q was not found (%v); install it (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap) or set the bwrap path", bw, err)
+	}
+	pl := opts.Prlimit
+	if pl == "" {
+		pl = "prlimit"
+	}
+	plPath, err := exec.LookPath(pl)
+	if err != nil {
+		log.Warn("prlimit not found: specs with a memory limit will be refused (install util-linux to enforce them)", "error", err)
+		plPath = ""
+	}
+	root := opts.Root
+	if root == "" {
+		root = DefaultRoot()
+	}
+	if root, err = filepath.Abs(root); err != nil {
+		return nil, fmt.Errorf("local sandbox root %q: %v", opts.Root, err)
+	}
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return nil, fmt.Errorf("cannot create the local sandbox root %s: %v; choose a writable directory (Options.Root)", root, err)
+	}
+	d := &Driver{
+		root: root, bwrap: bwPath, prlimit: plPath, ignoreImage: opts.IgnoreImage,
+		log: log, now: time.Now, running: map[string]map[*exec.Cmd]*execState{},
+	}
+	if err := d.writeSystemFiles(); err != nil {
+		return nil, fmt.Errorf("cannot prepare %s: %v", d.system, err)
+	}
+	return d, nil
+}
+
+// Backend returns "local".
+func (d *Driver) Backend() string { return Backend }
+
+// Root is the directory that holds the sandboxes.
+func (d *Driver) Root() string { return d.root }
+
+// Close kills commands still running; sandboxes stay on disk.
+func (d *Driver) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, cmds := range d.running {
+		for _, st := range cmds {
+			st.kill()
+		}
+	}
+	return nil
+}
+
+// Create refuses what it cannot enforce, then builds the sandbox directory
+// under a temporary name and renames it into place, so a failed create
+// leaves nothing behind and a sandbox is either complete or absent.
+func (d *Driver) Create(ctx context.Context, name string, spec sandbox.Spec) (sandbox.Info, error) {
+	spec = spec.WithDefaults()
+	if err := spec.Validate(); err != nil {
+		return sandbox.Info{}, err
+	}
+	rootfs, err := d.checkSpec(spec)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	dir, err := d.dir(name)
+	if err != nil {
+		return sandbox.Info{}, &sandbox.Error{Op: "create", Sandbox: name, Kind: sandbox.ErrRefused, Err: err}
+	}
+	if err := ctx.Err(); err != nil {
+		return sandbox.Info{}, &sandbox.Error{Op: "create", Sandbox: name, Err: err}
+	}
+	staging, err := os.MkdirTemp(d.root, ".creating-"+name+"-")
+	if err != nil {
+		return sandbox.Info{}, &sandbox.Error{Op: "create", Sandbox: name, Err: fmt.Errorf("cannot create a directory under %s: %v", d.root, err)}
+	}
+	fail := func(err error) (sandbox.Info, error) {
+		os.RemoveAll(staging)
+		return sandbox.Info{}, &sandbox.Error{Op: "create", Sandbox: name, Err: err}
+	}
+	for _, sub := range []string{workDir, tmpDir} {
+		if err := os.Mkdir(filepath.Join(staging, sub), 0o755); err != nil {
+			return fail(err)
+		}
+	}
+	// /tmp is world-writable with the sticky bit, as programs expect.
+	if err := os.Chmod(filepath.Join(staging, tmpDir), 0o1777); err != nil {
+		return fail(err)
+	}
+	now := d.now()
+	m := &meta{
+		Name: name, Spec: spec, Rootfs: rootfs, Tags: cloneTags(spec.Tags),
+		CreatedAt: now.UTC(), ExpiresAt: now.Add(spec.Timeout).UTC(),
+	}
+	// The ownership tag computed the expiry first; keep both clocks equal.
+	if exp := sandbox.ExpiresAt(spec.Tags); !exp.IsZero() {
+		m.ExpiresAt = exp.UTC()
+	}
+	m.Spec.Tags = nil // the live tags are m.Tags
+	if err := writeMeta(staging, m); err != nil {
+		return fail(err)
+	}
+	if err := os.Rename(staging, dir); err != nil {
+		return fail(fmt.Errorf("a sandbox named %s may already exist: %v", name, err))
+	}
+	d.log.Debug("created local sandbox", "sandbox", name, "dir", dir, "expires_at", m.ExpiresAt)
+	return m.info(), nil
+}
+
+// systemDirs may not hold the workdir: they are mounted read-only (or are
+// kernel filesystems), so bubblewrap could not mount the workdir there.
+var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/proc", "/dev", "/sys"}
+
+// checkSpec refuses what bubblewrap cannot enforce. It returns the host
+// directory to use as the root filesystem ("" = the host's userland).
+func (d *Driver) checkSpec(spec sandbox.Spec) (string, error) {
+	var errs []string
+	net := spec.NetworkPolicy()
+	if len(net.AllowHosts) > 0 || len(net.AllowCIDRs) > 0 {
+		errs = append(errs, "network: the local backend cannot enforce allow_hosts/allow_cidrs (bubblewrap has no egress filter); use block: true with no allowlist, block: false for the host network, or a backend such as modal")
+	}
+	if spec.CPU > 0 {
+		errs = append(errs, fmt.Sprintf("cpu: the local backend cannot limit cpu (asked for %v cores); leave cpu unset for local runs", spec.CPU))
+	}
+	if spec.MemoryMiB > 0 && d.prlimit == "" {
+		errs = append(errs, "memory_mib: prlimit(1) is not installed, so the local backend cannot enforce a memory limit; install util-linux or leave memory_mib unset")
+	}
+	wd := spec.Workdir
+	if wd == "/" || wd == "/tmp" {
+		errs = append(errs, fmt.Sprintf("workdir: %q cannot be the local sandbox's workdir; use a directory such as /workspace", wd))
+	}
+	for _, sys := range systemDirs {
+		if wd == sys || strings.HasPrefix(wd, sys+"/") {
+			errs = append(errs, fmt.Sprintf("workdir: %q is inside the read-only system directory %s; use a directory such as /workspace", wd, sys))
+		}
+	}
+	rootfs := ""
+	switch img := spec.Image; {
+	case img == "":
+	case filepath.IsAbs(img):
+		st, err := os.Stat(img)
+		if err != nil || !st.IsDir() {
+			errs = append(errs, fmt.Sprintf("image: %q is not a directory on this host; the local backend takes an unpacked root filesystem directory, or no image for the host's userland", img))
+			break
+		}
+		rootfs = filepath.Clean(img)
+		if msg := workdirFitsRootfs(rootfs, wd); msg != "" {
+			errs = append(errs, msg)
+		}
+	case d.ignoreImage:
+		d.log.Warn("local backend cannot pull images; running on the host's userland instead", "image", img)
+	default:
+		errs = append(errs, fmt.Sprintf("image: %q looks like a registry image, which the local backend cannot pull (it runs on the host's userland); leave image empty, give an unpacked root filesystem directory, or run with the local backend's ignore-image option", img))
+	}
+	if len(errs) > 0 {
+		return "", sandbox.Refused("the local backend refuses this spec: %s", strings.Join(errs, "; "))
+	}
+	return rootfs, nil
+}
+
+// workdirFitsRootfs: the rootfs's top-level entries are mounted read-only,
+// so the workdir's mount point must already exist when it lies inside one.
+func workdirFitsRootfs(rootfs, wd string) string {
+	top := strings.SplitN(strings.TrimPrefix(wd, "/"), "/", 2)[0]
+	if _, err := os.Lstat(filepath.Join(rootfs, top)); err != nil {
+		return "" // bubblewrap creates it on its own root
+	}
+	if st, err := os.Stat(filepath.Join(rootfs, filepath.FromSlash(wd))); err == nil && st.IsDir() {
+		return ""
+	}
+	return fmt.Sprintf("workdir: %q does not exist in the image %s, whose %s is read-only; create it in the image or choose a new top-level directory such as /workspace", wd, rootfs, path.Join("/", top))
+}
+
+// Info describes a sandbox; an expired one is still described (ExpiresAt in
+// the past) so sweeping can find it.
+func (d *Driver) Info(ctx context.Context, id string) (sandbox.Info, error) {
+	m, _, err := d.readMeta("info", id)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	return m.info(), nil
+}
+
+// Tags returns the sandbox's tags.
+func (d *Driver) Tags(ctx context.Context, id string) (map[string]string, error) {
+	m, _, err := d.readMeta("read tags", id)
+	if err != nil {
+		return nil, err
+	}
+	return cloneTags(m.Tags), nil
+}
+
+// SetTags replaces the sandbox's tags.
+func (d *Driver) SetTags(ctx context.Context, id string, tags map[string]string) error {
+	d.mu.Lock() // read-modify-write of meta.json
+	defer d.mu.Unlock()
+	m, dir, err := d.readMeta("set tags", id)
+	if err != nil {
+		return err
+	}
+	m.Tags = cloneTags(tags)
+	if err := writeMeta(dir, m); err != nil {
+		return &sandbox.Error{Op: "set tags", Sandbox: id, Err: err}
+	}
+	return nil
+}
+
+// ListSandboxes lists sandboxes whose tags include every pair in match,
+// expired ones included.
+func (d *Driver) ListSandboxes(ctx context.Context, match map[string]string) ([]sandbox.Info, error) {
+	entries, err := os.ReadDir(d.root)
+	if err != nil {
+		return nil, &sandbox.Error{Op: "list sandboxes", Err: err}
+	}
+	var out []sandbox.Info
+	for _, e := range entries {
+		if !e.IsDir() || !validName.MatchString(e.Name()) {
+			continue
+		}
+		m, _, err := d.readMeta("list sandboxes", e.Name())
+		if err != nil {
+			if !errors.Is(err, sandbox.ErrGone) {
+				d.log.Warn("skipping unreadable sandbox", "sandbox", e.Name(), "error", err)
+			}
+			continue
+		}
+		if matches(m.Tags, match) {
+			out = append(out, m.info())
+		}
+	}
+	return out, nil
+}
+
+func matches(tags, match map[string]string) bool {
+	for k, v := range match {
+		if got, ok := tags[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// RemoveExpired destroys every sandbox past its expiry and returns their ids.
+func (d *Driver) RemoveExpired(ctx context.Context) ([]string, error) {
+	all, err := d.ListSandboxes(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	now := d.now()
+	for _, info := range all {
+		if info.ExpiresAt.IsZero() || now.Before(info.ExpiresAt) {
+			continue
+		}
+		if err := d.Destroy(ctx, info.ID); err != nil {
+			return removed, err
+		}
+		removed = append(removed, info.ID)
+	}
+	return removed, nil
+}
+
+// Destroy kills the sandbox's running commands and removes its directory.
+// It moves the directory aside first so the sandbox vanishes at once even if
+// deleting a large tree takes a while. A missing sandbox is not an error.
+func (d *Driver) Destroy(ctx context.Context, id string) error {
+	dir, err := d.dir(id)
+	if err != nil {
+		return nil // such a name never was a sandbox
+	}
+	d.mu.Lock()
+	for _, st := range d.running[id] {
+		st.lost = true
+		st.kill()
+	}
+	trash := filepath.Join(d.root, ".trash-"+id+"-"+sandbox.RandomHex(4))
+	err = os.Rename(dir, trash)
+	d.mu.Unlock()
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return &sandbox.Error{Op: "destroy", Sandbox: id, Err: err}
+	}
+	if err := forceRemoveAll(trash); err != nil {
+		return &sandbox.Error{Op: "destroy", Sandbox: id, Err: fmt.Errorf("sandbox is gone but %s could not be fully removed: %v", trash, err)}
+	}
+	d.log.Debug("destroyed local sandbox", "sandbox", id)
+	return nil
+}
+
+// forceRemoveAll removes a tree even where a command left directories
+// without write or search permission.
+func forceRemoveAll(dir string) error {
+	if err := os.RemoveAll(dir); err == nil {
+		return nil
+	}
+	filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if e != nil && e.IsDir() {
+			os.Chmod(p, 0o700)
+		}
+		if err != nil && e != nil && e.IsDir() {
+			os.Chmod(p, 0o700) // unreadable dir: fix it and walk again later
+		}
+		return nil
+	})
+	return os.RemoveAll(dir)
+}
+
+// writeSystemFiles writes the small /etc files every sandbox gets in place
+// of the host's: the host's passwd and hosts would leak its users and names.
+func (d *Driver) writeSystemFiles() error {
+	d.system = filepath.Join(d.root, ".system")
+	if err := os.MkdirAll(d.system, 0o755); err != nil {
+		return err
+	}
+	uid, gid := os.Getuid(), os.Getgid()
+	passwd := "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+	group := "root:x:0:\nnogroup:x:65534:\n"
+	if uid != 0 {
+		passwd += fmt.Sprintf("sandbox:x:%d:%d:sandbox:/tmp:/bin/sh\n", uid, gid)
+	}
+	if gid != 0 {
+		group += fmt.Sprintf("sandbox:x:%d:\n", gid)
+	}
+	files := map[string]string{
+		"passwd": passwd,
+		"group":  group,
+		"hosts":  "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n",
+	}
+	for name, content := range files {
+		p := filepath.Join(d.system, name)
+		if old, err := os.ReadFile(p); err == nil && string(old) == content {
+			continue
+		}
+		if err := writeFileAtomic(p, []byte(content), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// execState tracks one running command so Destroy and timeouts can kill it.
+type execState struct {
+	cmd  *exec.Cmd
+	once sync.Once
+	lost bool // set under Driver.mu by Destroy
+}
+
+// kill ends the whole process tree: the process group of the outer bwrap;
+// --die-with-parent then kills the namespace's init, and with it every
+// process in the pid namespace, background children included.
+func (s *execState) kill() {
+	s.once.Do(func() {
+		if s.cmd.Process != nil {
+			syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+		}
+	})
+}
