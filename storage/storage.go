@@ -1,0 +1,247 @@
+// Package storage moves bytes between io.Readers and object storage named by
+// URL: s3://bucket/key (S3 or any S3-compatible server) and file:///path.
+// gs:// and az:// are not supported.
+//
+// Transfers stream: memory use does not grow with the object's size. An S3
+// upload holds at most about (UploadConcurrency+2) × PartSize bytes (about
+// 48 MiB); a download holds one HTTP read buffer; file transfers copy in
+// 32 KiB pieces.
+//
+// Writes are all-or-nothing at the URL they name: S3 shows an object only
+// once its (multipart) upload completes, and files are written under a
+// temporary name and renamed into place. Export extends that to several
+// files: nothing lands until every file is staged.
+//
+// URLs follow URL syntax: percent-escapes in keys are decoded
+// (s3://b/a%20b is the key "a b").
+package storage
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/airflow-sandbox/airflow-go-worker/connections"
+)
+
+// ErrNotFound is returned (wrapped, with the URL) when the object to read
+// does not exist. Test with errors.Is.
+var ErrNotFound = errors.New("object not found")
+
+// DefaultProgressEvery is how often long transfers log their progress when
+// Options.ProgressEvery is zero.
+const DefaultProgressEvery = 5 * time.Second
+
+// Options configure a transfer.
+type Options struct {
+	// AWS holds credentials, region and endpoint for s3:// URLs, usually
+	// from connections.AWSFromConnection. Nil means the default AWS
+	// credential chain (environment, ~/.aws, instance role).
+	AWS *connections.AWSConfig
+	// Logger receives progress lines; nil discards them.
+	Logger hclog.Logger
+	// ProgressEvery is the interval between progress lines; zero means
+	// DefaultProgressEvery, negative disables them.
+	ProgressEvery time.Duration
+}
+
+func (o Options) logger() hclog.Logger {
+	if o.Logger == nil {
+		return hclog.NewNullLogger()
+	}
+	return o.Logger
+}
+
+func (o Options) every() time.Duration {
+	if o.ProgressEvery == 0 {
+		return DefaultProgressEvery
+	}
+	return o.ProgressEvery
+}
+
+// Written describes an object that was written completely.
+type Written struct {
+	URL    string // canonical URL of the object (for an Export stage: its destination)
+	Size   int64  // bytes written
+	SHA256 string // hex SHA-256 of those bytes
+}
+
+// Open streams the object at rawURL. The caller must Close the reader.
+// A missing object is an error wrapping ErrNotFound.
+func Open(ctx context.Context, rawURL string, opt Options) (io.ReadCloser, error) {
+	loc, err := parseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkConn(loc, opt); err != nil {
+		return nil, err
+	}
+	st, err := openStore(ctx, loc, opt)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", loc, err)
+	}
+	r, err := st.open(ctx, loc.key)
+	if err != nil {
+		st.close()
+		if errors.Is(err, ErrNotFound) {
+			return nil, fmt.Errorf("reading %s: %w; check the bucket, key or path", loc, ErrNotFound)
+		}
+		return nil, fmt.Errorf("reading %s: %w", loc, err)
+	}
+	p := startProgress(opt, "download", loc.String())
+	return &readCloser{r: r, st: st, p: p}, nil
+}
+
+type readCloser struct {
+	r  io.ReadCloser
+	st store
+	p  *progress
+}
+
+func (rc *readCloser) Read(b []byte) (int, error) {
+	n, err := rc.r.Read(b)
+	rc.p.add(n)
+	return n, err
+}
+
+func (rc *readCloser) Close() error {
+	rc.p.finish()
+	err := rc.r.Close()
+	if cerr := rc.st.close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Put streams r to rawURL, replacing any object there. On error nothing new
+// is at rawURL (an older object stays as it was).
+func Put(ctx context.Context, rawURL string, r io.Reader, opt Options) (Written, error) {
+	loc, err := parseURL(rawURL)
+	if err != nil {
+		return Written{}, err
+	}
+	if err := checkConn(loc, opt); err != nil {
+		return Written{}, err
+	}
+	st, err := openStore(ctx, loc, opt)
+	if err != nil {
+		return Written{}, fmt.Errorf("writing %s: %w", loc, err)
+	}
+	defer st.close()
+	w, err := writeHashed(ctx, st, loc, loc.key, r, opt)
+	if err != nil {
+		return Written{}, fmt.Errorf("writing %s: %w", loc, err)
+	}
+	return w, nil
+}
+
+// checkConn refuses s3://conn_id@bucket/key without credentials: the
+// connection must be resolved by the caller, and silently falling back to
+// the default chain would write with the wrong identity.
+func checkConn(loc location, opt Options) error {
+	if loc.connID != "" && opt.AWS == nil {
+		return fmt.Errorf("%s names connection %q; resolve it with connections.AWSFromConnection and pass it as Options.AWS", loc, loc.connID)
+	}
+	return nil
+}
+
+// writeHashed writes r to key in st, computing the size and SHA-256 of what
+// went through and logging progress.
+func writeHashed(ctx context.Context, st store, dest location, key string, r io.Reader, opt Options) (Written, error) {
+	hr := &hashingReader{r: r, h: sha256.New(), p: startProgress(opt, "upload", dest.withKey(key).String())}
+	err := st.write(ctx, key, hr)
+	hr.p.finish()
+	if err != nil {
+		return Written{}, err
+	}
+	return Written{URL: dest.String(), Size: hr.n, SHA256: hex.EncodeToString(hr.h.Sum(nil))}, nil
+}
+
+// hashingReader counts and hashes what the store consumed.
+type hashingReader struct {
+	r io.Reader
+	h hash.Hash
+	n int64
+	p *progress
+}
+
+func (hr *hashingReader) Read(b []byte) (int, error) {
+	n, err := hr.r.Read(b)
+	if n > 0 {
+		hr.h.Write(b[:n])
+		hr.n += int64(n)
+		hr.p.add(n)
+	}
+	return n, err
+}
+
+// progress logs bytes and rate of one transfer at a fixed interval, from its
+// own goroutine so a stalled transfer still reports (with a zero rate).
+type progress struct {
+	n     atomic.Int64
+	stop  chan struct{}
+	done  chan struct{}
+	start time.Time
+}
+
+func startProgress(opt Options, op, url string) *progress {
+	p := &progress{start: time.Now()}
+	every := opt.every()
+	if every < 0 {
+		return p
+	}
+	p.stop, p.done = make(chan struct{}), make(chan struct{})
+	log := opt.logger()
+	url = redactURL(url)
+	go func() {
+		defer close(p.done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		last, lastAt, logged := int64(0), p.start, false
+		for {
+			select {
+			case <-p.stop:
+				if logged {
+					n := p.n.Load()
+					log.Info("transfer finished", "op", op, "url", url, "bytes", n, "mib_per_s", mibPerSec(n, time.Since(p.start)))
+				}
+				return
+			case now := <-t.C:
+				n := p.n.Load()
+				log.Info("transfer progress", "op", op, "url", url, "bytes", n, "mib_per_s", mibPerSec(n-last, now.Sub(lastAt)))
+				last, lastAt, logged = n, now, true
+			}
+		}
+	}()
+	return p
+}
+
+func (p *progress) add(n int) { p.n.Add(int64(n)) }
+
+// finish stops the progress goroutine; safe to call more than once.
+func (p *progress) finish() {
+	if p.stop == nil {
+		return
+	}
+	select {
+	case <-p.stop:
+	default:
+		close(p.stop)
+	}
+	<-p.done
+}
+
+func mibPerSec(n int64, d time.Duration) string {
+	if d <= 0 {
+		return "0.0"
+	}
+	return fmt.Sprintf("%.1f", float64(n)/(1<<20)/d.Seconds())
+}
