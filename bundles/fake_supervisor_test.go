@@ -1,0 +1,146 @@
+package bundles
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
+)
+
+// session is what a fake supervisor saw during one serve call.
+type session struct {
+	requests []protocol.Message // non-terminal requests, in order
+	terminal *protocol.Message
+	logs     []map[string]any
+	err      error // serve's return value
+}
+
+func (s session) logEvents() []string {
+	var out []string
+	for _, l := range s.logs {
+		out = append(out, l["event"].(string))
+	}
+	return out
+}
+
+type replyFunc func(m protocol.Message) (body, errBody map[string]any)
+
+var terminalTypes = map[string]bool{protocol.TypeSucceedTask: true, protocol.TypeRetryTask: true, protocol.TypeTaskState: true}
+
+// runFake runs b.serve against an in-process fake supervisor that sends
+// first (an encoded frame payload) and answers requests with reply.
+func runFake(t *testing.T, b *Bundle, first []byte, reply replyFunc, cfg serveConfig) session {
+	t.Helper()
+	return runFakeWith(t, b, first, reply, cfg, context.Background())
+}
+
+// runFakeWith is runFake with the context passed to serve.
+func runFakeWith(t *testing.T, b *Bundle, first []byte, reply replyFunc, cfg serveConfig, parent context.Context) session {
+	t.Helper()
+	if cfg.getenv == nil {
+		cfg.getenv = func(string) string { return "" }
+	}
+	if cfg.cancelGrace == 0 {
+		cfg.cancelGrace = time.Second
+	}
+	commL, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	logsL, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { commL.Close(); logsL.Close() })
+	ctx, cancel := context.WithTimeout(parent, 20*time.Second)
+	defer cancel()
+	errCh := make(chan error, 1)
+	go func() { errCh <- b.serve(ctx, commL.Addr().String(), logsL.Addr().String(), cfg) }()
+
+	logsCh := make(chan []map[string]any, 1)
+	go func() {
+		c, err := logsL.Accept()
+		if err != nil {
+			logsCh <- nil
+			return
+		}
+		defer c.Close()
+		var lines []map[string]any
+		sc := bufio.NewScanner(c)
+		for sc.Scan() {
+			var m map[string]any
+			if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+				t.Errorf("log line is not JSON: %q", sc.Text())
+				continue
+			}
+			lines = append(lines, m)
+		}
+		logsCh <- lines
+	}()
+	comm, err := commL.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer comm.Close()
+	var s session
+	if err := protocol.WriteFrame(comm, first); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		p, err := protocol.ReadFrame(comm)
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				t.Logf("fake supervisor read: %v", err)
+			}
+			break
+		}
+		m, err := protocol.DecodeMessage(p)
+		if err != nil {
+			t.Fatalf("runtime sent a malformed frame: %v", err)
+		}
+		if terminalTypes[m.Type()] {
+			if m.ID != 0 {
+				t.Errorf("terminal frame id = %d, want 0", m.ID)
+			}
+			s.terminal = &m
+			continue // keep reading: the runtime must close without waiting
+		}
+		s.requests = append(s.requests, m)
+		var body, eb map[string]any
+		if reply != nil {
+			body, eb = reply(m)
+		}
+		rp, _ := protocol.EncodeReply(m.ID, body, eb)
+		if err := protocol.WriteFrame(comm, rp); err != nil {
+			t.Logf("fake supervisor write: %v", err)
+		}
+	}
+	s.err = <-errCh
+	s.logs = <-logsCh
+	return s
+}
+
+func startupFrame(t *testing.T, dagID, taskID string, mutate func(sd *protocol.StartupDetails)) []byte {
+	t.Helper()
+	sd := protocol.StartupDetails{
+		TI: protocol.TaskInstance{ID: "0195c1f2-0000-7000-8000-000000000001", DagID: dagID, TaskID: taskID,
+			RunID: "manual__2026-11-29", TryNumber: 1, MapIndex: -1, Queue: "default"},
+		StartDate: time.Now().UTC(),
+		DagRun:    protocol.DagRun{DagID: dagID, RunID: "manual__2026-11-29", RunType: "manual", Conf: map[string]any{}},
+		MaxTries:  1,
+	}
+	if mutate != nil {
+		mutate(&sd)
+	}
+	p, err := protocol.EncodeReply(0, sd.Body(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

@@ -1,0 +1,132 @@
+package bundles
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+)
+
+type dupIn struct {
+	ConnID string `json:"conn_id"`
+	Connid string
+}
+
+func TestAddValidates(t *testing.T) {
+	ok := func() error { return nil }
+	cases := []struct {
+		dag, task string
+		fn        any
+		opts      []TaskOption
+		want      string
+	}{
+		{"bad dag!", "t", ok, nil, "invalid dag_id"},
+		{"d", "", ok, nil, "invalid task_id"},
+		{"d", "t", 42, nil, "want a function"},
+		{"d", "t", func() {}, nil, "must return error"},
+		{"d", "t", func() (int, int) { return 0, 0 }, nil, "second result"},
+		{"d", "t", func(...int) error { return nil }, nil, "variadic"},
+		{"d", "t", func(int) error { return nil }, nil, "parameter 1 has type int"},
+		{"d", "t", func(greetIn, greetOut) error { return nil }, nil, "only one input struct"},
+		{"d", "t", func(dupIn) error { return nil }, nil, "same name"},
+		{"d", "t", func(greetIn) error { return nil }, []TaskOption{WithDefaults(map[string]any{"nme": 1})}, `default "nme" matches no input field`},
+		{"d", "t", func(fmtStringer) error { return nil }, nil, "cannot provide"},
+	}
+	for _, tc := range cases {
+		err := New().Add(tc.dag, tc.task, tc.fn, tc.opts...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Add(%q,%q,%T): want error containing %q, got %v", tc.dag, tc.task, tc.fn, tc.want, err)
+		}
+	}
+	b := New()
+	if err := b.Add("d", "t", ok); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Add("d", "t", ok); err == nil || !strings.Contains(err.Error(), "already registered") {
+		t.Fatalf("duplicate: %v", err)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("Register must panic on a bad registration")
+		}
+	}()
+	b.Register("d", "t", ok)
+}
+
+type fmtStringer interface{ String() string }
+
+func TestManifestAndMetadata(t *testing.T) {
+	b := New()
+	b.Register("z", "second", func() error { return nil })
+	b.Register("a", "x", func() error { return nil })
+	b.Register("z", "first", func() error { return nil })
+	m := b.Manifest("v1.2.3", "")
+	if m.SDK.SupervisorSchemaVersion != SupervisorSchemaVersion || m.SDK.Language != "go" || m.AirflowBundleMetadataVersion != "1.0" {
+		t.Fatalf("%+v", m)
+	}
+	if got := m.Dags["z"].Tasks; len(got) != 2 || got[0] != "second" || got[1] != "first" {
+		t.Fatalf("tasks must keep registration order: %v", got)
+	}
+	var out, errOut bytes.Buffer
+	if code := RunMain(context.Background(), b, []string{"--airflow-metadata"}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	var y map[string]any
+	if err := yaml.Unmarshal(out.Bytes(), &y); err != nil || y["sdk"].(map[string]any)["language"] != "go" {
+		t.Fatalf("yaml manifest: %v %v", err, out.String())
+	}
+	out.Reset()
+	if code := RunMain(context.Background(), b, []string{"--airflow-metadata", "--format", "json"}, &out, &errOut); code != 0 {
+		t.Fatal(code)
+	}
+	var j Manifest
+	if err := json.Unmarshal(out.Bytes(), &j); err != nil || len(j.Dags) != 2 || !strings.Contains(out.String(), "\n    \"") {
+		t.Fatalf("json manifest (4-space indent): %v %s", err, out.String())
+	}
+}
+
+func TestParseServeArgs(t *testing.T) {
+	a, err := ParseServeArgs([]string{"--comm", "127.0.0.1:1", "--logs=127.0.0.1:2"})
+	if err != nil || a.Comm != "127.0.0.1:1" || a.Logs != "127.0.0.1:2" {
+		t.Fatalf("%+v %v", a, err)
+	}
+	for args, want := range map[string]string{
+		"":                                     "--comm and --logs are required",
+		"--comm=x":                             "--comm and --logs are required",
+		"--bogus":                              `unknown argument "--bogus"`,
+		"--format json":                        "only valid with --airflow-metadata",
+		"--airflow-metadata --format toml":     `unknown --format "toml"`,
+		"--airflow-metadata --comm=a --logs=b": "cannot be combined",
+		"--comm":                               "flag --comm needs a value",
+	} {
+		_, err := ParseServeArgs(strings.Fields(args))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: want %q, got %v", args, want, err)
+		}
+	}
+	var errOut bytes.Buffer
+	if code := RunMain(context.Background(), New(), []string{"--nope"}, &bytes.Buffer{}, &errOut); code != ExitUsage || !strings.Contains(errOut.String(), "--nope") {
+		t.Fatalf("bad flag: exit %d, %q", code, errOut.String())
+	}
+	// A dial failure is a protocol error: exit 1, no hang.
+	if code := RunMain(context.Background(), New(), []string{"--comm=127.0.0.1:1", "--logs=127.0.0.1:1"}, &bytes.Buffer{}, &errOut); code != ExitFailure {
+		t.Fatalf("dial failure: exit %d", code)
+	}
+}
+
+func TestLogFilterThreshold(t *testing.T) {
+	f, warns := LogFilterFromEnv(func(k string) string {
+		return map[string]string{"AIRFLOW__LOGGING__LOGGING_LEVEL": "warn", "AIRFLOW__LOGGING__NAMESPACE_LEVELS": "a=DEBUG,a.b=ERROR a.bc=critical"}[k]
+	})
+	if len(warns) != 0 {
+		t.Fatal(warns)
+	}
+	for name, want := range map[string]int{"x": levelWarning, "a": levelDebug, "a.x": levelDebug, "a.b": levelError, "a.b.c": levelError, "a.bc": levelCritical, "ab": levelWarning} {
+		if got := f.Threshold(name); got != want {
+			t.Errorf("Threshold(%q) = %d, want %d", name, got, want)
+		}
+	}
+}

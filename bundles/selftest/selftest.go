@@ -1,0 +1,144 @@
+// Package selftest registers the airflow_go_worker_selftest Dag, shipped in
+// the binary so an operator can check a deployment end to end: the protocol
+// (ping), connections and secret masking (connection), XCom (xcom_roundtrip),
+// failure reporting (fail) and cancellation (sleep).
+package selftest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/airflow-sandbox/airflow-go-worker/bundles"
+)
+
+// DagID is the self-test Dag's id.
+const DagID = "airflow_go_worker_selftest"
+
+// DefaultXComKey is the key xcom_roundtrip uses unless told otherwise.
+const DefaultXComKey = "selftest_roundtrip"
+
+// ErrDeliberate is what the fail task returns.
+var ErrDeliberate = errors.New("selftest: deliberate failure (the fail task always fails)")
+
+// Register adds the self-test tasks to b in a fixed order.
+func Register(b *bundles.Bundle) {
+	b.Register(DagID, "ping", Ping)
+	b.Register(DagID, "connection", Connection)
+	b.Register(DagID, "xcom_roundtrip", XComRoundTrip, bundles.WithDefaults(map[string]any{
+		"key":   DefaultXComKey,
+		"value": map[string]any{"hello": "airflow", "n": 42},
+	}))
+	b.Register(DagID, "fail", Fail)
+	b.Register(DagID, "sleep", Sleep, bundles.WithDefaults(map[string]any{"seconds": 1}))
+}
+
+// PingResult identifies the running bundle.
+type PingResult struct {
+	BundleVersion           string `json:"bundle_version"`
+	GoVersion               string `json:"go_version"`
+	SupervisorSchemaVersion string `json:"supervisor_schema_version"`
+	Hostname                string `json:"hostname,omitempty"`
+}
+
+// Ping proves the protocol path works and says what is deployed.
+func Ping(ti bundles.TaskInstance, log hclog.Logger) (PingResult, error) {
+	r := PingResult{BundleVersion: bundles.Version(), GoVersion: runtime.Version(), SupervisorSchemaVersion: bundles.SupervisorSchemaVersion, Hostname: ti.Hostname}
+	log.Info("pong", "bundle_version", r.BundleVersion, "go_version", r.GoVersion)
+	return r, nil
+}
+
+// ConnectionInput names the connection to check.
+type ConnectionInput struct {
+	ConnID string `json:"conn_id"`
+}
+
+// ConnectionResult describes a connection without its secrets.
+type ConnectionResult struct {
+	ConnID    string   `json:"conn_id"`
+	ConnType  string   `json:"conn_type"`
+	Host      string   `json:"host"`
+	Port      int      `json:"port"`
+	Login     string   `json:"login"`
+	FieldsSet []string `json:"fields_set"`
+}
+
+// Connection resolves a connection at run time and reports its shape. The
+// password is masked with Airflow and never returned.
+func Connection(ctx context.Context, c bundles.Client, log hclog.Logger, in ConnectionInput) (ConnectionResult, error) {
+	if in.ConnID == "" {
+		return ConnectionResult{}, errors.New("input conn_id is required: pass it as an argument or in dag_run.conf")
+	}
+	conn, err := c.GetConnection(ctx, in.ConnID)
+	if err != nil {
+		return ConnectionResult{}, err
+	}
+	if conn.Password != "" {
+		if err := c.MaskSecret(ctx, conn.Password, in.ConnID+".password"); err != nil {
+			return ConnectionResult{}, err
+		}
+	}
+	r := ConnectionResult{ConnID: in.ConnID, ConnType: conn.ConnType, Host: conn.Host, Port: conn.Port, Login: conn.Login, FieldsSet: []string{}}
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{{"conn_type", conn.ConnType != ""}, {"host", conn.Host != ""}, {"schema", conn.Schema != ""}, {"login", conn.Login != ""},
+		{"password", conn.Password != ""}, {"port", conn.Port != 0}, {"extra", conn.Extra != ""}} {
+		if f.set {
+			r.FieldsSet = append(r.FieldsSet, f.name)
+		}
+	}
+	log.Info("connection resolved", "conn", conn.String())
+	return r, nil
+}
+
+// XComInput is what xcom_roundtrip pushes.
+type XComInput struct {
+	Key   string `json:"key"`
+	Value any    `json:"value"`
+}
+
+// XComRoundTrip pushes a value, reads it back through the supervisor and
+// returns what came back.
+func XComRoundTrip(ctx context.Context, c bundles.Client, ti bundles.TaskInstance, in XComInput) (any, error) {
+	if in.Key == "" || in.Key == bundles.ReturnValueKey {
+		return nil, fmt.Errorf("input key %q is not allowed: use a key other than %q", in.Key, bundles.ReturnValueKey)
+	}
+	if err := c.SetXCom(ctx, in.Key, in.Value); err != nil {
+		return nil, err
+	}
+	got, err := c.GetXCom(ctx, bundles.XComRef{TaskID: ti.TaskID, Key: in.Key})
+	if err != nil {
+		return nil, fmt.Errorf("reading back XCom %q: %w", in.Key, err)
+	}
+	return got, nil
+}
+
+// Fail always fails, to check failure and retry reporting.
+func Fail(log hclog.Logger) error {
+	log.Info("failing on purpose")
+	return ErrDeliberate
+}
+
+// SleepInput is how long to sleep.
+type SleepInput struct {
+	Seconds float64 `json:"seconds"`
+}
+
+// Sleep waits, returning early with an error when cancelled (SIGTERM).
+func Sleep(ctx context.Context, log hclog.Logger, in SleepInput) (map[string]any, error) {
+	d := time.Duration(in.Seconds * float64(time.Second))
+	log.Info("sleeping", "seconds", in.Seconds)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return map[string]any{"slept_seconds": in.Seconds}, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("sleep cancelled after less than %s: %w", d, ctx.Err())
+	}
+}

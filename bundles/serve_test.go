@@ -1,0 +1,414 @@
+package bundles
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
+	"github.com/airflow-sandbox/airflow-go-worker/connections"
+)
+
+type greetIn struct {
+	Name  string `json:"name"`
+	Count int    `json:"count"`
+	Tags  []string
+	Dur   time.Duration `json:"dur"`
+}
+
+type greetOut struct {
+	Text string `json:"text"`
+}
+
+func testBundle() *Bundle {
+	b := New()
+	b.Register("d", "greet", func(ctx context.Context, in greetIn) (greetOut, error) {
+		return greetOut{Text: strings.Repeat(in.Name, in.Count) + "|" + strings.Join(in.Tags, ",")}, nil
+	}, WithDefaults(map[string]any{"name": "def", "count": 1}))
+	b.Register("d", "fail", func() error { return errors.New("boom") })
+	b.Register("d", "panic", func() error { panic("kaboom") })
+	b.Register("d", "nilptr", func() (*greetOut, error) { return nil, nil })
+	b.Register("d", "errval", func() (greetOut, error) { return greetOut{Text: "x"}, errors.New("both") })
+	return b
+}
+
+func TestServeSuccessPushesReturnValue(t *testing.T) {
+	s := runFake(t, testBundle(), startupFrame(t, "d", "greet", func(sd *protocol.StartupDetails) {
+		sd.DagRun.Conf = map[string]any{"Count": 2, "unrelated": true}
+		sd.ArgBindings = []map[string]any{{"name": "name", "kind": "literal", "value": "ab"}, {"name": "tags", "kind": "literal", "value": []any{"x", "y"}}}
+	}), nil, serveConfig{})
+	if s.err != nil {
+		t.Fatal(s.err)
+	}
+	if len(s.requests) != 1 || s.requests[0].Type() != "SetXCom" {
+		t.Fatalf("want exactly one SetXCom, got %+v", s.requests)
+	}
+	x := s.requests[0].Body
+	if x["key"] != "return_value" || x["task_id"] != "greet" || x["dag_id"] != "d" || x["run_id"] != "manual__2026-11-29" {
+		t.Fatalf("SetXCom target wrong: %v", x)
+	}
+	if _, has := x["map_index"]; has {
+		t.Fatalf("map_index must be omitted for an unmapped task: %v", x)
+	}
+	if v, _ := x["value"].(map[string]any); v["text"] != "abab|x,y" {
+		t.Fatalf("arg_bindings beat conf beat defaults; got value %v", x["value"])
+	}
+	term := s.terminal
+	if term == nil || term.Type() != "SucceedTask" {
+		t.Fatalf("want SucceedTask, got %+v", term)
+	}
+	if _, ok := term.Body["end_date"].(time.Time); !ok {
+		t.Fatalf("end_date must be a msgpack timestamp, got %T", term.Body["end_date"])
+	}
+	for _, k := range []string{"task_outlets", "outlet_events"} {
+		if l, ok := term.Body[k].([]any); !ok || len(l) != 0 {
+			t.Fatalf("%s must be an empty list, got %#v", k, term.Body[k])
+		}
+	}
+}
+
+func TestServeOutcomes(t *testing.T) {
+	cases := []struct {
+		task, wantType, wantState, wantReason string
+		retry                                 bool
+	}{
+		{"fail", "TaskState", "failed", "", false},
+		{"fail", "RetryTask", "", "boom", true},
+		{"panic", "RetryTask", "", "panic: kaboom", true},
+		{"no_such_task", "TaskState", "removed", "", true},
+		{"nilptr", "SucceedTask", "", "", false},
+		{"errval", "TaskState", "failed", "", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.task, func(t *testing.T) {
+			s := runFake(t, testBundle(), startupFrame(t, "d", tc.task, func(sd *protocol.StartupDetails) { sd.ShouldRetry = tc.retry }), nil, serveConfig{})
+			if s.err != nil {
+				t.Fatal(s.err)
+			}
+			if s.terminal == nil || s.terminal.Type() != tc.wantType {
+				t.Fatalf("want %s, got %+v", tc.wantType, s.terminal)
+			}
+			if st, _ := s.terminal.Body["state"].(string); st != tc.wantState {
+				t.Fatalf("state = %q, want %q", st, tc.wantState)
+			}
+			if tc.wantReason != "" && s.terminal.Body["retry_reason"] != tc.wantReason {
+				t.Fatalf("retry_reason = %v, want %q", s.terminal.Body["retry_reason"], tc.wantReason)
+			}
+			if len(s.requests) != 0 {
+				t.Fatalf("no XCom may be pushed here, got %+v", s.requests)
+			}
+		})
+	}
+	s := runFake(t, testBundle(), startupFrame(t, "d", "panic", nil), nil, serveConfig{})
+	found := false
+	for _, l := range s.logs {
+		if l["event"] == "task panicked" && strings.Contains(l["stack"].(string), "goroutine") {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("the panic's stack must be logged; logs: %v", s.logEvents())
+	}
+}
+
+func TestServeBindingErrorsFailBeforeBody(t *testing.T) {
+	for _, tc := range []struct {
+		bindings []map[string]any
+		conf     map[string]any
+		want     string
+	}{
+		{[]map[string]any{{"name": "nope", "kind": "literal", "value": 1}}, nil, `argument "nope" matches no input field`},
+		{[]map[string]any{{"name": "count", "kind": "literal", "value": "many"}}, nil, `input field "count" from argument "count"`},
+		{nil, map[string]any{"count": "many"}, `input field "count" from dag_run.conf["count"]`},
+		{[]map[string]any{{"name": "name", "kind": "weird"}}, nil, `unknown binding kind "weird"`},
+		{[]map[string]any{{"name": "name", "kind": "xcom", "task_id": "up"}}, nil, `XCom return_value of task up: xcom not found`},
+	} {
+		s := runFake(t, testBundle(), startupFrame(t, "d", "greet", func(sd *protocol.StartupDetails) {
+			sd.ShouldRetry = true
+			sd.ArgBindings = tc.bindings
+			sd.DagRun.Conf = tc.conf
+		}), func(m protocol.Message) (map[string]any, map[string]any) {
+			return map[string]any{"type": "XComResult", "key": "return_value", "value": nil}, nil
+		}, serveConfig{})
+		if s.terminal == nil || s.terminal.Type() != "RetryTask" {
+			t.Fatalf("%s: want RetryTask, got %+v", tc.want, s.terminal)
+		}
+		if r, _ := s.terminal.Body["retry_reason"].(string); !strings.Contains(r, tc.want) {
+			t.Errorf("retry_reason %q should contain %q", r, tc.want)
+		}
+	}
+}
+
+func TestServeXComBinding(t *testing.T) {
+	s := runFake(t, testBundle(), startupFrame(t, "d", "greet", func(sd *protocol.StartupDetails) {
+		sd.ArgBindings = []map[string]any{{"name": "name", "kind": "xcom", "task_id": "up"}}
+	}), func(m protocol.Message) (map[string]any, map[string]any) {
+		if m.Type() == "GetXCom" {
+			if m.Body["task_id"] != "up" || m.Body["key"] != "return_value" {
+				t.Errorf("GetXCom asks for the wrong thing: %v", m.Body)
+			}
+			return map[string]any{"type": "XComResult", "key": "return_value", "value": "up!"}, nil
+		}
+		return nil, nil
+	}, serveConfig{})
+	if s.terminal == nil || s.terminal.Type() != "SucceedTask" {
+		t.Fatalf("want success, got %+v", s.terminal)
+	}
+	if v := s.requests[1].Body["value"].(map[string]any)["text"]; v != "up!|" {
+		t.Fatalf("xcom binding not applied, got %v", v)
+	}
+}
+
+func TestServeCancelGrace(t *testing.T) {
+	// The task ignores cancellation; the runtime must report it failed once
+	// the grace period is over, rather than hang.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b := New()
+	block := make(chan struct{})
+	t.Cleanup(func() { close(block) })
+	b.Register("d", "stubborn", func(context.Context) error {
+		cancel()
+		<-block
+		return nil
+	})
+	s := runFakeWith(t, b, startupFrame(t, "d", "stubborn", nil), nil, serveConfig{cancelGrace: 50 * time.Millisecond}, ctx)
+	if s.terminal == nil || s.terminal.Body["state"] != "failed" {
+		t.Fatalf("want failed after grace, got %+v", s.terminal)
+	}
+	found := false
+	for _, l := range s.logs {
+		if e, _ := l["error"].(string); strings.Contains(e, "did not return within") {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("the reason must be logged; got %v", s.logs)
+	}
+}
+
+func TestServeClient(t *testing.T) {
+	var gotConn connections.Connection
+	var errs []error
+	var varVal, envVal string
+	var xv any
+	b := New()
+	b.Register("d", "client", func(ctx context.Context, c Client, g ConnectionGetter, log hclog.Logger) error {
+		var err error
+		gotConn, err = g.GetConnection(ctx, "mine")
+		if err != nil {
+			return err
+		}
+		_, err = c.GetConnection(ctx, "missing")
+		errs = append(errs, err)
+		_, err = c.GetConnection(ctx, "missing3")
+		errs = append(errs, err)
+		varVal, err = c.GetVariable(ctx, "remote")
+		if err != nil {
+			return err
+		}
+		envVal, _ = c.GetVariable(ctx, "from_env")
+		_, err = c.GetVariable(ctx, "nope")
+		errs = append(errs, err)
+		_, err = c.GetXCom(ctx, XComRef{TaskID: "up"})
+		errs = append(errs, err)
+		xv, err = c.GetXCom(ctx, XComRef{TaskID: "up", Key: "k", MapIndex: new(int)})
+		if err != nil {
+			return err
+		}
+		if err := c.MaskSecret(ctx, "hunter22", "pw"); err != nil {
+			return err
+		}
+		log.Info("the password is hunter22", "nested", map[string]any{"pw": "hunter22"})
+		return nil
+	})
+	env := map[string]string{"AIRFLOW_VAR_FROM_ENV": "env-value"}
+	s := runFake(t, b, startupFrame(t, "d", "client", nil), func(m protocol.Message) (map[string]any, map[string]any) {
+		switch m.Type() {
+		case "GetConnection":
+			switch m.Body["conn_id"] {
+			case "mine":
+				return map[string]any{"type": "ConnectionResult", "conn_id": "mine", "conn_type": "http", "port": int64(8080), "extra": `{"a":1}`}, nil
+			case "missing":
+				return map[string]any{"type": "ErrorResponse", "error": "CONNECTION_NOT_FOUND", "detail": nil}, nil
+			}
+			return nil, map[string]any{"type": "ErrorResponse", "error": "CONNECTION_NOT_FOUND"}
+		case "GetVariable":
+			if m.Body["key"] == "remote" {
+				return map[string]any{"type": "VariableResult", "key": "remote", "value": "rv"}, nil
+			}
+			return map[string]any{"type": "ErrorResponse", "error": "VARIABLE_NOT_FOUND"}, nil
+		case "GetXCom":
+			if m.Body["key"] == "k" {
+				if m.Body["map_index"] != int64(0) {
+					t.Errorf("map_index 0 must be sent: %v", m.Body)
+				}
+				return map[string]any{"type": "XComResult", "key": "k", "value": map[string]any{"n": int64(1)}}, nil
+			}
+			return map[string]any{"type": "XComResult", "key": "return_value", "value": nil}, nil
+		}
+		return nil, nil
+	}, serveConfig{getenv: func(k string) string { return env[k] }})
+	if s.terminal == nil || s.terminal.Type() != "SucceedTask" {
+		t.Fatalf("want success, got %+v (logs %v)", s.terminal, s.logs)
+	}
+	if gotConn.ConnType != "http" || gotConn.Port != 8080 || gotConn.Extra != `{"a":1}` || gotConn.Host != "" {
+		t.Fatalf("connection decoded wrong: %+v", gotConn)
+	}
+	for i, want := range []error{ErrConnectionNotFound, ErrConnectionNotFound, ErrVariableNotFound, ErrXComNotFound} {
+		if !errors.Is(errs[i], want) {
+			t.Errorf("error %d = %v, want %v", i, errs[i], want)
+		}
+	}
+	if !strings.Contains(errs[0].Error(), `"missing"`) {
+		t.Errorf("not-found error should name the connection: %v", errs[0])
+	}
+	if varVal != "rv" || envVal != "env-value" {
+		t.Fatalf("variables: %q %q", varVal, envVal)
+	}
+	for _, r := range s.requests {
+		if r.Type() == "GetVariable" && r.Body["key"] == "from_env" {
+			t.Fatal("an AIRFLOW_VAR_ variable must not be asked of the supervisor")
+		}
+	}
+	if xv.(map[string]any)["n"] != int64(1) {
+		t.Fatalf("xcom value %v", xv)
+	}
+	var masked bool
+	for _, l := range s.logs {
+		line, _ := msgpack.Marshal(l)
+		if strings.Contains(string(line), "hunter22") {
+			t.Fatalf("secret leaked into logs: %v", l)
+		}
+		if l["event"] == "the password is ***" && l["nested"].(map[string]any)["pw"] == "***" {
+			masked = true
+		}
+	}
+	if !masked {
+		t.Fatalf("expected a redacted log line; got %v", s.logEvents())
+	}
+}
+
+func TestServeLogFilteringAndFormat(t *testing.T) {
+	b := New()
+	b.Register("d", "logs", func(log hclog.Logger) error {
+		log.Debug("task debug")
+		log.Info("task info", "rows", 3)
+		log.Named("noisy").Info("noisy info")
+		log.Named("noisy").Warn("noisy warning")
+		log.Named("noisy").Named("deep").Debug("deep debug")
+		return nil
+	})
+	env := map[string]string{
+		"AIRFLOW__LOGGING__LOGGING_LEVEL":    "debug",
+		"AIRFLOW__LOGGING__NAMESPACE_LEVELS": "task.noisy=WARNING, task.noisy.deep=DEBUG bogus",
+	}
+	s := runFake(t, b, startupFrame(t, "d", "logs", nil), nil, serveConfig{getenv: func(k string) string { return env[k] }})
+	got := strings.Join(s.logEvents(), "|")
+	for _, want := range []string{"task debug", "task info", "noisy warning", "deep debug", `ignoring "bogus"`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %q in %s", want, got)
+		}
+	}
+	if strings.Contains(got, "noisy info") {
+		t.Errorf("task.noisy=WARNING should drop its info lines: %s", got)
+	}
+	if !strings.HasPrefix(got, "AIRFLOW__LOGGING__NAMESPACE_LEVELS") {
+		t.Errorf("the start-up warning was logged before the socket connected and must come first: %s", got)
+	}
+	for _, l := range s.logs {
+		if l["event"] == "task info" {
+			if l["level"] != "info" || l["logger"] != "task" || l["rows"] != float64(3) || l["dag_id"] != "d" {
+				t.Errorf("bad record %v", l)
+			}
+			if _, err := time.Parse(time.RFC3339Nano, l["timestamp"].(string)); err != nil {
+				t.Errorf("timestamp: %v", err)
+			}
+		}
+		if l["event"] == "noisy warning" && (l["level"] != "warning" || l["logger"] != "task.noisy") {
+			t.Errorf("bad record %v", l)
+		}
+	}
+}
+
+func TestServeTaskHandlerParseRequest(t *testing.T) {
+	ran := false
+	b := New()
+	b.Register("d1", "a", func(in greetIn) error { ran = true; return nil })
+	b.Register("d1", "b", func() error { ran = true; return nil })
+	b.Register("d2", "c", func() error { ran = true; return nil })
+	first, _ := protocol.EncodeReply(0, map[string]any{"type": "TaskHandlerParseRequest", "file": "/bundles/x", "bundle_path": "/bundles", "bundle_name": "dags"}, nil)
+	s := runFake(t, b, first, nil, serveConfig{})
+	if s.err != nil || ran {
+		t.Fatalf("err=%v ran=%v", s.err, ran)
+	}
+	if len(s.requests) != 1 || s.requests[0].Type() != "TaskHandlerParsingResult" {
+		t.Fatalf("want one TaskHandlerParsingResult, got %+v", s.requests)
+	}
+	body := s.requests[0].Body
+	if body["fileloc"] != "/bundles/x" {
+		t.Fatalf("fileloc %v", body["fileloc"])
+	}
+	th := body["task_handlers"].(map[string]any)
+	d1 := th["d1"].([]any)
+	a := d1[0].(map[string]any)
+	params := a["params"].([]any)
+	if a["task_id"] != "a" || a["binding"] != "named" || len(params) != 4 || params[0].(map[string]any)["name"] != "name" || params[0].(map[string]any)["exact_name"] != true {
+		t.Fatalf("declaration of d1.a wrong: %v", a)
+	}
+	if p, ok := d1[1].(map[string]any)["params"].([]any); !ok || len(p) != 0 {
+		t.Fatalf("a task without inputs declares an empty params list: %v", d1[1])
+	}
+	if len(th["d2"].([]any)) != 1 {
+		t.Fatalf("d2: %v", th["d2"])
+	}
+	// With a filter that matches nothing, task_handlers is {} not null.
+	first, _ = protocol.EncodeReply(0, map[string]any{"type": "TaskHandlerParseRequest", "file": "f", "dag_ids": []any{"zzz"}}, nil)
+	s = runFake(t, b, first, nil, serveConfig{})
+	if th, ok := s.requests[0].Body["task_handlers"].(map[string]any); !ok || len(th) != 0 {
+		t.Fatalf("empty task_handlers must be {}, got %#v", s.requests[0].Body["task_handlers"])
+	}
+}
+
+func TestServeBadFirstFrames(t *testing.T) {
+	sd := func(mut func(map[string]any)) []byte {
+		body := (protocol.StartupDetails{TI: protocol.TaskInstance{ID: "i", DagID: "d", TaskID: "t", RunID: "r", TryNumber: 1}}).Body()
+		mut(body)
+		p, _ := protocol.EncodeReply(0, body, nil)
+		return p
+	}
+	errFrame, _ := protocol.EncodeReply(0, nil, map[string]any{"type": "ErrorResponse", "error": "API_SERVER_ERROR"})
+	cases := map[string]struct {
+		frame []byte
+		want  string
+	}{
+		"unknown type":  {must(protocol.EncodeReply(0, map[string]any{"type": "Hello"}, nil)), `unexpected first message type "Hello"`},
+		"no type":       {must(protocol.EncodeReply(0, map[string]any{}, nil)), "no body type"},
+		"not msgpack":   {[]byte{0xc1, 0x00}, "malformed frame"},
+		"missing ti.id": {sd(func(b map[string]any) { delete(b["ti"].(map[string]any), "id") }), "ti.id is required"},
+		"try zero":      {sd(func(b map[string]any) { b["ti"].(map[string]any)["try_number"] = 0 }), "try_number must be at least 1"},
+		"error element": {errFrame, "first frame is an error"},
+	}
+	for name, tc := range cases {
+		s := runFake(t, testBundle(), tc.frame, nil, serveConfig{})
+		var pe *ProtocolError
+		if !errors.As(s.err, &pe) || !strings.Contains(s.err.Error(), tc.want) {
+			t.Errorf("%s: want a ProtocolError containing %q, got %v", name, tc.want, s.err)
+		}
+		if s.terminal != nil {
+			t.Errorf("%s: no terminal frame may be sent on a protocol error", name)
+		}
+	}
+}
+
+func must(b []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
