@@ -29,21 +29,21 @@ func (l *lineLogger) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	n := len(p)
 	for len(p) > 0 {
+		room := maxLogLine - len(l.buf)
 		i := bytes.IndexByte(p, '\n')
-		if i < 0 {
-			room := maxLogLine - len(l.buf)
-			if len(p) < room {
-				l.buf = append(l.buf, p...)
-				break
-			}
+		switch {
+		case i >= 0 && i <= room:
+			l.buf = append(l.buf, p[:i]...)
+			p = p[i+1:]
+			l.emit()
+		case i < 0 && len(p) < room:
+			l.buf = append(l.buf, p...)
+			p = nil
+		default: // the line is longer than we keep: log what fits
 			l.buf = append(l.buf, p[:room]...)
 			p = p[room:]
 			l.emit()
-			continue
 		}
-		l.buf = append(l.buf, p[:i]...)
-		p = p[i+1:]
-		l.emit()
 	}
 	return n, nil
 }

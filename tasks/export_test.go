@@ -1,0 +1,163 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+)
+
+func writeIn(t *testing.T, e *env, id, p, content string) {
+	t.Helper()
+	if err := e.drv.WriteFile(context.Background(), id, p, strings.NewReader(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestExportStagesAllThenCommits(t *testing.T) {
+	e := newEnv(t)
+	id := provisioned(t, e)
+	writeIn(t, e, id, "/workspace/a.txt", "AAA")
+	writeIn(t, e, id, "/workspace/out/b.txt", "BBBB")
+	urls, err := Export(context.Background(), e.deps, ExportInput{Sandbox: SandboxRef{ID: id}, Exports: map[string]string{
+		"a.txt": "s3://out/a.txt", "/workspace/out/b.txt": "file:///tmp/x/b.txt"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(urls, " ") != "file:///tmp/x/b.txt s3://out/a.txt" {
+		t.Fatalf("urls %v", urls)
+	}
+	if string(e.st.objects["s3://out/a.txt"]) != "AAA" || string(e.st.objects["file:///tmp/x/b.txt"]) != "BBBB" {
+		t.Fatalf("objects %v", e.st.objects)
+	}
+	if len(e.st.staged) != 0 {
+		t.Fatalf("staging left behind: %v", e.st.staged)
+	}
+}
+
+func TestExportRefusals(t *testing.T) {
+	e := newEnv(t)
+	id := provisioned(t, e)
+	writeIn(t, e, id, "/workspace/big.bin", strings.Repeat("x", 100))
+	writeIn(t, e, id, "/workspace/ok.txt", "ok")
+	if err := os.MkdirAll(e.drv.host(id, "/workspace/dir"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/etc/passwd", e.drv.host(id, "/workspace/link")); err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]string{
+		"big.bin": "over the 10-byte max_bytes budget",
+		"dir":     "is a directory",
+		"link":    "symbolic link",
+		"nope":    "does not exist",
+	}
+	for path, want := range cases {
+		t.Run(path, func(t *testing.T) {
+			_, err := Export(context.Background(), e.deps, ExportInput{Sandbox: SandboxRef{ID: id}, MaxBytes: 10,
+				Exports: map[string]string{"ok.txt": "s3://out/ok.txt", path: "s3://out/" + path}})
+			if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), path) {
+				t.Fatalf("want error naming %s and %q, got %v", path, want, err)
+			}
+			if len(e.st.objects) != 0 || len(e.st.staged) != 0 {
+				t.Fatalf("a refused export left objects %v / staged %v", e.st.objects, e.st.staged)
+			}
+		})
+	}
+	for _, bad := range []map[string]string{nil, {"a": "not-a-url"}, {"": "s3://b/k"}} {
+		if _, err := Export(context.Background(), e.deps, ExportInput{Sandbox: SandboxRef{ID: id}, Exports: bad}); err == nil {
+			t.Errorf("exports %v must be refused", bad)
+		}
+	}
+	if _, err := Export(context.Background(), e.deps, ExportInput{Sandbox: SandboxRef{ID: id}, MaxBytes: -1, Exports: map[string]string{"ok.txt": "s3://o/k"}}); err == nil {
+		t.Error("negative max_bytes must be refused")
+	}
+}
+
+func TestExportFailureMidwayLeavesNothing(t *testing.T) {
+	e := newEnv(t)
+	id := provisioned(t, e)
+	writeIn(t, e, id, "/workspace/1.txt", "one")
+	writeIn(t, e, id, "/workspace/2.txt", "two")
+	e.st.failStage["s3://out/2.txt"] = errors.New("connection reset")
+	_, err := Export(context.Background(), e.deps, ExportInput{Sandbox: SandboxRef{ID: id},
+		Exports: map[string]string{"1.txt": "s3://out/1.txt", "2.txt": "s3://out/2.txt"}})
+	if err == nil || !strings.Contains(err.Error(), "connection reset") || !strings.Contains(err.Error(), "2.txt") {
+		t.Fatalf("want the stage error naming the file, got %v", err)
+	}
+	if len(e.st.objects) != 0 || len(e.st.staged) != 0 || e.st.aborts != 1 {
+		t.Fatalf("objects %v, staged %v, aborts %d: want nothing left and one abort", e.st.objects, e.st.staged, e.st.aborts)
+	}
+}
+
+func TestCollectDestroysEvenWhenExportFails(t *testing.T) {
+	e := newEnv(t)
+	id := provisioned(t, e)
+	_, err := Collect(context.Background(), e.deps, CollectInput{Sandbox: SandboxRef{ID: id}, Exports: map[string]string{"missing.txt": "s3://out/m"}})
+	if err == nil || !strings.Contains(err.Error(), "missing.txt") {
+		t.Fatalf("want the export error, got %v", err)
+	}
+	if alive := e.drv.alive(); len(alive) != 0 {
+		t.Fatalf("collect left %v alive", alive)
+	}
+}
+
+func TestCollectExportsThenDestroysAndOnlyLogsAFailedDestroy(t *testing.T) {
+	e := newEnv(t)
+	id := provisioned(t, e)
+	writeIn(t, e, id, "/workspace/report.md", "# done")
+	e.drv.failDestroy = errors.New("modal api 503")
+	urls, err := Collect(context.Background(), e.deps, CollectInput{Sandbox: SandboxRef{ID: id}, Exports: map[string]string{"report.md": "s3://out/report.md"}})
+	if err != nil || len(urls) != 1 || string(e.st.objects["s3://out/report.md"]) != "# done" {
+		t.Fatalf("collect: %v, %v, %v", urls, err, e.st.objects)
+	}
+	if !strings.Contains(e.log.String(), "modal api 503") {
+		t.Errorf("the failed destroy was not logged:\n%s", e.log.String())
+	}
+	e.drv.failDestroy = nil
+	if _, err := Collect(context.Background(), e.deps, CollectInput{Sandbox: SandboxRef{ID: id}}); err != nil {
+		t.Fatal(err)
+	}
+	if alive := e.drv.alive(); len(alive) != 0 {
+		t.Fatalf("collect without exports must still destroy; alive %v", alive)
+	}
+	_, err = Collect(context.Background(), e.deps, CollectInput{Sandbox: SandboxRef{ID: id}, Exports: map[string]string{"report.md": "s3://out/r2"}})
+	if err == nil || !strings.Contains(err.Error(), "none of the files") {
+		t.Fatalf("collecting a gone sandbox must say the files are lost: %v", err)
+	}
+}
+
+func TestConvert(t *testing.T) {
+	e := newEnv(t)
+	e.st.objects["s3://in/doc.txt"] = []byte("hello world\n")
+	in := decodeInput[ConvertInput](t, `{
+		"stage_in": {"in/doc.txt": "s3://in/doc.txt"},
+		"command": "tr a-z A-Z < in/doc.txt > out.txt",
+		"exports": {"out.txt": "s3://out/doc.upper.txt"}}`)
+	res, err := Convert(context.Background(), e.deps, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(e.st.objects["s3://out/doc.upper.txt"]) != "HELLO WORLD\n" || len(res.URLs) != 1 {
+		t.Fatalf("result %+v, objects %v", res, e.st.objects)
+	}
+	if alive := e.drv.alive(); len(alive) != 0 {
+		t.Fatalf("convert left %v alive", alive)
+	}
+
+	in.Command = Commands{"echo partial > out.txt; echo broken >&2; exit 2"}
+	res, err = Convert(context.Background(), e.deps, in)
+	if err == nil || res.ExitCode != 2 || !strings.Contains(err.Error(), "nothing was exported") || !strings.Contains(err.Error(), "broken") {
+		t.Fatalf("a failing conversion: %+v, %v", res, err)
+	}
+	if string(e.st.objects["s3://out/doc.upper.txt"]) != "HELLO WORLD\n" {
+		t.Fatal("a failed conversion overwrote the previous output")
+	}
+	if alive := e.drv.alive(); len(alive) != 0 {
+		t.Fatalf("failed convert left %v alive", alive)
+	}
+	if _, err := Convert(context.Background(), e.deps, ConvertInput{Command: Commands{"true"}}); err == nil || len(e.drv.creates) != 2 {
+		t.Fatalf("convert without exports must fail before creating: %v (creates %d)", err, len(e.drv.creates))
+	}
+}

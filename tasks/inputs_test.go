@@ -1,0 +1,117 @@
+package tasks
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+func TestDurationForms(t *testing.T) {
+	for in, want := range map[string]time.Duration{
+		`"1h30m"`: 90 * time.Minute, `5400`: 90 * time.Minute, `"5400"`: 90 * time.Minute,
+		`0.5`: 500 * time.Millisecond, `null`: 0, `""`: 0,
+	} {
+		var d Duration
+		if err := json.Unmarshal([]byte(in), &d); err != nil || time.Duration(d) != want {
+			t.Errorf("%s: got %v, %v; want %v", in, time.Duration(d), err, want)
+		}
+	}
+	for _, bad := range []string{`"soon"`, `-5`, `"-1h"`, `true`, `[1]`} {
+		var d Duration
+		if err := json.Unmarshal([]byte(bad), &d); err == nil {
+			t.Errorf("%s: want an error, got %v", bad, time.Duration(d))
+		}
+	}
+}
+
+func TestSandboxRefForms(t *testing.T) {
+	var r SandboxRef
+	if err := json.Unmarshal([]byte(`" sb-123 "`), &r); err != nil || r != (SandboxRef{ID: "sb-123"}) {
+		t.Fatalf("bare id: %+v, %v", r, err)
+	}
+	if err := json.Unmarshal([]byte(`{"backend": "modal", "id": "sb-9", "conn_id": "m", "owner": "d/r"}`), &r); err != nil ||
+		r != (SandboxRef{ID: "sb-9", Backend: "modal", ConnID: "m"}) {
+		t.Fatalf("record: %+v, %v", r, err)
+	}
+	if err := json.Unmarshal([]byte(`42`), &r); err == nil {
+		t.Fatal("a number is not a sandbox")
+	}
+	if b, _ := json.Marshal(SandboxRef{ID: "sb-1", Backend: "modal"}); string(b) != `"sb-1"` {
+		t.Fatalf("a ref marshals as the bare id, got %s", b)
+	}
+}
+
+func TestCommandsForms(t *testing.T) {
+	var c Commands
+	if err := json.Unmarshal([]byte(`"make"`), &c); err != nil || len(c) != 1 || c[0] != "make" {
+		t.Fatalf("%v %v", c, err)
+	}
+	if err := json.Unmarshal([]byte(`["a", "b"]`), &c); err != nil || len(c) != 2 {
+		t.Fatalf("%v %v", c, err)
+	}
+	if err := json.Unmarshal([]byte(`{"a": 1}`), &c); err == nil || !strings.Contains(err.Error(), "command") {
+		t.Fatalf("want an error naming command, got %v", err)
+	}
+}
+
+func TestNetworkDefaultsToBlocked(t *testing.T) {
+	var n *Network
+	if n.Policy() != nil {
+		t.Fatal("no network input should leave the spec default")
+	}
+	n = &Network{AllowHosts: []string{"pypi.org"}}
+	if p := n.Policy(); !p.Block || p.AllowHosts[0] != "pypi.org" {
+		t.Fatalf("allow_hosts without block must mean blocked except those: %+v", p)
+	}
+	f := false
+	if p := (&Network{Block: &f}).Policy(); p.Block {
+		t.Fatal("block: false must open the network")
+	}
+}
+
+func TestLineLogger(t *testing.T) {
+	var buf logBuffer
+	l := newLineLogger(hclog.New(&hclog.LoggerOptions{Output: &buf}), "stdout")
+	for _, chunk := range []string{"par", "tial\r\nsec", "ond\n", "no newline"} {
+		l.Write([]byte(chunk))
+	}
+	if strings.Contains(buf.String(), "no newline") {
+		t.Fatal("an unterminated line was logged before Flush")
+	}
+	l.Flush()
+	out := buf.String()
+	for _, want := range []string{"partial: stream=stdout", "second: stream=stdout", "no newline: stream=stdout"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %q:\n%s", want, out)
+		}
+	}
+	buf.buf.Reset()
+	l.Write([]byte(strings.Repeat("x", maxLogLine*2+5) + "\n"))
+	if n := strings.Count(buf.String(), "stream=stdout"); n != 3 {
+		t.Fatalf("a %d-byte line should be logged in 3 bounded pieces, got %d", maxLogLine*2+5, n)
+	}
+}
+
+func TestProgressReaderLogsEveryInterval(t *testing.T) {
+	var buf logBuffer
+	clock := time.Unix(1000, 0)
+	p := newProgressReader(strings.NewReader(strings.Repeat("x", 10<<20)), hclog.New(&hclog.LoggerOptions{Output: &buf}), "a -> b", 10<<20)
+	p.now = func() time.Time { return clock }
+	p.start, p.lastLog = clock, clock
+	chunk := make([]byte, 1<<20)
+	for i := 0; i < 10; i++ {
+		clock = clock.Add(time.Second)
+		p.Read(chunk)
+	}
+	p.done()
+	// 10 s at 5 s intervals: two progress lines, then the final one.
+	if n := strings.Count(buf.String(), "transfer progress"); n != 2 {
+		t.Fatalf("want 2 progress lines, got %d:\n%s", n, buf.String())
+	}
+	if !strings.Contains(buf.String(), "rate=\"1.0 MiB/s\"") || !strings.Contains(buf.String(), "transfer finished") {
+		t.Fatalf("want the rate and a final line:\n%s", buf.String())
+	}
+}

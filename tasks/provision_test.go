@@ -1,0 +1,215 @@
+package tasks
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airflow-sandbox/airflow-go-worker/connections"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+)
+
+func decodeInput[T any](t *testing.T, js string) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal([]byte(js), &v); err != nil {
+		t.Fatalf("decoding input %s: %v", js, err)
+	}
+	return v
+}
+
+func TestProvisionStampsOwnershipStagesInputsAndPushesRecord(t *testing.T) {
+	e := newEnv(t)
+	const secret = "tok-very-secret-123"
+	e.af.conns["svc"] = connections.Connection{ConnID: "svc", ConnType: "http", Login: "bob", Password: secret, Extra: `{"region": "eu"}`}
+	e.af.vars["greeting"] = "hello"
+	e.st.objects["s3://in/data.csv"] = []byte("a,b\n1,2\n")
+
+	in := decodeInput[ProvisionInput](t, `{
+		"lifetime": "90m", "workdir": "/work",
+		"env": {"PLAIN": "1"},
+		"env_from": {"TOKEN": {"connection": "svc"}, "USER": {"connection": "svc", "field": "login"},
+		             "REGION": {"connection": "svc", "field": "extra.region"}, "GREETING": {"variable": "greeting"}},
+		"tags": {"team": "data"},
+		"stage_in": {"inputs/data.csv": "s3://in/data.csv"}
+	}`)
+	before := time.Now()
+	id, err := Provision(context.Background(), e.deps, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if alive := e.drv.alive(); len(alive) != 1 || alive[0] != id {
+		t.Fatalf("want exactly sandbox %s alive, got %v", id, alive)
+	}
+	tags, _ := e.drv.Tags(context.Background(), id)
+	want := map[string]string{
+		sandbox.TagOwner:     "dag_a/manual__2026-11-29T10:00:00+00:00",
+		sandbox.TagNetwork:   `{"allow_egress_to":[],"allow_egress_to_cidrs":[],"block_network":true}`,
+		sandbox.TagWorkdir:   "/work",
+		sandbox.TagSandbox:   id,
+		sandbox.TagCreatedBy: sandbox.CreatedByValue,
+		"team":               "data",
+	}
+	for k, v := range want {
+		if tags[k] != v {
+			t.Errorf("tag %s = %q, want %q", k, tags[k], v)
+		}
+	}
+	exp := sandbox.ExpiresAt(tags)
+	if d := exp.Sub(before); d < 89*time.Minute || d > 91*time.Minute {
+		t.Errorf("airflow_expires_at is %v after start, want about 90m", d)
+	}
+	spec := e.drv.creates[0]
+	wantEnv := map[string]string{"PLAIN": "1", "TOKEN": secret, "USER": "bob", "REGION": "eu", "GREETING": "hello"}
+	for k, v := range wantEnv {
+		if spec.Env[k] != v {
+			t.Errorf("sandbox env %s = %q, want %q", k, spec.Env[k], v)
+		}
+	}
+	if len(e.af.masked) != 4 {
+		t.Errorf("masked %d values, want the four env_from values", len(e.af.masked))
+	}
+	for _, v := range []string{secret, "bob", "eu", "hello"} {
+		found := false
+		for _, m := range e.af.masked {
+			found = found || m == v
+		}
+		if !found {
+			t.Errorf("env_from value %q was not masked", v)
+		}
+	}
+	got, err := os.ReadFile(e.drv.host(id, "/work/inputs/data.csv"))
+	if err != nil || string(got) != "a,b\n1,2\n" {
+		t.Errorf("staged input = %q, %v", got, err)
+	}
+	rec, ok := e.af.xcoms[RecordXComKey].(Record)
+	if !ok {
+		t.Fatalf("xcom %q = %#v, want a Record", RecordXComKey, e.af.xcoms[RecordXComKey])
+	}
+	if rec.ID != id || rec.Backend != "local" || rec.Workdir != "/work" || rec.Owner != tags[sandbox.TagOwner] || rec.Name != id {
+		t.Errorf("record %+v does not describe the sandbox", rec)
+	}
+	if ts, err := time.Parse(time.RFC3339, rec.ExpiresAt); err != nil || !ts.Equal(exp) {
+		t.Errorf("record expires_at %q, want %v", rec.ExpiresAt, exp)
+	}
+	js, _ := json.Marshal(rec)
+	if strings.Contains(string(js), secret) || strings.Contains(e.log.String(), secret) {
+		t.Errorf("secret leaked into the record or the log: %s", js)
+	}
+}
+
+func TestProvisionDestroysTheSandboxWhenStagingFails(t *testing.T) {
+	e := newEnv(t)
+	in := ProvisionInput{StageIn: map[string]string{"a.txt": "s3://in/missing.txt"}}
+	_, err := Provision(context.Background(), e.deps, in)
+	if err == nil || !strings.Contains(err.Error(), "missing.txt") || !strings.Contains(err.Error(), "destroyed") {
+		t.Fatalf("want an error naming the input and saying the sandbox was destroyed, got %v", err)
+	}
+	if len(e.drv.creates) != 1 {
+		t.Fatalf("the sandbox should have been created once, got %d", len(e.drv.creates))
+	}
+	if alive := e.drv.alive(); len(alive) != 0 {
+		t.Fatalf("sandboxes left alive: %v", alive)
+	}
+	if _, ok := e.af.xcoms[RecordXComKey]; ok {
+		t.Error("a record was pushed for a sandbox that no longer exists")
+	}
+}
+
+func TestProvisionRefusesBadInputBeforeCreating(t *testing.T) {
+	cases := []struct {
+		name, input string
+		want        []string
+	}{
+		{"unknown backend", `{"backend": "docker"}`, []string{`"docker"`, "local, modal, opensandbox"}},
+		{"modal option on local", `{"gpu": "T4"}`, []string{"gpu", "local"}},
+		{"conn_id on local", `{"conn_id": "x"}`, []string{"conn_id", "local"}},
+		{"stage_in not a URL", `{"stage_in": {"a": "/tmp/a"}}`, []string{"stage_in", "storage URL"}},
+		{"env_from without source", `{"env_from": {"X": {}}}`, []string{"env_from.X"}},
+		{"env_from both sources", `{"env_from": {"X": {"connection": "c", "variable": "v"}}}`, []string{"env_from.X", "not both"}},
+		{"env_from missing connection", `{"env_from": {"X": {"connection": "nope"}}}`, []string{"env_from.X", `"nope"`, "does not exist"}},
+		{"env_from bad field", `{"env_from": {"X": {"connection": "svc", "field": "token"}}}`, []string{"env_from.X", `"token"`}},
+		{"env_from empty field", `{"env_from": {"X": {"connection": "svc", "field": "host"}}}`, []string{"env_from.X", "host", "empty"}},
+		{"env and env_from clash", `{"env": {"X": "1"}, "env_from": {"X": {"variable": "v"}}}`, []string{"env_from.X", "also set in env"}},
+		{"open network with allowlist", `{"network": {"block": false, "allow_hosts": ["pypi.org"]}}`, []string{"network"}},
+		{"lifetime too long", `{"lifetime": "48h"}`, []string{"timeout"}},
+		{"missing storage conn", `{"storage_conn_id": "s3x"}`, []string{"storage_conn_id", `"s3x"`}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.af.conns["svc"] = connections.Connection{ConnID: "svc", Password: "p"}
+			e.af.vars["v"] = "1"
+			_, err := Provision(context.Background(), e.deps, decodeInput[ProvisionInput](t, c.input))
+			if err == nil {
+				t.Fatal("want an error")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+			if len(e.drv.creates) != 0 {
+				t.Error("a sandbox was created for bad input")
+			}
+		})
+	}
+}
+
+func TestBackendConnectionResolution(t *testing.T) {
+	modalConn := connections.Connection{ConnID: "modal_default", ConnType: "modal", Login: "ak-1", Password: "as-1"}
+	cases := []struct {
+		name     string
+		conns    []connections.Connection
+		opts     BackendOptions
+		wantConn string // "" = no connection (env credentials)
+		wantErr  string
+	}{
+		{"modal default present", []connections.Connection{modalConn}, BackendOptions{Backend: "modal"}, "modal_default", ""},
+		{"modal default missing falls back to env", nil, BackendOptions{Backend: "modal"}, "", ""},
+		{"modal other id missing is an error", nil, BackendOptions{Backend: "modal", ConnID: "modal_prod"}, "", `"modal_prod"`},
+		{"opensandbox default missing is an error", nil, BackendOptions{Backend: "OpenSandbox"}, "", `"opensandbox_default"`},
+		{"opensandbox explicit", []connections.Connection{{ConnID: "osb", Host: "h"}}, BackendOptions{Backend: "opensandbox", ConnID: "osb"}, "osb", ""},
+		{"local has none", nil, BackendOptions{}, "", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			for _, cn := range c.conns {
+				e.af.conns[cn.ConnID] = cn
+			}
+			req, err := resolveDriverRequest(context.Background(), e.deps, c.opts)
+			if c.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+					t.Fatalf("want error mentioning %s, got %v", c.wantErr, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if req.ConnID != c.wantConn || (req.Conn == nil) != (c.wantConn == "") {
+				t.Fatalf("resolved connection %q (conn %v), want %q", req.ConnID, req.Conn, c.wantConn)
+			}
+		})
+	}
+}
+
+func TestProvisionFailsWhenTheConnectionLookupFails(t *testing.T) {
+	e := newEnv(t)
+	e.deps.Airflow = brokenAirflow{e.af}
+	_, err := Provision(context.Background(), e.deps, ProvisionInput{BackendOptions: BackendOptions{Backend: "modal"}})
+	if err == nil || !strings.Contains(err.Error(), "supervisor unreachable") || errors.Is(err, connections.ErrNotFound) {
+		t.Fatalf("a failed lookup must not be mistaken for a missing connection: %v", err)
+	}
+}
+
+type brokenAirflow struct{ *fakeAirflow }
+
+func (brokenAirflow) GetConnection(context.Context, string) (connections.Connection, error) {
+	return connections.Connection{}, errors.New("supervisor unreachable")
+}

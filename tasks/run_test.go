@@ -1,0 +1,181 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+)
+
+func provisioned(t *testing.T, e *env) string {
+	t.Helper()
+	id, err := Provision(context.Background(), e.deps, ProvisionInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func TestRunStreamsOutputLineByLineAndReturnsTheTail(t *testing.T) {
+	e := newEnv(t)
+	id := provisioned(t, e)
+	in := decodeInput[RunInput](t, `{"sandbox": "`+id+`", "command": ["echo one; echo two >&2", "printf 'three\\nfour'"]}`)
+	res, err := RunCommands(context.Background(), e.deps, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 0 || res.TimedOut || res.OutputTail != "three\nfour" {
+		t.Fatalf("result %+v, want exit 0 and the last command's output", res)
+	}
+	log := e.log.String()
+	for _, want := range []string{"one: stream=stdout", "two: stream=stderr", "three: stream=stdout", "four: stream=stdout"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %q:\n%s", want, log)
+		}
+	}
+}
+
+func TestRunFailsOnNonZeroExitUnlessAllowed(t *testing.T) {
+	e := newEnv(t)
+	id := provisioned(t, e)
+	_, err := RunCommands(context.Background(), e.deps, RunInput{Sandbox: SandboxRef{ID: id}, Command: Commands{"echo boom; exit 3", "touch never"}})
+	var ce *CommandError
+	if !errors.As(err, &ce) || ce.Result.ExitCode != 3 || !strings.Contains(err.Error(), "boom") || !strings.Contains(err.Error(), "allow_failure") {
+		t.Fatalf("want a CommandError with exit 3, the output and the hint, got %v", err)
+	}
+	if _, err := os.Stat(e.drv.host(id, "/workspace/never")); err == nil {
+		t.Error("commands after a failing one must not run")
+	}
+	res, err := RunCommands(context.Background(), e.deps, RunInput{Sandbox: SandboxRef{ID: id}, Command: Commands{"exit 4"}, AllowFailure: true})
+	if err != nil || res.ExitCode != 4 {
+		t.Fatalf("allow_failure: got %+v, %v; want exit 4 and no error", res, err)
+	}
+}
+
+func TestRunTimeout(t *testing.T) {
+	e := newEnv(t)
+	id := provisioned(t, e)
+	_, err := RunCommands(context.Background(), e.deps, decodeInput[RunInput](t, `{"sandbox": "`+id+`", "command": "sleep 5", "timeout": 0.2}`))
+	var ce *CommandError
+	if !errors.As(err, &ce) || !ce.Result.TimedOut || !strings.Contains(err.Error(), "timed out") {
+		t.Fatalf("want a timed-out CommandError, got %v", err)
+	}
+}
+
+func TestRunAcceptsTheRecordAndChecksOwnership(t *testing.T) {
+	e := newEnv(t)
+	id := provisioned(t, e)
+	rec := `{"backend": "local", "id": "` + id + `", "name": "` + id + `", "workdir": "/workspace"}`
+	res, err := RunCommands(context.Background(), e.deps, decodeInput[RunInput](t, `{"sandbox": `+rec+`, "command": "echo ok"}`))
+	if err != nil || res.OutputTail != "ok\n" {
+		t.Fatalf("run from a record: %+v, %v", res, err)
+	}
+	_, err = RunCommands(context.Background(), e.deps, decodeInput[RunInput](t, `{"sandbox": `+rec+`, "backend": "modal", "command": "true"}`))
+	if err == nil || !strings.Contains(err.Error(), "local sandbox but backend is modal") {
+		t.Fatalf("contradicting backend: %v", err)
+	}
+	other := e.deps
+	other.Run.RunID = "another_run"
+	_, err = RunCommands(context.Background(), other, RunInput{Sandbox: SandboxRef{ID: id}, Command: Commands{"true"}})
+	if err == nil || !strings.Contains(err.Error(), "belongs to") {
+		t.Fatalf("another run's task must not use the sandbox: %v", err)
+	}
+	for _, bad := range []string{"", "None"} {
+		_, err = RunCommands(context.Background(), e.deps, RunInput{Sandbox: SandboxRef{ID: bad}, Command: Commands{"true"}})
+		if err == nil || !strings.Contains(err.Error(), "xcom_pull") {
+			t.Fatalf("empty handle %q: %v", bad, err)
+		}
+	}
+	_, err = RunCommands(context.Background(), e.deps, RunInput{Sandbox: SandboxRef{ID: id}})
+	if err == nil || !strings.Contains(err.Error(), "nothing to run") {
+		t.Fatalf("no command: %v", err)
+	}
+}
+
+func TestRunOnAGoneSandbox(t *testing.T) {
+	e := newEnv(t)
+	id := provisioned(t, e)
+	if _, err := Destroy(context.Background(), e.deps, DestroyInput{Sandbox: SandboxRef{ID: id}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := RunCommands(context.Background(), e.deps, RunInput{Sandbox: SandboxRef{ID: id}, Command: Commands{"true"}})
+	if !errors.Is(err, sandbox.ErrGone) || !strings.Contains(err.Error(), "no longer exists") {
+		t.Fatalf("want ErrGone with advice, got %v", err)
+	}
+}
+
+func TestDestroyIsIdempotent(t *testing.T) {
+	e := newEnv(t)
+	id := provisioned(t, e)
+	for i := 0; i < 2; i++ {
+		got, err := Destroy(context.Background(), e.deps, DestroyInput{Sandbox: SandboxRef{ID: id}})
+		if err != nil || got != id {
+			t.Fatalf("destroy #%d: %q, %v", i+1, got, err)
+		}
+	}
+	if alive := e.drv.alive(); len(alive) != 0 {
+		t.Fatalf("still alive: %v", alive)
+	}
+}
+
+func TestSweep(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	now := time.Now()
+	mk := func(owner string, life time.Duration, createdByUs bool) string {
+		spec := sandbox.Spec{Owner: owner, Timeout: life}.WithDefaults()
+		name := sandbox.NewName()
+		spec.Tags = sandbox.OwnershipTags(name, spec, now)
+		if !createdByUs {
+			delete(spec.Tags, sandbox.TagCreatedBy)
+		}
+		info, err := e.drv.Create(ctx, name, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.ID
+	}
+	expired := mk("d/r1", time.Minute, true)
+	finished := mk("d/r2", time.Hour, true)
+	live := mk("d/r3", time.Hour, true)
+	foreign := mk("d/r1", time.Minute, false) // the Python provider's: never ours to touch
+	later := now.Add(2 * time.Minute)
+
+	res, err := sweepAt(ctx, e.deps, SweepInput{DryRun: true, FinishedRuns: []string{"d/r2"}}, later)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Found) != 2 || len(res.Destroyed) != 0 || res.Kept != 1 || len(e.drv.alive()) != 4 {
+		t.Fatalf("dry run: %+v, alive %v", res, e.drv.alive())
+	}
+	reasons := map[string]string{}
+	for _, f := range res.Found {
+		reasons[f.ID] = f.Reason
+	}
+	if reasons[expired] != "expired" || reasons[finished] != "run finished" {
+		t.Fatalf("reasons %v", reasons)
+	}
+
+	res, err = sweepAt(ctx, e.deps, SweepInput{FinishedRuns: []string{"d/r2"}}, later)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alive := strings.Join(e.drv.alive(), ",")
+	if len(res.Destroyed) != 2 || strings.Contains(alive, expired) || strings.Contains(alive, finished) ||
+		!strings.Contains(alive, live) || !strings.Contains(alive, foreign) {
+		t.Fatalf("sweep destroyed %v, alive now %s", res.Destroyed, alive)
+	}
+
+	if _, err := sweepAt(ctx, e.deps, SweepInput{FinishedRuns: []string{"no-slash"}}, later); err == nil {
+		t.Fatal("a malformed finished run must be refused")
+	}
+	e.drv.failDestroy = errors.New("api down")
+	_, err = sweepAt(ctx, e.deps, SweepInput{FinishedRuns: []string{"d/r3"}}, later)
+	if err == nil || !strings.Contains(err.Error(), live) || !strings.Contains(err.Error(), "api down") {
+		t.Fatalf("a failed destroy must fail the sweep naming the sandbox: %v", err)
+	}
+}
