@@ -1,0 +1,384 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+)
+
+func newTestDriver(t *testing.T) *Driver {
+	t.Helper()
+	d, err := New(Options{Root: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+func create(t *testing.T, d *Driver, spec sandbox.Spec) *sandbox.Sandbox {
+	t.Helper()
+	sb, err := sandbox.Create(context.Background(), d, spec)
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	t.Cleanup(func() { sb.Destroy(context.Background()) })
+	return sb
+}
+
+func run(t *testing.T, sb *sandbox.Sandbox, cmd string, timeout time.Duration) (sandbox.ExecResult, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	res, err := sb.Exec(context.Background(), cmd, sandbox.ExecOptions{Timeout: timeout, Stdout: &out, Stderr: &errb})
+	if err != nil {
+		t.Fatalf("exec %q: %v", cmd, err)
+	}
+	return res, out.String(), errb.String()
+}
+
+func TestMissingBwrapSaysHowToInstall(t *testing.T) {
+	_, err := New(Options{Root: t.TempDir(), Bwrap: "/nonexistent/bwrap"})
+	if err == nil || !strings.Contains(err.Error(), "apt-get install bubblewrap") {
+		t.Fatalf("want an error telling how to install bubblewrap, got %v", err)
+	}
+}
+
+func TestRefusals(t *testing.T) {
+	d := newTestDriver(t)
+	ctx := context.Background()
+	cases := []struct {
+		name string
+		spec sandbox.Spec
+		want string
+	}{
+		{"cidr allowlist", sandbox.Spec{Network: &sandbox.NetworkPolicy{Block: true, AllowCIDRs: []string{"10.0.0.0/8"}}}, "allow_hosts/allow_cidrs"},
+		{"host allowlist", sandbox.Spec{Network: &sandbox.NetworkPolicy{Block: true, AllowHosts: []string{"pypi.org"}}}, "allow_hosts/allow_cidrs"},
+		{"cpu", sandbox.Spec{CPU: 2}, "cannot limit cpu"},
+		{"registry image", sandbox.Spec{Image: "python:3.12-slim"}, "cannot pull"},
+		{"image not a dir", sandbox.Spec{Image: "/nonexistent/rootfs"}, "not a directory"},
+		{"workdir in /usr", sandbox.Spec{Workdir: "/usr/local/work"}, "read-only system directory /usr"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := sandbox.Create(ctx, d, c.spec)
+			if !errors.Is(err, sandbox.ErrRefused) || !sandbox.IsTerminal(err) {
+				t.Fatalf("want a terminal ErrRefused, got %v", err)
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %q does not mention %q", err, c.want)
+			}
+			entries, _ := os.ReadDir(d.Root())
+			for _, e := range entries {
+				if e.Name() != ".system" {
+					t.Fatalf("refused create left %s behind", e.Name())
+				}
+			}
+		})
+	}
+}
+
+func TestIgnoreImageRunsOnHost(t *testing.T) {
+	d, err := New(Options{Root: t.TempDir(), IgnoreImage: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := create(t, d, sandbox.Spec{Image: "python:3.12-slim"})
+	res, out, _ := run(t, sb, "echo ran", time.Minute)
+	if res.ExitCode != 0 || out != "ran\n" {
+		t.Fatalf("exit %d, out %q", res.ExitCode, out)
+	}
+}
+
+func TestMemoryLimitIsEnforced(t *testing.T) {
+	d := newTestDriver(t)
+	sb := create(t, d, sandbox.Spec{MemoryMiB: 64})
+	// The shell holds the 200 MB command substitution in memory.
+	res, _, _ := run(t, sb, `x=$(head -c 200000000 /dev/zero | tr '\0' a); echo ${#x}`, time.Minute)
+	if res.ExitCode == 0 {
+		t.Fatal("allocating 200 MB under a 64 MiB limit succeeded")
+	}
+	res, out, _ := run(t, sb, `x=$(head -c 1000000 /dev/zero | tr '\0' a); echo ${#x}`, time.Minute)
+	if res.ExitCode != 0 || strings.TrimSpace(out) != "1000000" {
+		t.Fatalf("1 MB under a 64 MiB limit: exit %d, out %q", res.ExitCode, out)
+	}
+}
+
+func TestTimeoutKillsBackgroundChildren(t *testing.T) {
+	d := newTestDriver(t)
+	sb := create(t, d, sandbox.Spec{})
+	// A copy of sleep under a unique name, so the host can look for it by
+	// process name (bwrap's own argv also holds the name, its comm does not).
+	name := "bg" + sandbox.RandomHex(4)
+	type result struct {
+		res sandbox.ExecResult
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := sb.Exec(context.Background(), "cp /bin/sleep ./"+name+" && ./"+name+" 100 & sleep 100", sandbox.ExecOptions{Timeout: 3 * time.Second})
+		done <- result{res, err}
+	}()
+	running := func() bool { return exec.Command("pgrep", "-x", name).Run() == nil }
+	if !pollUntil(10*time.Second, running) {
+		t.Fatal("the background child never started")
+	}
+	r := <-done
+	if r.err != nil || !r.res.TimedOut {
+		t.Fatalf("want TimedOut, got %+v, %v", r.res, r.err)
+	}
+	if !pollUntil(5*time.Second, func() bool { return !running() }) {
+		t.Fatal("the background child survived the timeout")
+	}
+	if _, err := sb.Stat(context.Background(), name); err != nil {
+		t.Fatalf("files written before the timeout were lost: %v", err)
+	}
+}
+
+// pollUntil polls cond until it holds or the deadline passes.
+func pollUntil(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return true
+		}
+		runtime.Gosched()
+		time.Sleep(20 * time.Millisecond) // polling interval, not synchronisation
+	}
+	return cond()
+}
+
+func TestDestroyDuringExecReportsLost(t *testing.T) {
+	d := newTestDriver(t)
+	sb := create(t, d, sandbox.Spec{})
+	done := make(chan sandbox.ExecResult, 1)
+	started := make(chan struct{})
+	go func() {
+		res, _ := sb.Exec(context.Background(), "echo go; sleep 100", sandbox.ExecOptions{Timeout: time.Minute,
+			Stdout: writerFunc(func(p []byte) {
+				select {
+				case <-started:
+				default:
+					close(started)
+				}
+			})})
+		done <- res
+	}()
+	<-started
+	if err := sb.Destroy(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case res := <-done:
+		if !res.SandboxLost {
+			t.Fatalf("want SandboxLost, got %+v", res)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("exec did not return after destroy")
+	}
+}
+
+type writerFunc func([]byte)
+
+func (w writerFunc) Write(p []byte) (int, error) { w(p); return len(p), nil }
+
+func TestExpiredSandboxIsGoneAndSweepable(t *testing.T) {
+	d := newTestDriver(t)
+	sb := create(t, d, sandbox.Spec{Timeout: time.Hour})
+	d.now = func() time.Time { return time.Now().Add(2 * time.Hour) }
+	_, err := d.Exec(context.Background(), sb.ID(), sandbox.ExecRequest{Command: "true", Timeout: time.Minute, Stdout: io.Discard, Stderr: io.Discard})
+	if !errors.Is(err, sandbox.ErrGone) || !sandbox.IsTerminal(err) {
+		t.Fatalf("exec on an expired sandbox: want terminal ErrGone, got %v", err)
+	}
+	list, err := d.ListSandboxes(context.Background(), map[string]string{sandbox.TagSandbox: sb.ID()})
+	if err != nil || len(list) != 1 {
+		t.Fatalf("expired sandbox not listed: %v %v", list, err)
+	}
+	removed, err := d.RemoveExpired(context.Background())
+	if err != nil || len(removed) != 1 || removed[0] != sb.ID() {
+		t.Fatalf("RemoveExpired = %v, %v", removed, err)
+	}
+	if _, err := os.Stat(filepath.Join(d.Root(), sb.ID())); !os.IsNotExist(err) {
+		t.Fatalf("expired sandbox dir still there: %v", err)
+	}
+}
+
+func TestSymlinkOutOfSandboxNeverReadsHostFile(t *testing.T) {
+	d := newTestDriver(t)
+	sb := create(t, d, sandbox.Spec{})
+	secret := filepath.Join(t.TempDir(), "host-secret")
+	if err := os.WriteFile(secret, []byte("HOST SECRET"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run(t, sb, "ln -s "+secret+" link; ln -s ../../../../../../.."+secret+" rel", time.Minute)
+	for _, p := range []string{"link", "rel"} {
+		rc, _, err := sb.OpenFile(context.Background(), p, 1<<20)
+		if err == nil {
+			b, _ := io.ReadAll(rc)
+			rc.Close()
+			if strings.Contains(string(b), "HOST SECRET") {
+				t.Fatalf("%s: read the host's file through a symlink", p)
+			}
+			continue
+		}
+		if !errors.Is(err, sandbox.ErrNotFound) {
+			t.Fatalf("%s: want ErrNotFound (the target does not exist in the sandbox), got %v", p, err)
+		}
+	}
+	// Writing through the symlink replaces the link, never the host file.
+	if err := sb.WriteFile(context.Background(), "link", strings.NewReader("new"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(secret); string(b) != "HOST SECRET" {
+		t.Fatalf("host file changed to %q", b)
+	}
+	// A symlink to a system file shows the sandbox's view of it.
+	run(t, sb, "ln -sf /etc/passwd pw", time.Minute)
+	rc, _, err := sb.OpenFile(context.Background(), "pw", 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(rc)
+	rc.Close()
+	host, _ := os.ReadFile("/etc/passwd")
+	if bytes.Equal(b, host) || !strings.HasPrefix(string(b), "root:x:0:0:") {
+		t.Fatalf("pw: want the sandbox's generated /etc/passwd, got %q", b)
+	}
+}
+
+func TestSystemPathsReadInsideSandbox(t *testing.T) {
+	d := newTestDriver(t)
+	sb := create(t, d, sandbox.Spec{})
+	ctx := context.Background()
+	fi, err := sb.Stat(ctx, "/usr/bin")
+	if err != nil || !fi.IsDir() {
+		t.Fatalf("stat /usr/bin: %+v %v", fi, err)
+	}
+	list, err := sb.List(ctx, "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]sandbox.FileInfo{}
+	for _, e := range list {
+		names[e.Name] = e
+	}
+	if !names["usr"].IsDir() || !names["workspace"].IsDir() {
+		t.Fatalf("listing / misses usr or workspace: %+v", list)
+	}
+	for _, leak := range []string{"root", "work", "home"} {
+		if _, ok := names[leak]; ok {
+			t.Fatalf("host directory /%s is visible in the sandbox", leak)
+		}
+	}
+	rc, size, err := sb.OpenFile(ctx, "/etc/group", 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(rc)
+	rc.Close()
+	if int64(len(b)) != size || !strings.HasPrefix(string(b), "root:x:0:") {
+		t.Fatalf("/etc/group: size %d, got %q", size, b)
+	}
+	if _, _, err := sb.OpenFile(ctx, "/etc/shadow", 1<<20); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Fatalf("/etc/shadow: want ErrNotFound, got %v", err)
+	}
+	if err := sb.WriteFile(ctx, "/usr/x", strings.NewReader("x"), 0); err == nil || !strings.Contains(err.Error(), "read-only") {
+		t.Fatalf("writing /usr/x: want a read-only error, got %v", err)
+	}
+}
+
+func TestTmpPersistsAcrossCommands(t *testing.T) {
+	d := newTestDriver(t)
+	sb := create(t, d, sandbox.Spec{})
+	run(t, sb, "echo kept > /tmp/x", time.Minute)
+	_, out, _ := run(t, sb, "cat /tmp/x", time.Minute)
+	if out != "kept\n" {
+		t.Fatalf("/tmp did not persist: %q", out)
+	}
+}
+
+func TestEnvIsOnlyTheSpecs(t *testing.T) {
+	d := newTestDriver(t)
+	sb := create(t, d, sandbox.Spec{Env: map[string]string{"GREETING": "hi there"}, Workdir: "/home/job"})
+	_, out, _ := run(t, sb, "env | sort", time.Minute)
+	var keys []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		k, _, _ := strings.Cut(line, "=")
+		keys = append(keys, k)
+	}
+	// sh itself adds PWD (and dash nothing else).
+	want := "GREETING HOME LANG PATH PWD"
+	if got := strings.Join(keys, " "); got != want {
+		t.Fatalf("env keys = %q, want %q\n%s", got, want, out)
+	}
+	if !strings.Contains(out, "HOME=/home/job\n") || !strings.Contains(out, "GREETING=hi there\n") {
+		t.Fatalf("env:\n%s", out)
+	}
+}
+
+// TestRootfsImage builds a tiny root filesystem (the host's sh and the
+// libraries it needs) and checks the sandbox sees it, not the host.
+func TestRootfsImage(t *testing.T) {
+	rootfs := t.TempDir()
+	out, err := exec.Command("ldd", "/bin/sh").Output()
+	if err != nil {
+		t.Fatalf("ldd /bin/sh: %v", err)
+	}
+	files := []string{"/bin/sh"}
+	for _, f := range strings.Fields(string(out)) {
+		if strings.HasPrefix(f, "/") {
+			files = append(files, f)
+		}
+	}
+	for _, f := range files {
+		real, err := filepath.EvalSymlinks(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(real)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst := filepath.Join(rootfs, f)
+		os.MkdirAll(filepath.Dir(dst), 0o755)
+		if err := os.WriteFile(dst, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.MkdirAll(filepath.Join(rootfs, "etc"), 0o755)
+	os.WriteFile(filepath.Join(rootfs, "etc", "marker"), []byte("from the image"), 0o644)
+
+	d := newTestDriver(t)
+	sb := create(t, d, sandbox.Spec{Image: rootfs})
+	res, out2, errs := run(t, sb, `read x < /etc/marker; echo "$x"; if [ -e /usr/bin ]; then echo host-leak; fi; echo data > f`, time.Minute)
+	if res.ExitCode != 0 || out2 != "from the image\n" {
+		t.Fatalf("exit %d, out %q, err %q", res.ExitCode, out2, errs)
+	}
+	rc, _, err := sb.OpenFile(context.Background(), "/workspace/f", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(rc)
+	rc.Close()
+	if string(b) != "data\n" {
+		t.Fatalf("got %q", b)
+	}
+}
+
+func TestOpenNetworkReachesHost(t *testing.T) {
+	d := newTestDriver(t)
+	sb := create(t, d, sandbox.Spec{Network: &sandbox.NetworkPolicy{Block: false}})
+	res, out, _ := run(t, sb, "test -r /etc/resolv.conf && echo has-resolv", time.Minute)
+	if _, err := os.Stat("/etc/resolv.conf"); err == nil && (res.ExitCode != 0 || out != "has-resolv\n") {
+		t.Fatalf("open network sandbox lacks the host's resolv.conf: exit %d", res.ExitCode)
+	}
+}
