@@ -1,0 +1,462 @@
+package fakemodal
+
+import (
+	"context"
+	"maps"
+	"sort"
+	"time"
+
+	pb "github.com/modal-labs/modal-client/go/proto/modal_proto"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+)
+
+// fakeSandbox is one sandbox; its commands run in the exec driver's
+// sandbox execID.
+type fakeSandbox struct {
+	id, taskID, name, appID, envName string
+	execID                           string // the exec driver's sandbox id
+	created                          time.Time
+	timeout                          time.Duration
+	workdir                          string
+	env                              map[string]string
+
+	// guarded by Server.mu
+	tags   map[string]string
+	execs  map[string]*fakeExec
+	result *pb.GenericResult
+	timer  *time.Timer
+
+	done chan struct{} // closed when the sandbox has finished
+	ctx  context.Context
+	stop context.CancelFunc // kills running commands
+}
+
+func (sb *fakeSandbox) isDone() bool {
+	select {
+	case <-sb.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (sb *fakeSandbox) info() SandboxInfo {
+	return SandboxInfo{ID: sb.id, Name: sb.name, AppID: sb.appID, TaskID: sb.taskID,
+		Tags: maps.Clone(sb.tags), CreatedAt: sb.created, Timeout: sb.timeout}
+}
+
+type control struct {
+	pb.UnimplementedModalClientServer
+	s *Server
+}
+
+func (c *control) AuthTokenGet(ctx context.Context, _ *pb.AuthTokenGetRequest) (*pb.AuthTokenGetResponse, error) {
+	return pb.AuthTokenGetResponse_builder{Token: c.s.authJWT}.Build(), nil
+}
+
+func (c *control) AppGetOrCreate(ctx context.Context, req *pb.AppGetOrCreateRequest) (*pb.AppGetOrCreateResponse, error) {
+	key := req.GetEnvironmentName() + "/" + req.GetAppName()
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	id, ok := c.s.apps[key]
+	if !ok {
+		if req.GetObjectCreationType() != pb.ObjectCreationType_OBJECT_CREATION_TYPE_CREATE_IF_MISSING {
+			return nil, status.Errorf(codes.NotFound, "App '%s' not found in environment '%s'", req.GetAppName(), req.GetEnvironmentName())
+		}
+		id = c.s.nextIDLocked("ap-", 22)
+		c.s.apps[key] = id
+	}
+	return pb.AppGetOrCreateResponse_builder{AppId: id}.Build(), nil
+}
+
+// AddApp creates an app, for tests of the no-create-if-missing path.
+func (s *Server) AddApp(environment, name string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := environment + "/" + name
+	if id, ok := s.apps[key]; ok {
+		return id
+	}
+	id := s.nextIDLocked("ap-", 22)
+	s.apps[key] = id
+	return id
+}
+
+func (c *control) EnvironmentGetOrCreate(ctx context.Context, req *pb.EnvironmentGetOrCreateRequest) (*pb.EnvironmentGetOrCreateResponse, error) {
+	return pb.EnvironmentGetOrCreateResponse_builder{
+		EnvironmentId: "en-fake",
+		Metadata: pb.EnvironmentMetadata_builder{
+			Name:     req.GetDeploymentName(),
+			Settings: pb.EnvironmentSettings_builder{ImageBuilderVersion: "2025.06"}.Build(),
+		}.Build(),
+	}.Build(), nil
+}
+
+func (c *control) ImageGetOrCreate(ctx context.Context, req *pb.ImageGetOrCreateRequest) (*pb.ImageGetOrCreateResponse, error) {
+	return pb.ImageGetOrCreateResponse_builder{
+		ImageId: c.s.nextID("im-", 22),
+		Result:  pb.GenericResult_builder{Status: pb.GenericResult_GENERIC_STATUS_SUCCESS}.Build(),
+	}.Build(), nil
+}
+
+func (c *control) SecretGetOrCreate(ctx context.Context, req *pb.SecretGetOrCreateRequest) (*pb.SecretGetOrCreateResponse, error) {
+	id := c.s.nextID("st-", 22)
+	c.s.mu.Lock()
+	c.s.secretEnv(id, req.GetEnvDict())
+	c.s.mu.Unlock()
+	return pb.SecretGetOrCreateResponse_builder{SecretId: id}.Build(), nil
+}
+
+func (s *Server) secretEnv(id string, env map[string]string) {
+	if s.secrets == nil {
+		s.secrets = map[string]map[string]string{}
+	}
+	s.secrets[id] = maps.Clone(env)
+}
+
+func (c *control) SandboxCreateV2(ctx context.Context, req *pb.SandboxCreateV2Request) (*pb.SandboxCreateV2Response, error) {
+	env := map[string]string{}
+	for _, src := range req.GetSecretSources() {
+		maps.Copy(env, src.GetEnv().GetContents())
+	}
+	sb, err := c.s.create(ctx, true, req.GetAppId(), req.GetDefinition(), req.GetTags(), env)
+	if err != nil {
+		return nil, err
+	}
+	return pb.SandboxCreateV2Response_builder{
+		SandboxId: sb.id, TaskId: sb.taskID,
+		CommandRouterAccess: pb.CommandRouterAccess_builder{Url: "https://" + c.s.addr, Jwt: c.s.routerJWT}.Build(),
+	}.Build(), nil
+}
+
+// SandboxCreate is the V1 path the SDK takes for GPU sandboxes.
+func (c *control) SandboxCreate(ctx context.Context, req *pb.SandboxCreateRequest) (*pb.SandboxCreateResponse, error) {
+	env := map[string]string{}
+	c.s.mu.Lock()
+	for _, id := range req.GetDefinition().GetSecretIds() {
+		maps.Copy(env, c.s.secrets[id])
+	}
+	c.s.mu.Unlock()
+	sb, err := c.s.create(ctx, false, req.GetAppId(), req.GetDefinition(), req.GetTags(), env)
+	if err != nil {
+		return nil, err
+	}
+	return pb.SandboxCreateResponse_builder{SandboxId: sb.id}.Build(), nil
+}
+
+func (s *Server) create(ctx context.Context, v2 bool, appID string, def *pb.Sandbox, tagList []*pb.SandboxTag, env map[string]string) (*fakeSandbox, error) {
+	tags := map[string]string{}
+	for _, t := range tagList {
+		tags[t.GetTagName()] = t.GetTagValue()
+	}
+	timeout := time.Duration(def.GetTimeoutSecs()) * time.Second
+	if timeout == 0 {
+		timeout = 300 * time.Second
+	}
+	name := def.GetName()
+
+	s.mu.Lock()
+	if name != "" {
+		for _, other := range s.sandboxes {
+			if other.appID == appID && other.name == name && !other.isDone() {
+				s.mu.Unlock()
+				return nil, status.Errorf(codes.AlreadyExists, "a running sandbox named %q already exists in this app", name)
+			}
+		}
+	}
+	var id string
+	if v2 {
+		id = s.nextIDLocked("sb-", 26) // 29 chars: never the V1 shape
+	} else {
+		id = s.nextIDLocked("sb-", 22) // exactly the V1 shape
+	}
+	taskID := s.nextIDLocked("ta-", 22)
+	delay := s.createDelay
+	failAfter := s.failAfterCreate > 0
+	if failAfter {
+		s.failAfterCreate--
+	}
+	s.mu.Unlock()
+
+	// The exec driver holds the files and runs the commands. Network:
+	// anything other than OPEN is run with no network at all, which is at
+	// least as strict as the allowlist asked for.
+	spec := sandbox.Spec{
+		Timeout: timeout, Workdir: def.GetWorkdir(), Env: env,
+		Network: &sandbox.NetworkPolicy{Block: def.GetNetworkAccess().GetNetworkAccessType() != pb.NetworkAccess_OPEN},
+	}.WithDefaults()
+	execName := sandbox.NewName()
+	info, err := s.exec.Create(context.WithoutCancel(ctx), execName, spec)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "fakemodal: cannot start the sandbox's process environment: %v", err)
+	}
+	sbCtx, stop := context.WithCancel(context.Background())
+	sb := &fakeSandbox{
+		id: id, taskID: taskID, name: name, appID: appID,
+		execID: info.ID, created: s.createdAt(), timeout: timeout, workdir: spec.Workdir, env: env,
+		tags: tags, execs: map[string]*fakeExec{}, done: make(chan struct{}), ctx: sbCtx, stop: stop,
+	}
+	s.mu.Lock()
+	s.sandboxes[id] = sb
+	s.byTask[taskID] = sb
+	s.creates = append(s.creates, CreateRecord{SandboxID: id, V2: v2, AppID: appID, Definition: def, Tags: maps.Clone(tags), Env: maps.Clone(env)})
+	sb.timer = time.AfterFunc(timeout, func() { s.finish(sb, pb.GenericResult_GENERIC_STATUS_TIMEOUT, 0) })
+	s.mu.Unlock()
+
+	if delay > 0 {
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+	}
+	if failAfter {
+		return nil, status.Error(codes.Unavailable, "fakemodal: injected Unavailable after the sandbox was created")
+	}
+	return sb, nil
+}
+
+// finish ends a sandbox once: records the result, kills its commands and
+// destroys its files.
+func (s *Server) finish(sb *fakeSandbox, st pb.GenericResult_GenericStatus, code int32) {
+	s.mu.Lock()
+	if sb.result != nil {
+		s.mu.Unlock()
+		return
+	}
+	sb.result = pb.GenericResult_builder{Status: st, Exitcode: code}.Build()
+	if sb.timer != nil {
+		sb.timer.Stop()
+	}
+	close(sb.done)
+	s.mu.Unlock()
+	sb.stop()
+	if err := s.exec.Destroy(context.Background(), sb.execID); err != nil {
+		s.log.Warn("destroying the exec sandbox failed", "sandbox", sb.id, "error", err)
+	}
+}
+
+func (s *Server) lookup(id string) (*fakeSandbox, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sb := s.sandboxes[id]
+	if sb == nil {
+		return nil, status.Errorf(codes.NotFound, "Sandbox %s not found", id)
+	}
+	return sb, nil
+}
+
+func (c *control) SandboxGetTaskIdV2(ctx context.Context, req *pb.SandboxGetTaskIdRequest) (*pb.SandboxGetTaskIdResponse, error) {
+	return c.getTaskID(req)
+}
+
+func (c *control) SandboxGetTaskId(ctx context.Context, req *pb.SandboxGetTaskIdRequest) (*pb.SandboxGetTaskIdResponse, error) {
+	return c.getTaskID(req)
+}
+
+func (c *control) getTaskID(req *pb.SandboxGetTaskIdRequest) (*pb.SandboxGetTaskIdResponse, error) {
+	sb, err := c.s.lookup(req.GetSandboxId())
+	if err != nil {
+		return nil, err
+	}
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	if sb.result != nil {
+		return pb.SandboxGetTaskIdResponse_builder{TaskResult: sb.result}.Build(), nil
+	}
+	return pb.SandboxGetTaskIdResponse_builder{TaskId: &sb.taskID}.Build(), nil
+}
+
+func (c *control) SandboxGetCommandRouterAccess(ctx context.Context, req *pb.SandboxGetCommandRouterAccessRequest) (*pb.SandboxGetCommandRouterAccessResponse, error) {
+	if _, err := c.s.lookup(req.GetSandboxId()); err != nil {
+		return nil, err
+	}
+	return pb.SandboxGetCommandRouterAccessResponse_builder{Url: "https://" + c.s.addr, Jwt: c.s.routerJWT}.Build(), nil
+}
+
+func (c *control) TaskGetCommandRouterAccess(ctx context.Context, req *pb.TaskGetCommandRouterAccessRequest) (*pb.TaskGetCommandRouterAccessResponse, error) {
+	return pb.TaskGetCommandRouterAccessResponse_builder{Url: "https://" + c.s.addr, Jwt: c.s.routerJWT}.Build(), nil
+}
+
+func (c *control) SandboxTerminateV2(ctx context.Context, req *pb.SandboxTerminateRequest) (*pb.SandboxTerminateResponse, error) {
+	return c.terminate(req)
+}
+
+func (c *control) SandboxTerminate(ctx context.Context, req *pb.SandboxTerminateRequest) (*pb.SandboxTerminateResponse, error) {
+	return c.terminate(req)
+}
+
+func (c *control) terminate(req *pb.SandboxTerminateRequest) (*pb.SandboxTerminateResponse, error) {
+	sb, err := c.s.lookup(req.GetSandboxId())
+	if err != nil {
+		return nil, err
+	}
+	// Modal answers at once and stops the sandbox in the background.
+	go c.s.finish(sb, pb.GenericResult_GENERIC_STATUS_TERMINATED, 0)
+	return &pb.SandboxTerminateResponse{}, nil
+}
+
+func (c *control) SandboxWaitV2(ctx context.Context, req *pb.SandboxWaitRequest) (*pb.SandboxWaitResponse, error) {
+	return c.wait(ctx, req)
+}
+
+func (c *control) SandboxWait(ctx context.Context, req *pb.SandboxWaitRequest) (*pb.SandboxWaitResponse, error) {
+	return c.wait(ctx, req)
+}
+
+func (c *control) wait(ctx context.Context, req *pb.SandboxWaitRequest) (*pb.SandboxWaitResponse, error) {
+	sb, err := c.s.lookup(req.GetSandboxId())
+	if err != nil {
+		return nil, err
+	}
+	if t := req.GetTimeout(); t > 0 {
+		timer := time.NewTimer(time.Duration(float64(t) * float64(time.Second)))
+		defer timer.Stop()
+		select {
+		case <-sb.done:
+		case <-timer.C:
+		case <-ctx.Done():
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+	}
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	meta := pb.SandboxHandleMetadata_builder{AppId: sb.appID}.Build()
+	return pb.SandboxWaitResponse_builder{Result: sb.result, Metadata: meta}.Build(), nil
+}
+
+func (c *control) SandboxTagsSetV2(ctx context.Context, req *pb.SandboxTagsSetRequest) (*emptypb.Empty, error) {
+	sb, err := c.s.lookup(req.GetSandboxId())
+	if err != nil {
+		return nil, err
+	}
+	tags := map[string]string{}
+	for _, t := range req.GetTags() {
+		tags[t.GetTagName()] = t.GetTagValue()
+	}
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	if sb.result != nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "Sandbox %s has finished", sb.id)
+	}
+	sb.tags = tags
+	return &emptypb.Empty{}, nil
+}
+
+func (c *control) SandboxTagsGetV2(ctx context.Context, req *pb.SandboxTagsGetRequest) (*pb.SandboxTagsGetResponse, error) {
+	sb, err := c.s.lookup(req.GetSandboxId())
+	if err != nil {
+		return nil, err
+	}
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	return pb.SandboxTagsGetResponse_builder{Tags: tagList(sb.tags)}.Build(), nil
+}
+
+func tagList(tags map[string]string) []*pb.SandboxTag {
+	out := make([]*pb.SandboxTag, 0, len(tags))
+	for k, v := range tags {
+		out = append(out, pb.SandboxTag_builder{TagName: k, TagValue: v}.Build())
+	}
+	return out
+}
+
+// listPage is small so that tests exercise paging.
+const listPage = 25
+
+func (c *control) SandboxListV2(ctx context.Context, req *pb.SandboxListRequest) (*pb.SandboxListResponse, error) {
+	want := map[string]string{}
+	for _, t := range req.GetTags() {
+		want[t.GetTagName()] = t.GetTagValue()
+	}
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	var match []*fakeSandbox
+	for _, sb := range c.s.sandboxes {
+		if req.GetAppId() != "" && sb.appID != req.GetAppId() {
+			continue
+		}
+		if !req.GetIncludeFinished() && sb.result != nil {
+			continue
+		}
+		if b := req.GetBeforeTimestamp(); b > 0 && !(unixFloat(sb.created) < b) {
+			continue
+		}
+		ok := true
+		for k, v := range want {
+			if got, has := sb.tags[k]; !has || got != v {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			match = append(match, sb)
+		}
+	}
+	// Newest first, as Modal pages backwards in time.
+	sortNewestFirst(match)
+	if len(match) > listPage {
+		match = match[:listPage]
+	}
+	out := make([]*pb.SandboxInfo, 0, len(match))
+	for _, sb := range match {
+		out = append(out, pb.SandboxInfo_builder{
+			Id: sb.id, CreatedAt: unixFloat(sb.created), AppId: sb.appID, Name: sb.name,
+			Tags: tagList(sb.tags), TimeoutSecs: uint32(sb.timeout / time.Second),
+		}.Build())
+	}
+	return pb.SandboxListResponse_builder{Sandboxes: out}.Build(), nil
+}
+
+func (c *control) SandboxGetFromNameV2(ctx context.Context, req *pb.SandboxGetFromNameRequest) (*pb.SandboxGetFromNameResponse, error) {
+	return c.getFromName(req)
+}
+
+func (c *control) SandboxGetFromName(ctx context.Context, req *pb.SandboxGetFromNameRequest) (*pb.SandboxGetFromNameResponse, error) {
+	return c.getFromName(req)
+}
+
+func (c *control) getFromName(req *pb.SandboxGetFromNameRequest) (*pb.SandboxGetFromNameResponse, error) {
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	appID := c.s.apps[req.GetEnvironmentName()+"/"+req.GetAppName()]
+	var best *fakeSandbox
+	for _, sb := range c.s.sandboxes {
+		if sb.appID != appID || sb.name != req.GetSandboxName() {
+			continue
+		}
+		if sb.result != nil && !req.GetIncludeTerminated() {
+			continue
+		}
+		if best == nil || sb.created.After(best.created) {
+			best = sb
+		}
+	}
+	if appID == "" || best == nil {
+		return nil, status.Errorf(codes.NotFound, "Sandbox with name '%s' not found in app '%s'", req.GetSandboxName(), req.GetAppName())
+	}
+	return pb.SandboxGetFromNameResponse_builder{SandboxId: best.id}.Build(), nil
+}
+
+// createdAt hands out strictly increasing creation times, a microsecond
+// apart at least, so before_timestamp paging never skips a sandbox.
+func (s *Server) createdAt() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	if min := s.lastCreated.Add(time.Microsecond); now.Before(min) {
+		now = min
+	}
+	s.lastCreated = now
+	return now
+}
+
+func sortNewestFirst(sbs []*fakeSandbox) {
+	sort.Slice(sbs, func(i, j int) bool { return sbs[i].created.After(sbs[j].created) })
+}
+
+func unixFloat(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }

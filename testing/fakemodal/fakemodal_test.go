@@ -1,0 +1,223 @@
+package fakemodal
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	modal "github.com/modal-labs/modal-client/go"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// newClient starts a fake and a real SDK client pointed at it.
+func newClient(t *testing.T) (*Server, *modal.Client) {
+	t.Helper()
+	s := Start(t, Options{})
+	s.SetEnv(t)
+	c, err := modal.NewClientWithOptions(&modal.ClientParams{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return s, c
+}
+
+func create(t *testing.T, c *modal.Client, params *modal.SandboxCreateParams) *modal.Sandbox {
+	t.Helper()
+	ctx := context.Background()
+	app, err := c.Apps.FromName(ctx, "fake-test", &modal.AppFromNameParams{CreateIfMissing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := c.Sandboxes.Create(ctx, app, c.Images.FromRegistry("python:3.12-slim", nil), params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sb
+}
+
+func run(t *testing.T, sb *modal.Sandbox, params *modal.SandboxExecParams, args ...string) (string, string, int, error) {
+	t.Helper()
+	ctx := context.Background()
+	p, err := sb.Exec(ctx, args, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Stdin.Close()
+	out, _ := io.ReadAll(p.Stdout)
+	errb, _ := io.ReadAll(p.Stderr)
+	code, err := p.Wait(ctx, nil)
+	return string(out), string(errb), code, err
+}
+
+func TestSDKCreateExecTerminate(t *testing.T) {
+	s, c := newClient(t)
+	sb := create(t, c, &modal.SandboxCreateParams{Workdir: "/workspace", Env: map[string]string{"FOO": "bar"}, Tags: map[string]string{"k": "v"}})
+	if !strings.HasPrefix(sb.SandboxID, "sb-") || len(sb.SandboxID) == 25 {
+		t.Fatalf("sandbox id %q is not V2-shaped", sb.SandboxID)
+	}
+	out, errOut, code, err := run(t, sb, nil, "sh", "-c", `echo "out $FOO $PWD"; echo err >&2; exit 3`)
+	if err != nil || out != "out bar /workspace\n" || errOut != "err\n" || code != 3 {
+		t.Fatalf("got out=%q err=%q code=%d %v", out, errOut, code, err)
+	}
+	if got := s.Sandboxes(); len(got) != 1 || got[0].Tags["k"] != "v" {
+		t.Fatalf("Sandboxes() = %+v", got)
+	}
+	code, err = sb.Terminate(context.Background(), &modal.SandboxTerminateParams{Wait: true})
+	if err != nil || code != 137 {
+		t.Fatalf("terminate: %d %v", code, err)
+	}
+	if got := s.Sandboxes(); len(got) != 0 {
+		t.Fatalf("terminated sandbox still listed: %+v", got)
+	}
+}
+
+func TestSDKExecTimeoutIsSignal9(t *testing.T) {
+	_, c := newClient(t)
+	sb := create(t, c, nil)
+	start := time.Now()
+	_, _, code, err := run(t, sb, &modal.SandboxExecParams{Timeout: time.Second}, "sleep", "30")
+	var te modal.ExecTimeoutError
+	if !(code == 137 || errors.As(err, &te)) {
+		t.Fatalf("want 137 or ExecTimeoutError, got %d %v", code, err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("timeout took %v", d)
+	}
+}
+
+func TestSDKStdinAndFilesystem(t *testing.T) {
+	_, c := newClient(t)
+	sb := create(t, c, nil)
+	ctx := context.Background()
+	p, err := sb.Exec(ctx, []string{"cat"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(p.Stdin, "hello ")
+	io.WriteString(p.Stdin, "stdin")
+	p.Stdin.Close()
+	out, _ := io.ReadAll(p.Stdout)
+	if code, err := p.Wait(ctx, nil); code != 0 || err != nil || string(out) != "hello stdin" {
+		t.Fatalf("cat: %q %d %v", out, code, err)
+	}
+
+	data := bytes.Repeat([]byte{0, 1, 2, 255}, 300_000)
+	if err := sb.Filesystem.WriteBytes(ctx, data, "/workspace/d/f.bin", nil); err != nil {
+		t.Fatal(err)
+	}
+	got, err := sb.Filesystem.ReadBytes(ctx, "/workspace/d/f.bin", nil)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read back %d bytes, %v", len(got), err)
+	}
+	list, err := sb.Filesystem.ListFiles(ctx, "/workspace", nil)
+	if err != nil || len(list) != 1 || list[0].Type != modal.FileTypeDirectory || list[0].Name != "d" {
+		t.Fatalf("list: %+v %v", list, err)
+	}
+	_, err = sb.Filesystem.Stat(ctx, "/workspace/missing", nil)
+	var nf modal.SandboxFilesystemNotFoundError
+	if !errors.As(err, &nf) {
+		t.Fatalf("stat missing: %v", err)
+	}
+}
+
+func TestSDKTagsListAndPaging(t *testing.T) {
+	s, c := newClient(t)
+	ctx := context.Background()
+	app, err := c.Apps.FromName(ctx, "fake-test", &modal.AppFromNameParams{CreateIfMissing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = listPage + 5 // two pages
+	for i := 0; i < n; i++ {
+		create(t, c, &modal.SandboxCreateParams{Tags: map[string]string{"group": "a"}})
+	}
+	other := create(t, c, &modal.SandboxCreateParams{Tags: map[string]string{"group": "b"}})
+	if err := other.SetTags(ctx, map[string]string{"group": "c", "x": "y"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	tags, err := other.GetTags(ctx, nil)
+	if err != nil || len(tags) != 2 || tags["group"] != "c" {
+		t.Fatalf("tags: %v %v", tags, err)
+	}
+	it, err := c.Sandboxes.List(ctx, &modal.SandboxListParams{AppID: app.AppID, Tags: map[string]string{"group": "a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for sb, err := range it {
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[sb.SandboxID] = true
+	}
+	if len(seen) != n {
+		t.Fatalf("listed %d sandboxes, want %d", len(seen), n)
+	}
+	if s.Calls("SandboxListV2") != 3 {
+		t.Fatalf("want 2 pages + the empty one, got %d calls", s.Calls("SandboxListV2"))
+	}
+}
+
+func TestSDKLifetimeAndFaults(t *testing.T) {
+	s, c := newClient(t)
+	ctx := context.Background()
+	sb := create(t, c, &modal.SandboxCreateParams{Timeout: 1 * time.Second})
+	code, err := sb.Wait(ctx, nil)
+	if err != nil || code != 124 {
+		t.Fatalf("lifetime end: %d %v", code, err)
+	}
+
+	s.FailNext("AppGetOrCreate", 1, codes.PermissionDenied)
+	_, err = c.Apps.FromName(ctx, "other", &modal.AppFromNameParams{CreateIfMissing: true})
+	if status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("want injected PermissionDenied, got %v", err)
+	}
+	_, err = c.Apps.FromName(ctx, "never-created", nil)
+	var nf modal.NotFoundError
+	if !errors.As(err, &nf) {
+		t.Fatalf("want NotFound for a missing app, got %v", err)
+	}
+
+	sb2 := create(t, c, nil)
+	s.DropStdioStreams(3, 2)
+	out, _, code, err := run(t, sb2, nil, "sh", "-c", "echo 0123456789")
+	if err != nil || code != 0 || out != "0123456789\n" {
+		t.Fatalf("resumed output %q %d %v", out, code, err)
+	}
+
+	p, err := sb2.Exec(ctx, []string{"sleep", "30"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.KillSandbox(sb2.SandboxID); err != nil {
+		t.Fatal(err)
+	}
+	if code, err := p.Wait(ctx, nil); err != nil || code != 137 {
+		t.Fatalf("command in a killed sandbox: %d %v", code, err)
+	}
+	if got, err := sb2.Poll(ctx, nil); err != nil || got == nil {
+		t.Fatalf("poll of a killed sandbox: %v %v", got, err)
+	}
+}
+
+func TestBadTokenIsUnauthenticated(t *testing.T) {
+	s := Start(t, Options{})
+	s.SetEnv(t)
+	t.Setenv("MODAL_TOKEN_SECRET", "wrong")
+	c, err := modal.NewClientWithOptions(&modal.ClientParams{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, err = c.Apps.FromName(context.Background(), "x", &modal.AppFromNameParams{CreateIfMissing: true})
+	if status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("want Unauthenticated, got %v", err)
+	}
+}

@@ -1,0 +1,365 @@
+// Package fakemodal is a fake Modal control plane and task command router
+// that the real Modal Go SDK (modal-client/go v0.11.1) can drive. Both gRPC
+// services listen on one 127.0.0.1 port; the SDK dials the router in
+// plaintext because the control-plane URL is a localhost one.
+//
+// Sandbox commands run as local processes through a sandbox.Driver (the
+// local bubblewrap driver by default), so files and processes behave like a
+// real sandbox's. Fault hooks let tests inject Unavailable errors, streams
+// that drop, sandboxes that die mid-command and slow creates.
+package fakemodal
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net"
+	"path"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	pb "github.com/modal-labs/modal-client/go/proto/modal_proto"
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+)
+
+// Default credentials the fake accepts when Options leaves them empty.
+const (
+	DefaultTokenID     = "ak-fakemodal"
+	DefaultTokenSecret = "as-fakemodal-secret"
+)
+
+// Options configure a fake server.
+type Options struct {
+	TokenID, TokenSecret string // accepted credentials; defaults above
+	// Exec runs the sandboxes' commands and holds their files. Nil: a
+	// driver from NewDefaultExecDriver, rooted in a temporary directory.
+	Exec sandbox.Driver
+	// Root is where the default exec driver keeps sandboxes ("" = a temp dir).
+	Root   string
+	Logger hclog.Logger
+}
+
+// Server is a running fake. All methods are safe for concurrent use.
+type Server struct {
+	opts    Options
+	exec    sandbox.Driver
+	ownExec bool
+	log     hclog.Logger
+	lis     net.Listener
+	grpc    *grpc.Server
+	addr    string
+	start   time.Time
+
+	authJWT   string
+	routerJWT string
+
+	mu        sync.Mutex
+	seq       int
+	apps      map[string]string // env + "/" + name -> app id
+	envs      map[string]bool
+	sandboxes map[string]*fakeSandbox // by sandbox id
+	byTask    map[string]*fakeSandbox
+	creates   []CreateRecord
+	calls     map[string]int
+	faults    map[string][]error // method -> errors for the next calls
+	createDelay   time.Duration
+	failAfterCreate int
+	dropAfter     int64 // stdio streams drop after this many bytes
+	dropCount     int   // ... this many more times
+	closed    bool
+	lastCreated time.Time
+	secrets   map[string]map[string]string
+}
+
+// CreateRecord is what a sandbox-create call carried, for assertions.
+type CreateRecord struct {
+	SandboxID  string
+	V2         bool
+	AppID      string
+	Definition *pb.Sandbox
+	Tags       map[string]string
+	Env        map[string]string // env from inline secret sources
+}
+
+// SandboxInfo describes a live fake sandbox.
+type SandboxInfo struct {
+	ID, Name, AppID, TaskID string
+	Tags                    map[string]string
+	CreatedAt               time.Time
+	Timeout                 time.Duration
+}
+
+// Start starts a fake for a test and stops it in t.Cleanup.
+func Start(tb testing.TB, opts Options) *Server {
+	tb.Helper()
+	if opts.Root == "" && opts.Exec == nil {
+		opts.Root = tb.TempDir()
+	}
+	s, err := New(opts)
+	if err != nil {
+		tb.Fatalf("fakemodal: %v", err)
+	}
+	tb.Cleanup(s.Close)
+	return s
+}
+
+// New starts a fake outside tests. Close stops it.
+func New(opts Options) (*Server, error) {
+	if opts.TokenID == "" {
+		opts.TokenID = DefaultTokenID
+	}
+	if opts.TokenSecret == "" {
+		opts.TokenSecret = DefaultTokenSecret
+	}
+	log := opts.Logger
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	s := &Server{
+		opts: opts, log: log, exec: opts.Exec, start: time.Now(),
+		apps: map[string]string{}, envs: map[string]bool{},
+		sandboxes: map[string]*fakeSandbox{}, byTask: map[string]*fakeSandbox{},
+		calls: map[string]int{}, faults: map[string][]error{},
+	}
+	if s.exec == nil {
+		drv, err := NewDefaultExecDriver(opts.Root, log)
+		if err != nil {
+			return nil, err
+		}
+		s.exec, s.ownExec = drv, true
+	}
+	exp := time.Now().Add(24 * time.Hour).Unix()
+	s.authJWT = makeJWT(map[string]any{"sub": "fake-auth", "exp": exp})
+	s.routerJWT = makeJWT(map[string]any{"sub": "fake-router", "exp": exp})
+
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("listen on 127.0.0.1: %w", err)
+	}
+	s.lis, s.addr = lis, lis.Addr().String()
+	s.grpc = grpc.NewServer(
+		// The SDK pings idle connections every 30 s; grpc's default policy
+		// answers that with GOAWAY too_many_pings.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.MaxRecvMsgSize(100<<20),
+		grpc.ChainUnaryInterceptor(s.unaryInterceptor),
+		grpc.ChainStreamInterceptor(s.streamInterceptor),
+	)
+	pb.RegisterModalClientServer(s.grpc, &control{s: s})
+	pb.RegisterTaskCommandRouterServer(s.grpc, &router{s: s})
+	go s.grpc.Serve(lis) //nolint:errcheck // returns when stopped
+	return s, nil
+}
+
+// Addr is host:port of the fake.
+func (s *Server) Addr() string { return s.addr }
+
+// URL is the control-plane URL (MODAL_SERVER_URL).
+func (s *Server) URL() string { return "http://" + s.addr }
+
+// TokenID and TokenSecret are the credentials the fake accepts.
+func (s *Server) TokenID() string     { return s.opts.TokenID }
+func (s *Server) TokenSecret() string { return s.opts.TokenSecret }
+
+// Env returns the environment a client needs to reach the fake. The
+// config-file path points nowhere so a developer's ~/.modal.toml is ignored.
+func (s *Server) Env() map[string]string {
+	return map[string]string{
+		"MODAL_SERVER_URL":   s.URL(),
+		"MODAL_TOKEN_ID":     s.opts.TokenID,
+		"MODAL_TOKEN_SECRET": s.opts.TokenSecret,
+		"MODAL_CONFIG_PATH":  "/nonexistent/modal.toml",
+	}
+}
+
+// SetEnv sets Env() on tb (t.Setenv; not for parallel tests).
+func (s *Server) SetEnv(tb testing.TB) {
+	for k, v := range s.Env() {
+		tb.Setenv(k, v)
+	}
+}
+
+// Close stops the server and destroys every sandbox it still runs.
+func (s *Server) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	var live []*fakeSandbox
+	for _, sb := range s.sandboxes {
+		live = append(live, sb)
+	}
+	s.mu.Unlock()
+	for _, sb := range live {
+		s.finish(sb, pb.GenericResult_GENERIC_STATUS_TERMINATED, 0)
+	}
+	s.grpc.Stop()
+	if s.ownExec {
+		s.exec.Close()
+	}
+}
+
+// Sandboxes lists the sandboxes that are still running (for leak checks).
+func (s *Server) Sandboxes() []SandboxInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []SandboxInfo
+	for _, sb := range s.sandboxes {
+		if sb.isDone() {
+			continue
+		}
+		out = append(out, sb.info())
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Creates returns every create call received, oldest first.
+func (s *Server) Creates() []CreateRecord {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]CreateRecord(nil), s.creates...)
+}
+
+// Calls is how many times the RPC method (e.g. "SandboxCreateV2") was called.
+func (s *Server) Calls(method string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls[method]
+}
+
+// FailNext makes the next n calls of method fail with code.
+func (s *Server) FailNext(method string, n int, code codes.Code) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := 0; i < n; i++ {
+		s.faults[method] = append(s.faults[method], status.Errorf(code, "fakemodal: injected %s failure of %s", code, method))
+	}
+}
+
+// SetCreateDelay makes every create wait d after the sandbox exists and
+// before answering, as a slow control plane does.
+func (s *Server) SetCreateDelay(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.createDelay = d
+}
+
+// FailAfterCreate makes the next n creates provision the sandbox and then
+// answer Unavailable, so the client cannot tell whether it exists.
+func (s *Server) FailAfterCreate(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failAfterCreate = n
+}
+
+// DropStdioStreams makes the next count stdio read streams fail with
+// Unavailable after sending afterBytes bytes (clients resume by offset).
+func (s *Server) DropStdioStreams(afterBytes int64, count int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dropAfter, s.dropCount = afterBytes, count
+}
+
+// KillSandbox makes a sandbox die now, as if its host failed: running
+// commands are killed and it reports TERMINATED.
+func (s *Server) KillSandbox(id string) error {
+	s.mu.Lock()
+	sb := s.sandboxes[id]
+	s.mu.Unlock()
+	if sb == nil {
+		return fmt.Errorf("fakemodal: no sandbox %s", id)
+	}
+	s.finish(sb, pb.GenericResult_GENERIC_STATUS_TERMINATED, 0)
+	return nil
+}
+
+func (s *Server) nextID(prefix string, width int) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.nextIDLocked(prefix, width)
+}
+
+func (s *Server) nextIDLocked(prefix string, width int) string {
+	s.seq++
+	return fmt.Sprintf("%s%0*d", prefix, width, s.seq)
+}
+
+func makeJWT(claims map[string]any) string {
+	enc := base64.RawURLEncoding
+	head, _ := json.Marshal(map[string]string{"alg": "none", "typ": "JWT"})
+	body, _ := json.Marshal(claims)
+	return enc.EncodeToString(head) + "." + enc.EncodeToString(body) + "." + enc.EncodeToString([]byte("fakesig"))
+}
+
+const (
+	controlService = "/modal.client.ModalClient/"
+	routerService  = "/modal.task_command_router.TaskCommandRouter/"
+)
+
+// admit counts the call, checks credentials and applies injected faults.
+func (s *Server) admit(ctx context.Context, full string) error {
+	method := path.Base(full)
+	s.mu.Lock()
+	s.calls[method]++
+	var fault error
+	if q := s.faults[method]; len(q) > 0 {
+		fault, s.faults[method] = q[0], q[1:]
+	}
+	s.mu.Unlock()
+	if err := s.authorize(ctx, full); err != nil {
+		return err
+	}
+	return fault
+}
+
+func (s *Server) authorize(ctx context.Context, full string) error {
+	md, _ := metadata.FromIncomingContext(ctx)
+	get := func(k string) string {
+		if v := md.Get(k); len(v) > 0 {
+			return v[0]
+		}
+		return ""
+	}
+	switch {
+	case strings.HasPrefix(full, routerService):
+		if get("authorization") != "Bearer "+s.routerJWT {
+			return status.Error(codes.Unauthenticated, "fakemodal: missing or wrong router bearer token")
+		}
+	case strings.HasPrefix(full, controlService):
+		if get("x-modal-token-id") != s.opts.TokenID || get("x-modal-token-secret") != s.opts.TokenSecret {
+			return status.Error(codes.Unauthenticated, "fakemodal: token id/secret rejected")
+		}
+		if !strings.HasSuffix(full, "/AuthTokenGet") && get("x-modal-auth-token") != s.authJWT {
+			return status.Error(codes.Unauthenticated, "fakemodal: missing or wrong x-modal-auth-token")
+		}
+	}
+	return nil
+}
+
+func (s *Server) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if err := s.admit(ctx, info.FullMethod); err != nil {
+		return nil, err
+	}
+	return handler(ctx, req)
+}
+
+func (s *Server) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if err := s.admit(ss.Context(), info.FullMethod); err != nil {
+		return err
+	}
+	return handler(srv, ss)
+}
