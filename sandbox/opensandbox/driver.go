@@ -1,0 +1,610 @@
+// Package opensandbox is the sandbox.Driver for OpenSandbox
+// (github.com/alibaba/OpenSandbox), written against its HTTP APIs because
+// its Go SDK is not available to us: the lifecycle API (LifecycleClient),
+// the in-sandbox execd API (ExecdClient, with EventReader for its command
+// streams) and the egress sidecar's policy API (EgressClient).
+//
+// Tags are stored as sandbox metadata (see metadata.go for the encoding).
+// The Python provider cannot attach to OpenSandbox sandboxes; Go tasks can,
+// through Tags/SetTags and sandbox.Attach.
+package opensandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/airflow-sandbox/airflow-go-worker/connections"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+)
+
+// Backend is the driver's name.
+const Backend = "opensandbox"
+
+// Defaults, as the Python provider's.
+const (
+	DefaultImage        = "python:3.12-slim"
+	DefaultCPU          = "1"
+	DefaultMemory       = "2Gi"
+	DefaultReadyTimeout = 120 * time.Second
+	// MinTimeout is the shortest lifetime the lifecycle server accepts.
+	MinTimeout = 60 * time.Second
+	// execGrace is how long past a command's timeout the client waits for
+	// execd to report the kill before giving up on the stream.
+	execGrace = 30 * time.Second
+	// cleanupTimeout bounds best-effort deletes made after a failure,
+	// which run even when the caller's context is already done.
+	cleanupTimeout = 30 * time.Second
+)
+
+// DefaultEntrypoint keeps the sandbox's main process alive; work runs
+// through execd.
+var DefaultEntrypoint = []string{"tail", "-f", "/dev/null"}
+
+// Options configure the driver.
+type Options struct {
+	Config       connections.OpenSandboxConfig
+	ReadyTimeout time.Duration // provisioning, endpoint and policy checks; default 120 s
+	Entrypoint   []string      // default ["tail","-f","/dev/null"]
+	Image        string        // used when Spec.Image is empty; default python:3.12-slim
+	// DefaultCPU and DefaultMemory are sent when the spec leaves cpu or
+	// memory unset: OpenSandbox requires resource limits on every sandbox.
+	DefaultCPU    string
+	DefaultMemory string
+	// RequireIPEgressEnforcement refuses to run blocked-network sandboxes on
+	// servers whose egress sidecar filters only DNS (mode "dns", the
+	// server default), where connections to literal IP addresses still
+	// get out. With it off, such servers are accepted with a warning, as
+	// the Python provider accepts them.
+	RequireIPEgressEnforcement bool
+	Logger                     hclog.Logger
+	// Transport, when set, replaces the HTTP transport (tests, proxies).
+	Transport http.RoundTripper
+}
+
+// Driver implements sandbox.Driver on an OpenSandbox server.
+type Driver struct {
+	opts   Options
+	cfg    connections.OpenSandboxConfig
+	log    hclog.Logger
+	life   *LifecycleClient
+	unary  *http.Client // request timeout: every call but streams
+	stream *http.Client // no overall timeout: command streams, uploads, downloads
+
+	mu      sync.Mutex
+	execd   map[string]*ExecdClient // by sandbox id
+	workdir map[string]string
+}
+
+var _ sandbox.Driver = (*Driver)(nil)
+
+// New checks the configuration and builds the clients. It makes no call.
+func New(opts Options) (*Driver, error) {
+	cfg := opts.Config
+	if cfg.Domain == "" {
+		return nil, errors.New("opensandbox: no server domain configured; set the connection's host or OPEN_SANDBOX_DOMAIN")
+	}
+	if cfg.Protocol == "" {
+		cfg.Protocol = connections.DefaultOpenSandboxProtocol
+	}
+	if cfg.Protocol != "http" && cfg.Protocol != "https" {
+		return nil, fmt.Errorf("opensandbox: protocol %q is not http or https", cfg.Protocol)
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = connections.DefaultOpenSandboxRequestTimeout
+	}
+	if opts.ReadyTimeout <= 0 {
+		opts.ReadyTimeout = DefaultReadyTimeout
+	}
+	if len(opts.Entrypoint) == 0 {
+		opts.Entrypoint = DefaultEntrypoint
+	}
+	if opts.Image == "" {
+		opts.Image = DefaultImage
+	}
+	if opts.DefaultCPU == "" {
+		opts.DefaultCPU = DefaultCPU
+	}
+	if opts.DefaultMemory == "" {
+		opts.DefaultMemory = DefaultMemory
+	}
+	if opts.Logger == nil {
+		opts.Logger = hclog.NewNullLogger()
+	}
+	tr := opts.Transport
+	if tr == nil {
+		tr = http.DefaultTransport.(*http.Transport).Clone()
+	}
+	d := &Driver{
+		opts: opts, cfg: cfg, log: opts.Logger,
+		unary:   &http.Client{Timeout: cfg.RequestTimeout, Transport: tr},
+		stream:  &http.Client{Transport: tr},
+		execd:   map[string]*ExecdClient{},
+		workdir: map[string]string{},
+	}
+	d.life = NewLifecycleClient(cfg.BaseURL(), cfg.APIKey, d.unary)
+	return d, nil
+}
+
+// Backend returns "opensandbox".
+func (d *Driver) Backend() string { return Backend }
+
+// Lifecycle exposes the lifecycle client, for operations the portable API
+// does not have (pause, diagnostics through raw calls, renew).
+func (d *Driver) Lifecycle() *LifecycleClient { return d.life }
+
+// Close drops idle connections; sandboxes are untouched.
+func (d *Driver) Close() error {
+	d.unary.CloseIdleConnections()
+	d.stream.CloseIdleConnections()
+	return nil
+}
+
+// fail wraps err as a sandbox.Error, keeping its retryability.
+func fail(op, id, path string, kind, err error) error {
+	if err == nil && kind == nil {
+		return nil
+	}
+	var se *sandbox.Error
+	if kind == nil && errors.As(err, &se) {
+		return err
+	}
+	return &sandbox.Error{Op: op, Sandbox: id, Path: path, Kind: kind, Retryable: kind == nil && sandbox.IsRetryable(classify(err)), Err: err}
+}
+
+// gone reports whether err says the sandbox no longer exists.
+func gone(err error) bool {
+	var api *APIError
+	return errors.As(err, &api) && (api.SandboxNotFound() || api.NotFound() && strings.HasPrefix(api.Op, "get sandbox"))
+}
+
+// createRequest maps a spec onto the create body, refusing what OpenSandbox
+// cannot enforce (or we cannot verify) before anything is provisioned.
+func (d *Driver) createRequest(name string, spec sandbox.Spec) (CreateRequest, error) {
+	var errs []string
+	if spec.Timeout < MinTimeout {
+		errs = append(errs, fmt.Sprintf("timeout: OpenSandbox needs a lifetime of at least %v (got %v)", MinTimeout, spec.Timeout))
+	}
+	net := spec.NetworkPolicy()
+	if len(net.AllowCIDRs) > 0 {
+		errs = append(errs, "network: allow_cidrs cannot be used with OpenSandbox: its egress sidecar enforces CIDR rules only in dns+nft mode and the enforcement mode cannot be verified; allow host names instead")
+	}
+	cpu := d.opts.DefaultCPU
+	if spec.CPU > 0 {
+		milli := math.Round(spec.CPU * 1000)
+		switch {
+		case milli < 1:
+			errs = append(errs, fmt.Sprintf("cpu: %v cores is below OpenSandbox's 0.001-core resolution", spec.CPU))
+		case math.Mod(milli, 1000) == 0:
+			cpu = fmt.Sprintf("%d", int64(milli/1000))
+		default:
+			cpu = fmt.Sprintf("%dm", int64(milli))
+		}
+	}
+	mem := d.opts.DefaultMemory
+	if spec.MemoryMiB > 0 {
+		mem = fmt.Sprintf("%dMi", spec.MemoryMiB)
+	}
+	meta, err := encodeTags(spec.Tags)
+	if err != nil {
+		errs = append(errs, "tags: "+err.Error())
+	}
+	if len(errs) > 0 {
+		return CreateRequest{}, sandbox.Refused("the opensandbox backend refuses this spec: %s", strings.Join(errs, "; "))
+	}
+	meta[metaCreatedBy] = metaCreatedByValue
+	meta[metaName] = name
+	image := spec.Image
+	if image == "" {
+		image = d.opts.Image
+	}
+	req := CreateRequest{
+		Image:          ImageSpec{URI: image},
+		Entrypoint:     d.opts.Entrypoint,
+		Timeout:        int64(spec.Timeout / time.Second),
+		ResourceLimits: map[string]string{"cpu": cpu, "memory": mem},
+		Env:            spec.Env,
+		Metadata:       meta,
+	}
+	if net.Block {
+		// Always explicit: the sidecar reads a missing default as deny,
+		// the spec text says allow; never leave it to interpretation.
+		req.NetworkPolicy = &NetworkPolicySpec{DefaultAction: "deny", Egress: []NetworkRule{}}
+		for _, h := range net.AllowHosts {
+			req.NetworkPolicy.Egress = append(req.NetworkPolicy.Egress, NetworkRule{Action: "allow", Target: h})
+		}
+	}
+	return req, nil
+}
+
+// Create provisions the sandbox, waits until it runs and execd answers,
+// verifies a blocked network is enforced, and creates the workdir. Any
+// failure after the server accepted the sandbox deletes it.
+func (d *Driver) Create(ctx context.Context, name string, spec sandbox.Spec) (sandbox.Info, error) {
+	spec = spec.WithDefaults()
+	if err := spec.Validate(); err != nil {
+		return sandbox.Info{}, err
+	}
+	req, err := d.createRequest(name, spec)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	deadline := time.Now().Add(d.opts.ReadyTimeout)
+	rec, err := d.life.Create(ctx, req)
+	if err != nil {
+		var api *APIError
+		if !errors.As(err, &api) || api.Retryable() {
+			// The server may have created it before the answer was lost.
+			d.deleteByName(ctx, name)
+		}
+		return sandbox.Info{}, fail("create", name, "", nil, err)
+	}
+	id := rec.ID
+	d.log.Debug("opensandbox sandbox accepted", "id", id, "name", name, "state", rec.Status.State)
+	abort := func(err error) (sandbox.Info, error) {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		if derr := d.life.Delete(dctx, id); derr != nil {
+			d.log.Warn("could not delete a sandbox that failed to start; the server's timeout will remove it", "id", id, "error", derr)
+		}
+		d.forget(id)
+		return sandbox.Info{}, err
+	}
+	if rec, err = d.waitRunning(ctx, id, deadline); err != nil {
+		return abort(err)
+	}
+	ex, err := d.connectExecd(ctx, id, deadline)
+	if err != nil {
+		return abort(err)
+	}
+	if net := spec.NetworkPolicy(); net.Block {
+		if err := d.verifyEgress(ctx, id, net.AllowHosts, deadline); err != nil {
+			return abort(err)
+		}
+	}
+	if err := ex.Mkdir(ctx, spec.Workdir, 0o755); err != nil {
+		return abort(fail("create", id, spec.Workdir, nil, fmt.Errorf("creating the workdir: %w", err)))
+	}
+	d.mu.Lock()
+	d.workdir[id] = spec.Workdir
+	d.mu.Unlock()
+	return d.info(rec), nil
+}
+
+// deleteByName removes sandboxes named name, best effort.
+func (d *Driver) deleteByName(ctx context.Context, name string) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	recs, err := d.life.List(dctx, map[string]string{metaName: name})
+	if err != nil {
+		d.log.Warn("could not check whether a failed create left a sandbox behind; the server's timeout will remove it", "name", name, "error", err)
+		return
+	}
+	for _, r := range recs {
+		if err := d.life.Delete(dctx, r.ID); err != nil {
+			d.log.Warn("could not delete a sandbox left by a failed create", "id", r.ID, "error", err)
+		}
+	}
+}
+
+// waitRunning polls until the sandbox is Running. Failed, Terminated and
+// a vanished sandbox end the wait; unknown states and transient errors are
+// waited out until deadline.
+func (d *Driver) waitRunning(ctx context.Context, id string, deadline time.Time) (SandboxRecord, error) {
+	var last string
+	err := poll(ctx, deadline, func() (bool, error) {
+		rec, err := d.life.Get(ctx, id)
+		if err != nil {
+			var api *APIError
+			if errors.As(err, &api) && api.NotFound() {
+				return false, fail("create", id, "", sandbox.ErrGone, errors.New("the sandbox disappeared while starting; check the server's logs (image pull, resources)"))
+			}
+			if sandbox.IsRetryable(classify(err)) {
+				last = err.Error()
+				return false, nil
+			}
+			return false, fail("create", id, "", nil, err)
+		}
+		switch rec.Status.State {
+		case StateRunning:
+			return true, nil
+		case StateFailed, StateTerminated:
+			return false, fail("create", id, "", nil, fmt.Errorf("the sandbox is %s (%s) instead of starting; check the image and the resource limits", rec.Status.State, statusText(rec.Status)))
+		}
+		last = "state " + rec.Status.State
+		return false, nil
+	})
+	if errors.Is(err, errDeadline) {
+		return SandboxRecord{}, &sandbox.Error{Op: "create", Sandbox: id, Retryable: true,
+			Err: fmt.Errorf("the sandbox was not Running within %v (last seen: %s); the server may be busy pulling the image; raise the ready timeout or retry", d.opts.ReadyTimeout, last)}
+	}
+	if err != nil {
+		return SandboxRecord{}, err
+	}
+	return d.life.Get(ctx, id)
+}
+
+func statusText(s Status) string {
+	parts := []string{}
+	if s.Reason != "" {
+		parts = append(parts, s.Reason)
+	}
+	if s.Message != "" {
+		parts = append(parts, s.Message)
+	}
+	if len(parts) == 0 {
+		return "no reason given"
+	}
+	return strings.Join(parts, ": ")
+}
+
+var errDeadline = errors.New("deadline passed")
+
+// poll calls f with growing pauses until it reports done, fails, ctx ends,
+// or deadline passes (errDeadline).
+func poll(ctx context.Context, deadline time.Time, f func() (bool, error)) error {
+	wait := 100 * time.Millisecond
+	for {
+		done, err := f()
+		if done || err != nil {
+			return err
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return errDeadline
+		}
+		t := time.NewTimer(min(wait, left))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		wait = min(wait*2, 2*time.Second)
+	}
+}
+
+// connectExecd looks up execd's endpoint and waits until /ping answers.
+func (d *Driver) connectExecd(ctx context.Context, id string, deadline time.Time) (*ExecdClient, error) {
+	ex, err := d.lookupExecd(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	var last error
+	err = poll(ctx, deadline, func() (bool, error) {
+		last = ex.Ping(ctx)
+		return last == nil, nil
+	})
+	if errors.Is(err, errDeadline) {
+		return nil, &sandbox.Error{Op: "create", Sandbox: id, Retryable: true,
+			Err: fmt.Errorf("execd in the sandbox did not answer within %v: %v", d.opts.ReadyTimeout, last)}
+	}
+	if err != nil {
+		return nil, fail("create", id, "", nil, err)
+	}
+	return ex, nil
+}
+
+// lookupExecd resolves execd's endpoint and caches the client.
+func (d *Driver) lookupExecd(ctx context.Context, id string) (*ExecdClient, error) {
+	ep, err := d.life.Endpoint(ctx, id, ExecdPort, d.cfg.UseServerProxy)
+	if err != nil {
+		var api *APIError
+		if errors.As(err, &api) && api.NotFound() {
+			return nil, fail("connect", id, "", sandbox.ErrGone, err)
+		}
+		return nil, fail("connect", id, "", nil, err)
+	}
+	ex := NewExecdClient(ep.URL(d.cfg.Protocol), ep.Headers, d.unary, d.stream)
+	d.mu.Lock()
+	d.execd[id] = ex
+	d.mu.Unlock()
+	return ex, nil
+}
+
+// execdFor returns the cached execd client of a sandbox, or looks it up
+// (sandboxes created by another process or task).
+func (d *Driver) execdFor(ctx context.Context, id string) (*ExecdClient, error) {
+	d.mu.Lock()
+	ex := d.execd[id]
+	d.mu.Unlock()
+	if ex != nil {
+		return ex, nil
+	}
+	return d.lookupExecd(ctx, id)
+}
+
+func (d *Driver) forget(id string) {
+	d.mu.Lock()
+	delete(d.execd, id)
+	delete(d.workdir, id)
+	d.mu.Unlock()
+}
+
+// verifyEgress reads the policy back from the egress sidecar and fails,
+// terminally, unless it denies by default and allows exactly hosts.
+func (d *Driver) verifyEgress(ctx context.Context, id string, hosts []string, deadline time.Time) error {
+	refuse := func(why string) error {
+		return &sandbox.Error{Op: "create", Sandbox: id, Kind: sandbox.ErrRefused, Err: fmt.Errorf(
+			"OpenSandbox did not enforce the requested network policy (%s); the server may be running without its egress sidecar (configure [egress] image on the server) or ignore policies; the sandbox was destroyed", why)}
+	}
+	var got EgressPolicy
+	var last error
+	err := poll(ctx, deadline, func() (bool, error) {
+		ep, err := d.life.Endpoint(ctx, id, EgressPort, d.cfg.UseServerProxy)
+		if err == nil {
+			got, err = NewEgressClient(ep.URL(d.cfg.Protocol), ep.Headers, d.unary).Policy(ctx)
+		}
+		if err == nil {
+			return true, nil
+		}
+		last = err
+		if sandbox.IsRetryable(classify(err)) {
+			return false, nil // the sidecar may still be starting
+		}
+		return false, refuse(fmt.Sprintf("its policy could not be read: %v", err))
+	})
+	if errors.Is(err, errDeadline) {
+		return refuse(fmt.Sprintf("its policy could not be read within %v: %v", d.opts.ReadyTimeout, last))
+	}
+	if err != nil {
+		return err
+	}
+	if ok, why := enforces(got, hosts); !ok {
+		return refuse(why)
+	}
+	if mode := strings.ToLower(got.EnforcementMode); mode == "dns" || mode == "" {
+		if d.opts.RequireIPEgressEnforcement {
+			return refuse(fmt.Sprintf("the sidecar's enforcement mode is %q, which does not block connections to IP addresses; run the server with [egress] mode = \"dns+nft\"", got.EnforcementMode))
+		}
+		d.log.Warn("the OpenSandbox egress sidecar filters DNS only: connections to literal IP addresses are not blocked; use [egress] mode = \"dns+nft\" on the server for a strict block", "id", id, "enforcement_mode", got.EnforcementMode)
+	}
+	return nil
+}
+
+// info builds a sandbox.Info from a lifecycle record.
+func (d *Driver) info(rec SandboxRecord) sandbox.Info {
+	tags := decodeTags(rec.Metadata)
+	info := sandbox.Info{
+		ID: rec.ID, Name: rec.Metadata[metaName], Backend: Backend,
+		Workdir: tags[sandbox.TagWorkdir], CreatedAt: rec.CreatedAt, Tags: tags,
+	}
+	if info.Name == "" {
+		info.Name = tags[sandbox.TagSandbox]
+	}
+	if rec.ExpiresAt != nil {
+		info.ExpiresAt = *rec.ExpiresAt
+	}
+	return info
+}
+
+// record gets a sandbox's record, mapping a missing, terminated or failed
+// sandbox to ErrGone.
+func (d *Driver) record(ctx context.Context, op, id string) (SandboxRecord, error) {
+	rec, err := d.life.Get(ctx, id)
+	if err != nil {
+		var api *APIError
+		if errors.As(err, &api) && api.NotFound() {
+			d.forget(id)
+			return SandboxRecord{}, fail(op, id, "", sandbox.ErrGone, err)
+		}
+		return SandboxRecord{}, fail(op, id, "", nil, err)
+	}
+	if rec.Status.State == StateTerminated || rec.Status.State == StateFailed {
+		d.forget(id)
+		return SandboxRecord{}, fail(op, id, "", sandbox.ErrGone, fmt.Errorf("the sandbox is %s (%s)", rec.Status.State, statusText(rec.Status)))
+	}
+	return rec, nil
+}
+
+// Info describes a sandbox; ErrGone when it no longer exists or has stopped.
+func (d *Driver) Info(ctx context.Context, id string) (sandbox.Info, error) {
+	rec, err := d.record(ctx, "info", id)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	return d.info(rec), nil
+}
+
+// Tags returns the sandbox's tags, decoded from its metadata.
+func (d *Driver) Tags(ctx context.Context, id string) (map[string]string, error) {
+	rec, err := d.record(ctx, "read tags", id)
+	if err != nil {
+		return nil, err
+	}
+	return decodeTags(rec.Metadata), nil
+}
+
+// SetTags replaces the tag set with one metadata merge patch; the Python
+// provider's created-by and name keys are kept.
+func (d *Driver) SetTags(ctx context.Context, id string, tags map[string]string) error {
+	want, err := encodeTags(tags)
+	if err != nil {
+		return &sandbox.Error{Op: "set tags", Sandbox: id, Err: err}
+	}
+	rec, err := d.record(ctx, "set tags", id)
+	if err != nil {
+		return err
+	}
+	patch := metadataPatch(rec.Metadata, want, map[string]bool{metaCreatedBy: true, metaName: true})
+	if len(patch) == 0 {
+		return nil
+	}
+	if _, err := d.life.PatchMetadata(ctx, id, patch); err != nil {
+		var api *APIError
+		if errors.As(err, &api) && api.NotFound() {
+			return fail("set tags", id, "", sandbox.ErrGone, err)
+		}
+		return fail("set tags", id, "", nil, err)
+	}
+	return nil
+}
+
+// ListSandboxes lists live sandboxes whose tags include every pair of
+// match. The filter runs on the server (on the encoded metadata) and again
+// here on the decoded tags.
+func (d *Driver) ListSandboxes(ctx context.Context, match map[string]string) ([]sandbox.Info, error) {
+	filter, err := encodeTags(match)
+	if err != nil {
+		return nil, &sandbox.Error{Op: "list sandboxes", Err: err}
+	}
+	recs, err := d.life.List(ctx, filter)
+	if err != nil {
+		return nil, fail("list sandboxes", "", "", nil, err)
+	}
+	var out []sandbox.Info
+	for _, rec := range recs {
+		if rec.Status.State == StateTerminated || rec.Status.State == StateFailed {
+			continue
+		}
+		info := d.info(rec)
+		ok := true
+		for k, v := range match {
+			if info.Tags[k] != v {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			out = append(out, info)
+		}
+	}
+	return out, nil
+}
+
+// Destroy deletes the sandbox; one already gone is not an error.
+func (d *Driver) Destroy(ctx context.Context, id string) error {
+	defer d.forget(id)
+	if err := d.life.Delete(ctx, id); err != nil {
+		return fail("destroy", id, "", nil, err)
+	}
+	return nil
+}
+
+// Renew moves the sandbox's expiry to now+extend and updates its
+// airflow_expires_at tag; it returns the new expiry.
+func (d *Driver) Renew(ctx context.Context, id string, extend time.Duration) (time.Time, error) {
+	at, err := d.life.Renew(ctx, id, time.Now().Add(extend))
+	if err != nil {
+		var api *APIError
+		if errors.As(err, &api) && api.NotFound() {
+			return time.Time{}, fail("renew", id, "", sandbox.ErrGone, err)
+		}
+		return time.Time{}, fail("renew", id, "", nil, err)
+	}
+	tags, err := d.Tags(ctx, id)
+	if err == nil {
+		if _, ok := tags[sandbox.TagExpiresAt]; ok {
+			tags[sandbox.TagExpiresAt] = fmt.Sprint(at.Unix())
+			err = d.SetTags(ctx, id, tags)
+		}
+	}
+	return at, err
+}

@@ -1,0 +1,161 @@
+package opensandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+)
+
+// APIError is a non-2xx answer from the lifecycle server, execd, or a proxy
+// in between. Its message says which call failed and what to do.
+type APIError struct {
+	Op        string // "create sandbox", "run command", ...
+	Status    int
+	Code      string // e.g. DOCKER::SANDBOX_NOT_FOUND, FILE_NOT_FOUND; "" when the body had none
+	Message   string
+	RequestID string
+}
+
+func (e *APIError) Error() string {
+	msg := fmt.Sprintf("OpenSandbox could not %s (HTTP %d", e.Op, e.Status)
+	if e.Code != "" {
+		msg += " " + e.Code
+	}
+	msg += ")"
+	if e.Message != "" {
+		msg += ": " + e.Message
+	}
+	if e.RequestID != "" {
+		msg += " [request " + e.RequestID + "]"
+	}
+	if hint := e.hint(); hint != "" {
+		msg += "; " + hint
+	}
+	return msg
+}
+
+func (e *APIError) hint() string {
+	switch {
+	case e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden:
+		return "check the API key (the connection's password or OPEN_SANDBOX_API_KEY) and the endpoint headers"
+	case e.Status == http.StatusNotFound:
+		return "" // callers turn 404s into ErrGone or ErrNotFound with their own words
+	case e.Status == http.StatusUnprocessableEntity || e.Status == http.StatusBadRequest:
+		return "the server rejected the request; fix the sandbox spec or the call's arguments"
+	case e.Status == http.StatusConflict:
+		return "the sandbox is not in a state that allows this; check its state on the server"
+	case e.Status == http.StatusBadGateway:
+		return "a proxy could not reach the sandbox; it may still be starting, or it has stopped"
+	case e.Retryable():
+		return "the server may be overloaded or restarting; retry later"
+	}
+	return ""
+}
+
+// Retryable: 5xx, 408 and 429 may pass; other 4xx will not.
+func (e *APIError) Retryable() bool {
+	return e.Status >= 500 || e.Status == http.StatusRequestTimeout || e.Status == http.StatusTooManyRequests
+}
+
+// NotFound reports a 404.
+func (e *APIError) NotFound() bool { return e.Status == http.StatusNotFound }
+
+// SandboxNotFound reports the lifecycle server's "no such sandbox" answer
+// (codes like DOCKER::SANDBOX_NOT_FOUND), which the server proxy also gives.
+func (e *APIError) SandboxNotFound() bool {
+	return e.Status == http.StatusNotFound && strings.HasSuffix(e.Code, "SANDBOX_NOT_FOUND")
+}
+
+// maxErrorBody bounds how much of an error body is read.
+const maxErrorBody = 64 << 10
+
+// readAPIError turns a non-2xx response into an *APIError, accepting every
+// body shape the servers use: {code, message}, FastAPI's 422 {detail},
+// execd's 401 {error}, and plain text from proxies. It closes the body.
+func readAPIError(op string, resp *http.Response) *APIError {
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	e := &APIError{Op: op, Status: resp.StatusCode, RequestID: resp.Header.Get("X-Request-ID")}
+	var shaped struct {
+		Code    string          `json:"code"`
+		Message string          `json:"message"`
+		Error   string          `json:"error"`
+		Detail  json.RawMessage `json:"detail"`
+	}
+	if json.Unmarshal(body, &shaped) == nil {
+		e.Code, e.Message = shaped.Code, shaped.Message
+		if e.Message == "" {
+			e.Message = shaped.Error
+		}
+		if e.Message == "" && len(shaped.Detail) > 0 {
+			e.Message = detailText(shaped.Detail)
+		}
+		if e.Message != "" || e.Code != "" {
+			return e
+		}
+	}
+	e.Message = strings.TrimSpace(string(body))
+	if len(e.Message) > 500 {
+		e.Message = e.Message[:500] + "..."
+	}
+	if e.Message == "" {
+		e.Message = http.StatusText(resp.StatusCode)
+	}
+	return e
+}
+
+// detailText flattens FastAPI's detail: a string, or a list of
+// {loc: [...], msg} validation items.
+func detailText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var items []struct {
+		Loc []any  `json:"loc"`
+		Msg string `json:"msg"`
+	}
+	if json.Unmarshal(raw, &items) != nil {
+		return string(raw)
+	}
+	var parts []string
+	for _, it := range items {
+		loc := make([]string, 0, len(it.Loc))
+		for _, l := range it.Loc {
+			loc = append(loc, fmt.Sprint(l))
+		}
+		parts = append(parts, strings.Join(loc, ".")+": "+it.Msg)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// classify marks err retryable or terminal: API errors by status, transport
+// failures (refused, reset, timed out) as retryable. Context cancellation by
+// the caller stays terminal: the task is being stopped.
+func classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	var api *APIError
+	if errors.As(err, &api) {
+		if api.Retryable() {
+			return sandbox.Retryable(err)
+		}
+		return err
+	}
+	if errors.Is(err, context.Canceled) {
+		return err
+	}
+	return sandbox.Retryable(err)
+}
+
+// transportError describes a request that got no HTTP answer.
+func transportError(op string, err error) error {
+	return fmt.Errorf("OpenSandbox could not %s: %w; check that the server is reachable (domain, protocol, network) and retry", op, err)
+}

@@ -1,0 +1,222 @@
+package opensandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+)
+
+// fileError maps an execd file error: a 404 is ErrNotFound while the
+// sandbox lives and ErrGone once it does not (the server proxy answers 404
+// for both), everything else keeps its retryability.
+func (d *Driver) fileError(ctx context.Context, op, id, p string, err error) error {
+	var api *APIError
+	if errors.As(err, &api) && api.NotFound() {
+		if api.SandboxNotFound() {
+			d.forget(id)
+			return fail(op, id, p, sandbox.ErrGone, err)
+		}
+		if _, gerr := d.record(ctx, op, id); errors.Is(gerr, sandbox.ErrGone) {
+			return gerr
+		}
+		return fail(op, id, p, sandbox.ErrNotFound, nil)
+	}
+	if !errors.As(err, &api) {
+		d.forget(id) // transport trouble: look the endpoint up again next time
+	}
+	return fail(op, id, p, nil, err)
+}
+
+// Stat describes p without following a final symlink.
+func (d *Driver) Stat(ctx context.Context, id, p string) (sandbox.FileInfo, error) {
+	ex, err := d.execdFor(ctx, id)
+	if err != nil {
+		return sandbox.FileInfo{}, err
+	}
+	fi, err := ex.Info(ctx, p)
+	if err != nil {
+		return sandbox.FileInfo{}, d.fileError(ctx, "stat", id, p, err)
+	}
+	return toFileInfo(fi, p), nil
+}
+
+func toFileInfo(fi FileInfo, p string) sandbox.FileInfo {
+	if fi.Path != "" {
+		p = fi.Path
+	}
+	return sandbox.FileInfo{Name: path.Base(p), Path: p, Size: fi.Size, Mode: fi.FileMode(), ModTime: fi.ModifiedAt}
+}
+
+// List lists a directory's entries, sorted by name.
+func (d *Driver) List(ctx context.Context, id, p string) ([]sandbox.FileInfo, error) {
+	ex, err := d.execdFor(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	// execd lists a file's path as an error or an empty list depending on
+	// the version; asking first gives one clear answer.
+	fi, err := ex.Info(ctx, p)
+	if err != nil {
+		return nil, d.fileError(ctx, "list", id, p, err)
+	}
+	if fi.Type == "symlink" {
+		if kind, _, err := d.followLink(ctx, id, p); err != nil {
+			return nil, err
+		} else if kind != "directory" {
+			return nil, fail("list", id, p, nil, errors.New("not a directory"))
+		}
+		// execd refuses a symlink root; list through the resolved path.
+		out, code, err := d.run(ctx, id, "readlink -f -- "+shellQuote(p))
+		if err != nil || code != 0 {
+			return nil, fail("list", id, p, nil, fmt.Errorf("cannot resolve the symlink: %v", err))
+		}
+		p = strings.TrimSpace(out)
+	} else if fi.Type != "directory" {
+		return nil, fail("list", id, p, nil, errors.New("not a directory"))
+	}
+	entries, err := ex.ListDir(ctx, p)
+	if err != nil {
+		return nil, d.fileError(ctx, "list", id, p, err)
+	}
+	out := make([]sandbox.FileInfo, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, toFileInfo(e, path.Join(p, path.Base(e.Path))))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// followLink asks the sandbox what a symlink points at: "file",
+// "directory" or "other", and the target's size. A dangling link is
+// ErrNotFound.
+func (d *Driver) followLink(ctx context.Context, id, p string) (string, int64, error) {
+	out, code, err := d.run(ctx, id, "stat -L -c '%F|%s' -- "+shellQuote(p))
+	if err != nil {
+		return "", 0, err
+	}
+	if code != 0 {
+		return "", 0, fail("read", id, p, sandbox.ErrNotFound, errors.New("the symlink's target does not exist"))
+	}
+	kind, size, _ := strings.Cut(strings.TrimSpace(out), "|")
+	n, _ := strconv.ParseInt(size, 10, 64)
+	switch kind {
+	case "regular file", "regular empty file":
+		return "file", n, nil
+	case "directory":
+		return "directory", n, nil
+	}
+	return "other", n, nil
+}
+
+// OpenFile checks the path with files/info, then streams a download capped
+// at maxBytes+1 bytes, so a file that grew since the check fails with
+// ErrTooLarge instead of streaming on.
+func (d *Driver) OpenFile(ctx context.Context, id, p string, maxBytes int64) (io.ReadCloser, int64, error) {
+	ex, err := d.execdFor(ctx, id)
+	if err != nil {
+		return nil, 0, err
+	}
+	fi, err := ex.Info(ctx, p)
+	if err != nil {
+		return nil, 0, d.fileError(ctx, "read", id, p, err)
+	}
+	size := fi.Size
+	switch fi.Type {
+	case "file":
+	case "directory":
+		return nil, 0, fail("read", id, p, sandbox.ErrIsDir, nil)
+	case "symlink":
+		kind, n, err := d.followLink(ctx, id, p)
+		if err != nil {
+			return nil, 0, err
+		}
+		switch kind {
+		case "directory":
+			return nil, 0, fail("read", id, p, sandbox.ErrIsDir, nil)
+		case "other":
+			return nil, 0, fail("read", id, p, sandbox.ErrNotRegular, nil)
+		}
+		size = n
+	default:
+		return nil, 0, fail("read", id, p, sandbox.ErrNotRegular, nil)
+	}
+	if maxBytes >= 0 && size > maxBytes {
+		return nil, 0, &sandbox.Error{Op: "read", Sandbox: id, Path: p, Kind: sandbox.ErrTooLarge, Err: &sandbox.TooLargeError{Path: p, Size: size, MaxBytes: maxBytes}}
+	}
+	limit := int64(-1)
+	if maxBytes >= 0 {
+		limit = maxBytes + 1
+	}
+	rc, err := ex.Download(ctx, p, limit)
+	if err != nil {
+		return nil, 0, d.fileError(ctx, "read", id, p, err)
+	}
+	if maxBytes >= 0 {
+		rc = &cappedReader{rc: rc, left: maxBytes, path: p, max: maxBytes}
+	}
+	return rc, size, nil
+}
+
+// cappedReader fails with a TooLargeError once more than max bytes arrive.
+type cappedReader struct {
+	rc   io.ReadCloser
+	left int64
+	path string
+	max  int64
+}
+
+func (c *cappedReader) Read(p []byte) (int, error) {
+	if c.left < 0 {
+		return 0, &sandbox.TooLargeError{Path: c.path, Size: -1, MaxBytes: c.max}
+	}
+	if int64(len(p)) > c.left+1 {
+		p = p[:c.left+1]
+	}
+	n, err := c.rc.Read(p)
+	c.left -= int64(n)
+	if c.left < 0 {
+		return n - 1, &sandbox.TooLargeError{Path: c.path, Size: -1, MaxBytes: c.max}
+	}
+	return n, err
+}
+
+func (c *cappedReader) Close() error { return c.rc.Close() }
+
+// WriteFile streams r into p with mode. A symlink at p is removed first so
+// the write replaces the link rather than its target; parents are created
+// by execd.
+func (d *Driver) WriteFile(ctx context.Context, id, p string, r io.Reader, mode fs.FileMode) error {
+	ex, err := d.execdFor(ctx, id)
+	if err != nil {
+		return err
+	}
+	fi, err := ex.Info(ctx, p)
+	switch {
+	case err == nil && fi.Type == "directory":
+		return fail("write", id, p, sandbox.ErrIsDir, nil)
+	case err == nil && fi.Type == "symlink":
+		if err := ex.DeleteFile(ctx, p); err != nil {
+			return d.fileError(ctx, "write", id, p, err)
+		}
+	case err != nil:
+		var api *APIError
+		if !errors.As(err, &api) || !api.NotFound() || api.SandboxNotFound() {
+			return d.fileError(ctx, "write", id, p, err)
+		}
+	}
+	if mode == 0 {
+		mode = 0o644
+	}
+	if err := ex.Upload(ctx, p, r, mode); err != nil {
+		return d.fileError(ctx, "write", id, p, err)
+	}
+	return nil
+}
