@@ -26,7 +26,8 @@ const (
 )
 
 // BackendOptions choose the backend, its connection and backend-specific
-// settings. Every task that touches a sandbox takes them.
+// settings. Task inputs carry the same fields flat (the bundle runtime binds
+// top-level fields only) and convert with their backendOptions method.
 type BackendOptions struct {
 	// Backend is local, modal or opensandbox; default local.
 	Backend string `json:"backend,omitempty"`

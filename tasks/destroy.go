@@ -15,7 +15,10 @@ const exportAbortTimeout = 2 * time.Minute
 
 // DestroyInput names the sandbox to destroy.
 type DestroyInput struct {
-	BackendOptions
+	// Backend and ConnID locate the sandbox; a Record given as Sandbox
+	// supplies them.
+	Backend string     `json:"backend,omitempty"`
+	ConnID  string     `json:"conn_id,omitempty"`
 	Sandbox SandboxRef `json:"sandbox"`
 	Owner   string     `json:"owner,omitempty"`
 }
@@ -26,7 +29,7 @@ func Destroy(ctx context.Context, d Deps, in DestroyInput) (string, error) {
 	if err := d.check(); err != nil {
 		return "", err
 	}
-	sb, drv, err := openRef(ctx, d, in.BackendOptions, in.Sandbox, in.Owner)
+	sb, drv, err := openRef(ctx, d, BackendOptions{Backend: in.Backend, ConnID: in.ConnID}, in.Sandbox, in.Owner)
 	if err != nil {
 		if errors.Is(err, sandbox.ErrGone) {
 			d.logger().Info("sandbox already gone", "id", in.Sandbox.ID)
@@ -44,7 +47,10 @@ func Destroy(ctx context.Context, d Deps, in DestroyInput) (string, error) {
 
 // CollectInput is an export followed by a destroy.
 type CollectInput struct {
-	BackendOptions
+	// Backend and ConnID locate the sandbox; a Record given as Sandbox
+	// supplies them.
+	Backend      string            `json:"backend,omitempty"`
+	ConnID       string            `json:"conn_id,omitempty"`
 	Sandbox      SandboxRef        `json:"sandbox"`
 	Exports      map[string]string `json:"exports,omitempty"`
 	ExportConnID string            `json:"export_conn_id,omitempty"`
@@ -65,7 +71,7 @@ func Collect(ctx context.Context, d Deps, in CollectInput) ([]string, error) {
 			return nil, err
 		}
 	}
-	sb, drv, err := openRef(ctx, d, in.BackendOptions, in.Sandbox, in.Owner)
+	sb, drv, err := openRef(ctx, d, BackendOptions{Backend: in.Backend, ConnID: in.ConnID}, in.Sandbox, in.Owner)
 	if err != nil {
 		if errors.Is(err, sandbox.ErrGone) {
 			return nil, fmt.Errorf("%w; none of the files it was to export exist", err)

@@ -14,7 +14,10 @@ const DefaultMaxExportBytes int64 = 1 << 30
 
 // ExportInput maps sandbox paths to destination URLs.
 type ExportInput struct {
-	BackendOptions
+	// Backend and ConnID locate the sandbox; a Record given as Sandbox
+	// supplies them.
+	Backend string     `json:"backend,omitempty"`
+	ConnID  string     `json:"conn_id,omitempty"`
 	Sandbox SandboxRef `json:"sandbox"`
 	// Exports maps a sandbox path (relative paths resolve against the
 	// workdir) to a destination URL (s3://bucket/key, file:///path).
@@ -36,7 +39,7 @@ func Export(ctx context.Context, d Deps, in ExportInput) ([]string, error) {
 	if err := checkExports(in.Exports); err != nil {
 		return nil, err
 	}
-	sb, drv, err := openRef(ctx, d, in.BackendOptions, in.Sandbox, in.Owner)
+	sb, drv, err := openRef(ctx, d, BackendOptions{Backend: in.Backend, ConnID: in.ConnID}, in.Sandbox, in.Owner)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package tasks
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -113,5 +114,47 @@ func TestProgressReaderLogsEveryInterval(t *testing.T) {
 	}
 	if !strings.Contains(buf.String(), "rate=\"1.0 MiB/s\"") || !strings.Contains(buf.String(), "transfer finished") {
 		t.Fatalf("want the rate and a final line:\n%s", buf.String())
+	}
+}
+
+// ConvertInput repeats ProvisionInput's fields; this catches a field added to
+// one and forgotten in the other (or in provisionInput's copy).
+func TestConvertInputCarriesEveryProvisionField(t *testing.T) {
+	full := `{"backend":"modal","conn_id":"m","app_name":"a","gpu":"T4","regions":["us-east"],"cloud":"aws",
+		"egress_enforcement":"sni","ignore_image":true,"image":"python:3.12","cpu":2,"memory_mib":512,
+		"lifetime":"2h","workdir":"/w","env":{"A":"1"},"env_from":{"B":{"variable":"b"}},
+		"network":{"block":true,"allow_hosts":["h"]},"owner":"d/r","tags":{"t":"v"},
+		"stage_in":{"a":"s3://b/a"},"storage_conn_id":"s3"}`
+	var p ProvisionInput
+	var c ConvertInput
+	if err := json.Unmarshal([]byte(full), &p); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(full), &c); err != nil {
+		t.Fatal(err)
+	}
+	pj, _ := json.Marshal(p)
+	cj, _ := json.Marshal(c.provisionInput())
+	if string(pj) != string(cj) {
+		t.Fatalf("ConvertInput lost provision fields:\nprovision %s\nconvert   %s", pj, cj)
+	}
+	var keys map[string]any
+	json.Unmarshal([]byte(full), &keys)
+	var back map[string]any
+	json.Unmarshal(pj, &back)
+	for k := range keys {
+		if _, ok := back[k]; !ok {
+			t.Errorf("test input key %q is not a ProvisionInput field", k)
+		}
+	}
+	pt, ct := reflect.TypeFor[ProvisionInput](), reflect.TypeFor[ConvertInput]()
+	for i := 0; i < pt.NumField(); i++ {
+		f, ok := ct.FieldByName(pt.Field(i).Name)
+		if !ok || f.Tag != pt.Field(i).Tag {
+			t.Errorf("ConvertInput lacks ProvisionInput.%s with the same tag", pt.Field(i).Name)
+		}
+		if _, ok := keys[strings.Split(pt.Field(i).Tag.Get("json"), ",")[0]]; !ok {
+			t.Errorf("the test input does not exercise %s", pt.Field(i).Name)
+		}
 	}
 }

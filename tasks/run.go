@@ -16,7 +16,10 @@ const DefaultOutputTail = 4 << 10
 
 // RunInput names a sandbox and the commands to run in it.
 type RunInput struct {
-	BackendOptions
+	// Backend and ConnID locate the sandbox; a Record given as Sandbox
+	// supplies them.
+	Backend string `json:"backend,omitempty"`
+	ConnID  string `json:"conn_id,omitempty"`
 	// Sandbox is the id provision returned, or its Record.
 	Sandbox SandboxRef `json:"sandbox"`
 	// Command is one command or a list, each run with sh -c, in order,
@@ -72,7 +75,7 @@ func RunCommands(ctx context.Context, d Deps, in RunInput) (RunResult, error) {
 	if len(in.Command) == 0 {
 		return RunResult{}, errors.New("command: nothing to run; give a command string or a list of them")
 	}
-	sb, drv, err := openRef(ctx, d, in.BackendOptions, in.Sandbox, in.Owner)
+	sb, drv, err := openRef(ctx, d, BackendOptions{Backend: in.Backend, ConnID: in.ConnID}, in.Sandbox, in.Owner)
 	if err != nil {
 		return RunResult{}, err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
+	"github.com/airflow-sandbox/airflow-go-worker/storage"
 )
 
 // Storage is the object storage the tasks read inputs from and export to.
@@ -51,3 +52,32 @@ func resolveAWS(ctx context.Context, d Deps, connID, field string) (*connections
 	}
 	return &cfg, nil
 }
+
+// DefaultStorage is package storage: s3:// and file:// URLs.
+var DefaultStorage Storage = objectStorage{}
+
+// objectStorage adapts package storage. Its own progress lines are turned
+// off: the tasks log progress naming both ends of each transfer.
+type objectStorage struct{}
+
+func storageOptions(aws *connections.AWSConfig, log hclog.Logger) storage.Options {
+	return storage.Options{AWS: aws, Logger: log, ProgressEvery: -1}
+}
+
+func (objectStorage) Open(ctx context.Context, url string, aws *connections.AWSConfig, log hclog.Logger) (io.ReadCloser, error) {
+	return storage.Open(ctx, url, storageOptions(aws, log))
+}
+
+func (objectStorage) NewExport(aws *connections.AWSConfig, log hclog.Logger) Exporter {
+	return objectExport{storage.NewExport(storageOptions(aws, log))}
+}
+
+type objectExport struct{ e *storage.Export }
+
+func (x objectExport) Stage(ctx context.Context, dest string, r io.Reader) (int64, error) {
+	w, err := x.e.Stage(ctx, dest, r)
+	return w.Size, err
+}
+
+func (x objectExport) Commit(ctx context.Context) ([]string, error) { return x.e.Commit(ctx) }
+func (x objectExport) Abort(ctx context.Context) error              { return x.e.Abort(ctx) }

@@ -11,7 +11,10 @@ import (
 
 // SweepInput chooses which leftover sandboxes to remove.
 type SweepInput struct {
-	BackendOptions
+	Backend string `json:"backend,omitempty"`
+	ConnID  string `json:"conn_id,omitempty"`
+	// AppName is the Modal app to look in (Modal only).
+	AppName string `json:"app_name,omitempty"`
 	// DryRun lists what would be destroyed without destroying it.
 	DryRun bool `json:"dry_run,omitempty"`
 	// FinishedRuns are owners ("<dag_id>/<run_id>") of Dag runs that are
@@ -50,7 +53,7 @@ func sweepAt(ctx context.Context, d Deps, in SweepInput, now time.Time) (SweepRe
 		return SweepResult{}, err
 	}
 	log := d.logger()
-	drv, req, err := openDriver(ctx, d, in.BackendOptions)
+	drv, req, err := openDriver(ctx, d, BackendOptions{Backend: in.Backend, ConnID: in.ConnID, AppName: in.AppName})
 	if err != nil {
 		return SweepResult{}, err
 	}
