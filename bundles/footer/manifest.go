@@ -94,9 +94,14 @@ func (m Manifest) ToMap() map[string]any {
 // Render returns the manifest as deterministic YAML: sorted keys, 2-space
 // indent, every string value double-quoted so that "123" or "true" stay
 // strings for yaml.safe_load (spec 2.3).
-func (m Manifest) Render() ([]byte, error) {
+func (m Manifest) Render() ([]byte, error) { return RenderYAML(m.ToMap()) }
+
+// RenderYAML renders any map of plain values (maps, slices, strings,
+// numbers, bools, nil) the way manifests are rendered: sorted keys, 2-space
+// indent, double-quoted strings.
+func RenderYAML(v map[string]any) ([]byte, error) {
 	var b strings.Builder
-	if err := emitMap(&b, m.ToMap(), 0); err != nil {
+	if err := emitMap(&b, v, 0); err != nil {
 		return nil, err
 	}
 	return []byte(b.String()), nil

@@ -1,0 +1,317 @@
+package main
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+)
+
+// fakeMetadataEnv turns this test binary into an executable that answers
+// --airflow-metadata, so pack's default (os.Executable) can be tested.
+const fakeMetadataEnv = "AIRFLOW_GO_WORKER_PACK_TEST_FAKE_METADATA"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(fakeMetadataEnv) == "1" {
+		fmt.Print("airflow_bundle_metadata_version: \"1.0\"\nsdk:\n  language: go\n  version: v0.0.1\ndags:\n  self_dag:\n    tasks: [ping]\n")
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+const fakeYAML = `airflow_bundle_metadata_version: "1.0"
+sdk:
+  language: go
+  version: v9.9.9
+  supervisor_schema_version: "2026-10-30"
+  build: abc
+dags:
+  etl:
+    tasks: [extract, "123", load]
+  report:
+    tasks: [render]
+vendor_note: keep me
+`
+
+// fakeExe writes a shell script that records its arguments in args.txt and
+// prints stdout (and stderr), exiting with code. A script is enough: pack
+// only runs the executable for --airflow-metadata and copies its bytes.
+func fakeExe(t *testing.T, stdout string, code int, stderr string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, body := range map[string]string{"stdout.txt": stdout, "stderr.txt": stderr} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	script := fmt.Sprintf("#!/bin/sh\nd=$(dirname \"$0\")\nprintf '%%s\\n' \"$@\" > \"$d/args.txt\"\ncat \"$d/stderr.txt\" >&2\ncat \"$d/stdout.txt\"\nexit %d\n", code)
+	p := filepath.Join(dir, "fake-exe")
+	if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func recordedArgs(t *testing.T, exe string) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(exe), "args.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+}
+
+func pack(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	err := runPack(args, &out, &errb)
+	return out.String(), errb.String(), err
+}
+
+func inspectJSON(t *testing.T, path string) map[string]any {
+	t.Helper()
+	var out bytes.Buffer
+	if err := runInspect([]string{path, "--format", "json"}, &out, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("inspect json output: %v\n%s", err, out.String())
+	}
+	return got
+}
+
+func TestPackInspectRoundTrip(t *testing.T) {
+	exe := fakeExe(t, fakeYAML, 0, "")
+	cfg := filepath.Join(t.TempDir(), "pipeline.yaml")
+	cfgBody := "dags:\n  etl: {}\n"
+	if err := os.WriteFile(cfg, []byte(cfgBody), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "sub", "etl.bundle")
+	stdout, stderr, err := pack(t, "--executable", exe, "--output", out, "--config", cfg)
+	if err != nil {
+		t.Fatalf("pack: %v\n%s", err, stderr)
+	}
+	if want := []string{"--airflow-metadata", "--format", "yaml", "--bundle-config", cfg}; !reflect.DeepEqual(recordedArgs(t, exe), want) {
+		t.Errorf("executable ran with %q, want %q", recordedArgs(t, exe), want)
+	}
+	for _, want := range []string{out, "etl: extract, 123, load", "report: render", "supervisor_schema_version 2026-10-30", "(pipeline.yaml)"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("pack output does not mention %q:\n%s", want, stdout)
+		}
+	}
+
+	// The file, checked against the spec independently of the footer package.
+	exeBytes, _ := os.ReadFile(exe)
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := data[len(data)-64:]
+	srcLen, metaLen := binary.LittleEndian.Uint32(tr[0:]), binary.LittleEndian.Uint32(tr[4:])
+	sum := sha256.Sum256(exeBytes)
+	switch {
+	case !bytes.Equal(data[:len(exeBytes)], exeBytes):
+		t.Error("binary region is not the executable")
+	case int(srcLen) != len(cfgBody) || string(data[len(exeBytes):len(exeBytes)+len(cfgBody)]) != cfgBody:
+		t.Errorf("source region (%d bytes) is not the config", srcLen)
+	case len(exeBytes)+int(srcLen)+int(metaLen)+64 != len(data):
+		t.Errorf("regions %d+%d+%d+64 do not add up to the file size %d", len(exeBytes), srcLen, metaLen, len(data))
+	case binary.LittleEndian.Uint32(tr[8:]) != 1:
+		t.Error("footer_ver is not 1")
+	case !bytes.Equal(tr[12:44], sum[:]):
+		t.Error("binary_sha256 is not the executable's SHA-256")
+	case !bytes.Equal(tr[44:56], make([]byte, 12)):
+		t.Error("reserved bytes are not zero")
+	case string(tr[56:]) != "AFBNDL01":
+		t.Error("magic missing")
+	}
+	if st, _ := os.Stat(out); st.Mode().Perm() != 0o755 {
+		t.Errorf("bundle mode %v, want 0755", st.Mode().Perm())
+	}
+
+	got := inspectJSON(t, out)
+	man := got["manifest"].(map[string]any)
+	sdk := man["sdk"].(map[string]any)
+	if man["source"] != "pipeline.yaml" || sdk["version"] != "v9.9.9" || sdk["build"] != "abc" || man["vendor_note"] != "keep me" {
+		t.Errorf("manifest lost or changed fields: %v", man)
+	}
+	tasks := man["dags"].(map[string]any)["etl"].(map[string]any)["tasks"]
+	if !reflect.DeepEqual(tasks, []any{"extract", "123", "load"}) {
+		t.Errorf("etl tasks %v", tasks)
+	}
+	if man["digests"].(map[string]any)["integrity"] != fmt.Sprintf("%x", sum) {
+		t.Errorf("digests.integrity %v", man["digests"])
+	}
+	regions := got["regions"].(map[string]any)
+	if regions["source"].(map[string]any)["length"] != float64(len(cfgBody)) || regions["binary"].(map[string]any)["length"] != float64(len(exeBytes)) {
+		t.Errorf("regions %v", regions)
+	}
+
+	// The YAML form carries the same manifest.
+	var yout bytes.Buffer
+	if err := runInspect([]string{"--format=yaml", out}, &yout, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	var y map[string]any
+	if err := yaml.Unmarshal(yout.Bytes(), &y); err != nil {
+		t.Fatalf("inspect yaml output is not YAML: %v\n%s", err, yout.String())
+	}
+	if y["manifest"].(map[string]any)["source"] != "pipeline.yaml" || y["binary_sha256"] != fmt.Sprintf("%x", sum) {
+		t.Errorf("yaml inspect: %v", y)
+	}
+}
+
+func TestPackAcceptsJSONMetadataAndSource(t *testing.T) {
+	js := `{
+    "airflow_bundle_metadata_version": "1.0",
+    "sdk": {"language": "go", "version": "v1"},
+    "dags": {"d": {"tasks": ["t"]}}
+}
+`
+	exe := fakeExe(t, js, 0, "")
+	src := filepath.Join(t.TempDir(), "main.go")
+	os.WriteFile(src, []byte("package main\n"), 0o644)
+	out := filepath.Join(t.TempDir(), "b")
+	if _, stderr, err := pack(t, "--executable", exe, "--output", out, "--source", src); err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if want := []string{"--airflow-metadata", "--format", "yaml"}; !reflect.DeepEqual(recordedArgs(t, exe), want) {
+		t.Errorf("args %q, want %q (no --bundle-config without --config)", recordedArgs(t, exe), want)
+	}
+	man := inspectJSON(t, out)["manifest"].(map[string]any)
+	if man["source"] != "main.go" || man["sdk"].(map[string]any)["supervisor_schema_version"] != defaultSchemaVersion {
+		t.Errorf("manifest %v", man)
+	}
+}
+
+func TestPackSchemaVersion(t *testing.T) {
+	declares := strings.Replace(fakeYAML, "2026-10-30", "2026-07-30", 1)
+	none := strings.Replace(fakeYAML, "  supervisor_schema_version: \"2026-10-30\"\n", "", 1)
+	cases := []struct {
+		name, metadata, flag, want, warning string
+	}{
+		{"flag wins", declares, "2026-09-30", "2026-09-30", "overrides it"},
+		{"executable's own", declares, "", "2026-07-30", ""},
+		{"default", none, "", defaultSchemaVersion, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "b")
+			args := []string{"--executable", fakeExe(t, c.metadata, 0, ""), "--output", out}
+			if c.flag != "" {
+				args = append(args, "--supervisor-schema-version", c.flag)
+			}
+			_, stderr, err := pack(t, args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.warning != "" && !strings.Contains(stderr, c.warning) {
+				t.Errorf("no warning %q in %q", c.warning, stderr)
+			}
+			got := inspectJSON(t, out)["manifest"].(map[string]any)["sdk"].(map[string]any)["supervisor_schema_version"]
+			if got != c.want {
+				t.Errorf("supervisor_schema_version %v, want %s", got, c.want)
+			}
+		})
+	}
+}
+
+func TestPackDefaultsToThisBinaryAndDist(t *testing.T) {
+	t.Setenv(fakeMetadataEnv, "1")
+	t.Chdir(t.TempDir())
+	stdout, stderr, err := pack(t)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	self, _ := os.Executable()
+	want := filepath.Join("dist", filepath.Base(self)+".bundle")
+	if _, err := os.Stat(want); err != nil {
+		t.Fatalf("default output %s: %v\n%s", want, err, stdout)
+	}
+	man := inspectJSON(t, want)["manifest"].(map[string]any)
+	if man["source"] != filepath.Base(self) || man["dags"].(map[string]any)["self_dag"] == nil {
+		t.Errorf("manifest %v", man)
+	}
+}
+
+func TestPackErrorsNameTheCulprit(t *testing.T) {
+	good := fakeExe(t, fakeYAML, 0, "")
+	bundleDir := t.TempDir()
+	bundle := filepath.Join(bundleDir, "already.bundle")
+	if _, _, err := pack(t, "--executable", good, "--output", bundle); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(t.TempDir(), "c.yaml")
+	os.WriteFile(cfg, []byte("x: 1\n"), 0o644)
+	cases := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"executable fails", []string{"--executable", fakeExe(t, "", 3, "unknown flag --airflow-metadata\n")}, []string{"--executable", "exit status 3", "unknown flag --airflow-metadata"}},
+		{"garbage metadata", []string{"--executable", fakeExe(t, "- just\n- a list\n", 0, "")}, []string{"--executable", "not a manifest", "list, not a mapping"}},
+		{"no dags", []string{"--executable", fakeExe(t, "sdk: {language: go}\n", 0, "")}, []string{"--executable", "declares no dags"}},
+		{"bad declared schema", []string{"--executable", fakeExe(t, strings.Replace(fakeYAML, "2026-10-30", "soon", 1), 0, "")}, []string{"supervisor_schema_version \"soon\"", "--supervisor-schema-version"}},
+		{"already a bundle", []string{"--executable", bundle}, []string{bundle, "already an AFBNDL01 bundle", "plain binary"}},
+		{"missing executable", []string{"--executable", filepath.Join(t.TempDir(), "nope")}, []string{"--executable", "no such file"}},
+		{"bad schema flag", []string{"--executable", good, "--supervisor-schema-version", "2026-13-01"}, []string{"--supervisor-schema-version", "YYYY-MM-DD"}},
+		{"source and config", []string{"--executable", good, "--source", cfg, "--config", cfg}, []string{"--config or --source"}},
+		{"missing config", []string{"--executable", good, "--config", filepath.Join(t.TempDir(), "none.yaml")}, []string{"--config", "no such file"}},
+		{"positional", []string{"--executable", good, "extra"}, []string{`unexpected argument "extra"`}},
+		{"unknown flag", []string{"--nope"}, []string{"-nope"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Chdir(t.TempDir())
+			_, _, err := pack(t, c.args...)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+			if _, err := os.Stat("dist"); !os.IsNotExist(err) {
+				t.Error("a failed pack created dist/")
+			}
+		})
+	}
+}
+
+func TestInspectCorruptAndUsage(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "b")
+	if _, _, err := pack(t, "--executable", fakeExe(t, fakeYAML, 0, ""), "--output", out); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(out)
+	data[3] ^= 1 // modify the binary after packing
+	bad := filepath.Join(t.TempDir(), "bad")
+	os.WriteFile(bad, data, 0o755)
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{bad}, "binary SHA-256 mismatch"},
+		{[]string{}, "exactly one BUNDLE"},
+		{[]string{out, out}, "exactly one BUNDLE"},
+		{[]string{out, "--format", "xml"}, `--format "xml"`},
+		{[]string{filepath.Join(t.TempDir(), "none")}, "no such file"},
+	}
+	for _, c := range cases {
+		err := runInspect(c.args, &bytes.Buffer{}, &bytes.Buffer{})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("inspect %q: error %v, want %q", c.args, err, c.want)
+		}
+	}
+}
