@@ -21,7 +21,7 @@ func TestExportCommitLandsEveryFile(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		ctx := context.Background()
 		files := map[string][]byte{
-			"out/report.parquet": randomBytes(3<<20, 1),
+			"out/report.parquet":         randomBytes(3<<20, 1),
 			"out/deep/new/dir/empty.txt": {},
 			"logs/run.log":               []byte("hello\n"),
 		}
