@@ -1,22 +1,322 @@
 package main
 
+// The standard bundle: a YAML bundle config maps (dag_id, task_id) to a task
+// kind of the catalogue plus input defaults, so Dag authors get sandbox tasks
+// without writing Go. The config is packed into the bundle's source region
+// (so Airflow shows it) and read back from there at run time.
+//
+//	dags:
+//	  sandbox_conversion:
+//	    tasks:
+//	      convert:
+//	        kind: convert
+//	        defaults: {backend: local, command: "...", exports: {...}}
+
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/go-hclog"
+	"gopkg.in/yaml.v3"
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles"
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/footer"
+	"github.com/airflow-sandbox/airflow-go-worker/connections"
+	"github.com/airflow-sandbox/airflow-go-worker/tasks"
 )
 
-// STUB: replaced when the task catalogue lands.
+// bundleConfig is the YAML file's shape. Unknown keys are errors: a
+// misspelt key would otherwise silently fall back to a default.
+type bundleConfig struct {
+	Dags map[string]dagConfig `yaml:"dags"`
+}
+
+type dagConfig struct {
+	Description string                `yaml:"description"`
+	Tasks       map[string]taskConfig `yaml:"tasks"`
+}
+
+type taskConfig struct {
+	Kind     string         `yaml:"kind"`
+	Defaults map[string]any `yaml:"defaults"`
+}
+
+// taskKind is one entry of the catalogue as the config exposes it.
+type taskKind struct {
+	fn    any          // the function registered with bundles
+	input reflect.Type // its input struct, to check defaults at load time
+}
+
+// adapt turns a catalogue function into a bundle task: the runtime injects
+// the task instance, the Airflow client and the task logger; the input
+// struct binds from arg_bindings, dag_run.conf and the config's defaults.
+func adapt[In, Out any](fn func(context.Context, tasks.Deps, In) (Out, error)) taskKind {
+	return taskKind{
+		fn: func(ctx context.Context, ti bundles.TaskInstance, af tasks.Airflow, log hclog.Logger, in In) (Out, error) {
+			d := tasks.Deps{
+				Airflow: af,
+				Run:     tasks.Run{DagID: ti.DagID, RunID: ti.RunID, TaskID: ti.TaskID, MapIndex: ti.MapIndex},
+				Logger:  log,
+			}
+			return fn(ctx, d, in)
+		},
+		input: reflect.TypeFor[In](),
+	}
+}
+
+// taskKinds is the catalogue by kind name.
+var taskKinds = map[string]taskKind{
+	"provision": adapt(tasks.Provision),
+	"run":       adapt(tasks.RunCommands),
+	"export":    adapt(tasks.Export),
+	"collect":   adapt(tasks.Collect),
+	"destroy":   adapt(tasks.Destroy),
+	"convert":   adapt(tasks.Convert),
+	"sweep":     adapt(tasks.Sweep),
+}
+
+func kindNames() string {
+	names := make([]string, 0, len(taskKinds))
+	for k := range taskKinds {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
 
 // loadBundleConfig registers the tasks a YAML bundle config declares.
-// source is the config's display name (its file name).
+// source is the config's display name (its file name). Errors name the
+// source, the Dag, the task and the key at fault.
 func loadBundleConfig(b *bundles.Bundle, data []byte, source string) error {
-	return errors.New("bundle configs are not supported yet")
+	cfg, err := parseBundleConfig(data, source)
+	if err != nil {
+		return err
+	}
+	for _, dagID := range sortedKeys(cfg.Dags) {
+		dag := cfg.Dags[dagID]
+		for _, taskID := range sortedKeys(dag.Tasks) {
+			tc := dag.Tasks[taskID]
+			where := fmt.Sprintf("%s: dags.%s.tasks.%s", source, dagID, taskID)
+			kind, ok := taskKinds[tc.Kind]
+			if !ok {
+				if tc.Kind == "" {
+					return fmt.Errorf("%s: kind is missing; set it to one of %s", where, kindNames())
+				}
+				return fmt.Errorf("%s: kind %q is not one of %s", where, tc.Kind, kindNames())
+			}
+			if err := checkDefaults(kind.input, tc.Defaults); err != nil {
+				return fmt.Errorf("%s.defaults: %w", where, err)
+			}
+			var opts []bundles.TaskOption
+			if len(tc.Defaults) > 0 {
+				opts = append(opts, bundles.WithDefaults(tc.Defaults))
+			}
+			if err := b.Add(dagID, taskID, kind.fn, opts...); err != nil {
+				return fmt.Errorf("%s: %w", where, err)
+			}
+		}
+	}
+	return nil
+}
+
+// parseBundleConfig decodes the YAML strictly.
+func parseBundleConfig(data []byte, source string) (bundleConfig, error) {
+	var cfg bundleConfig
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil {
+		if errors.Is(err, io.EOF) {
+			return cfg, fmt.Errorf("%s: the bundle config is empty; it needs a dags: mapping", source)
+		}
+		return cfg, fmt.Errorf("%s: %v (the file holds dags: {<dag_id>: {tasks: {<task_id>: {kind: ..., defaults: {...}}}}})", source, err)
+	}
+	if len(cfg.Dags) == 0 {
+		return cfg, fmt.Errorf("%s: no dags declared; add dags: {<dag_id>: {tasks: {...}}}", source)
+	}
+	for dagID, dag := range cfg.Dags {
+		if len(dag.Tasks) == 0 {
+			return cfg, fmt.Errorf("%s: dags.%s has no tasks; add tasks: {<task_id>: {kind: ...}} or remove the Dag", source, dagID)
+		}
+	}
+	return cfg, nil
+}
+
+// checkDefaults decodes the defaults into the kind's input struct, so an
+// unknown key or a value of the wrong type fails when the bundle loads, not
+// when the task first runs.
+func checkDefaults(input reflect.Type, defaults map[string]any) error {
+	if len(defaults) == 0 {
+		return nil
+	}
+	known := map[string]bool{}
+	var names []string
+	for i := 0; i < input.NumField(); i++ {
+		name, _, _ := strings.Cut(input.Field(i).Tag.Get("json"), ",")
+		if name != "" && name != "-" {
+			known[name] = true
+			names = append(names, name)
+		}
+	}
+	for _, k := range sortedKeys(defaults) {
+		if !known[k] {
+			return fmt.Errorf("unknown key %q (this kind takes: %s)", k, strings.Join(names, ", "))
+		}
+	}
+	data, err := json.Marshal(defaults)
+	if err != nil {
+		return fmt.Errorf("values must be plain YAML scalars, lists and mappings: %v", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(reflect.New(input).Interface()); err != nil {
+		var ute *json.UnmarshalTypeError
+		if errors.As(err, &ute) && ute.Field != "" {
+			return fmt.Errorf("key %q: a %s value cannot be used as %s", ute.Field, ute.Value, ute.Type)
+		}
+		return err
+	}
+	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // embeddedBundleConfig returns the bundle config packed into this executable's
 // AFBNDL01 source region, or nil data when there is none.
-func embeddedBundleConfig() (data []byte, source string, err error) { return nil, "", nil }
+func embeddedBundleConfig() (data []byte, source string, err error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, "", fmt.Errorf("finding this executable to read its packed bundle config: %w", err)
+	}
+	src, name, ok, err := footer.ReadSource(exe)
+	if err != nil {
+		return nil, "", fmt.Errorf("reading the bundle config packed into %s: %w", exe, err)
+	}
+	if !ok || len(src) == 0 {
+		return nil, "", nil
+	}
+	if name == "" {
+		name = "bundle config packed into " + exe
+	}
+	return src, name, nil
+}
 
-// runSweep implements `airflow-go-worker sweep`.
-func runSweep(args []string) error { return errors.New("sweep: not implemented yet") }
+// runSweep implements `airflow-go-worker sweep`: remove leftover sandboxes
+// this bundle created that expired or whose Dag run is over.
+func runSweep(args []string) error {
+	return sweepCommand(context.Background(), args, os.Stdout, os.Stderr)
+}
+
+// stringList is a repeatable flag.
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+func sweepCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("sweep", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var in tasks.SweepInput
+	var connFile string
+	var finished stringList
+	var asJSON bool
+	fs.StringVar(&in.Backend, "backend", "local", "sandbox backend: local, modal or opensandbox")
+	fs.StringVar(&in.ConnID, "conn-id", "", "Airflow connection of the backend (default modal_default / opensandbox_default)")
+	fs.StringVar(&in.AppName, "app-name", "", "Modal app to sweep (Modal only)")
+	fs.BoolVar(&in.DryRun, "dry-run", false, "list what would be destroyed, destroy nothing")
+	fs.StringVar(&connFile, "connections", "", "connections file (YAML/JSON, conn_id -> URI or object); AIRFLOW_CONN_* variables are read too")
+	fs.Var(&finished, "finished-run", "a finished Dag run, as <dag_id>/<run_id>, whose sandboxes go even before they expire (repeatable)")
+	fs.BoolVar(&asJSON, "json", false, "print the result as JSON")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: airflow-go-worker sweep [--backend local|modal|opensandbox] [--conn-id ID] [--dry-run] [--connections FILE] [--finished-run DAG/RUN ...]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("sweep: unexpected argument %q; see airflow-go-worker sweep -h", fs.Arg(0))
+	}
+	in.FinishedRuns = finished
+	af := &cliAirflow{file: connFile}
+	log := hclog.New(&hclog.LoggerOptions{Name: "sweep", Output: stderr, Level: hclog.Info})
+	res, err := tasks.Sweep(ctx, tasks.Deps{Airflow: af, Logger: log}, in)
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if eerr := enc.Encode(res); eerr != nil && err == nil {
+			err = eerr
+		}
+	} else if res.Backend != "" {
+		printSweep(stdout, res)
+	}
+	if err != nil {
+		return fmt.Errorf("sweep: %w", err)
+	}
+	return nil
+}
+
+func printSweep(w io.Writer, res tasks.SweepResult) {
+	verb := "destroyed"
+	if res.DryRun {
+		verb = "would destroy"
+	}
+	for _, s := range res.Found {
+		fmt.Fprintf(w, "%s %s\towner=%s\texpires_at=%s\treason=%s\n", verb, s.ID, s.Owner, s.ExpiresAt, s.Reason)
+	}
+	fmt.Fprintf(w, "%s sandboxes: %d found stale, %d destroyed, %d still in use\n", res.Backend, len(res.Found), len(res.Destroyed), res.Kept)
+}
+
+// cliAirflow answers the tasks' Airflow questions outside a task: connections
+// from AIRFLOW_CONN_* and a connections file, variables from AIRFLOW_VAR_*.
+// Nothing is pushed or masked: the CLI writes no XCom and prints no secrets.
+type cliAirflow struct {
+	file  string
+	cache map[string]connections.Connection
+}
+
+func (c *cliAirflow) GetConnection(_ context.Context, id string) (connections.Connection, error) {
+	if conn, ok, err := connections.FromEnv(id); err != nil {
+		return conn, err
+	} else if ok {
+		return conn, nil
+	}
+	if c.file != "" {
+		if c.cache == nil {
+			all, err := connections.LoadFile(c.file)
+			if err != nil {
+				return connections.Connection{}, fmt.Errorf("connections file %s: %w", c.file, err)
+			}
+			c.cache = all
+		}
+		if conn, ok := c.cache[id]; ok {
+			return conn, nil
+		}
+	}
+	return connections.Connection{}, fmt.Errorf("connection %q (not in AIRFLOW_CONN_%s or --connections): %w", id, strings.ToUpper(id), connections.ErrNotFound)
+}
+
+func (c *cliAirflow) GetVariable(_ context.Context, key string) (string, error) {
+	if v, ok := os.LookupEnv("AIRFLOW_VAR_" + strings.ToUpper(key)); ok {
+		return v, nil
+	}
+	return "", fmt.Errorf("variable %q: set AIRFLOW_VAR_%s", key, strings.ToUpper(key))
+}
+
+func (c *cliAirflow) SetXCom(context.Context, string, any) error       { return nil }
+func (c *cliAirflow) MaskSecret(context.Context, string, string) error { return nil }

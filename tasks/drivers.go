@@ -1,0 +1,36 @@
+package tasks
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/airflow-sandbox/airflow-go-worker/connections"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/local"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/opensandbox"
+)
+
+// DefaultDrivers builds the driver for a resolved request: the one place
+// where a backend name and a connection become a driver.
+//
+// The local backend keeps its sandboxes under local.DefaultRoot()
+// ($XDG_STATE_HOME/airflow-go-worker/sandboxes), so the separate processes
+// of provision, run and collect find the same sandboxes.
+func DefaultDrivers(ctx context.Context, req DriverRequest) (sandbox.Driver, error) {
+	switch req.Backend {
+	case BackendLocal:
+		return local.New(local.Options{IgnoreImage: req.Options.IgnoreImage, Logger: req.Logger})
+	case BackendOpenSandbox:
+		if req.Conn == nil {
+			return nil, fmt.Errorf("the opensandbox backend needs a connection")
+		}
+		cfg, err := connections.OpenSandboxFromConnection(*req.Conn)
+		if err != nil {
+			return nil, err
+		}
+		return opensandbox.New(opensandbox.Options{Config: cfg, Logger: req.Logger})
+	case BackendModal:
+		return openModal(ctx, req)
+	}
+	return nil, fmt.Errorf("backend %q is not one of local, modal, opensandbox", req.Backend)
+}
