@@ -1,0 +1,27 @@
+package local
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/testing/conformance"
+)
+
+func TestConformance(t *testing.T) {
+	var root string
+	conformance.Run(t, func(t *testing.T) sandbox.Driver {
+		root = t.TempDir()
+		d, err := New(Options{Root: root})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d.Close() })
+		return d
+	}, conformance.Options{
+		SupportsTags:           true,
+		RefusedSpec:            &sandbox.Spec{Network: &sandbox.NetworkPolicy{Block: true, AllowCIDRs: []string{"10.0.0.0/8"}}},
+		OpenNetworkReachesHost: true,
+		HostWorkdir:            func(id string) string { return filepath.Join(root, id, workDir) },
+	})
+}
