@@ -1,0 +1,649 @@
+// Package supervisor is the Airflow side of the coordinator protocol, in Go:
+// it forks a bundle with --comm/--logs, sends StartupDetails, serves
+// connections, variables and XCom from local sources, shows the task's logs
+// and reports the final state the way Airflow's supervisor would. The local
+// runner (`airflow-go-worker run`) and end-to-end tests use it.
+package supervisor
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
+)
+
+// Task states, as Airflow names them.
+const (
+	StateSuccess    = "success"
+	StateFailed     = "failed"
+	StateUpForRetry = "up_for_retry"
+	StateRemoved    = "removed"
+	StateSkipped    = "skipped"
+)
+
+const (
+	// DefaultStartupTimeout is Airflow's task_startup_timeout.
+	DefaultStartupTimeout = 10 * time.Second
+	// DefaultKillGrace is how long a SIGTERMed child gets before SIGKILL.
+	DefaultKillGrace = 10 * time.Second
+)
+
+// Supervisor runs tasks of one bundle executable.
+type Supervisor struct {
+	// Executable is the bundle to fork; Args come before the --comm/--logs
+	// pair Airflow appends (e.g. {"--bundle-config", file}).
+	Executable string
+	Args       []string
+	// Env is the child's environment; nil means os.Environ(). Connections
+	// (AIRFLOW_CONN_<ID>) and variables (AIRFLOW_VAR_<KEY>) are served
+	// from it.
+	Env []string
+	// ConnectionsFile is consulted after AIRFLOW_CONN_<ID> (optional).
+	ConnectionsFile string
+	// StateDir keeps XComs between runs as
+	// <StateDir>/xcom/<dag_id>/<run_id>/<task_id>/<key>.json; empty keeps
+	// them in memory for the Supervisor's lifetime.
+	StateDir string
+	// Logs shows the task's log lines and output, human-readable, with
+	// masked secrets redacted. nil discards them.
+	Logs io.Writer
+	// StartupTimeout bounds the wait for both connections
+	// (DefaultStartupTimeout when zero).
+	StartupTimeout time.Duration
+	// KillGrace is the SIGTERM-to-SIGKILL delay on cancellation
+	// (DefaultKillGrace when zero).
+	KillGrace time.Duration
+
+	memMu sync.Mutex
+	mem   map[string]any // in-memory XCom when StateDir is empty
+}
+
+// TaskRequest names one task instance to run.
+type TaskRequest struct {
+	DagID, TaskID, RunID string
+	Conf                 map[string]any
+	// ArgBindings become ti_context.arg_bindings: {name, kind: literal,
+	// value} or {name, kind: xcom, task_id}.
+	ArgBindings []map[string]any
+	TryNumber   int // 1 when zero
+	MaxTries    int
+	ShouldRetry bool
+	// Mapped says the task instance is one of a mapped task's expansions,
+	// with index MapIndex; otherwise map_index is -1 (the zero value of a
+	// TaskRequest is an unmapped task).
+	Mapped   bool
+	MapIndex int
+}
+
+// Result is how one task instance ended.
+type Result struct {
+	// State is what Airflow would record: success, failed, up_for_retry,
+	// removed or skipped.
+	State       string
+	ExitCode    int
+	RetryReason string
+	// Requests lists the body types the runtime sent, in order, including
+	// the terminal one.
+	Requests []string
+	// LogLines are the JSON records from the logs socket (secrets redacted).
+	LogLines []map[string]any
+	// Output is the child's stdout and stderr lines.
+	Output []string
+	// Terminal is the terminal message body, nil when none was sent.
+	Terminal map[string]any
+}
+
+func (s *Supervisor) env() []string {
+	if s.Env == nil {
+		return os.Environ()
+	}
+	return s.Env
+}
+
+func (s *Supervisor) lookupEnv(name string) (string, bool) {
+	env := s.env()
+	for i := len(env) - 1; i >= 0; i-- { // last wins, like exec
+		if k, v, ok := strings.Cut(env[i], "="); ok && k == name {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// newUUID returns a random version-4 UUID string for the TI id.
+func newUUID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// child is one forked bundle with its two accepted connections.
+type child struct {
+	cmd    *exec.Cmd
+	comm   net.Conn
+	logs   net.Conn
+	exited chan struct{} // closed when Wait returns
+	exit   int
+	out    *outputSink
+}
+
+// start forks the bundle and accepts both connections, in either order.
+func (s *Supervisor) start(ctx context.Context, red *redactor, show *shower) (*child, error) {
+	if s.Executable == "" {
+		return nil, errors.New("supervisor: Executable is empty; set it to the bundle binary")
+	}
+	commL, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("supervisor: listening for the comm socket: %w", err)
+	}
+	defer commL.Close()
+	logsL, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("supervisor: listening for the logs socket: %w", err)
+	}
+	defer logsL.Close()
+
+	args := append(append([]string{}, s.Args...), "--comm="+commL.Addr().String(), "--logs="+logsL.Addr().String())
+	cmd := exec.Command(s.Executable, args...)
+	cmd.Env = s.env()
+	out := &outputSink{red: red, show: show}
+	stdout, stderr := out.writer("stdout"), out.writer("stderr")
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	// A grandchild that inherits the pipes must not keep Wait (and so the
+	// task's end) hanging.
+	cmd.WaitDelay = 2 * time.Second
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("supervisor: starting %s: %w", s.Executable, err)
+	}
+	c := &child{cmd: cmd, exited: make(chan struct{}), out: out}
+	go func() {
+		err := cmd.Wait()
+		stdout.flush()
+		stderr.flush()
+		c.exit = exitCode(err)
+		close(c.exited)
+	}()
+
+	timeout := s.startupTimeout()
+	type accepted struct {
+		conn net.Conn
+		err  error
+	}
+	acceptOne := func(l net.Listener) <-chan accepted {
+		ch := make(chan accepted, 1)
+		go func() { conn, err := l.Accept(); ch <- accepted{conn, err} }()
+		return ch
+	}
+	commCh, logsCh := acceptOne(commL), acceptOne(logsL)
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for c.comm == nil || c.logs == nil {
+		select {
+		case a := <-commCh:
+			if a.err != nil {
+				c.kill()
+				return c, fmt.Errorf("supervisor: accepting the comm socket: %w", a.err)
+			}
+			c.comm = a.conn
+		case a := <-logsCh:
+			if a.err != nil {
+				c.kill()
+				return c, fmt.Errorf("supervisor: accepting the logs socket: %w", a.err)
+			}
+			c.logs = a.conn
+		case <-c.exited:
+			c.closeConns()
+			return c, fmt.Errorf("process exited with %d before connecting", c.exit)
+		case <-deadline.C:
+			c.kill()
+			return c, fmt.Errorf("process did not connect within %s", timeout)
+		case <-ctx.Done():
+			c.kill()
+			return c, ctx.Err()
+		}
+	}
+	return c, nil
+}
+
+func (c *child) closeConns() {
+	if c.comm != nil {
+		c.comm.Close()
+	}
+	if c.logs != nil {
+		c.logs.Close()
+	}
+}
+
+func (c *child) kill() {
+	c.cmd.Process.Kill()
+	<-c.exited
+	c.closeConns()
+}
+
+// terminate sends SIGTERM, then SIGKILL after grace.
+func (c *child) terminate(grace time.Duration) {
+	c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.exited:
+	case <-time.After(grace):
+		c.cmd.Process.Kill()
+	}
+}
+
+func exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	return -1
+}
+
+// RunTask runs one task instance to the end and reports what Airflow would
+// record. The error is for failures of the supervisor itself or of
+// start-up; Result.State is still set (failed or up_for_retry) in the
+// latter case, as Airflow's _finish_failed_startup does. Cancelling ctx
+// SIGTERMs the child and, after KillGrace, SIGKILLs it.
+func (s *Supervisor) RunTask(ctx context.Context, req TaskRequest) (Result, error) {
+	if req.DagID == "" || req.TaskID == "" {
+		return Result{}, errors.New("supervisor: TaskRequest needs DagID and TaskID")
+	}
+	if req.RunID == "" {
+		req.RunID = "manual__" + time.Now().UTC().Format(time.RFC3339Nano)
+	}
+	if req.TryNumber < 1 {
+		req.TryNumber = 1
+	}
+	mapIndex := -1
+	if req.Mapped {
+		mapIndex = req.MapIndex
+	}
+	red := &redactor{}
+	show := &shower{w: s.Logs}
+	failedState := StateFailed
+	if req.ShouldRetry {
+		failedState = StateUpForRetry
+	}
+	c, err := s.start(ctx, red, show)
+	if err != nil {
+		res := Result{State: failedState, ExitCode: -1}
+		if c != nil {
+			res.ExitCode = c.exit
+			res.Output = c.out.lines()
+		}
+		return res, fmt.Errorf("starting task %s.%s: %w", req.DagID, req.TaskID, err)
+	}
+	defer c.closeConns()
+
+	now := time.Now().UTC()
+	sd := protocol.StartupDetails{
+		TI: protocol.TaskInstance{ID: newUUID(), DagID: req.DagID, TaskID: req.TaskID, RunID: req.RunID,
+			TryNumber: req.TryNumber, MapIndex: mapIndex, DagVersionID: newUUID(), Hostname: hostname(), Queue: "default"},
+		DagRelPath: "local",
+		BundleName: "local",
+		StartDate:  now,
+		DagRun: protocol.DagRun{DagID: req.DagID, RunID: req.RunID, RunType: "manual", State: "running",
+			LogicalDate: now, RunAfter: now, StartDate: now, Conf: req.Conf},
+		MaxTries:    req.MaxTries,
+		ShouldRetry: req.ShouldRetry,
+		ArgBindings: req.ArgBindings,
+	}
+	logsDone := make(chan []map[string]any, 1)
+	go func() { logsDone <- readLogs(c.logs, red, show) }()
+
+	var res Result
+	commDone := make(chan struct{})
+	go func() {
+		defer close(commDone)
+		s.serveComm(c.comm, sd, red, show, &res)
+	}()
+	select {
+	case <-commDone:
+	case <-ctx.Done():
+		show.line("supervisor", "cancelled; sending SIGTERM to the task")
+		c.terminate(s.killGrace())
+		<-commDone
+	}
+	// The runtime closes its sockets and exits right after the terminal
+	// frame; wait for the exit so the state can be decided.
+	select {
+	case <-c.exited:
+	case <-ctx.Done():
+		c.terminate(s.killGrace())
+		<-c.exited
+	}
+	c.logs.SetReadDeadline(time.Now().Add(2 * time.Second)) // a grandchild may hold it open
+	res.LogLines = <-logsDone
+	res.ExitCode = c.exit
+	res.Output = c.out.lines()
+	res.State = finalState(res, req.ShouldRetry)
+	return res, nil
+}
+
+func (s *Supervisor) killGrace() time.Duration {
+	if s.KillGrace > 0 {
+		return s.KillGrace
+	}
+	return DefaultKillGrace
+}
+
+// finalState follows Airflow's ActivitySubprocess.final_state: a reported
+// state counts only with exit 0; no report with exit 0 is success.
+func finalState(r Result, shouldRetry bool) string {
+	if r.ExitCode != 0 {
+		if shouldRetry {
+			return StateUpForRetry
+		}
+		return StateFailed
+	}
+	if r.Terminal == nil {
+		return StateSuccess
+	}
+	switch r.Terminal["type"] {
+	case protocol.TypeSucceedTask:
+		return StateSuccess
+	case protocol.TypeRetryTask:
+		return StateUpForRetry
+	}
+	if st, _ := r.Terminal["state"].(string); st != "" {
+		return st
+	}
+	return StateFailed
+}
+
+func hostname() string {
+	h, _ := os.Hostname()
+	return h
+}
+
+// serveComm sends StartupDetails and answers requests until the runtime
+// closes the socket.
+func (s *Supervisor) serveComm(conn net.Conn, sd protocol.StartupDetails, red *redactor, show *shower, res *Result) {
+	p, err := protocol.EncodeReply(0, sd.Body(), nil)
+	if err == nil {
+		err = protocol.WriteFrame(conn, p)
+	}
+	if err != nil {
+		show.line("supervisor", "sending StartupDetails: "+err.Error())
+		return
+	}
+	ti := sd.TI
+	for {
+		p, err := protocol.ReadFrame(conn)
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !isReset(err) {
+				show.line("supervisor", "reading the comm socket: "+err.Error())
+			}
+			return
+		}
+		m, err := protocol.DecodeMessage(p)
+		if err != nil {
+			// Airflow only logs undecodable requests; so do we.
+			show.line("supervisor", "unable to decode a message from the task: "+err.Error())
+			continue
+		}
+		typ := m.Type()
+		res.Requests = append(res.Requests, typ)
+		body, errBody := s.handle(m, ti, red, show, res)
+		rp, err := protocol.EncodeReply(m.ID, body, errBody)
+		if err != nil {
+			rp, _ = protocol.EncodeReply(m.ID, nil, apiError("API_SERVER_ERROR", "encoding the reply: "+err.Error()))
+		}
+		// After a terminal frame the runtime may already be gone.
+		if err := protocol.WriteFrame(conn, rp); err != nil && res.Terminal == nil {
+			show.line("supervisor", "writing a reply: "+err.Error())
+		}
+	}
+}
+
+func isReset(err error) bool {
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+func apiError(code, message string) map[string]any {
+	return map[string]any{"type": protocol.TypeErrorResponse, "error": code, "detail": map[string]any{"message": message}}
+}
+
+// handle answers one request: (reply body, third-element error).
+func (s *Supervisor) handle(m protocol.Message, ti protocol.TaskInstance, red *redactor, show *shower, res *Result) (map[string]any, map[string]any) {
+	b := m.Body
+	str := func(k string) string { v, _ := b[k].(string); return v }
+	switch m.Type() {
+	case protocol.TypeSucceedTask, protocol.TypeRetryTask, protocol.TypeTaskState:
+		res.Terminal = b
+		if r, ok := b["retry_reason"].(string); ok {
+			res.RetryReason = red.apply(r)
+		}
+		return nil, nil
+	case protocol.TypeGetConnection:
+		id := str("conn_id")
+		c, found, err := s.connection(id)
+		if err != nil {
+			show.line("supervisor", err.Error())
+			return nil, apiError("API_SERVER_ERROR", err.Error())
+		}
+		if !found {
+			return map[string]any{"type": protocol.TypeErrorResponse, "error": "CONNECTION_NOT_FOUND", "detail": map[string]any{"conn_id": id}}, nil
+		}
+		return connectionResult(c), nil
+	case protocol.TypeGetVariable:
+		key := str("key")
+		if v, ok := s.lookupEnv("AIRFLOW_VAR_" + strings.ToUpper(key)); ok {
+			return map[string]any{"type": protocol.TypeVariableResult, "key": key, "value": v}, nil
+		}
+		return map[string]any{"type": protocol.TypeErrorResponse, "error": "VARIABLE_NOT_FOUND", "detail": map[string]any{"key": key}}, nil
+	case protocol.TypeGetXCom:
+		v, ok, err := s.GetXCom(str("dag_id"), str("run_id"), str("task_id"), str("key"))
+		if err != nil {
+			return nil, apiError("API_SERVER_ERROR", err.Error())
+		}
+		if !ok {
+			v = nil
+		}
+		return map[string]any{"type": protocol.TypeXComResult, "key": str("key"), "value": v}, nil
+	case protocol.TypeSetXCom:
+		if err := s.PutXCom(str("dag_id"), str("run_id"), str("task_id"), str("key"), b["value"]); err != nil {
+			return nil, apiError("API_SERVER_ERROR", err.Error())
+		}
+		return nil, nil
+	case protocol.TypeMaskSecret:
+		red.add(b["value"])
+		return nil, nil
+	}
+	return nil, map[string]any{"type": protocol.TypeErrorResponse, "error": "API_SERVER_ERROR", "detail": map[string]any{"status_code": 400, "message": "Unhandled request", "detail": m.Type()}}
+}
+
+// outputSink collects and shows the child's stdout and stderr lines.
+type outputSink struct {
+	red  *redactor
+	show *shower
+	mu   sync.Mutex
+	all  []string
+}
+
+func (o *outputSink) add(stream, line string) {
+	line = o.red.apply(line)
+	o.mu.Lock()
+	o.all = append(o.all, stream+": "+line)
+	o.mu.Unlock()
+	o.show.line("task."+stream, line)
+}
+
+// writer returns an io.Writer that splits one stream into lines.
+func (o *outputSink) writer(stream string) *lineWriter {
+	return &lineWriter{emit: func(l string) { o.add(stream, l) }}
+}
+
+// lineWriter calls emit once per complete line; flush emits the rest.
+type lineWriter struct {
+	mu   sync.Mutex
+	buf  []byte
+	emit func(string)
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			break
+		}
+		w.emit(string(w.buf[:i]))
+		w.buf = w.buf[i+1:]
+	}
+	if len(w.buf) > 1<<20 { // an endless line: show it in pieces
+		w.emit(string(w.buf))
+		w.buf = nil
+	}
+	return len(p), nil
+}
+
+func (w *lineWriter) flush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.buf) > 0 {
+		w.emit(string(w.buf))
+		w.buf = nil
+	}
+}
+
+func (o *outputSink) lines() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]string(nil), o.all...)
+}
+
+// readLogs reads JSON log lines until EOF, shows them and returns them.
+func readLogs(conn net.Conn, red *redactor, show *shower) []map[string]any {
+	var out []map[string]any
+	sc := bufio.NewScanner(conn)
+	sc.Buffer(make([]byte, 64*1024), protocol.MaxFrameSize)
+	for sc.Scan() {
+		var rec map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			show.line("supervisor", "log line is not JSON: "+red.apply(sc.Text()))
+			continue
+		}
+		rec = red.applyAny(rec).(map[string]any)
+		out = append(out, rec)
+		show.record(rec)
+	}
+	return out
+}
+
+// shower writes human-readable lines to the Logs writer.
+type shower struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *shower) line(source, text string) {
+	if s.w == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fmt.Fprintf(s.w, "%s [%s] %s\n", time.Now().UTC().Format("15:04:05.000"), source, text)
+}
+
+func (s *shower) record(rec map[string]any) {
+	if s.w == nil {
+		return
+	}
+	ts, _ := rec["timestamp"].(string)
+	if t, err := time.Parse(time.RFC3339Nano, ts); err == nil {
+		ts = t.UTC().Format("15:04:05.000")
+	}
+	var keys []string
+	for k := range rec {
+		switch k {
+		case "event", "level", "timestamp", "logger":
+		default:
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "%s %-7s [%v] %v", ts, strings.ToUpper(fmt.Sprint(rec["level"])), rec["logger"], rec["event"])
+	for _, k := range keys {
+		v := rec[k]
+		if s, ok := v.(string); ok && strings.Contains(s, "\n") {
+			fmt.Fprintf(&sb, "\n    %s:\n%s", k, indent(s))
+			continue
+		}
+		b, _ := json.Marshal(v)
+		fmt.Fprintf(&sb, " %s=%s", k, b)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fmt.Fprintln(s.w, sb.String())
+}
+
+func indent(s string) string {
+	return "      " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n      ")
+}
+
+// redactor replaces secrets the task asked to mask.
+type redactor struct {
+	mu      sync.Mutex
+	secrets []string
+}
+
+func (r *redactor) add(v any) {
+	s, ok := v.(string)
+	if !ok || len(s) < 3 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.secrets = append(r.secrets, s)
+	sort.Slice(r.secrets, func(i, j int) bool { return len(r.secrets[i]) > len(r.secrets[j]) })
+}
+
+func (r *redactor) apply(s string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, sec := range r.secrets {
+		s = strings.ReplaceAll(s, sec, "***")
+	}
+	return s
+}
+
+func (r *redactor) applyAny(v any) any {
+	switch x := v.(type) {
+	case string:
+		return r.apply(x)
+	case map[string]any:
+		for k, e := range x {
+			x[k] = r.applyAny(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = r.applyAny(e)
+		}
+	}
+	return v
+}

@@ -1,0 +1,463 @@
+package supervisor
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/selftest"
+	"github.com/airflow-sandbox/airflow-go-worker/connections"
+)
+
+var bundleBin string
+
+// TestMain builds the test bundle once; with SUPERVISOR_TEST_HELPER set the
+// test binary instead acts as a hand-written bundle (see helperMain).
+func TestMain(m *testing.M) {
+	if mode := os.Getenv("SUPERVISOR_TEST_HELPER"); mode != "" {
+		os.Exit(helperMain(mode, os.Args[1:]))
+	}
+	dir, err := os.MkdirTemp("", "supervisor-test-")
+	if err != nil {
+		panic(err)
+	}
+	bundleBin = filepath.Join(dir, "testbundle")
+	build := exec.Command("go", "build", "-o", bundleBin, "./internal/testbundle")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building the test bundle:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// helperMain is a bundle that reports success and then exits non-zero, to
+// check that a reported state only counts with exit 0.
+func helperMain(mode string, args []string) int {
+	var comm string
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "--comm="); ok {
+			comm = v
+		}
+		if v, ok := strings.CutPrefix(a, "--logs="); ok {
+			if c, err := net.Dial("tcp", v); err == nil {
+				defer c.Close()
+			}
+		}
+	}
+	c, err := net.Dial("tcp", comm)
+	if err != nil {
+		return 9
+	}
+	defer c.Close()
+	if _, err := protocol.ReadFrame(c); err != nil {
+		return 8
+	}
+	p, _ := protocol.EncodeRequest(0, map[string]any{"type": "SucceedTask", "end_date": time.Now(), "task_outlets": []any{}, "outlet_events": []any{}})
+	protocol.WriteFrame(c, p)
+	return 3
+}
+
+func newSup(t *testing.T, env ...string) (*Supervisor, *syncBuffer) {
+	t.Helper()
+	logs := &syncBuffer{}
+	return &Supervisor{
+		Executable: bundleBin,
+		Env:        append([]string{"PATH=" + os.Getenv("PATH")}, env...),
+		StateDir:   t.TempDir(),
+		Logs:       logs,
+		KillGrace:  5 * time.Second,
+	}, logs
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+	// onWrite, if set, sees every write (used to react to log lines).
+	onWrite func(string)
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.onWrite != nil {
+		b.onWrite(string(p))
+	}
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func run(t *testing.T, s *Supervisor, req TaskRequest) Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := s.RunTask(ctx, req)
+	if err != nil {
+		t.Fatalf("RunTask: %v", err)
+	}
+	return res
+}
+
+func TestPingSucceedsAndPushesXCom(t *testing.T) {
+	s, logs := newSup(t)
+	res := run(t, s, TaskRequest{DagID: selftest.DagID, TaskID: "ping", RunID: "r1"})
+	if res.State != StateSuccess || res.ExitCode != 0 {
+		t.Fatalf("state %s exit %d\n%s", res.State, res.ExitCode, logs)
+	}
+	if !slices.Equal(res.Requests, []string{"SetXCom", "SucceedTask"}) {
+		t.Fatalf("requests %v", res.Requests)
+	}
+	v, ok, err := s.GetXCom(selftest.DagID, "r1", "ping", "return_value")
+	if err != nil || !ok {
+		t.Fatalf("return_value not stored: %v %v", ok, err)
+	}
+	if gv, _ := v.(map[string]any)["go_version"].(string); !strings.HasPrefix(gv, "go") {
+		t.Fatalf("ping result %v", v)
+	}
+	if !strings.Contains(logs.String(), "pong") {
+		t.Fatalf("task logs not shown:\n%s", logs)
+	}
+}
+
+func TestFailureRetryRemovedPanic(t *testing.T) {
+	s, _ := newSup(t)
+	for _, tc := range []struct {
+		dag, task   string
+		retry       bool
+		want        string
+		reasonMatch string
+	}{
+		{selftest.DagID, "fail", false, StateFailed, ""},
+		{selftest.DagID, "fail", true, StateUpForRetry, "deliberate failure"},
+		{selftest.DagID, "no_such_task", true, StateRemoved, ""},
+		{"e2e", "panic", true, StateUpForRetry, "panic: deliberate panic"},
+		{"e2e", "panic", false, StateFailed, ""},
+	} {
+		res := run(t, s, TaskRequest{DagID: tc.dag, TaskID: tc.task, ShouldRetry: tc.retry, MaxTries: 2})
+		if res.State != tc.want || res.ExitCode != 0 {
+			t.Errorf("%s.%s retry=%v: state %s exit %d, want %s", tc.dag, tc.task, tc.retry, res.State, res.ExitCode, tc.want)
+		}
+		if !strings.Contains(res.RetryReason, tc.reasonMatch) {
+			t.Errorf("%s.%s: retry reason %q should contain %q", tc.dag, tc.task, res.RetryReason, tc.reasonMatch)
+		}
+		if slices.Contains(res.Requests, "SetXCom") {
+			t.Errorf("%s.%s: a failed task must not push XCom", tc.dag, tc.task)
+		}
+	}
+}
+
+func TestPanicStackIsLogged(t *testing.T) {
+	s, _ := newSup(t)
+	res := run(t, s, TaskRequest{DagID: "e2e", TaskID: "panic"})
+	for _, l := range res.LogLines {
+		if l["event"] == "task panicked" && strings.Contains(fmt.Sprint(l["stack"]), "main.main") {
+			return
+		}
+	}
+	t.Fatalf("no panic record with a stack in %v", res.LogLines)
+}
+
+func TestSIGTERMMidTaskStillReportsOutcome(t *testing.T) {
+	started := make(chan struct{})
+	var once sync.Once
+	s, logs := newSup(t)
+	logs.onWrite = func(p string) {
+		if strings.Contains(p, "sleeping") {
+			once.Do(func() { close(started) })
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-started
+		cancel()
+	}()
+	begin := time.Now()
+	res, err := s.RunTask(ctx, TaskRequest{DagID: selftest.DagID, TaskID: "sleep", Conf: map[string]any{"seconds": 60}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Terminal == nil || res.Terminal["state"] != "failed" || res.ExitCode != 0 {
+		t.Fatalf("want a TaskState failed and exit 0 after SIGTERM, got %+v exit %d\n%s", res.Terminal, res.ExitCode, logs)
+	}
+	if res.State != StateFailed {
+		t.Fatalf("state %s", res.State)
+	}
+	if time.Since(begin) > 30*time.Second {
+		t.Fatal("the task should have ended soon after SIGTERM, not after its sleep")
+	}
+}
+
+func TestConnectionNotFound(t *testing.T) {
+	s, logs := newSup(t)
+	res := run(t, s, TaskRequest{DagID: selftest.DagID, TaskID: "connection", Conf: map[string]any{"conn_id": "nope"}})
+	if res.State != StateFailed || !slices.Contains(res.Requests, "GetConnection") {
+		t.Fatalf("state %s requests %v", res.State, res.Requests)
+	}
+	if !strings.Contains(logs.String(), `connection \"nope\": connection not found`) {
+		t.Fatalf("the failure should name the connection:\n%s", logs)
+	}
+}
+
+func TestConnectionFromEnvIsMaskedInLogs(t *testing.T) {
+	if _, err := connections.ParseJSON("x", []byte(`{"conn_type":"http"}`)); err != nil && strings.Contains(err.Error(), "not implemented") {
+		t.Skip("connections.ParseJSON is still a stub (owned by another package); this test needs it")
+	}
+	s, logs := newSup(t, `AIRFLOW_CONN_MY_HTTP={"conn_type": "http", "host": "example.internal", "port": 8443, "login": "bob", "password": "pa55word-xyz"}`)
+	res := run(t, s, TaskRequest{DagID: selftest.DagID, TaskID: "connection", ArgBindings: []map[string]any{{"name": "conn_id", "kind": "literal", "value": "my_http"}}, RunID: "r"})
+	if res.State != StateSuccess {
+		t.Fatalf("state %s\n%s", res.State, logs)
+	}
+	v, _, _ := s.GetXCom(selftest.DagID, "r", "connection", "return_value")
+	m := v.(map[string]any)
+	if m["host"] != "example.internal" || m["port"] != float64(8443) || m["login"] != "bob" {
+		t.Fatalf("result %v", m)
+	}
+	if strings.Contains(fmt.Sprint(v), "pa55word") || strings.Contains(logs.String(), "pa55word") {
+		t.Fatal("the password leaked")
+	}
+	if !slices.Contains(res.Requests, "MaskSecret") {
+		t.Fatalf("the password must be masked: %v", res.Requests)
+	}
+}
+
+func TestSecretsRedactedFromShownLogsAndOutput(t *testing.T) {
+	s, logs := newSup(t)
+	res := run(t, s, TaskRequest{DagID: "e2e", TaskID: "leak"})
+	if res.State != StateSuccess {
+		t.Fatalf("state %s", res.State)
+	}
+	out := logs.String()
+	if strings.Contains(out, "s3cr3t-value") || strings.Contains(fmt.Sprint(res.LogLines, res.Output), "s3cr3t-value") {
+		t.Fatalf("secret leaked:\n%s", out)
+	}
+	if !strings.Contains(out, "about to print ***") || !strings.Contains(out, "stdout has *** too") {
+		t.Fatalf("expected redacted lines:\n%s", out)
+	}
+}
+
+func TestXComRoundTripAndBindingAcrossTasks(t *testing.T) {
+	s, logs := newSup(t)
+	res := run(t, s, TaskRequest{DagID: selftest.DagID, TaskID: "xcom_roundtrip", RunID: "r2"})
+	if res.State != StateSuccess {
+		t.Fatalf("state %s\n%s", res.State, logs)
+	}
+	v, ok, _ := s.GetXCom(selftest.DagID, "r2", "xcom_roundtrip", "return_value")
+	if !ok || v.(map[string]any)["hello"] != "airflow" {
+		t.Fatalf("round trip value %v", v)
+	}
+	if err := s.PutXCom("e2e", "r2", "up", "return_value", "from upstream"); err != nil {
+		t.Fatal(err)
+	}
+	res = run(t, s, TaskRequest{DagID: "e2e", TaskID: "echo", RunID: "r2", Conf: map[string]any{"times": 4},
+		ArgBindings: []map[string]any{{"name": "msg", "kind": "xcom", "task_id": "up"}}})
+	if res.State != StateSuccess {
+		t.Fatalf("echo: %s\n%s", res.State, logs)
+	}
+	v, _, _ = s.GetXCom("e2e", "r2", "echo", "return_value")
+	if m := v.(map[string]any); m["msg"] != "from upstream" || m["times"] != float64(4) {
+		t.Fatalf("echo result %v", v)
+	}
+}
+
+func TestLogFiltering(t *testing.T) {
+	s, _ := newSup(t, "AIRFLOW__LOGGING__LOGGING_LEVEL=ERROR")
+	res := run(t, s, TaskRequest{DagID: selftest.DagID, TaskID: "fail"})
+	var events []string
+	for _, l := range res.LogLines {
+		events = append(events, fmt.Sprint(l["level"], ":", l["event"]))
+		if l["level"] != "error" && l["level"] != "critical" {
+			t.Errorf("record below ERROR got through: %v", l)
+		}
+	}
+	if !slices.Contains(events, "error:task failed") {
+		t.Fatalf("the failure must still be logged: %v", events)
+	}
+	s, _ = newSup(t, "AIRFLOW__LOGGING__NAMESPACE_LEVELS=task=DEBUG")
+	res = run(t, s, TaskRequest{DagID: selftest.DagID, TaskID: "ping"})
+	found := false
+	for _, l := range res.LogLines {
+		found = found || l["event"] == "pong"
+	}
+	if !found {
+		t.Fatalf("info lines should pass: %v", res.LogLines)
+	}
+}
+
+func TestNonZeroExitOverridesReportedState(t *testing.T) {
+	self, _ := os.Executable()
+	for _, retry := range []bool{false, true} {
+		s := &Supervisor{Executable: self, Env: append(os.Environ(), "SUPERVISOR_TEST_HELPER=succeed-then-exit3")}
+		res, err := s.RunTask(context.Background(), TaskRequest{DagID: "d", TaskID: "t", ShouldRetry: retry})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := StateFailed
+		if retry {
+			want = StateUpForRetry
+		}
+		if res.ExitCode != 3 || res.State != want || res.Terminal == nil {
+			t.Fatalf("retry=%v: exit %d state %s terminal %v", retry, res.ExitCode, res.State, res.Terminal)
+		}
+	}
+}
+
+func TestStartupFailures(t *testing.T) {
+	s := &Supervisor{Executable: "/bin/false"}
+	res, err := s.RunTask(context.Background(), TaskRequest{DagID: "d", TaskID: "t", ShouldRetry: true})
+	if err == nil || !strings.Contains(err.Error(), "exited with 1 before connecting") || res.State != StateUpForRetry {
+		t.Fatalf("exit before connect: %v %+v", err, res)
+	}
+	s = &Supervisor{Executable: "/bin/sh", Args: []string{"-c", "exec sleep 30", "sh"}, StartupTimeout: 200 * time.Millisecond}
+	res, err = s.RunTask(context.Background(), TaskRequest{DagID: "d", TaskID: "t"})
+	if err == nil || !strings.Contains(err.Error(), "did not connect within") || res.State != StateFailed {
+		t.Fatalf("startup timeout: %v %+v", err, res)
+	}
+	s = &Supervisor{Executable: filepath.Join(t.TempDir(), "missing")}
+	if _, err := s.RunTask(context.Background(), TaskRequest{DagID: "d", TaskID: "t"}); err == nil {
+		t.Fatal("a missing executable must be an error")
+	}
+}
+
+func TestParseTaskHandlers(t *testing.T) {
+	s, _ := newSup(t)
+	body, err := s.ParseTaskHandlers(context.Background(), "/dags/bundle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body["fileloc"] != "/dags/bundle" {
+		t.Fatalf("fileloc %v", body["fileloc"])
+	}
+	th := body["task_handlers"].(map[string]any)
+	st := th[selftest.DagID].([]any)
+	if len(st) != 5 {
+		t.Fatalf("selftest declares 5 tasks, got %v", st)
+	}
+	conn := st[1].(map[string]any)
+	params := conn["params"].([]any)
+	if conn["task_id"] != "connection" || len(params) != 1 || params[0].(map[string]any)["name"] != "conn_id" {
+		t.Fatalf("connection declaration %v", conn)
+	}
+}
+
+// rawBundle forks the test bundle against hand-driven sockets and returns
+// its exit code and stderr once it exits.
+func rawBundle(t *testing.T, first []byte) (int, string) {
+	t.Helper()
+	commL, _ := net.Listen("tcp", "127.0.0.1:0")
+	logsL, _ := net.Listen("tcp", "127.0.0.1:0")
+	t.Cleanup(func() { commL.Close(); logsL.Close() })
+	var stderr bytes.Buffer
+	cmd := exec.Command(bundleBin, "--comm="+commL.Addr().String(), "--logs="+logsL.Addr().String())
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	logs, err := logsL.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logs.Close()
+	comm, err := commL.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer comm.Close()
+	comm.Write(first)
+	select {
+	case err := <-done:
+		return exitCode(err), stderr.String()
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("the bundle hung on bad input")
+	}
+	return 0, ""
+}
+
+func TestBundleRejectsBadFrames(t *testing.T) {
+	frame := func(payload []byte) []byte {
+		var b bytes.Buffer
+		protocol.WriteFrame(&b, payload)
+		return b.Bytes()
+	}
+	huge := make([]byte, 4)
+	binary.BigEndian.PutUint32(huge, protocol.MaxFrameSize+1)
+	unknown, _ := protocol.EncodeReply(0, map[string]any{"type": "Surprise"}, nil)
+	noTI, _ := protocol.EncodeReply(0, map[string]any{"type": "StartupDetails"}, nil)
+	for name, tc := range map[string]struct {
+		bytes []byte
+		want  string
+	}{
+		"oversized":    {huge, "frame too large"},
+		"garbage":      {frame([]byte{0xc1, 0xc1}), "malformed frame"},
+		"cut short":    {append([]byte{0, 0, 0, 50}, 1, 2, 3), "reading the first frame"},
+		"unknown type": {frame(unknown), `unexpected first message type "Surprise"`},
+		"missing ti":   {frame(noTI), "StartupDetails.ti is required"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			first := tc.bytes
+			if name == "cut short" {
+				// Close our side after the partial frame so the bundle sees EOF.
+				code, stderr := rawBundleClose(t, first)
+				if code == 0 || !strings.Contains(stderr, tc.want) {
+					t.Fatalf("exit %d stderr %q", code, stderr)
+				}
+				return
+			}
+			code, stderr := rawBundle(t, first)
+			if code == 0 || !strings.Contains(stderr, tc.want) {
+				t.Fatalf("exit %d, stderr %q; want non-zero and %q", code, stderr, tc.want)
+			}
+		})
+	}
+}
+
+func rawBundleClose(t *testing.T, first []byte) (int, string) {
+	t.Helper()
+	commL, _ := net.Listen("tcp", "127.0.0.1:0")
+	logsL, _ := net.Listen("tcp", "127.0.0.1:0")
+	t.Cleanup(func() { commL.Close(); logsL.Close() })
+	var stderr bytes.Buffer
+	cmd := exec.Command(bundleBin, "--comm="+commL.Addr().String(), "--logs="+logsL.Addr().String())
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	logs, _ := logsL.Accept()
+	defer logs.Close()
+	comm, _ := commL.Accept()
+	comm.Write(first)
+	comm.Close()
+	err := cmd.Wait()
+	return exitCode(err), stderr.String()
+}
+
+func BenchmarkForkToTerminalPing(b *testing.B) {
+	s := &Supervisor{Executable: bundleBin, Env: []string{}}
+	for b.Loop() {
+		res, err := s.RunTask(context.Background(), TaskRequest{DagID: selftest.DagID, TaskID: "ping"})
+		if err != nil || res.State != StateSuccess {
+			b.Fatalf("%v %s", err, res.State)
+		}
+	}
+}
