@@ -1,0 +1,81 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestAttachAndRelease(t *testing.T) {
+	ctx := context.Background()
+	drv := newFake()
+	sb, _ := Create(ctx, drv, Spec{Owner: "dag/run", Workdir: "/workspace"})
+	h1, h2 := HolderFor("dag", "run", "a", -1), HolderFor("dag", "run", "b", 2)
+
+	if _, _, err := Attach(ctx, drv, sb.ID(), "dag/other", h1); err == nil || !strings.Contains(err.Error(), "not owned by") {
+		t.Fatalf("wrong owner: %v", err)
+	} else if !IsTerminal(err) {
+		t.Error("attach errors are terminal")
+	}
+	got, att, err := Attach(ctx, drv, sb.ID(), "dag/run", h1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ID() != sb.ID() || att.Owner != "dag/run" || att.Holder != h1 || att.Workdir != "/workspace" ||
+		att.Network == nil || !att.Network.Block || att.ExpiresAt.IsZero() {
+		t.Errorf("attachment %+v", att)
+	}
+	if drv.boxes[sb.ID()].tags[TagHolder] != h1 {
+		t.Errorf("holder tag not written: %v", drv.boxes[sb.ID()].tags)
+	}
+	if _, _, err := Attach(ctx, drv, sb.ID(), "dag/run", h1); err != nil {
+		t.Errorf("same holder again: %v", err)
+	}
+	if _, _, err := Attach(ctx, drv, sb.ID(), "dag/run", h2); err == nil || !strings.Contains(err.Error(), "already held by") {
+		t.Errorf("second holder: %v", err)
+	}
+	// Releasing someone else's claim leaves it.
+	if err := Release(ctx, drv, sb.ID(), h2); err != nil || drv.boxes[sb.ID()].tags[TagHolder] != h1 {
+		t.Errorf("release by non-holder: %v, tags %v", err, drv.boxes[sb.ID()].tags)
+	}
+	if err := Release(ctx, drv, sb.ID(), h1); err != nil {
+		t.Fatal(err)
+	}
+	if _, held := drv.boxes[sb.ID()].tags[TagHolder]; held {
+		t.Error("holder tag survived release")
+	}
+	if drv.boxes[sb.ID()].tags[TagOwner] != "dag/run" {
+		t.Error("release dropped other tags")
+	}
+	sb.Destroy(ctx)
+	if err := Release(ctx, drv, sb.ID(), h1); err != nil {
+		t.Errorf("release of a gone sandbox: %v", err)
+	}
+	if _, _, err := Attach(ctx, drv, sb.ID(), "dag/run", h1); !errors.Is(err, ErrGone) {
+		t.Errorf("attach to a gone sandbox: want ErrGone, got %v", err)
+	}
+}
+
+func TestAttachLosesARace(t *testing.T) {
+	ctx := context.Background()
+	drv := newFake()
+	sb, _ := Create(ctx, drv, Spec{Owner: "dag/run"})
+	// Another task's claim lands right after ours.
+	drv.onSetTags = func(b *fakeBox) { b.tags[TagHolder] = "dag/run/rival" }
+	_, _, err := Attach(ctx, drv, sb.ID(), "dag/run", "dag/run/me")
+	if err == nil || !strings.Contains(err.Error(), "was claimed by") {
+		t.Fatalf("want a lost-race error, got %v", err)
+	}
+}
+
+func TestAttachToleratesAMalformedNetworkTag(t *testing.T) {
+	ctx := context.Background()
+	drv := newFake()
+	sb, _ := Create(ctx, drv, Spec{Owner: "dag/run"})
+	drv.boxes[sb.ID()].tags[TagNetwork] = "garbage"
+	_, att, err := Attach(ctx, drv, sb.ID(), "dag/run", "dag/run/t")
+	if err != nil || att.Network != nil {
+		t.Errorf("a malformed network tag must give no policy, not an error: %+v, %v", att, err)
+	}
+}

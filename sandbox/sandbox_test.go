@@ -1,0 +1,162 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestCreateStampsTagsAndRefusesInvalidSpecs(t *testing.T) {
+	ctx := context.Background()
+	drv := newFake()
+	if _, err := Create(ctx, drv, Spec{CPU: -1}); !errors.Is(err, ErrRefused) {
+		t.Fatalf("invalid spec: want ErrRefused, got %v", err)
+	}
+	if len(drv.boxes) != 0 {
+		t.Fatal("an invalid spec reached the driver")
+	}
+	sb, err := Create(ctx, drv, Spec{Owner: "dag/run"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, _ := sb.Info(ctx)
+	if info.Backend != "fake" || info.Workdir != DefaultWorkdir || !strings.HasPrefix(info.Name, NamePrefix) {
+		t.Errorf("info = %+v", info)
+	}
+	tags, _ := sb.Tags(ctx)
+	if tags[TagOwner] != "dag/run" || tags[TagSandbox] != info.Name || tags[TagCreatedBy] != CreatedByValue {
+		t.Errorf("tags = %v", tags)
+	}
+	if exp := ExpiresAt(tags); exp.Before(time.Now().Add(DefaultTimeout - time.Minute)) {
+		t.Errorf("expiry %v is not the default lifetime away", exp)
+	}
+}
+
+func TestExecCapsOutputAndReportsTruncation(t *testing.T) {
+	ctx := context.Background()
+	drv := newFake()
+	drv.execOut = "0123456789"
+	sb, _ := Create(ctx, drv, Spec{})
+	var out, errb bytes.Buffer
+	res, err := sb.Exec(ctx, "x", ExecOptions{Stdout: &out, Stderr: &errb, MaxOutputBytes: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != "0123" || errb.String() != "0123" || !res.StdoutTruncated || !res.StderrTruncated {
+		t.Errorf("out %q err %q result %+v", out.String(), errb.String(), res)
+	}
+	out.Reset()
+	res, _ = sb.Exec(ctx, "x", ExecOptions{Stdout: &out, MaxOutputBytes: 10})
+	if out.String() != "0123456789" || res.StdoutTruncated {
+		t.Errorf("exactly at the cap: out %q truncated %v", out.String(), res.StdoutTruncated)
+	}
+	// No cap, nil writers: output is discarded, not a panic.
+	if _, err := sb.Exec(ctx, "x", ExecOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestExecTimeoutDefaultsAndIsClippedToLifetime(t *testing.T) {
+	ctx := context.Background()
+	drv := newFake()
+	sb, _ := Create(ctx, drv, Spec{Timeout: time.Hour})
+	res, _ := sb.Exec(ctx, "x", ExecOptions{})
+	if drv.lastExec.Timeout != DefaultExecTimeout || res.AppliedTimeout != DefaultExecTimeout {
+		t.Errorf("default exec timeout: sent %v, applied %v", drv.lastExec.Timeout, res.AppliedTimeout)
+	}
+	// Ten minutes before expiry, a 30-minute command gets ten minutes.
+	sb.now = func() time.Time { return time.Now().Add(50 * time.Minute) }
+	res, _ = sb.Exec(ctx, "x", ExecOptions{Timeout: 30 * time.Minute})
+	if d := drv.lastExec.Timeout; d > 10*time.Minute || d < 9*time.Minute {
+		t.Errorf("timeout %v not clipped to the ~10 minutes left", d)
+	}
+	if res.AppliedTimeout != drv.lastExec.Timeout {
+		t.Errorf("applied timeout %v != sent %v", res.AppliedTimeout, drv.lastExec.Timeout)
+	}
+	// Past expiry: at least a second, so the backend reports the deadline.
+	sb.now = func() time.Time { return time.Now().Add(2 * time.Hour) }
+	sb.Exec(ctx, "x", ExecOptions{Timeout: time.Minute})
+	if drv.lastExec.Timeout != time.Second {
+		t.Errorf("past expiry: timeout %v, want 1s", drv.lastExec.Timeout)
+	}
+}
+
+func TestPathsResolveAgainstWorkdir(t *testing.T) {
+	ctx := context.Background()
+	drv := newFake()
+	sb, _ := Create(ctx, drv, Spec{Workdir: "/home/job"})
+	if err := sb.WriteFile(ctx, "out/a.txt", strings.NewReader("a"), 0); err != nil {
+		t.Fatal(err)
+	}
+	box := drv.boxes[sb.ID()]
+	if _, ok := box.files["/home/job/out/a.txt"]; !ok {
+		t.Fatalf("relative path not resolved against the workdir: %v", box.files)
+	}
+	if box.modes["/home/job/out/a.txt"] != 0o644 {
+		t.Errorf("mode 0 must mean 0644, got %v", box.modes["/home/job/out/a.txt"])
+	}
+	if err := sb.WriteFile(ctx, "/tmp/../etc/x", strings.NewReader("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := box.files["/etc/x"]; !ok {
+		t.Errorf("absolute path not cleaned: %v", box.files)
+	}
+	sb.Exec(ctx, "x", ExecOptions{Workdir: "sub"})
+	if drv.lastExec.Workdir != "/home/job/sub" {
+		t.Errorf("exec workdir %q", drv.lastExec.Workdir)
+	}
+	if _, err := sb.Stat(ctx, ""); err == nil {
+		t.Error("an empty path must be an error")
+	}
+}
+
+func TestOpenFileStopsAGrowingFile(t *testing.T) {
+	ctx := context.Background()
+	drv := newFake()
+	sb, _ := Create(ctx, drv, Spec{})
+	sb.WriteFile(ctx, "f", strings.NewReader("12345"), 0)
+	drv.extraOnRead = 100 // the file grows to 105 bytes while read
+	rc, size, err := sb.OpenFile(ctx, "f", 10)
+	if err != nil || size != 5 {
+		t.Fatalf("open: %d, %v", size, err)
+	}
+	got, err := io.ReadAll(rc)
+	var tl *TooLargeError
+	if !errors.As(err, &tl) || tl.MaxBytes != 10 || tl.Size != -1 {
+		t.Fatalf("want a TooLargeError with unknown size, got %v", err)
+	}
+	if len(got) != 10 {
+		t.Errorf("got %d bytes before the error, want the 10 allowed", len(got))
+	}
+	// A negative limit reads everything.
+	rc, _, _ = sb.OpenFile(ctx, "f", -1)
+	all, err := io.ReadAll(rc)
+	if err != nil || len(all) != 105 {
+		t.Errorf("unlimited read: %d bytes, %v", len(all), err)
+	}
+	// Exactly at the limit is fine.
+	drv.extraOnRead = 0
+	rc, _, _ = sb.OpenFile(ctx, "f", 5)
+	if got, err := io.ReadAll(rc); err != nil || string(got) != "12345" {
+		t.Errorf("read at the limit: %q, %v", got, err)
+	}
+}
+
+func TestDestroyIsIdempotent(t *testing.T) {
+	ctx := context.Background()
+	drv := newFake()
+	sb, _ := Create(ctx, drv, Spec{})
+	if err := sb.Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Destroy(ctx); err != nil {
+		t.Errorf("second destroy: %v", err)
+	}
+	if _, err := Open(drv, sb.ID()).Info(ctx); !errors.Is(err, ErrGone) {
+		t.Errorf("info after destroy: %v", err)
+	}
+}

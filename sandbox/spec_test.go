@@ -1,0 +1,106 @@
+package sandbox
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestValidateNamesTheField(t *testing.T) {
+	cases := []struct {
+		name string
+		spec Spec
+		want string
+	}{
+		{"negative cpu", Spec{CPU: -1}, "cpu:"},
+		{"negative memory", Spec{MemoryMiB: -5}, "memory_mib:"},
+		{"negative timeout", Spec{Timeout: -time.Second}, "timeout:"},
+		{"huge timeout", Spec{Timeout: 25 * time.Hour}, "timeout: 25h0m0s is longer than"},
+		{"fractional timeout", Spec{Timeout: 1500 * time.Millisecond}, "not a whole number of seconds"},
+		{"relative workdir", Spec{Workdir: "work"}, `workdir: "work"`},
+		{"unclean workdir", Spec{Workdir: "/a/../b"}, `workdir: "/a/../b"`},
+		{"env name with =", Spec{Env: map[string]string{"A=B": "x"}}, `env: "A=B"`},
+		{"empty env name", Spec{Env: map[string]string{"": "x"}}, `env: ""`},
+		{"env value with NUL", Spec{Env: map[string]string{"K": "a\x00b"}}, "env: value of K"},
+		{"allowlist on open network", Spec{Network: &NetworkPolicy{AllowHosts: []string{"x.org"}}}, "network:"},
+		{"owner without run", Spec{Owner: "just-a-dag"}, `owner: "just-a-dag"`},
+		{"empty tag", Spec{Tags: map[string]string{"": "v"}}, "tags: empty tag name"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := c.spec.Validate()
+			if err == nil {
+				t.Fatal("want an error")
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %q does not contain %q", err, c.want)
+			}
+			if !errors.Is(err, ErrRefused) || !IsTerminal(err) {
+				t.Fatalf("an invalid spec must be a terminal ErrRefused: %v", err)
+			}
+		})
+	}
+}
+
+func TestValidateReportsEveryProblem(t *testing.T) {
+	err := Spec{CPU: -1, MemoryMiB: -1, Owner: "x"}.Validate()
+	for _, field := range []string{"cpu:", "memory_mib:", "owner:"} {
+		if err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("error %v does not name %s", err, field)
+		}
+	}
+}
+
+func TestValidSpecs(t *testing.T) {
+	for _, s := range []Spec{
+		{},
+		Spec{}.WithDefaults(),
+		{CPU: 0.5, MemoryMiB: 2048, Timeout: 24 * time.Hour, Workdir: "/home/job", Env: map[string]string{"K": "v"},
+			Network: &NetworkPolicy{Block: true, AllowCIDRs: []string{"10.0.0.0/8"}}, Owner: "dag/run", Tags: map[string]string{"t": ""}},
+	} {
+		if err := s.Validate(); err != nil {
+			t.Errorf("%+v: %v", s, err)
+		}
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	s := Spec{}.WithDefaults()
+	if s.Timeout != DefaultTimeout || s.Workdir != DefaultWorkdir {
+		t.Errorf("defaults: %+v", s)
+	}
+	if p := (Spec{}).NetworkPolicy(); !p.Block || len(p.AllowHosts)+len(p.AllowCIDRs) != 0 {
+		t.Errorf("the default network must be blocked with no allowlist: %+v", p)
+	}
+	kept := Spec{Timeout: time.Minute, Workdir: "/w"}.WithDefaults()
+	if kept.Timeout != time.Minute || kept.Workdir != "/w" {
+		t.Errorf("WithDefaults overwrote set fields: %+v", kept)
+	}
+}
+
+func TestErrorKindsAndRetry(t *testing.T) {
+	e := &Error{Op: "read", Sandbox: "sb", Path: "/x", Kind: ErrNotFound}
+	if !errors.Is(e, ErrNotFound) || errors.Is(e, ErrGone) || IsRetryable(e) {
+		t.Errorf("kind matching: %v", e)
+	}
+	if got := e.Error(); got != `read in sandbox sb "/x": no such file or directory` {
+		t.Errorf("message %q", got)
+	}
+	r := Retryable(errors.New("503"))
+	if !IsRetryable(r) || IsTerminal(r) {
+		t.Error("Retryable not retryable")
+	}
+	if !IsRetryable(&Error{Op: "exec", Retryable: true}) {
+		t.Error("Error.Retryable not honoured")
+	}
+	if Retryable(nil) != nil || IsTerminal(nil) {
+		t.Error("nil handling")
+	}
+	tl := &TooLargeError{Path: "/f", Size: 10, MaxBytes: 5}
+	wrapped := &Error{Op: "read", Err: tl}
+	var got *TooLargeError
+	if !errors.Is(wrapped, ErrTooLarge) || !errors.As(wrapped, &got) || got.Size != 10 {
+		t.Errorf("TooLargeError through Error: %v", wrapped)
+	}
+}
