@@ -1,0 +1,840 @@
+// Package fakeopensandbox is an in-process OpenSandbox for tests: one HTTP
+// server on 127.0.0.1 that speaks the lifecycle API (/v1/...), an
+// execd-compatible API and the egress sidecar's GET /policy, backed by real
+// sandboxes of a sandbox.Driver (the local bubblewrap backend by default).
+//
+// It follows shared/specs/opensandbox-api.md where tests can tell: 202 on
+// create, Pending before Running, 404 after delete or expiry, endpoints
+// without a scheme, {code,message} errors, 422 {detail} for malformed
+// bodies, execd's blank-line-separated JSON event stream, multipart uploads
+// whose metadata part needs a filename, Range downloads.
+//
+// Execd is reachable two ways, as on a real server: through the server
+// proxy route /sandboxes/{id}/proxy/{port}/... (use_server_proxy=true; no
+// API key) and through a "direct" endpoint /direct/{id}/{port}/... that
+// demands the header the endpoint lookup returned, so tests see whether a
+// client forwards endpoint headers.
+//
+// Backing sandboxes always have a blocked network (loopback only) whatever
+// policy was asked for; the policy is only stored and reported back.
+package fakeopensandbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/local"
+)
+
+// Header names the fake uses.
+const (
+	APIKeyHeader      = "OPEN-SANDBOX-API-KEY"
+	EgressAuthHeader  = "OPENSANDBOX-EGRESS-AUTH"
+	DirectTokenHeader = "X-Fake-Endpoint-Token"
+	ExecdPort         = 44772
+	EgressPort        = 18080
+)
+
+// Routes that fault hooks can target.
+const (
+	RouteCreate    = "create"
+	RouteGet       = "get"
+	RouteList      = "list"
+	RoutePatch     = "patch"
+	RouteDelete    = "delete"
+	RouteRenew     = "renew"
+	RouteEndpoint  = "endpoint"
+	RoutePing      = "ping"
+	RouteCommand   = "command"
+	RouteInterrupt = "interrupt"
+	RouteUpload    = "upload"
+	RouteDownload  = "download"
+	RouteInfo      = "info"
+	RouteListDir   = "listdir"
+	RouteMkdir     = "mkdir"
+	RouteDelete2   = "deletefiles"
+	RoutePolicy    = "policy"
+)
+
+// Options configure the fake.
+type Options struct {
+	// APIKey the lifecycle API demands; default a random key. NoAuth turns
+	// the check off, as a server without server.api_key.
+	APIKey string
+	NoAuth bool
+	// Driver backs the sandboxes; default sandbox/local in a temporary
+	// directory (closed with the server).
+	Driver sandbox.Driver
+	// Workdir of the backing sandboxes; default /workspace. With the local
+	// backend only it and /tmp are writable.
+	Workdir string
+	// PendingFor keeps new sandboxes Pending this long (slow create).
+	PendingFor time.Duration
+	// IgnoreNetworkPolicy simulates a server without an egress sidecar:
+	// policies are accepted and reported back as allow-all.
+	IgnoreNetworkPolicy bool
+	// EgressMode is the enforcementMode reported by GET /policy; default "dns+nft".
+	EgressMode string
+	Logger     hclog.Logger
+}
+
+// Server is a running fake.
+type Server struct {
+	URL    string // http://127.0.0.1:port
+	Domain string // 127.0.0.1:port, what a connection's host:port holds
+	APIKey string
+
+	opts    Options
+	drv     sandbox.Driver
+	log     hclog.Logger
+	hs      *httptest.Server
+	closing chan struct{}
+
+	mu        sync.Mutex
+	sandboxes map[string]*sbx
+	faults    map[string][]int // route -> statuses for the next calls
+	drop      int              // >0: the next command stream is cut after this many events
+	vanish    bool             // the next command's sandbox vanishes after its first output
+	creates   []json.RawMessage
+	ignorePol bool
+	pending   time.Duration
+}
+
+// sbx is one sandbox.
+type sbx struct {
+	id          string
+	image       string
+	entrypoint  []string
+	metadata    map[string]string
+	policy      *NetworkPolicy
+	createdAt   time.Time
+	readyAt     time.Time
+	expiresAt   time.Time // zero: no expiry
+	timer       *time.Timer
+	directToken string
+	egressToken string
+	gone        chan struct{}
+	cmds        map[string]*command
+}
+
+// NetworkPolicy is the create-time policy as the fake stored it.
+type NetworkPolicy struct {
+	DefaultAction string `json:"defaultAction,omitempty"`
+	Egress        []Rule `json:"egress"`
+}
+
+// Rule is one egress rule.
+type Rule struct {
+	Action string `json:"action"`
+	Target string `json:"target"`
+}
+
+// Sandbox is a snapshot of one live sandbox, for assertions.
+type Sandbox struct {
+	ID            string
+	State         string
+	Image         string
+	Metadata      map[string]string
+	NetworkPolicy *NetworkPolicy
+	ExpiresAt     time.Time
+}
+
+// Start runs a fake until the test ends.
+func Start(tb testing.TB, opts Options) *Server {
+	tb.Helper()
+	s := &Server{
+		opts: opts, closing: make(chan struct{}),
+		sandboxes: map[string]*sbx{}, faults: map[string][]int{},
+		ignorePol: opts.IgnoreNetworkPolicy, pending: opts.PendingFor,
+	}
+	s.log = opts.Logger
+	if s.log == nil {
+		s.log = hclog.NewNullLogger()
+	}
+	if s.opts.Workdir == "" {
+		s.opts.Workdir = sandbox.DefaultWorkdir
+	}
+	if s.opts.EgressMode == "" {
+		s.opts.EgressMode = "dns+nft"
+	}
+	s.APIKey = opts.APIKey
+	if s.APIKey == "" && !opts.NoAuth {
+		s.APIKey = "fake-key-" + randHex(12)
+	}
+	s.drv = opts.Driver
+	if s.drv == nil {
+		drv, err := local.New(local.Options{Root: tb.TempDir(), Logger: s.log})
+		if err != nil {
+			tb.Fatalf("fakeopensandbox: cannot start the local backend: %v", err)
+		}
+		s.drv = drv
+		tb.Cleanup(func() { drv.Close() })
+	}
+	s.hs = httptest.NewServer(s.routes())
+	s.URL = s.hs.URL
+	s.Domain = strings.TrimPrefix(s.hs.URL, "http://")
+	tb.Cleanup(s.close)
+	return s
+}
+
+func (s *Server) close() {
+	close(s.closing)
+	s.mu.Lock()
+	ids := make([]string, 0, len(s.sandboxes))
+	for id := range s.sandboxes {
+		ids = append(ids, id)
+	}
+	s.mu.Unlock()
+	for _, id := range ids {
+		s.remove(id)
+	}
+	s.hs.Close()
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Sandboxes lists the live sandboxes, oldest first.
+func (s *Server) Sandboxes() []Sandbox {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Sandbox
+	for _, b := range s.sorted() {
+		out = append(out, s.snapshot(b))
+	}
+	return out
+}
+
+func (s *Server) snapshot(b *sbx) Sandbox {
+	meta := make(map[string]string, len(b.metadata))
+	for k, v := range b.metadata {
+		meta[k] = v
+	}
+	return Sandbox{ID: b.id, State: s.state(b), Image: b.image, Metadata: meta, NetworkPolicy: b.policy, ExpiresAt: b.expiresAt}
+}
+
+// CreateRequests returns the bodies of every create request received.
+func (s *Server) CreateRequests() []json.RawMessage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]json.RawMessage(nil), s.creates...)
+}
+
+// FailNext makes the next n calls of route answer HTTP 500.
+func (s *Server) FailNext(route string, n int) {
+	s.FailNextWith(route, n, http.StatusInternalServerError)
+}
+
+// FailNextWith makes the next n calls of route answer status.
+func (s *Server) FailNextWith(route string, n, status int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for range n {
+		s.faults[route] = append(s.faults[route], status)
+	}
+}
+
+// DropNextStream cuts the next command stream after n events (init and
+// ping included), as a broken connection would; the command keeps running.
+func (s *Server) DropNextStream(n int) {
+	s.mu.Lock()
+	s.drop = n
+	s.mu.Unlock()
+}
+
+// VanishDuringNextCommand removes the sandbox of the next command once the
+// command has printed its first line, as an expiry or an operator would.
+func (s *Server) VanishDuringNextCommand() {
+	s.mu.Lock()
+	s.vanish = true
+	s.mu.Unlock()
+}
+
+// SetPendingFor changes how long new sandboxes stay Pending.
+func (s *Server) SetPendingFor(d time.Duration) {
+	s.mu.Lock()
+	s.pending = d
+	s.mu.Unlock()
+}
+
+// SetIgnoreNetworkPolicy switches the no-sidecar simulation.
+func (s *Server) SetIgnoreNetworkPolicy(v bool) {
+	s.mu.Lock()
+	s.ignorePol = v
+	s.mu.Unlock()
+}
+
+// Vanish removes a sandbox at once (backing sandbox destroyed, running
+// commands' streams cut), as expiry does; it reports whether it existed.
+func (s *Server) Vanish(id string) bool { return s.remove(id) }
+
+// injected answers with a pending fault for route, if any.
+func (s *Server) injected(route string, w http.ResponseWriter) bool {
+	s.mu.Lock()
+	q := s.faults[route]
+	if len(q) == 0 {
+		s.mu.Unlock()
+		return false
+	}
+	status := q[0]
+	s.faults[route] = q[1:]
+	s.mu.Unlock()
+	writeJSON(w, status, apiError{Code: "GENERAL::UNKNOWN_ERROR", Message: fmt.Sprintf("injected failure of %s", route)})
+	return true
+}
+
+func (s *Server) state(b *sbx) string {
+	if time.Now().Before(b.readyAt) {
+		return "Pending"
+	}
+	return "Running"
+}
+
+func (s *Server) sorted() []*sbx {
+	out := make([]*sbx, 0, len(s.sandboxes))
+	for _, b := range s.sandboxes {
+		out = append(out, b)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].createdAt.Equal(out[j].createdAt) {
+			return out[i].createdAt.Before(out[j].createdAt)
+		}
+		return out[i].id < out[j].id
+	})
+	return out
+}
+
+// remove deletes a sandbox and its backing sandbox.
+func (s *Server) remove(id string) bool {
+	s.mu.Lock()
+	b, ok := s.sandboxes[id]
+	if ok {
+		delete(s.sandboxes, id)
+		if b.timer != nil {
+			b.timer.Stop()
+		}
+		close(b.gone)
+	}
+	s.mu.Unlock()
+	if !ok {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.drv.Destroy(ctx, id); err != nil {
+		s.log.Warn("fake: could not destroy a backing sandbox", "id", id, "error", err)
+	}
+	return true
+}
+
+func (s *Server) lookup(id string) (*sbx, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.sandboxes[id]
+	return b, ok
+}
+
+// ---- HTTP plumbing
+
+type apiError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+func notFound(w http.ResponseWriter, id string) {
+	writeJSON(w, http.StatusNotFound, apiError{Code: "DOCKER::SANDBOX_NOT_FOUND", Message: fmt.Sprintf("Sandbox %s not found.", id)})
+}
+
+// validation answers as FastAPI does for a malformed body.
+func validation(w http.ResponseWriter, loc []string, msg string) {
+	l := append([]any{"body"}, toAny(loc)...)
+	writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"detail": []map[string]any{{"loc": l, "msg": msg, "type": "value_error"}}})
+}
+
+func toAny(xs []string) []any {
+	out := make([]any, len(xs))
+	for i, x := range xs {
+		out[i] = x
+	}
+	return out
+}
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	api := func(pattern string, h http.HandlerFunc) {
+		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("X-Request-ID", randHex(8))
+			if !s.authorized(w, r) {
+				return
+			}
+			h(w, r)
+		})
+	}
+	api("POST /v1/sandboxes", s.handleCreate)
+	api("GET /v1/sandboxes", s.handleList)
+	api("GET /v1/sandboxes/{id}", s.handleGet)
+	api("PATCH /v1/sandboxes/{id}/metadata", s.handlePatch)
+	api("DELETE /v1/sandboxes/{id}", s.handleDelete)
+	api("POST /v1/sandboxes/{id}/renew-expiration", s.handleRenew)
+	api("GET /v1/sandboxes/{id}/endpoints/{port}", s.handleEndpoint)
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "healthy"})
+	})
+	// The proxy route is not API-key checked, as on the real server.
+	mux.HandleFunc("/sandboxes/{id}/proxy/{port}/{path...}", func(w http.ResponseWriter, r *http.Request) {
+		s.handleInSandbox(w, r, false)
+	})
+	mux.HandleFunc("/direct/{id}/{port}/{path...}", func(w http.ResponseWriter, r *http.Request) {
+		s.handleInSandbox(w, r, true)
+	})
+	return mux
+}
+
+func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
+	if s.opts.NoAuth {
+		return true
+	}
+	got := r.Header.Get(APIKeyHeader)
+	switch {
+	case got == "":
+		writeJSON(w, http.StatusUnauthorized, apiError{Code: "MISSING_API_KEY", Message: "Authentication credentials are missing. Provide API key via OPEN-SANDBOX-API-KEY header."})
+		return false
+	case got != s.APIKey:
+		writeJSON(w, http.StatusUnauthorized, apiError{Code: "INVALID_API_KEY", Message: "Authentication credentials are invalid. Check your API key and try again."})
+		return false
+	}
+	return true
+}
+
+// ---- lifecycle
+
+type createBody struct {
+	Image *struct {
+		URI string `json:"uri"`
+	} `json:"image"`
+	Entrypoint     []string          `json:"entrypoint"`
+	Timeout        *int64            `json:"timeout"`
+	ResourceLimits map[string]string `json:"resourceLimits"`
+	Env            map[string]string `json:"env"`
+	Metadata       map[string]string `json:"metadata"`
+	NetworkPolicy  *NetworkPolicy    `json:"networkPolicy"`
+}
+
+var labelRe = regexp.MustCompile(`^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$`)
+
+// checkMetadata applies Kubernetes label rules, as the server does.
+func checkMetadata(meta map[string]*string) string {
+	for k, v := range meta {
+		name := k
+		if prefix, rest, ok := strings.Cut(k, "/"); ok {
+			if prefix == "opensandbox.io" || strings.HasSuffix(prefix, ".opensandbox.io") {
+				return fmt.Sprintf("metadata key %q uses the reserved prefix opensandbox.io/", k)
+			}
+			name = rest
+		}
+		if name == "" || len(name) > 63 || !labelRe.MatchString(name) {
+			return fmt.Sprintf("metadata key %q is not a valid label key", k)
+		}
+		if v != nil && (len(*v) > 63 || !labelRe.MatchString(*v)) {
+			return fmt.Sprintf("metadata value %q of key %q is not a valid label value", *v, k)
+		}
+	}
+	return ""
+}
+
+func ptrs(m map[string]string) map[string]*string {
+	out := make(map[string]*string, len(m))
+	for k, v := range m {
+		out[k] = &v
+	}
+	return out
+}
+
+func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
+	if s.injected(RouteCreate, w) {
+		return
+	}
+	raw, err := readBody(r)
+	if err != nil {
+		validation(w, nil, err.Error())
+		return
+	}
+	var body createBody
+	if err := json.Unmarshal(raw, &body); err != nil {
+		validation(w, nil, "JSON decode error: "+err.Error())
+		return
+	}
+	switch {
+	case body.Image == nil || body.Image.URI == "":
+		validation(w, []string{"image", "uri"}, "Field required")
+		return
+	case len(body.Entrypoint) == 0:
+		validation(w, []string{"entrypoint"}, "entrypoint is required when image is given")
+		return
+	case body.ResourceLimits == nil:
+		validation(w, []string{"resourceLimits"}, "resourceLimits is required")
+		return
+	case body.Timeout != nil && *body.Timeout < 60:
+		validation(w, []string{"timeout"}, "Input should be greater than or equal to 60")
+		return
+	}
+	if msg := checkMetadata(ptrs(body.Metadata)); msg != "" {
+		writeJSON(w, http.StatusBadRequest, apiError{Code: "SANDBOX::INVALID_METADATA_LABEL", Message: msg})
+		return
+	}
+	if p := body.NetworkPolicy; p != nil {
+		if p.DefaultAction != "" && p.DefaultAction != "allow" && p.DefaultAction != "deny" {
+			validation(w, []string{"networkPolicy", "defaultAction"}, "Input should be 'allow' or 'deny'")
+			return
+		}
+		for i, rule := range p.Egress {
+			if rule.Action != "allow" && rule.Action != "deny" || rule.Target == "" {
+				validation(w, []string{"networkPolicy", "egress", strconv.Itoa(i)}, "rule needs action allow|deny and a target")
+				return
+			}
+		}
+	}
+	s.mu.Lock()
+	s.creates = append(s.creates, raw)
+	pending := s.pending
+	s.mu.Unlock()
+
+	id := randHex(16)
+	now := time.Now().UTC()
+	spec := sandbox.Spec{Env: body.Env, Workdir: s.opts.Workdir, Timeout: sandbox.MaxTimeout}
+	if body.Timeout != nil && time.Duration(*body.Timeout)*time.Second+time.Minute < sandbox.MaxTimeout {
+		spec.Timeout = time.Duration(*body.Timeout)*time.Second + time.Minute
+	}
+	if _, err := s.drv.Create(r.Context(), id, spec); err != nil {
+		writeJSON(w, http.StatusInternalServerError, apiError{Code: "DOCKER::SANDBOX_START_FAILED", Message: err.Error()})
+		return
+	}
+	b := &sbx{
+		id: id, image: body.Image.URI, entrypoint: body.Entrypoint, metadata: body.Metadata,
+		policy: body.NetworkPolicy, createdAt: now, readyAt: now.Add(pending),
+		directToken: randHex(8), egressToken: randHex(8), gone: make(chan struct{}), cmds: map[string]*command{},
+	}
+	if b.metadata == nil {
+		b.metadata = map[string]string{}
+	}
+	s.mu.Lock()
+	if body.Timeout != nil {
+		b.expiresAt = now.Add(time.Duration(*body.Timeout) * time.Second)
+		b.timer = time.AfterFunc(time.Until(b.expiresAt), func() { s.remove(id) })
+	}
+	s.sandboxes[id] = b
+	resp := s.record(b)
+	s.mu.Unlock()
+	writeJSON(w, http.StatusAccepted, resp)
+}
+
+func readBody(r *http.Request) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r.Body, 1<<20+1))
+	if err == nil && len(b) > 1<<20 {
+		err = errBodyTooLarge
+	}
+	return b, err
+}
+
+// record is the JSON of a sandbox (with s.mu held).
+func (s *Server) record(b *sbx) map[string]any {
+	rec := map[string]any{
+		"id":         b.id,
+		"image":      map[string]string{"uri": b.image},
+		"status":     map[string]string{"state": s.state(b), "reason": strings.ToUpper(s.state(b))},
+		"entrypoint": b.entrypoint,
+		"createdAt":  b.createdAt.Format(time.RFC3339Nano),
+	}
+	if len(b.metadata) > 0 {
+		rec["metadata"] = b.metadata
+	}
+	if !b.expiresAt.IsZero() {
+		rec["expiresAt"] = b.expiresAt.Format(time.RFC3339Nano)
+	}
+	return rec
+}
+
+func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
+	if s.injected(RouteGet, w) {
+		return
+	}
+	id := r.PathValue("id")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.sandboxes[id]
+	if !ok {
+		notFound(w, id)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.record(b))
+}
+
+func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
+	if s.injected(RouteList, w) {
+		return
+	}
+	q := r.URL.Query()
+	var match url.Values
+	if m := q.Get("metadata"); m != "" {
+		var err error
+		if match, err = url.ParseQuery(m); err != nil || strings.Contains(m, "&&") {
+			writeJSON(w, http.StatusBadRequest, apiError{Code: "INVALID_METADATA_FORMAT", Message: fmt.Sprintf("metadata filter %q is not a query string", m)})
+			return
+		}
+	}
+	page, pageSize := 1, 20
+	if v := q.Get("page"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			validation(w, []string{"page"}, "Input should be greater than or equal to 1")
+			return
+		}
+		page = n
+	}
+	if v := q.Get("pageSize"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 200 {
+			validation(w, []string{"pageSize"}, "Input should be between 1 and 200")
+			return
+		}
+		pageSize = n
+	}
+	states := q["state"]
+	s.mu.Lock()
+	var items []map[string]any
+	for _, b := range s.sorted() {
+		if len(states) > 0 && !contains(states, s.state(b)) {
+			continue
+		}
+		ok := true
+		for k, vs := range match {
+			if got, has := b.metadata[k]; !has || got != vs[len(vs)-1] {
+				ok = false
+			}
+		}
+		if ok {
+			items = append(items, s.record(b))
+		}
+	}
+	s.mu.Unlock()
+	total := len(items)
+	from := min((page-1)*pageSize, total)
+	to := min(from+pageSize, total)
+	pages := (total + pageSize - 1) / pageSize
+	writeJSON(w, http.StatusOK, map[string]any{
+		"items": append([]map[string]any{}, items[from:to]...),
+		"pagination": map[string]any{
+			"page": page, "pageSize": pageSize, "totalItems": total, "totalPages": pages, "hasNextPage": page < pages,
+		},
+	})
+}
+
+func contains(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Server) handlePatch(w http.ResponseWriter, r *http.Request) {
+	if s.injected(RoutePatch, w) {
+		return
+	}
+	id := r.PathValue("id")
+	var patch map[string]*string
+	if err := json.NewDecoder(r.Body).Decode(&patch); err != nil {
+		validation(w, nil, "JSON decode error: "+err.Error())
+		return
+	}
+	if msg := checkMetadata(patch); msg != "" {
+		writeJSON(w, http.StatusBadRequest, apiError{Code: "SANDBOX::INVALID_METADATA_LABEL", Message: msg})
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.sandboxes[id]
+	if !ok {
+		notFound(w, id)
+		return
+	}
+	for k, v := range patch {
+		if v == nil {
+			delete(b.metadata, k)
+		} else {
+			b.metadata[k] = *v
+		}
+	}
+	writeJSON(w, http.StatusOK, s.record(b))
+}
+
+func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
+	if s.injected(RouteDelete, w) {
+		return
+	}
+	id := r.PathValue("id")
+	if !s.remove(id) {
+		notFound(w, id)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) handleRenew(w http.ResponseWriter, r *http.Request) {
+	if s.injected(RouteRenew, w) {
+		return
+	}
+	id := r.PathValue("id")
+	var body struct {
+		ExpiresAt time.Time `json:"expiresAt"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.ExpiresAt.IsZero() {
+		validation(w, []string{"expiresAt"}, "Field required")
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.sandboxes[id]
+	switch {
+	case !ok:
+		notFound(w, id)
+	case b.expiresAt.IsZero():
+		writeJSON(w, http.StatusConflict, apiError{Code: "DOCKER::INVALID_EXPIRATION", Message: "Sandbox does not have automatic expiration enabled."})
+	case !body.ExpiresAt.After(time.Now()):
+		writeJSON(w, http.StatusBadRequest, apiError{Code: "DOCKER::INVALID_EXPIRATION", Message: "New expiration time must be in the future."})
+	default:
+		b.expiresAt = body.ExpiresAt.UTC()
+		b.timer.Reset(time.Until(b.expiresAt))
+		writeJSON(w, http.StatusOK, map[string]string{"expiresAt": b.expiresAt.Format(time.RFC3339Nano)})
+	}
+}
+
+func (s *Server) handleEndpoint(w http.ResponseWriter, r *http.Request) {
+	if s.injected(RouteEndpoint, w) {
+		return
+	}
+	id := r.PathValue("id")
+	port, err := strconv.Atoi(r.PathValue("port"))
+	if err != nil || port < 1 || port > 65535 {
+		validation(w, []string{"port"}, "port must be 1-65535")
+		return
+	}
+	s.mu.Lock()
+	b, ok := s.sandboxes[id]
+	s.mu.Unlock()
+	if !ok {
+		notFound(w, id)
+		return
+	}
+	headers := map[string]string{}
+	var ep string
+	if v := r.URL.Query().Get("use_server_proxy"); v == "true" || v == "True" || v == "1" {
+		ep = fmt.Sprintf("%s/sandboxes/%s/proxy/%d", s.Domain, id, port)
+	} else {
+		ep = fmt.Sprintf("%s/direct/%s/%d", s.Domain, id, port)
+		headers[DirectTokenHeader] = b.directToken
+	}
+	if port == EgressPort {
+		headers[EgressAuthHeader] = b.egressToken
+	}
+	resp := map[string]any{"endpoint": ep}
+	if len(headers) > 0 {
+		resp["headers"] = headers
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// handleInSandbox serves requests addressed to a port inside a sandbox.
+func (s *Server) handleInSandbox(w http.ResponseWriter, r *http.Request, direct bool) {
+	id := r.PathValue("id")
+	b, ok := s.lookup(id)
+	if !ok {
+		if direct {
+			// Nothing listens at a direct address once the sandbox is gone.
+			http.Error(w, "Bad Gateway", http.StatusBadGateway)
+			return
+		}
+		notFound(w, id)
+		return
+	}
+	if direct && r.Header.Get(DirectTokenHeader) != b.directToken {
+		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "Unauthorized: invalid or missing header " + DirectTokenHeader})
+		return
+	}
+	if s.state(b) != "Running" {
+		http.Error(w, "Bad Gateway", http.StatusBadGateway)
+		return
+	}
+	sub := "/" + r.PathValue("path")
+	switch r.PathValue("port") {
+	case strconv.Itoa(ExecdPort):
+		s.serveExecd(w, r, b, sub)
+	case strconv.Itoa(EgressPort):
+		s.serveEgress(w, r, b, sub)
+	default:
+		http.Error(w, "Bad Gateway", http.StatusBadGateway)
+	}
+}
+
+// serveEgress is the sidecar's GET /policy.
+func (s *Server) serveEgress(w http.ResponseWriter, r *http.Request, b *sbx, sub string) {
+	if s.injected(RoutePolicy, w) {
+		return
+	}
+	s.mu.Lock()
+	ignore := s.ignorePol
+	s.mu.Unlock()
+	if b.policy == nil || sub != "/policy" || r.Method != http.MethodGet {
+		// No policy, no sidecar: nothing listens on the port.
+		http.Error(w, "Bad Gateway", http.StatusBadGateway)
+		return
+	}
+	if r.Header.Get(EgressAuthHeader) != b.egressToken {
+		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "unauthorized"})
+		return
+	}
+	if ignore {
+		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "mode": "allow_all", "enforcementMode": s.opts.EgressMode,
+			"policy": map[string]any{"defaultAction": "allow", "egress": []Rule{}}})
+		return
+	}
+	pol := *b.policy
+	if pol.DefaultAction == "" {
+		pol.DefaultAction = "deny" // the sidecar's reading of a missing default
+	}
+	mode := "enforcing"
+	if pol.DefaultAction == "deny" && len(pol.Egress) == 0 {
+		mode = "deny_all"
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "mode": mode, "enforcementMode": s.opts.EgressMode, "policy": pol})
+}
+
+var errBodyTooLarge = errors.New("request body too large")
