@@ -63,58 +63,59 @@ type DriverRequest struct {
 // their own.
 type DriverOpener func(ctx context.Context, req DriverRequest) (sandbox.Driver, error)
 
-// normalize fills the backend default and refuses options that do not apply
-// to the chosen backend: an ignored option would silently do something other
-// than what the author wrote.
-func (o BackendOptions) normalize() (BackendOptions, error) {
+// normalize fills the backend default and sorts out options that do not
+// apply to the chosen backend. Settings that only place or name a sandbox
+// (conn_id on local, app_name, regions, cloud, ignore_image...) are ignored,
+// so one config can be pointed at another backend through dag_run.conf. A
+// GPU is a capability the task may rely on: asking for one on a backend
+// without GPUs is refused rather than ignored.
+func (o BackendOptions) normalize() (BackendOptions, []string, error) {
 	o.Backend = strings.ToLower(strings.TrimSpace(o.Backend))
 	if o.Backend == "" {
 		o.Backend = BackendLocal
 	}
-	var wrong []string
-	modalOnly := func() {
-		for name, set := range map[string]bool{
-			"app_name": o.AppName != "", "gpu": o.GPU != "", "regions": len(o.Regions) > 0,
-			"cloud": o.Cloud != "", "egress_enforcement": o.EgressEnforcement != "",
-		} {
-			if set {
-				wrong = append(wrong, name)
-			}
+	var ignored []string
+	ignore := func(name string, set bool) {
+		if set {
+			ignored = append(ignored, name)
 		}
 	}
 	switch o.Backend {
-	case BackendLocal:
-		modalOnly()
-		if o.ConnID != "" {
-			wrong = append(wrong, "conn_id")
+	case BackendLocal, BackendOpenSandbox:
+		if o.GPU != "" {
+			return o, nil, fmt.Errorf("gpu: the %s backend has no GPUs; use backend: modal for gpu %q, or remove gpu", o.Backend, o.GPU)
+		}
+		ignore("app_name", o.AppName != "")
+		ignore("regions", len(o.Regions) > 0)
+		ignore("cloud", o.Cloud != "")
+		ignore("egress_enforcement", o.EgressEnforcement != "")
+		o.AppName, o.Regions, o.Cloud, o.EgressEnforcement = "", nil, "", ""
+		if o.Backend == BackendLocal {
+			ignore("conn_id", o.ConnID != "")
+			o.ConnID = ""
+		} else {
+			ignore("ignore_image", o.IgnoreImage)
+			o.IgnoreImage = false
 		}
 	case BackendModal:
-		if o.IgnoreImage {
-			wrong = append(wrong, "ignore_image")
-		}
-	case BackendOpenSandbox:
-		modalOnly()
-		if o.IgnoreImage {
-			wrong = append(wrong, "ignore_image")
-		}
+		ignore("ignore_image", o.IgnoreImage)
+		o.IgnoreImage = false
 	default:
-		return o, fmt.Errorf("backend %q is not one of local, modal, opensandbox", o.Backend)
+		return o, nil, fmt.Errorf("backend %q is not one of local, modal, opensandbox", o.Backend)
 	}
-	if len(wrong) > 0 {
-		sortStrings(wrong)
-		return o, fmt.Errorf("%s not used by the %s backend; remove %s or choose the backend %s belongs to",
-			strings.Join(wrong, ", "), o.Backend, plural(len(wrong), "it", "them"), plural(len(wrong), "it", "they"))
-	}
-	return o, nil
+	return o, ignored, nil
 }
 
 // resolveDriverRequest reads the backend's connection. A missing
 // modal_default falls back to the environment's Modal credentials (as
 // Python's ModalHook does); any other missing connection is an error.
 func resolveDriverRequest(ctx context.Context, d Deps, opts BackendOptions) (DriverRequest, error) {
-	opts, err := opts.normalize()
+	opts, ignored, err := opts.normalize()
 	if err != nil {
 		return DriverRequest{}, err
+	}
+	if len(ignored) > 0 {
+		d.logger().Info("ignoring settings the backend does not use", "backend", opts.Backend, "settings", strings.Join(ignored, ", "))
 	}
 	req := DriverRequest{Backend: opts.Backend, Options: opts, Logger: d.logger()}
 	if opts.Backend == BackendLocal {
@@ -155,9 +156,3 @@ func openDriver(ctx context.Context, d Deps, opts BackendOptions) (sandbox.Drive
 	return drv, req, nil
 }
 
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
-}

@@ -126,8 +126,8 @@ func TestProvisionRefusesBadInputBeforeCreating(t *testing.T) {
 		want        []string
 	}{
 		{"unknown backend", `{"backend": "docker"}`, []string{`"docker"`, "local, modal, opensandbox"}},
-		{"modal option on local", `{"gpu": "T4"}`, []string{"gpu", "local"}},
-		{"conn_id on local", `{"conn_id": "x"}`, []string{"conn_id", "local"}},
+		{"gpu on local", `{"gpu": "T4"}`, []string{"gpu", "local", "modal"}},
+		{"gpu on opensandbox", `{"backend": "opensandbox", "gpu": "T4"}`, []string{"gpu", "opensandbox"}},
 		{"stage_in not a URL", `{"stage_in": {"a": "/tmp/a"}}`, []string{"stage_in", "storage URL"}},
 		{"env_from without source", `{"env_from": {"X": {}}}`, []string{"env_from.X"}},
 		{"env_from both sources", `{"env_from": {"X": {"connection": "c", "variable": "v"}}}`, []string{"env_from.X", "not both"}},
@@ -175,6 +175,7 @@ func TestBackendConnectionResolution(t *testing.T) {
 		{"opensandbox default missing is an error", nil, BackendOptions{Backend: "OpenSandbox"}, "", `"opensandbox_default"`},
 		{"opensandbox explicit", []connections.Connection{{ConnID: "osb", Host: "h"}}, BackendOptions{Backend: "opensandbox", ConnID: "osb"}, "osb", ""},
 		{"local has none", nil, BackendOptions{}, "", ""},
+		{"local ignores modal settings", nil, BackendOptions{ConnID: "modal_default", AppName: "a", Regions: []string{"us"}}, "", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -212,4 +213,18 @@ type brokenAirflow struct{ *fakeAirflow }
 
 func (brokenAirflow) GetConnection(context.Context, string) (connections.Connection, error) {
 	return connections.Connection{}, errors.New("supervisor unreachable")
+}
+
+func TestIgnoredBackendSettingsAreLoggedAndDropped(t *testing.T) {
+	e := newEnv(t)
+	req, err := resolveDriverRequest(context.Background(), e.deps, BackendOptions{Backend: "local", ConnID: "modal_default", AppName: "a", IgnoreImage: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req.Options.AppName != "" || req.Options.ConnID != "" || !req.Options.IgnoreImage {
+		t.Fatalf("options reaching the local driver: %+v", req.Options)
+	}
+	if !strings.Contains(e.log.String(), "app_name, conn_id") {
+		t.Fatalf("ignored settings were not logged:\n%s", e.log.String())
+	}
 }

@@ -2,8 +2,6 @@ package tasks
 
 import "sort"
 
-func sortStrings(s []string) { sort.Strings(s) }
-
 // sortedKeys returns m's keys in order, so tasks touch paths deterministically.
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))

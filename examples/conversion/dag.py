@@ -1,0 +1,48 @@
+"""
+Artifact conversion in a sandbox, implemented by the Go bundle's standard
+``convert`` task (``examples/conversion/bundle.yaml``).
+
+One task does the whole job: it provisions a sandbox, streams the input from
+S3 into it, runs the conversion with no network, streams the outputs back to
+S3 (all or nothing: nothing lands unless every output was written) and
+destroys the sandbox, also when something failed.
+
+Connections (resolved by the Go task at run time, never stored in the Dag):
+
+* ``aws_default``: the S3 bucket holding the input and receiving the outputs.
+* ``modal_default``: the Modal workspace the sandbox runs in.
+
+Override any default per run through ``dag_run.conf``, for example
+``{"backend": "local", "ignore_image": true}`` to convert on the worker itself.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from airflow.sdk import dag, task
+
+
+@task.stub(queue="golang", retries=2, retry_delay=timedelta(minutes=1))
+def convert(): ...
+
+
+@task()
+def announce(result: dict) -> list[str]:
+    # The Go task returns {"urls": [...], "exit_code": 0, "output_tail": "..."}.
+    for url in result["urls"]:
+        print(f"converted artifact: {url}")
+    return result["urls"]
+
+
+@dag(
+    dag_id="sandbox_conversion",
+    schedule=None,
+    tags=["sandbox", "go"],
+    params={"backend": "modal"},
+)
+def sandbox_conversion():
+    announce(convert())
+
+
+sandbox_conversion()
