@@ -100,5 +100,23 @@ func Version() string {
 			return d.Version
 		}
 	}
+	// A source build: name the commit so operators can still tell builds apart.
+	var rev, dirty string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "-dirty"
+			}
+		}
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if rev != "" {
+		return "(devel)+" + rev + dirty
+	}
 	return "(devel)"
 }

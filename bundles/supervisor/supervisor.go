@@ -580,7 +580,8 @@ func (s *shower) record(rec map[string]any) {
 	var keys []string
 	for k := range rec {
 		switch k {
-		case "event", "level", "timestamp", "logger":
+		// The task's identity is on every record; the reader knows it.
+		case "event", "level", "timestamp", "logger", "dag_id", "task_id", "try_number":
 		default:
 			keys = append(keys, k)
 		}

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/airflow-sandbox/airflow-go-worker/bundles"
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/supervisor"
+)
+
+const runUsage = `usage: airflow-go-worker run --dag D [--task T] [flags]
+
+Runs one task of this bundle (or, without --task, every task of the Dag in
+registration order, stopping at the first that does not succeed) through a
+local supervisor that forks this binary and speaks Airflow's coordinator
+protocol to it. Connections come from AIRFLOW_CONN_<ID> and --connections,
+variables from AIRFLOW_VAR_<KEY>, XComs from --state (or memory).
+
+Flags:
+`
+
+// runCommand implements `airflow-go-worker run`.
+func runCommand(ctx context.Context, args []string, configPath string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, runUsage); fs.PrintDefaults() }
+	dagID := fs.String("dag", "", "Dag id (required)")
+	taskID := fs.String("task", "", "task id; omit to run the whole Dag")
+	confJSON := fs.String("conf", "", "dag_run.conf as a JSON object")
+	stateDir := fs.String("state", "", "directory that keeps XComs between runs (default: in memory)")
+	connFile := fs.String("connections", "", "connections file (YAML or JSON, conn_id -> URI or object)")
+	runID := fs.String("run-id", "", "Dag run id (default manual__<now>)")
+	retry := fs.Bool("retry", false, "report failures as up_for_retry (ti_context.should_retry)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return bundles.ExitOK
+		}
+		return bundles.ExitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "airflow-go-worker run: unexpected argument %q (all options are flags; see run -h)\n", fs.Arg(0))
+		return bundles.ExitUsage
+	}
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "airflow-go-worker run: "+format+"\n", a...)
+		return bundles.ExitUsage
+	}
+	if *dagID == "" {
+		return fail("--dag is required")
+	}
+	var conf map[string]any
+	if *confJSON != "" {
+		if err := json.Unmarshal([]byte(*confJSON), &conf); err != nil || conf == nil {
+			return fail("--conf must be a JSON object, e.g. '{\"seconds\": 2}': %v", errOrNull(err))
+		}
+	}
+	b, err := newBundle(configPath)
+	if err != nil {
+		return fail("%v", err)
+	}
+	taskIDs, err := tasksToRun(b, *dagID, *taskID)
+	if err != nil {
+		return fail("%v", err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fail("finding this executable to fork it: %v", err)
+	}
+	var childArgs []string
+	if configPath != "" {
+		abs, err := filepath.Abs(configPath)
+		if err != nil {
+			return fail("--bundle-config: %v", err)
+		}
+		childArgs = []string{"--bundle-config", abs}
+	}
+	if *runID == "" {
+		*runID = "manual__" + time.Now().UTC().Format("2006-01-02T15:04:05.000000+00:00")
+	}
+	sup := &supervisor.Supervisor{
+		Executable:      exe,
+		Args:            childArgs,
+		ConnectionsFile: *connFile,
+		StateDir:        *stateDir,
+		Logs:            stderr,
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	code := bundles.ExitOK
+	for _, t := range taskIDs {
+		res, err := sup.RunTask(ctx, supervisor.TaskRequest{DagID: *dagID, TaskID: t, RunID: *runID, Conf: conf, ShouldRetry: *retry, MaxTries: 1})
+		line := fmt.Sprintf("%s.%s (run %s): %s", *dagID, t, *runID, res.State)
+		if res.RetryReason != "" {
+			line += " (" + res.RetryReason + ")"
+		}
+		if err != nil {
+			line += ": " + err.Error()
+		}
+		fmt.Fprintln(stdout, line)
+		if res.State != supervisor.StateSuccess {
+			code = bundles.ExitFailure
+			break
+		}
+		if v, ok, _ := sup.GetXCom(*dagID, *runID, t, bundles.ReturnValueKey); ok {
+			data, _ := json.Marshal(v)
+			fmt.Fprintf(stdout, "  return_value: %s\n", data)
+		}
+		if ctx.Err() != nil {
+			code = bundles.ExitFailure
+			break
+		}
+	}
+	return code
+}
+
+func errOrNull(err error) error {
+	if err == nil {
+		return errors.New("got null")
+	}
+	return err
+}
+
+// tasksToRun resolves --dag/--task against the registry, so a typo fails
+// with the ids that do exist instead of a "removed" task.
+func tasksToRun(b *bundles.Bundle, dagID, taskID string) ([]string, error) {
+	var ids []string
+	dags := map[string]bool{}
+	for _, ref := range b.Tasks() {
+		dags[ref.DagID] = true
+		if ref.DagID == dagID {
+			ids = append(ids, ref.TaskID)
+		}
+	}
+	if len(ids) == 0 {
+		names := make([]string, 0, len(dags))
+		for d := range dags {
+			names = append(names, d)
+		}
+		sort.Strings(names)
+		return nil, fmt.Errorf("--dag %q is not in this bundle; its Dags are: %s", dagID, strings.Join(names, ", "))
+	}
+	if taskID == "" {
+		return ids, nil
+	}
+	for _, id := range ids {
+		if id == taskID {
+			return []string{taskID}, nil
+		}
+	}
+	return nil, fmt.Errorf("--task %q is not in Dag %q; its tasks are: %s", taskID, dagID, strings.Join(ids, ", "))
+}
