@@ -156,3 +156,14 @@ func openDriver(ctx context.Context, d Deps, opts BackendOptions) (sandbox.Drive
 	return drv, req, nil
 }
 
+
+// OpenDriver resolves the backend's connection (through d.Airflow) and
+// builds its driver, for Go tasks that use package sandbox directly. The
+// caller closes the driver.
+func OpenDriver(ctx context.Context, d Deps, opts BackendOptions) (sandbox.Driver, error) {
+	if err := d.check(); err != nil {
+		return nil, err
+	}
+	drv, _, err := openDriver(ctx, d, opts)
+	return drv, err
+}

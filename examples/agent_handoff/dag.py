@@ -1,0 +1,60 @@
+"""
+A sandbox owned by Go tasks, handed to a Python agent in between.
+
+    provision (Go) >> analyse (Python AgentOperator) >> collect (Go, all_done)
+
+* ``provision`` (``kind: provision`` in ``bundle.yaml``) creates a Modal
+  sandbox owned by this Dag run, stages ``orders.csv`` into it from S3 and
+  returns the bare sandbox id as its ``return_value`` XCom. It stamps the tags
+  the Python provider reads when it attaches: ``airflow_owner`` (this run),
+  ``airflow_expires_at``, ``airflow_network``, ``airflow_workdir``.
+* ``analyse`` attaches to that sandbox with
+  ``SandboxToolset(ModalSandboxBackend(), attach_to=...)``. It works in the
+  sandbox but never destroys it.
+* ``collect`` (``kind: collect``) runs whatever happened upstream: it exports
+  ``report.md`` to S3 and destroys the sandbox, even when the export fails.
+
+Both sides must reach the same Modal workspace: the Go tasks use the
+``modal_default`` connection and so does the agent's backend. The sandbox
+lifetime (2 h, set in ``bundle.yaml``) covers provision, the agent run and
+collect.
+"""
+
+from __future__ import annotations
+
+from airflow.providers.common.ai.operators.agent import AgentOperator
+from airflow.providers.common.ai.sandbox import ModalSandboxBackend
+from airflow.providers.common.ai.toolsets.sandbox import SandboxToolset
+from airflow.sdk import dag, task
+from airflow.utils.trigger_rule import TriggerRule
+
+
+@task.stub(queue="golang")
+def provision(): ...
+
+
+@task.stub(queue="golang", trigger_rule=TriggerRule.ALL_DONE)
+def collect(sandbox: str): ...
+
+
+@dag(dag_id="sandbox_agent_handoff", schedule=None, tags=["sandbox", "agent", "go"])
+def sandbox_agent_handoff():
+    handle = provision()
+    analyse = AgentOperator(
+        task_id="analyse",
+        llm_conn_id="llm_default",
+        prompt=(
+            "orders.csv in your working directory lists this month's orders. "
+            "Find the three largest customers and write your findings to report.md."
+        ),
+        toolsets=[
+            SandboxToolset(
+                ModalSandboxBackend(modal_conn_id="modal_default"),
+                attach_to="{{ ti.xcom_pull(task_ids='provision') }}",
+            )
+        ],
+    )
+    handle >> analyse >> collect(sandbox=handle)
+
+
+sandbox_agent_handoff()

@@ -1,0 +1,41 @@
+"""
+Go functions as Airflow tasks.
+
+    fetch_orders >> rank_customers >> publish_ranking
+
+The three tasks are ``@task.stub(queue="golang")``: their code is the Go
+bundle built from ``examples/go_tasks/main.go``, registered under the same
+dag_id and task ids. Values flow between them through XCom, bound to the Go
+functions' input structs by argument name:
+
+* ``fetch_orders`` reads ``orders.csv`` from S3 (connection ``aws_default``)
+  and returns the total per customer;
+* ``rank_customers(totals=...)`` ranks them inside a throwaway Modal sandbox
+  (connection ``modal_default``);
+* ``publish_ranking(ranking=...)`` writes the ranking back to S3 and returns
+  its URL.
+"""
+
+from __future__ import annotations
+
+from airflow.sdk import dag, task
+
+
+@task.stub(queue="golang")
+def fetch_orders(): ...
+
+
+@task.stub(queue="golang")
+def rank_customers(totals: dict): ...
+
+
+@task.stub(queue="golang")
+def publish_ranking(ranking: list): ...
+
+
+@dag(dag_id="go_tasks_example", schedule=None, tags=["go"])
+def go_tasks_example():
+    publish_ranking(ranking=rank_customers(totals=fetch_orders()))
+
+
+go_tasks_example()
