@@ -156,7 +156,6 @@ func openDriver(ctx context.Context, d Deps, opts BackendOptions) (sandbox.Drive
 	return drv, req, nil
 }
 
-
 // OpenDriver resolves the backend's connection (through d.Airflow) and
 // builds its driver, for Go tasks that use package sandbox directly. The
 // caller closes the driver.

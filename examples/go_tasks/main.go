@@ -41,7 +41,7 @@ const dagID = "go_tasks_example"
 func main() {
 	b := bundles.New()
 	b.Register(dagID, "fetch_orders", fetchOrders, bundles.WithDefaults(map[string]any{
-		"orders_url": "s3://airflow-artifacts/incoming/orders.csv",
+		"orders_url":  "s3://airflow-artifacts/incoming/orders.csv",
 		"aws_conn_id": "aws_default",
 	}))
 	b.Register(dagID, "rank_customers", rankCustomers, bundles.WithDefaults(map[string]any{
