@@ -24,8 +24,9 @@ import (
 
 // NewDefaultExecDriver returns the driver the fake runs commands with when
 // Options.Exec is nil: a small bubblewrap runner private to the fake (each
-// sandbox a host directory mounted at its workdir, host /usr etc. read-only,
-// no network unless asked). It exists so the fake has no dependency on a
+// sandbox a host directory mounted at its workdir and another at /tmp, so
+// both persist across commands as on Modal; host /usr etc. read-only; no
+// network unless asked). File calls reach the workdir only. It exists so the fake has no dependency on a
 // production driver; pass sandbox/local's driver in Options.Exec for the
 // real isolation.
 func NewDefaultExecDriver(root string, log hclog.Logger) (sandbox.Driver, error) {
@@ -51,6 +52,7 @@ type hostDriver struct {
 }
 
 type hostSandbox struct {
+	base    string // host directory holding work/ and tmp/
 	dir     string // host directory mounted at spec.Workdir
 	spec    sandbox.Spec
 	created time.Time
@@ -60,12 +62,15 @@ func (d *hostDriver) Backend() string { return "fakemodal-host" }
 func (d *hostDriver) Close() error    { return nil }
 
 func (d *hostDriver) Create(ctx context.Context, name string, spec sandbox.Spec) (sandbox.Info, error) {
-	dir := filepath.Join(d.root, name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return sandbox.Info{}, err
+	base := filepath.Join(d.root, name)
+	dir := filepath.Join(base, "work")
+	for _, p := range []string{dir, filepath.Join(base, "tmp")} {
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			return sandbox.Info{}, err
+		}
 	}
 	d.mu.Lock()
-	d.sbs[name] = &hostSandbox{dir: dir, spec: spec, created: time.Now()}
+	d.sbs[name] = &hostSandbox{base: base, dir: dir, spec: spec, created: time.Now()}
 	d.mu.Unlock()
 	return sandbox.Info{ID: name, Name: name, Backend: d.Backend(), Workdir: spec.Workdir}, nil
 }
@@ -112,7 +117,7 @@ func (d *hostDriver) Exec(ctx context.Context, id string, req sandbox.ExecReques
 			args = append(args, "--ro-bind", dir, dir)
 		}
 	}
-	args = append(args, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+	args = append(args, "--proc", "/proc", "--dev", "/dev", "--bind", filepath.Join(sb.base, "tmp"), "/tmp",
 		"--bind", sb.dir, sb.spec.Workdir, "--chdir", wd, "--clearenv",
 		"--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "--setenv", "HOME", sb.spec.Workdir)
 	env := maps.Clone(sb.spec.Env)
@@ -315,5 +320,5 @@ func (d *hostDriver) Destroy(ctx context.Context, id string) error {
 	if sb == nil {
 		return nil
 	}
-	return os.RemoveAll(sb.dir)
+	return os.RemoveAll(sb.base)
 }

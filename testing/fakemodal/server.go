@@ -22,8 +22,8 @@ import (
 	"testing"
 	"time"
 
-	pb "github.com/modal-labs/modal-client/go/proto/modal_proto"
 	"github.com/hashicorp/go-hclog"
+	pb "github.com/modal-labs/modal-client/go/proto/modal_proto"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/keepalive"
@@ -64,22 +64,22 @@ type Server struct {
 	authJWT   string
 	routerJWT string
 
-	mu        sync.Mutex
-	seq       int
-	apps      map[string]string // env + "/" + name -> app id
-	envs      map[string]bool
-	sandboxes map[string]*fakeSandbox // by sandbox id
-	byTask    map[string]*fakeSandbox
-	creates   []CreateRecord
-	calls     map[string]int
-	faults    map[string][]error // method -> errors for the next calls
-	createDelay   time.Duration
+	mu              sync.Mutex
+	seq             int
+	apps            map[string]string // env + "/" + name -> app id
+	envs            map[string]bool
+	sandboxes       map[string]*fakeSandbox // by sandbox id
+	byTask          map[string]*fakeSandbox
+	creates         []CreateRecord
+	calls           map[string]int
+	faults          map[string][]error // method -> errors for the next calls
+	createDelay     time.Duration
 	failAfterCreate int
-	dropAfter     int64 // stdio streams drop after this many bytes
-	dropCount     int   // ... this many more times
-	closed    bool
-	lastCreated time.Time
-	secrets   map[string]map[string]string
+	dropAfter       int64 // stdio streams drop after this many bytes
+	dropCount       int   // ... this many more times
+	closed          bool
+	lastCreated     time.Time
+	secrets         map[string]map[string]string
 }
 
 // CreateRecord is what a sandbox-create call carried, for assertions.

@@ -1,0 +1,434 @@
+// Package modal is the sandbox.Driver for Modal, on the official Go SDK
+// (github.com/modal-labs/modal-client/go). Sandboxes it creates carry the
+// ownership tags the Python provider reads, so a Python SandboxToolset can
+// attach to them, and it can attach to theirs.
+package modal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	modal "github.com/modal-labs/modal-client/go"
+	"google.golang.org/grpc/codes"
+
+	"github.com/airflow-sandbox/airflow-go-worker/connections"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+)
+
+// Defaults, as the Python provider's ModalSandboxBackend has them.
+const (
+	DefaultAppName = "airflow-sandbox"
+	DefaultImage   = "python:3.12-slim"
+	// MinTimeout is the shortest lifetime accepted: shorter ones are
+	// reclaimed before a task can do anything useful with them.
+	MinTimeout = 120 * time.Second
+)
+
+// Options configure the driver.
+type Options struct {
+	// Credentials from the modal connection; empty tokens mean the SDK's own
+	// resolution (MODAL_TOKEN_ID/MODAL_TOKEN_SECRET, then ~/.modal.toml).
+	Credentials connections.ModalConfig
+	AppName     string // default "airflow-sandbox"
+	// DisableCreateApp makes a missing app an error instead of creating it.
+	DisableCreateApp bool
+	// EgressEnforcement is "strict" (default) or "sni"; see EgressSNI.
+	EgressEnforcement string
+	GPU               string   // e.g. "A10G" or "A100:2"; "" = none
+	Regions           []string // placement; nil = Modal's choice
+	Cloud             string   // "aws", "gcp", "oci"; "" = Modal's choice
+	Logger            hclog.Logger
+	// Retries is how many times a retryable create or exec start is tried
+	// again (default 3); RetryDelay the first backoff (default 250ms).
+	Retries    int
+	RetryDelay time.Duration
+}
+
+// Driver is a sandbox.Driver backed by Modal.
+type Driver struct {
+	opts   Options
+	log    hclog.Logger
+	client *modal.Client
+
+	appMu sync.Mutex
+	app   *modal.App
+
+	mu      sync.Mutex
+	handles map[string]*modal.Sandbox // by sandbox id; reuses router connections
+}
+
+var _ sandbox.Driver = (*Driver)(nil)
+
+// New builds a driver. It makes no RPC: credentials are checked by the
+// first call that needs them. The SDK reads the server URL only from
+// MODAL_SERVER_URL or the profile.
+func New(ctx context.Context, opts Options) (*Driver, error) {
+	if opts.AppName == "" {
+		opts.AppName = DefaultAppName
+	}
+	switch opts.EgressEnforcement {
+	case "":
+		opts.EgressEnforcement = EgressStrict
+	case EgressStrict, EgressSNI:
+	default:
+		return nil, fmt.Errorf("modal driver: egress_enforcement %q is not one of %q or %q", opts.EgressEnforcement, EgressStrict, EgressSNI)
+	}
+	if opts.Retries <= 0 {
+		opts.Retries = 3
+	}
+	if opts.RetryDelay <= 0 {
+		opts.RetryDelay = 250 * time.Millisecond
+	}
+	log := opts.Logger
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	creds := opts.Credentials
+	if (creds.TokenID == "") != (creds.TokenSecret == "") {
+		return nil, fmt.Errorf("modal driver: %s has only one of token id and token secret; set both or neither", creds)
+	}
+	client, err := modal.NewClientWithOptions(&modal.ClientParams{
+		TokenID: creds.TokenID, TokenSecret: creds.TokenSecret, Environment: creds.Environment,
+		Logger: newSlogBridge(log),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("modal driver: cannot build the Modal client (%s): %v", creds, err)
+	}
+	return &Driver{opts: opts, log: log, client: client, handles: map[string]*modal.Sandbox{}}, nil
+}
+
+// Backend is "modal".
+func (d *Driver) Backend() string { return "modal" }
+
+// Close closes the SDK client and its connections.
+func (d *Driver) Close() error {
+	d.mu.Lock()
+	for id, sb := range d.handles {
+		sb.Detach() //nolint:errcheck // never fails
+		delete(d.handles, id)
+	}
+	d.mu.Unlock()
+	d.client.Close()
+	return nil
+}
+
+// handle returns the cached SDK handle for id, making one (no RPC) if needed.
+func (d *Driver) handle(ctx context.Context, id string) (*modal.Sandbox, error) {
+	if !strings.HasPrefix(id, "sb-") {
+		return nil, &sandbox.Error{Op: "open", Sandbox: id, Kind: sandbox.ErrGone,
+			Err: fmt.Errorf("%q is not a Modal sandbox id (sb-...); pass the id the provisioning task returned", id)}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if sb := d.handles[id]; sb != nil {
+		return sb, nil
+	}
+	sb, err := d.client.Sandboxes.FromID(ctx, id, nil)
+	if err != nil {
+		return nil, mapErr("open", id, err)
+	}
+	d.handles[id] = sb
+	return sb, nil
+}
+
+func (d *Driver) forget(id string) {
+	d.mu.Lock()
+	sb := d.handles[id]
+	delete(d.handles, id)
+	d.mu.Unlock()
+	if sb != nil {
+		sb.Detach() //nolint:errcheck // never fails
+	}
+}
+
+// appHandle looks the app up once (creating it unless disabled).
+func (d *Driver) appHandle(ctx context.Context) (*modal.App, error) {
+	d.appMu.Lock()
+	defer d.appMu.Unlock()
+	if d.app != nil {
+		return d.app, nil
+	}
+	var app *modal.App
+	err := d.retry(ctx, "look up app", "", func() error {
+		var err error
+		app, err = d.client.Apps.FromName(ctx, d.opts.AppName, &modal.AppFromNameParams{
+			Environment: d.opts.Credentials.Environment, CreateIfMissing: !d.opts.DisableCreateApp,
+		})
+		var nf modal.NotFoundError
+		if errors.As(err, &nf) {
+			return &sandbox.Error{Op: "look up app", Err: fmt.Errorf("Modal app %q does not exist in environment %q and creating it is disabled; deploy or create the app, or enable create_app_if_missing (%v); %s", d.opts.AppName, d.opts.Credentials.Environment, err, credentialHint)}
+		}
+		return mapErr("look up app", "", err)
+	})
+	if err != nil {
+		return nil, err
+	}
+	d.app = app
+	return app, nil
+}
+
+// retry runs fn until it succeeds, fails terminally, or the attempts run out.
+func (d *Driver) retry(ctx context.Context, op, id string, fn func() error) error {
+	delay := d.opts.RetryDelay
+	var err error
+	for attempt := 0; ; attempt++ {
+		if err = fn(); err == nil || !sandbox.IsRetryable(err) || attempt >= d.opts.Retries {
+			return err
+		}
+		d.log.Warn("retrying after a transient Modal error", "op", op, "sandbox", id, "attempt", attempt+1, "error", err)
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return err
+		}
+		delay *= 2
+	}
+}
+
+// Create provisions a Modal sandbox named name.
+func (d *Driver) Create(ctx context.Context, name string, spec sandbox.Spec) (sandbox.Info, error) {
+	params, err := d.createParams(name, spec)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	app, err := d.appHandle(ctx)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	image := spec.Image
+	if image == "" {
+		image = DefaultImage
+	}
+	img := d.client.Images.FromRegistry(image, nil)
+
+	var sb *modal.Sandbox
+	maybeCreated := false
+	err = d.retry(ctx, "create", "", func() error {
+		var err error
+		sb, err = d.client.Sandboxes.Create(ctx, app, img, params)
+		var exists modal.AlreadyExistsError
+		if errors.As(err, &exists) && maybeCreated {
+			// An earlier attempt did create it before its answer was lost:
+			// the name is ours (random), so adopt that sandbox.
+			sb, err = d.client.Sandboxes.FromName(ctx, app.Name, name, &modal.SandboxFromNameParams{Environment: d.opts.Credentials.Environment})
+		}
+		if err != nil {
+			maybeCreated = maybeCreated || mayHaveCreated(err)
+		}
+		return mapErr("create", "", err)
+	})
+	if err != nil {
+		if maybeCreated || mayHaveCreated(err) {
+			d.reap(ctx, app.Name, name)
+		}
+		return sandbox.Info{}, err
+	}
+	d.mu.Lock()
+	d.handles[sb.SandboxID] = sb
+	d.mu.Unlock()
+	d.log.Debug("created modal sandbox", "id", sb.SandboxID, "name", name)
+	return sandbox.Info{
+		ID: sb.SandboxID, Name: name, Backend: d.Backend(), Workdir: spec.Workdir,
+		CreatedAt: time.Now(), ExpiresAt: sandbox.ExpiresAt(spec.Tags), Tags: maps.Clone(spec.Tags),
+	}, nil
+}
+
+// mayHaveCreated: the create failed in a way that does not prove Modal
+// refused it, so a sandbox may exist.
+func mayHaveCreated(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	code, ok := grpcCode(err)
+	if !ok {
+		var exhausted modal.ResourceExhaustedError
+		return errors.As(err, &exhausted)
+	}
+	switch code {
+	case codes.Unauthenticated, codes.PermissionDenied, codes.InvalidArgument, codes.AlreadyExists, codes.NotFound, codes.FailedPrecondition:
+		return false
+	}
+	return true
+}
+
+// reap terminates the sandbox a failed create may have left behind, found
+// by its (random, ours) name, so a failure never leaks a billed sandbox.
+func (d *Driver) reap(ctx context.Context, appName, name string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	sb, err := d.client.Sandboxes.FromName(ctx, appName, name, &modal.SandboxFromNameParams{Environment: d.opts.Credentials.Environment})
+	var nf modal.NotFoundError
+	if errors.As(err, &nf) {
+		return
+	}
+	if err != nil {
+		d.log.Warn("could not check for a sandbox left by a failed create; it expires with its lifetime", "name", name, "error", err)
+		return
+	}
+	if _, err := sb.Terminate(ctx, nil); err != nil {
+		d.log.Warn("could not terminate a sandbox left by a failed create; it expires with its lifetime", "id", sb.SandboxID, "error", err)
+	} else {
+		d.log.Info("terminated a sandbox left by a failed create", "id", sb.SandboxID, "name", name)
+	}
+	sb.Detach() //nolint:errcheck
+}
+
+// createParams maps the spec, refusing what Modal cannot enforce before any
+// RPC is made.
+func (d *Driver) createParams(name string, spec sandbox.Spec) (*modal.SandboxCreateParams, error) {
+	if spec.Timeout < MinTimeout {
+		return nil, sandbox.Refused("timeout: %v is shorter than Modal's %v minimum for an Airflow sandbox; give a lifetime of at least 2m", spec.Timeout, MinTimeout)
+	}
+	if spec.Timeout%time.Second != 0 {
+		return nil, sandbox.Refused("timeout: %v is not a whole number of seconds", spec.Timeout)
+	}
+	for _, k := range []string{sandbox.TagSandbox, sandbox.TagExpiresAt, sandbox.TagNetwork} {
+		if spec.Tags[k] == "" {
+			return nil, &sandbox.Error{Op: "create", Kind: sandbox.ErrRefused, Err: fmt.Errorf("ownership tag %s is missing; create sandboxes through sandbox.Create, which stamps them", k)}
+		}
+	}
+	if spec.Tags[sandbox.TagSandbox] != name {
+		return nil, &sandbox.Error{Op: "create", Kind: sandbox.ErrRefused, Err: fmt.Errorf("tag %s=%q does not match the sandbox name %q", sandbox.TagSandbox, spec.Tags[sandbox.TagSandbox], name)}
+	}
+	if spec.Owner != "" && spec.Tags[sandbox.TagOwner] != spec.Owner {
+		return nil, &sandbox.Error{Op: "create", Kind: sandbox.ErrRefused, Err: fmt.Errorf("tag %s does not carry the owner %q", sandbox.TagOwner, spec.Owner)}
+	}
+	net, err := mapNetwork(spec.NetworkPolicy(), d.opts.EgressEnforcement)
+	if err != nil {
+		return nil, err
+	}
+	if net.warning != "" {
+		d.log.Warn(net.warning, "name", name)
+	}
+	return &modal.SandboxCreateParams{
+		Name:      name,
+		Timeout:   spec.Timeout,
+		Workdir:   spec.Workdir,
+		Env:       maps.Clone(spec.Env),
+		CPU:       spec.CPU,
+		MemoryMiB: spec.MemoryMiB,
+		GPU:       d.opts.GPU,
+		Regions:   d.opts.Regions,
+		Cloud:     d.opts.Cloud,
+		Tags:      maps.Clone(spec.Tags),
+		// IdleTimeout stays unset: an attachable sandbox sits idle between
+		// the provisioning task and the agent task, and Modal would reclaim
+		// it there (the Python provider refuses owner + idle_timeout).
+		BlockNetwork:            net.block,
+		OutboundCIDRAllowlist:   net.cidrs,
+		OutboundDomainAllowlist: net.domains,
+	}, nil
+}
+
+// Info reads the sandbox's tags (workdir, expiry) and whether it still runs.
+func (d *Driver) Info(ctx context.Context, id string) (sandbox.Info, error) {
+	tags, err := d.Tags(ctx, id)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	if alive, err := d.alive(ctx, id); err != nil {
+		return sandbox.Info{}, err
+	} else if !alive {
+		return sandbox.Info{}, &sandbox.Error{Op: "info", Sandbox: id, Kind: sandbox.ErrGone, Err: errors.New("the sandbox has finished (terminated or past its lifetime)")}
+	}
+	wd := tags[sandbox.TagWorkdir]
+	if wd == "" {
+		wd = sandbox.DefaultWorkdir
+	}
+	return sandbox.Info{ID: id, Name: tags[sandbox.TagSandbox], Backend: d.Backend(), Workdir: wd,
+		ExpiresAt: sandbox.ExpiresAt(tags), Tags: tags}, nil
+}
+
+// alive polls the sandbox once: false once it has finished.
+func (d *Driver) alive(ctx context.Context, id string) (bool, error) {
+	sb, err := d.handle(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	code, err := sb.Poll(ctx, nil)
+	if err != nil {
+		err = mapErr("poll", id, err)
+		if isGone(err) {
+			return false, nil
+		}
+		return false, err
+	}
+	return code == nil, nil
+}
+
+// Tags reads the whole tag set.
+func (d *Driver) Tags(ctx context.Context, id string) (map[string]string, error) {
+	sb, err := d.handle(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	tags, err := sb.GetTags(ctx, nil)
+	if err != nil {
+		return nil, mapErr("read tags", id, err)
+	}
+	return tags, nil
+}
+
+// SetTags replaces the whole tag set.
+func (d *Driver) SetTags(ctx context.Context, id string, tags map[string]string) error {
+	sb, err := d.handle(ctx, id)
+	if err != nil {
+		return err
+	}
+	return mapErr("write tags", id, sb.SetTags(ctx, tags, nil))
+}
+
+// ListSandboxes lists the app's running sandboxes carrying every tag in match.
+func (d *Driver) ListSandboxes(ctx context.Context, match map[string]string) ([]sandbox.Info, error) {
+	app, err := d.appHandle(ctx)
+	if err != nil {
+		return nil, err
+	}
+	it, err := d.client.Sandboxes.List(ctx, &modal.SandboxListParams{AppID: app.AppID, Tags: match})
+	if err != nil {
+		return nil, mapErr("list sandboxes", "", err)
+	}
+	var out []sandbox.Info
+	for sb, err := range it {
+		if err != nil {
+			return nil, mapErr("list sandboxes", "", err)
+		}
+		tags, err := sb.GetTags(ctx, nil)
+		sb.Detach() //nolint:errcheck
+		if err != nil {
+			if isGone(mapErr("read tags", sb.SandboxID, err)) {
+				continue // finished while we listed
+			}
+			return nil, mapErr("read tags", sb.SandboxID, err)
+		}
+		wd := tags[sandbox.TagWorkdir]
+		out = append(out, sandbox.Info{ID: sb.SandboxID, Name: tags[sandbox.TagSandbox], Backend: d.Backend(),
+			Workdir: wd, ExpiresAt: sandbox.ExpiresAt(tags), Tags: tags})
+	}
+	return out, nil
+}
+
+// Destroy terminates the sandbox without waiting for it to stop; a sandbox
+// that is already gone counts as destroyed.
+func (d *Driver) Destroy(ctx context.Context, id string) error {
+	sb, err := d.handle(ctx, id)
+	if err != nil {
+		if isGone(err) {
+			return nil
+		}
+		return err
+	}
+	_, err = sb.Terminate(ctx, nil)
+	err = mapErr("destroy", id, err)
+	if err != nil && !isGone(err) {
+		return err
+	}
+	d.forget(id)
+	return nil
+}
