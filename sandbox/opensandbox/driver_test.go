@@ -72,7 +72,7 @@ func TestRoundTrip(t *testing.T) {
 			if res.ExitCode != 3 || res.TimedOut {
 				t.Fatalf("result %+v", res)
 			}
-			if out.String() != "hello\n\npartial\n" || errOut.String() != "oops\n" {
+			if out.String() != "hello\n\npartial" || errOut.String() != "oops\n" {
 				t.Fatalf("stdout %q stderr %q", out.String(), errOut.String())
 			}
 			if err := sb.WriteFile(ctx, "dir/a.txt", strings.NewReader("content"), 0o600); err != nil {

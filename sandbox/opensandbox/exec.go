@@ -19,13 +19,67 @@ const interruptTimeout = 10 * time.Second
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // wrapCommand runs command through sh -c (execd itself uses bash), with
-// stdin from stdinPath (removed once opened) or /dev/null.
-func wrapCommand(command, stdinPath string) string {
+// stdin from stdinPath (removed once opened) or /dev/null, then prints
+// "\n<marker>\n" on stdout and on stderr and exits with the command's
+// status. execd sends output line by line without the newlines; the marker
+// tells a final line without a newline (it arrives as text just before the
+// marker) from a whole one (an empty line arrives first), so output comes
+// back byte for byte.
+func wrapCommand(command, stdinPath, marker string) string {
+	var b strings.Builder
 	if stdinPath == "" {
-		return "exec sh -c " + shellQuote(command) + " </dev/null"
+		b.WriteString("sh -c " + shellQuote(command) + " </dev/null")
+	} else {
+		q := shellQuote(stdinPath)
+		b.WriteString("exec <" + q + "; rm -f " + q + "; sh -c " + shellQuote(command))
 	}
-	q := shellQuote(stdinPath)
-	return "exec <" + q + "; rm -f " + q + "; exec sh -c " + shellQuote(command)
+	b.WriteString("; __rc=$?; printf '\\n%s\\n' " + marker + "; printf '\\n%s\\n' " + marker + " >&2; exit $__rc")
+	return b.String()
+}
+
+// outputStream rebuilds one output stream from execd's line events. It
+// holds the latest line back until the next one (or the marker) shows
+// whether it ended with a newline.
+type outputStream struct {
+	w       io.Writer
+	pending string
+	held    bool
+	ended   bool // the marker came: later lines are from background processes
+}
+
+func (o *outputStream) line(text string) error {
+	if o.ended {
+		_, err := io.WriteString(o.w, OutputLine(text))
+		return err
+	}
+	var err error
+	if o.held {
+		_, err = io.WriteString(o.w, OutputLine(o.pending))
+	}
+	o.pending, o.held = text, true
+	return err
+}
+
+// marker ends the stream exactly: the held line is the wrapper's own
+// newline when it is empty, else a final line that had no newline.
+func (o *outputStream) marker() error {
+	var err error
+	if o.held && o.pending != "\n" {
+		_, err = io.WriteString(o.w, o.pending)
+	}
+	o.held, o.ended = false, true
+	return err
+}
+
+// finish flushes a held line when no marker came (the command was killed);
+// its newline is then a guess (see OutputLine).
+func (o *outputStream) finish() error {
+	if !o.held {
+		return nil
+	}
+	o.held = false
+	_, err := io.WriteString(o.w, OutputLine(o.pending))
+	return err
 }
 
 // workdirOf is the sandbox's workdir, from the cache or its tags.
@@ -76,20 +130,22 @@ func (d *Driver) Exec(ctx context.Context, id string, req sandbox.ExecRequest) (
 			return res, d.fileError(ctx, "exec", id, stdinPath, err)
 		}
 	}
-	stdout, stderr := req.Stdout, req.Stderr
-	if stdout == nil {
-		stdout = io.Discard
+	stdout := &outputStream{w: req.Stdout}
+	stderr := &outputStream{w: req.Stderr}
+	if stdout.w == nil {
+		stdout.w = io.Discard
 	}
-	if stderr == nil {
-		stderr = io.Discard
+	if stderr.w == nil {
+		stderr.w = io.Discard
 	}
+	marker := "__airflow_end_" + sandbox.RandomHex(8) + "__"
 
 	// execd enforces the timeout; the wall deadline only catches a server
 	// that stops reporting.
 	wall, cancel := context.WithTimeout(ctx, timeout+execGrace)
 	defer cancel()
 	body, err := ex.StartCommand(wall, CommandRequest{
-		Command:   wrapCommand(req.Command, stdinPath),
+		Command:   wrapCommand(req.Command, stdinPath, marker),
 		Cwd:       cwd,
 		TimeoutMS: timeout.Milliseconds(),
 		Envs:      req.Env,
@@ -118,22 +174,33 @@ func (d *Driver) Exec(ctx context.Context, id string, req sandbox.ExecRequest) (
 		ev, err := rd.Next()
 		if err != nil {
 			res.Duration = time.Since(start)
+			stdout.finish()
+			stderr.finish()
 			return d.streamEnded(ctx, wall, id, res, err, interrupt)
 		}
 		switch ev.Type {
 		case EventInit:
 			cmdID = ev.Text
 		case EventStdout, EventStderr:
-			w := stdout
+			o := stdout
 			if ev.Type == EventStderr {
-				w = stderr
+				o = stderr
 			}
-			if _, err := io.WriteString(w, OutputLine(ev.Text)); err != nil {
+			var err error
+			if ev.Text == marker {
+				err = o.marker()
+			} else {
+				err = o.line(ev.Text)
+			}
+			if err != nil {
 				interrupt()
 				return res, fail("exec", id, "", nil, fmt.Errorf("writing the command's %s: %w", ev.Type, err))
 			}
 		case EventComplete, EventError:
 			res.Duration = time.Since(start)
+			if err := errors.Join(stdout.finish(), stderr.finish()); err != nil {
+				return res, fail("exec", id, "", nil, fmt.Errorf("writing the command's output: %w", err))
+			}
 			code, ok := ev.ExitCode()
 			if !ok {
 				msg := "no detail"

@@ -179,9 +179,11 @@ const KilledExitCode = -1
 // newline is re-added to everything else.
 //
 // Approximation: execd flushes a final line that had no newline as an
-// ordinary event, indistinguishable from a whole line, so output that did
-// not end with a newline gains one. A "\r" or "\r\n" terminator also comes
-// back as "\n".
+// ordinary event, indistinguishable from a whole line, so on its own this
+// gives such output a newline it did not have. The driver avoids that by
+// printing a marker after each command (see wrapCommand); only a command
+// killed before the marker falls back to the guess. A "\r" or "\r\n"
+// terminator comes back as "\n" in every case.
 func OutputLine(text string) string {
 	if text == "\n" {
 		return "\n"
