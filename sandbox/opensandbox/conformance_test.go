@@ -19,7 +19,7 @@ func TestConformance(t *testing.T) {
 			var srv *fakeopensandbox.Server
 			opts := conformance.Options{
 				SupportsTags: true,
-				RefusedSpec: &sandbox.Spec{Network: &sandbox.NetworkPolicy{Block: true, AllowCIDRs: []string{"10.0.0.0/8"}}},
+				RefusedSpec:  &sandbox.Spec{Network: &sandbox.NetworkPolicy{Block: true, AllowCIDRs: []string{"10.0.0.0/8"}}},
 				// Count on the server, not through the driver under test.
 				CountProvisioned: func(context.Context, sandbox.Driver) (int, error) { return len(srv.Sandboxes()), nil },
 				CallBound:        time.Minute,

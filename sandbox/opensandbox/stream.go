@@ -28,10 +28,10 @@ const MaxEventBytes = 16 << 20
 
 // Event is one execd stream event. Unknown fields are ignored.
 type Event struct {
-	Type          string      `json:"type"`
-	Text          string      `json:"text,omitempty"`
-	ExecutionTime int64       `json:"execution_time,omitempty"` // ms
-	Timestamp     int64       `json:"timestamp,omitempty"`      // unix ms
+	Type          string       `json:"type"`
+	Text          string       `json:"text,omitempty"`
+	ExecutionTime int64        `json:"execution_time,omitempty"` // ms
+	Timestamp     int64        `json:"timestamp,omitempty"`      // unix ms
 	Error         *ErrorDetail `json:"error,omitempty"`
 }
 
