@@ -15,7 +15,8 @@ A sandbox owned by Go tasks, handed to a Python agent in between.
   ``report.md`` to S3 and destroys the sandbox, even when the export fails.
 
 Both sides must reach the same Modal workspace: the Go tasks use the
-``modal_default`` connection and so does the agent's backend. The sandbox
+``modal_default`` connection and so does the agent's backend. The Go tasks
+read and write S3 through ``aws_default``. The sandbox
 lifetime (2 h, set in ``bundle.yaml``) covers provision, the agent run and
 collect.
 """

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/airflow-sandbox/airflow-go-worker/bundles"
+	"github.com/airflow-sandbox/airflow-go-worker/connections"
+	"github.com/airflow-sandbox/airflow-go-worker/tasks"
+)
+
+const sampleConfig = `
+dags:
+  sandbox_conversion:
+    description: convert a document in a sandbox
+    tasks:
+      convert:
+        kind: convert
+        defaults:
+          backend: local
+          lifetime: 30m
+          command: ["pandoc in.md -o out.html"]
+          stage_in: {in.md: "s3://in/doc.md"}
+          exports: {out.html: "s3://out/doc.html"}
+          export_conn_id: aws_default
+  agent_handoff:
+    tasks:
+      provision: {kind: provision, defaults: {backend: modal, lifetime: 7200, network: {block: true}}}
+      collect: {kind: collect}
+`
+
+func TestLoadBundleConfigRegistersExactlyItsTasks(t *testing.T) {
+	b := bundles.New()
+	if err := loadBundleConfig(b, []byte(sampleConfig), "bundle.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range b.Tasks() {
+		got = append(got, r.DagID+"."+r.TaskID)
+	}
+	want := []string{"agent_handoff.collect", "agent_handoff.provision", "sandbox_conversion.convert"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("registered %v, want %v", got, want)
+	}
+	fields, ok := b.InputFields("sandbox_conversion", "convert")
+	if !ok || !strings.Contains(strings.Join(fields, ","), "stage_in") {
+		t.Fatalf("convert's inputs %v should include stage_in", fields)
+	}
+}
+
+func TestLoadBundleConfigErrorsNameTheSpot(t *testing.T) {
+	cases := []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"unknown kind", `dags: {d: {tasks: {t: {kind: provison}}}}`, []string{"bundle.yaml", "dags.d.tasks.t", `"provison"`, "provision"}},
+		{"missing kind", `dags: {d: {tasks: {t: {defaults: {}}}}}`, []string{"dags.d.tasks.t", "kind is missing"}},
+		{"unknown default key", `dags: {d: {tasks: {t: {kind: run, defaults: {comand: ls}}}}}`, []string{"dags.d.tasks.t.defaults", `"comand"`, "command"}},
+		{"wrong default type", `dags: {d: {tasks: {t: {kind: provision, defaults: {cpu: lots}}}}}`, []string{"dags.d.tasks.t.defaults", "cpu"}},
+		{"bad duration", `dags: {d: {tasks: {t: {kind: provision, defaults: {lifetime: soon}}}}}`, []string{"dags.d.tasks.t.defaults", "soon"}},
+		{"unknown task key", `dags: {d: {tasks: {t: {kind: run, default: {}}}}}`, []string{"bundle.yaml", "default"}},
+		{"unknown top key", "dag: {}\n", []string{"bundle.yaml", "dag"}},
+		{"empty", "", []string{"bundle.yaml", "empty"}},
+		{"no tasks", `dags: {d: {}}`, []string{"dags.d", "no tasks"}},
+		{"bad dag id", `dags: {"bad id": {tasks: {t: {kind: run}}}}`, []string{"bad id", "dag_id"}},
+		{"not yaml", "dags: [", []string{"bundle.yaml"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b := bundles.New()
+			err := loadBundleConfig(b, []byte(c.yaml), "bundle.yaml")
+			if err == nil {
+				t.Fatal("want an error")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// The adapter must hand the task the identity of the running task instance,
+// its client and its logger.
+func TestAdaptPassesTheTaskInstance(t *testing.T) {
+	var got tasks.Deps
+	k := adapt(func(_ context.Context, d tasks.Deps, in tasks.DestroyInput) (string, error) {
+		got = d
+		return in.Sandbox.ID, nil
+	})
+	fn, ok := k.fn.(func(context.Context, bundles.TaskInstance, tasks.Airflow, hclog.Logger, tasks.DestroyInput) (string, error))
+	if !ok {
+		t.Fatalf("adapted function has type %T", k.fn)
+	}
+	af := &cliAirflow{}
+	log := hclog.NewNullLogger()
+	ti := bundles.TaskInstance{DagID: "d", RunID: "r", TaskID: "t", MapIndex: 3}
+	out, err := fn(context.Background(), ti, af, log, tasks.DestroyInput{Sandbox: tasks.SandboxRef{ID: "sb-1"}})
+	if err != nil || out != "sb-1" {
+		t.Fatalf("%q, %v", out, err)
+	}
+	if got.Run != (tasks.Run{DagID: "d", RunID: "r", TaskID: "t", MapIndex: 3}) || got.Airflow != af || got.Logger != log {
+		t.Fatalf("deps %+v", got)
+	}
+	if k.input != reflect.TypeFor[tasks.DestroyInput]() {
+		t.Fatalf("input type %v", k.input)
+	}
+}
+
+func TestEveryKindRegisters(t *testing.T) {
+	b := bundles.New()
+	for name, k := range taskKinds {
+		if err := b.Add("d", name, k.fn); err != nil {
+			t.Errorf("kind %s: %v", name, err)
+		}
+	}
+}
+
+func TestExampleConfigsLoad(t *testing.T) {
+	files, _ := filepath.Glob("../../examples/*/bundle.yaml")
+	if len(files) < 2 {
+		t.Fatalf("want the agent handoff and conversion configs, found %v", files)
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := loadBundleConfig(bundles.New(), data, f); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
+
+func TestSweepCommandArguments(t *testing.T) {
+	var out, errOut bytes.Buffer
+	err := sweepCommand(context.Background(), []string{"extra"}, &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), `"extra"`) {
+		t.Fatalf("stray argument: %v", err)
+	}
+	err = sweepCommand(context.Background(), []string{"--backend", "docker"}, &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), `"docker"`) {
+		t.Fatalf("bad backend: %v", err)
+	}
+	err = sweepCommand(context.Background(), []string{"--backend", "opensandbox", "--conn-id", "nope"}, &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), `"nope"`) {
+		t.Fatalf("missing connection: %v", err)
+	}
+}
+
+func TestCLIAirflowReadsTheEnvironment(t *testing.T) {
+	t.Setenv("AIRFLOW_VAR_GREETING", "hi")
+	c := &cliAirflow{}
+	if v, err := c.GetVariable(context.Background(), "greeting"); err != nil || v != "hi" {
+		t.Fatalf("%q %v", v, err)
+	}
+	if _, err := c.GetConnection(context.Background(), "surely_missing_conn"); !errors.Is(err, connections.ErrNotFound) {
+		t.Fatalf("a missing connection must be ErrNotFound: %v", err)
+	}
+}
