@@ -1,0 +1,55 @@
+# The two commands a new machine needs (see README.md):
+#   make demo   runs the conversion example end to end on the local backend
+#   make test   runs every test (CI runs exactly this through .ci/run)
+
+GO        ?= go
+BIN       := bin/airflow-go-worker
+BUNDLE    := dist/airflow-go-worker.bundle
+GOBIN     := $(shell $(GO) env GOPATH)/bin
+VERSITYGW := $(GOBIN)/versitygw
+PKGS      := ./...
+
+.PHONY: all build test vet fmt-check demo pack bench fuzz tools clean
+
+all: build
+
+build:
+	$(GO) build -trimpath -o $(BIN) ./cmd/airflow-go-worker
+
+# Tools the tests and the demo need that are not Go libraries.
+tools: $(VERSITYGW)
+	@command -v bwrap >/dev/null || { echo "bubblewrap is missing: run 'apt-get install -y bubblewrap' (as root)"; exit 1; }
+
+$(VERSITYGW):
+	$(GO) install github.com/versity/versitygw/cmd/versitygw@v1.8.0
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet $(PKGS)
+
+test: tools fmt-check vet
+	$(GO) test -count=1 -timeout 25m $(PKGS)
+
+demo: tools build
+	./scripts/demo.sh
+
+pack: build
+	./$(BIN) pack --executable $(BIN) --output $(BUNDLE)
+
+# Benchmarks print a table: name, iterations and each reported metric.
+bench: tools
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m $(PKGS) | tee bench.out | ./scripts/benchtable.sh
+
+# Each fuzz target runs for FUZZTIME (go test allows one target per run).
+FUZZTIME ?= 30s
+fuzz:
+	@for pkg in $$($(GO) list $(PKGS)); do \
+	  for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	    echo "== $$pkg $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
+
+clean:
+	rm -rf bin dist bench.out
