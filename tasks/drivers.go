@@ -7,6 +7,7 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/local"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/modal"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/opensandbox"
 )
 
@@ -30,7 +31,17 @@ func DefaultDrivers(ctx context.Context, req DriverRequest) (sandbox.Driver, err
 		}
 		return opensandbox.New(opensandbox.Options{Config: cfg, Logger: req.Logger})
 	case BackendModal:
-		return openModal(ctx, req)
+		// A nil connection (modal_default missing) means the SDK's own
+		// credentials: MODAL_TOKEN_ID/MODAL_TOKEN_SECRET or ~/.modal.toml.
+		creds, err := connections.ModalFromConnection(req.Conn)
+		if err != nil {
+			return nil, err
+		}
+		o := req.Options
+		return modal.New(ctx, modal.Options{
+			Credentials: creds, AppName: o.AppName, EgressEnforcement: o.EgressEnforcement,
+			GPU: o.GPU, Regions: o.Regions, Cloud: o.Cloud, Logger: req.Logger,
+		})
 	}
 	return nil, fmt.Errorf("backend %q is not one of local, modal, opensandbox", req.Backend)
 }
