@@ -80,7 +80,7 @@ func (s *Server) runFSTool(ctx context.Context, sb *fakeSandbox, e *fakeExec, ar
 	switch {
 	case req.WriteFile != nil:
 		err := drv.WriteFile(ctx, id, req.WriteFile.Path, e.stdinR, 0o644)
-		e.stdinR.CloseWithError(errors.New("write finished"))
+		e.closeStdin()
 		if err != nil {
 			fail(err)
 			return

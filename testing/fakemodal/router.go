@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -25,11 +26,15 @@ type fakeExec struct {
 	id             string
 	stdout, stderr *outBuf
 
+	// Stdin is an OS pipe, so the exec driver hands it to the process as a
+	// file and never waits on a copy of it: Modal clients may leave an
+	// exec's stdin open forever.
 	stdinMu     sync.Mutex
-	stdinR      *io.PipeReader
-	stdinW      *io.PipeWriter
+	stdinR      *os.File
+	stdinW      *os.File
 	stdinOff    uint64
 	stdinClosed bool
+	stdinOnce   sync.Once
 
 	exited chan struct{} // closed once code or signal is set
 	code   *int32
@@ -40,6 +45,7 @@ type fakeExec struct {
 func (e *fakeExec) exit(code, signal *int32) {
 	e.code, e.signal = code, signal
 	close(e.exited)
+	go e.release()
 }
 
 type router struct {
@@ -89,8 +95,12 @@ func (r *router) TaskExecStart(ctx context.Context, req *pb.TaskExecStartRequest
 		r.s.mu.Unlock()
 		return &pb.TaskExecStartResponse{}, nil
 	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		r.s.mu.Unlock()
+		return nil, status.Errorf(codes.Internal, "fakemodal: stdin pipe: %v", err)
+	}
 	execCtx, cancel := context.WithCancel(sb.ctx)
-	pr, pw := io.Pipe()
 	e := &fakeExec{
 		id: req.GetExecId(), stdout: newOutBuf(execCtx.Done()), stderr: newOutBuf(execCtx.Done()),
 		stdinR: pr, stdinW: pw, exited: make(chan struct{}), cancel: cancel,
@@ -139,7 +149,7 @@ func (s *Server) runCommand(ctx context.Context, sb *fakeSandbox, e *fakeExec, c
 	}
 	req.Command = cmd
 	res, err := s.exec.Exec(ctx, sb.execID, req)
-	e.stdinR.CloseWithError(errors.New("command exited"))
+	e.closeStdin()
 	e.stdout.close()
 	e.stderr.close()
 	switch {
@@ -284,6 +294,23 @@ func (r *router) TaskExecStdinWriteStream(stream grpc.ClientStreamingServer[pb.T
 	}
 }
 
+// closeStdin drops the read end once the command is over, so a writer
+// blocked on a full pipe fails instead of hanging.
+func (e *fakeExec) closeStdin() {
+	e.stdinOnce.Do(func() { e.stdinR.Close() })
+}
+
+// release closes both ends of stdin once the command is over.
+func (e *fakeExec) release() {
+	e.closeStdin()
+	e.stdinMu.Lock()
+	defer e.stdinMu.Unlock()
+	if !e.stdinClosed {
+		e.stdinClosed = true
+		e.stdinW.Close()
+	}
+}
+
 // writeStdin writes data at offset (skipping bytes already written, as a
 // retry resends them) and closes stdin on eof. It fails with
 // FailedPrecondition once the command has exited, which the SDK reads as
@@ -313,13 +340,11 @@ func (e *fakeExec) writeStdin(ctx context.Context, offset uint64, data []byte, e
 				return status.Errorf(codes.FailedPrecondition, "the command no longer reads stdin: %v", err)
 			}
 		case <-e.exited:
-			e.stdinR.CloseWithError(errors.New("command exited"))
+			// Not on ctx.Done: a write that lands after we answered would
+			// be lost to the offset count and duplicated by the resend.
+			e.closeStdin()
 			<-done
 			return status.Error(codes.FailedPrecondition, "the command has exited")
-		case <-ctx.Done():
-			e.stdinR.CloseWithError(errors.New("stdin writer went away"))
-			<-done
-			return status.FromContextError(ctx.Err()).Err()
 		}
 		e.stdinOff += uint64(len(data))
 	}

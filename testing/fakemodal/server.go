@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"os"
 	"path"
 	"sort"
 	"strings"
@@ -31,6 +32,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/local"
 )
 
 // Default credentials the fake accepts when Options leaves them empty.
@@ -42,8 +44,8 @@ const (
 // Options configure a fake server.
 type Options struct {
 	TokenID, TokenSecret string // accepted credentials; defaults above
-	// Exec runs the sandboxes' commands and holds their files. Nil: a
-	// driver from NewDefaultExecDriver, rooted in a temporary directory.
+	// Exec runs the sandboxes' commands and holds their files. Nil: the
+	// local bubblewrap driver (sandbox/local) rooted at Root.
 	Exec sandbox.Driver
 	// Root is where the default exec driver keeps sandboxes ("" = a temp dir).
 	Root   string
@@ -55,6 +57,7 @@ type Server struct {
 	opts    Options
 	exec    sandbox.Driver
 	ownExec bool
+	tmpRoot string // removed on Close when New made it
 	log     hclog.Logger
 	lis     net.Listener
 	grpc    *grpc.Server
@@ -133,9 +136,19 @@ func New(opts Options) (*Server, error) {
 		calls: map[string]int{}, faults: map[string][]error{},
 	}
 	if s.exec == nil {
-		drv, err := NewDefaultExecDriver(opts.Root, log)
+		root := opts.Root
+		if root == "" {
+			var err error
+			if root, err = os.MkdirTemp("", "fakemodal-"); err != nil {
+				return nil, err
+			}
+			s.tmpRoot = root
+		}
+		// The fake never pulls images: commands run on the host's userland
+		// inside the local driver's bubblewrap sandboxes.
+		drv, err := local.New(local.Options{Root: root, IgnoreImage: true, Logger: log.Named("exec")})
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("fakemodal runs sandbox commands with the local driver: %w", err)
 		}
 		s.exec, s.ownExec = drv, true
 	}
@@ -209,6 +222,9 @@ func (s *Server) Close() {
 	s.grpc.Stop()
 	if s.ownExec {
 		s.exec.Close()
+	}
+	if s.tmpRoot != "" {
+		os.RemoveAll(s.tmpRoot)
 	}
 }
 
