@@ -35,13 +35,13 @@ var terminalTypes = map[string]bool{protocol.TypeSucceedTask: true, protocol.Typ
 
 // runFake runs b.serve against an in-process fake supervisor that sends
 // first (an encoded frame payload) and answers requests with reply.
-func runFake(t *testing.T, b *Bundle, first []byte, reply replyFunc, cfg serveConfig) session {
+func runFake(t testing.TB, b *Bundle, first []byte, reply replyFunc, cfg serveConfig) session {
 	t.Helper()
 	return runFakeWith(t, b, first, reply, cfg, context.Background())
 }
 
 // runFakeWith is runFake with the context passed to serve.
-func runFakeWith(t *testing.T, b *Bundle, first []byte, reply replyFunc, cfg serveConfig, parent context.Context) session {
+func runFakeWith(t testing.TB, b *Bundle, first []byte, reply replyFunc, cfg serveConfig, parent context.Context) session {
 	t.Helper()
 	if cfg.getenv == nil {
 		cfg.getenv = func(string) string { return "" }
@@ -126,7 +126,7 @@ func runFakeWith(t *testing.T, b *Bundle, first []byte, reply replyFunc, cfg ser
 	return s
 }
 
-func startupFrame(t *testing.T, dagID, taskID string, mutate func(sd *protocol.StartupDetails)) []byte {
+func startupFrame(t testing.TB, dagID, taskID string, mutate func(sd *protocol.StartupDetails)) []byte {
 	t.Helper()
 	sd := protocol.StartupDetails{
 		TI: protocol.TaskInstance{ID: "0195c1f2-0000-7000-8000-000000000001", DagID: dagID, TaskID: taskID,
