@@ -99,7 +99,7 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
-func TestCreateRequestMapping(t *testing.T) {
+func TestCreateSendsSpecToServer(t *testing.T) {
 	e := newEnv(t, fakeopensandbox.Options{}, nil)
 	create(t, e, sandbox.Spec{
 		CPU: 0.5, MemoryMiB: 512, Timeout: 90 * time.Second, Env: map[string]string{"A": "1"},

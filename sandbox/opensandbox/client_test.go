@@ -1,0 +1,247 @@
+package opensandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airflow-sandbox/airflow-go-worker/connections"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+)
+
+func configFor(domain string) connections.OpenSandboxConfig {
+	return connections.OpenSandboxConfig{Domain: domain, Protocol: "http", APIKey: "sk-test-secret", RequestTimeout: 5 * time.Second, UseServerProxy: true}
+}
+
+func sandboxIsRefused(err error) bool {
+	return errors.Is(err, sandbox.ErrRefused) && sandbox.IsTerminal(err)
+}
+
+// serve starts a test server answering with h.
+func serve(t *testing.T, h http.HandlerFunc) *httptest.Server {
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestAPIErrorShapes(t *testing.T) {
+	tests := []struct {
+		name      string
+		status    int
+		body      string
+		wantMsg   string
+		wantCode  string
+		retryable bool
+	}{
+		{"lifecycle code/message", 404, `{"code":"DOCKER::SANDBOX_NOT_FOUND","message":"Sandbox x not found."}`, "Sandbox x not found.", "DOCKER::SANDBOX_NOT_FOUND", false},
+		{"fastapi 422 detail list", 422, `{"detail":[{"loc":["body","timeout"],"msg":"Input should be greater than or equal to 60","type":"greater_than_equal"}]}`, "body.timeout: Input should be greater than or equal to 60", "", false},
+		{"fastapi detail string", 404, `{"detail":"Not Found"}`, "Not Found", "", false},
+		{"lifecycle 401", 401, `{"code":"INVALID_API_KEY","message":"Authentication credentials are invalid."}`, "check the API key", "INVALID_API_KEY", false},
+		{"execd 401", 401, `{"error":"Unauthorized: invalid or missing header X-EXECD-ACCESS-TOKEN"}`, "X-EXECD-ACCESS-TOKEN", "", false},
+		{"proxy 502 text", 502, "Bad Gateway", "Bad Gateway", "", true},
+		{"empty 404", 404, "", "Not Found", "", false},
+		{"500", 500, `{"code":"GENERAL::UNKNOWN_ERROR","message":"boom"}`, "retry later", "GENERAL::UNKNOWN_ERROR", true},
+		{"503 html", 503, "<html>unavailable</html>", "<html>unavailable</html>", "", true},
+		{"408", 408, "", "Request Timeout", "", true},
+		{"429", 429, `{"code":"RATE","message":"slow down"}`, "slow down", "RATE", true},
+		{"409", 409, `{"code":"DOCKER::SANDBOX_NOT_RUNNING","message":"paused"}`, "not in a state", "DOCKER::SANDBOX_NOT_RUNNING", false},
+		{"400", 400, `{"code":"SANDBOX::INVALID_PARAMETER","message":"timeout over the cap"}`, "fix the sandbox spec", "SANDBOX::INVALID_PARAMETER", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := serve(t, func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("X-Request-ID", "req-1")
+				w.WriteHeader(tt.status)
+				io.WriteString(w, tt.body)
+			})
+			lc := NewLifecycleClient(srv.URL, "sk-test-secret", srv.Client())
+			_, err := lc.Get(context.Background(), "sbx1")
+			var api *APIError
+			if !errors.As(err, &api) {
+				t.Fatalf("err %T %v", err, err)
+			}
+			msg := err.Error()
+			if api.Status != tt.status || api.Code != tt.wantCode || !strings.Contains(msg, tt.wantMsg) {
+				t.Fatalf("got %+v: %s", api, msg)
+			}
+			if !strings.Contains(msg, "could not get sandbox sbx1") || !strings.Contains(msg, "req-1") {
+				t.Fatalf("message does not say which call failed: %s", msg)
+			}
+			if strings.Contains(msg, "sk-test-secret") {
+				t.Fatalf("message leaks the key: %s", msg)
+			}
+			if got := sandbox.IsRetryable(classify(err)); got != tt.retryable {
+				t.Fatalf("retryable = %v, want %v", got, tt.retryable)
+			}
+		})
+	}
+}
+
+func TestTransportErrorsAreRetryable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	lc := NewLifecycleClient("http://"+addr, "", http.DefaultClient)
+	_, err = lc.Get(context.Background(), "x")
+	if err == nil || !sandbox.IsRetryable(classify(err)) || !strings.Contains(err.Error(), "reachable") {
+		t.Fatalf("err = %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = lc.Get(ctx, "x")
+	if err == nil || sandbox.IsRetryable(classify(err)) {
+		t.Fatalf("a cancelled call must stay terminal: %v", err)
+	}
+}
+
+// List sends the metadata filter encoded twice, as the server parses it as
+// its own query string, and reads every page.
+func TestListEncodesMetadataAndPages(t *testing.T) {
+	var rawQueries []string
+	srv := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get(APIKeyHeader) != "k" {
+			t.Errorf("missing API key header")
+		}
+		rawQueries = append(rawQueries, r.URL.RawQuery)
+		page := r.URL.Query().Get("page")
+		n := 0
+		fmt.Sscan(page, &n)
+		json.NewEncoder(w).Encode(map[string]any{
+			"items":      []map[string]any{{"id": "sbx" + page, "status": map[string]string{"state": "Running"}, "createdAt": time.Now()}},
+			"pagination": map[string]any{"page": n, "pageSize": 1, "totalItems": 3, "totalPages": 3, "hasNextPage": n < 3},
+		})
+	})
+	lc := NewLifecycleClient(srv.URL, "k", srv.Client())
+	recs, err := lc.List(context.Background(), map[string]string{"airflow_owner": "b32.1.x", "team": "a&b=c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 3 || recs[2].ID != "sbx3" {
+		t.Fatalf("records %+v", recs)
+	}
+	q, _ := url.ParseQuery(rawQueries[0])
+	inner, err := url.ParseQuery(q.Get("metadata"))
+	if err != nil || inner.Get("team") != "a&b=c" || inner.Get("airflow_owner") != "b32.1.x" {
+		t.Fatalf("metadata param %q decodes to %v (%v)", q.Get("metadata"), inner, err)
+	}
+	if !strings.Contains(rawQueries[0], "metadata=airflow_owner%3Db32.1.x%26team%3Da%2526b%253Dc") {
+		t.Fatalf("metadata is not double-encoded: %s", rawQueries[0])
+	}
+	if q.Get("pageSize") != "200" || q.Get("page") != "1" {
+		t.Fatalf("paging params %v", q)
+	}
+}
+
+func TestEndpointURL(t *testing.T) {
+	cases := map[string]string{
+		"10.0.0.1:40001/proxy/44772":          "http://10.0.0.1:40001/proxy/44772",
+		"os.example/sandboxes/x/proxy/44772/": "http://os.example/sandboxes/x/proxy/44772",
+		"https://gw.example/x/44772":          "https://gw.example/x/44772",
+		"sbx-44772.sandboxes.example.com":     "http://sbx-44772.sandboxes.example.com",
+	}
+	for in, want := range cases {
+		if got := (Endpoint{Endpoint: in}).URL("http"); got != want {
+			t.Errorf("%s: got %s want %s", in, got, want)
+		}
+	}
+}
+
+func TestEnforces(t *testing.T) {
+	pol := func(mode, def string, rules ...NetworkRule) EgressPolicy {
+		return EgressPolicy{Mode: mode, Policy: NetworkPolicySpec{DefaultAction: def, Egress: rules}}
+	}
+	allow := func(h string) NetworkRule { return NetworkRule{Action: "allow", Target: h} }
+	cases := []struct {
+		name  string
+		got   EgressPolicy
+		hosts []string
+		ok    bool
+	}{
+		{"deny all", pol("deny_all", "deny"), nil, true},
+		{"missing default reads as deny", pol("enforcing", "", allow("pypi.org")), []string{"pypi.org"}, true},
+		{"case and order ignored", pol("enforcing", "deny", allow("B.org"), allow("a.org")), []string{"a.org", "b.org"}, true},
+		{"allow all", pol("allow_all", "allow"), nil, false},
+		{"default allow", pol("enforcing", "allow"), nil, false},
+		{"extra host", pol("enforcing", "deny", allow("a.org"), allow("evil.org")), []string{"a.org"}, false},
+		{"missing host", pol("enforcing", "deny"), []string{"a.org"}, false},
+		{"deny rules do not count as allowed", pol("enforcing", "deny", NetworkRule{Action: "deny", Target: "a.org"}), nil, true},
+	}
+	for _, c := range cases {
+		if ok, why := enforces(c.got, c.hosts); ok != c.ok {
+			t.Errorf("%s: ok=%v (%s)", c.name, ok, why)
+		}
+	}
+}
+
+func TestCappedReader(t *testing.T) {
+	// The server sent more than asked (a file that grew): the reader
+	// stops with ErrTooLarge at max+1 bytes, never hanging or streaming on.
+	r := &cappedReader{rc: io.NopCloser(strings.NewReader("0123456789")), left: 4, path: "/f", max: 4}
+	got, err := io.ReadAll(r)
+	var tl *sandbox.TooLargeError
+	if !errors.As(err, &tl) || string(got) != "0123" {
+		t.Fatalf("got %q, %v", got, err)
+	}
+	r = &cappedReader{rc: io.NopCloser(strings.NewReader("0123")), left: 4, path: "/f", max: 4}
+	if got, err := io.ReadAll(r); err != nil || string(got) != "0123" {
+		t.Fatalf("exactly max: %q, %v", got, err)
+	}
+}
+
+// Uploads are multipart: a metadata part with a filename (execd requires
+// one) carrying the mode as octal digits, then the file part.
+func TestUploadMultipartShape(t *testing.T) {
+	var seen []string
+	srv := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Endpoint") != "yes" {
+			t.Errorf("endpoint header not forwarded")
+		}
+		mr, err := r.MultipartReader()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			p, err := mr.NextPart()
+			if err != nil {
+				break
+			}
+			b, _ := io.ReadAll(p)
+			seen = append(seen, fmt.Sprintf("%s|%s|%s|%s", p.FormName(), p.FileName(), p.Header.Get("Content-Type"), b))
+		}
+	})
+	ex := NewExecdClient(srv.URL, map[string]string{"X-Endpoint": "yes"}, srv.Client(), srv.Client())
+	if err := ex.Upload(context.Background(), "/w/f.sh", strings.NewReader("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{`metadata|metadata|application/json|{"mode":755,"path":"/w/f.sh"}`, "file|file|application/octet-stream|#!/bin/sh\n"}
+	if strings.Join(seen, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("parts\n%s\nwant\n%s", strings.Join(seen, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// A reader that fails mid-upload fails the upload, naming the cause.
+func TestUploadSourceError(t *testing.T) {
+	srv := serve(t, func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) })
+	ex := NewExecdClient(srv.URL, nil, srv.Client(), srv.Client())
+	src := io.MultiReader(strings.NewReader("part"), iotestErrReader{})
+	err := ex.Upload(context.Background(), "/f", src, 0o644)
+	if err == nil || !strings.Contains(err.Error(), "disk on fire") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+type iotestErrReader struct{}
+
+func (iotestErrReader) Read([]byte) (int, error) { return 0, errors.New("disk on fire") }
