@@ -38,6 +38,14 @@ import (
 // misspelt key would otherwise silently fall back to a default.
 type bundleConfig struct {
 	Dags map[string]dagConfig `yaml:"dags"`
+	// order lists dag ids and, per Dag, task ids as the file lists them:
+	// tasks register (and `run --dag` runs them) in the author's order.
+	order []orderedDag `yaml:"-"`
+}
+
+type orderedDag struct {
+	id    string
+	tasks []string
 }
 
 type dagConfig struct {
@@ -101,9 +109,9 @@ func loadBundleConfig(b *bundles.Bundle, data []byte, source string) error {
 	if err != nil {
 		return err
 	}
-	for _, dagID := range sortedKeys(cfg.Dags) {
-		dag := cfg.Dags[dagID]
-		for _, taskID := range sortedKeys(dag.Tasks) {
+	for _, od := range cfg.order {
+		dagID, dag := od.id, cfg.Dags[od.id]
+		for _, taskID := range od.tasks {
 			tc := dag.Tasks[taskID]
 			where := fmt.Sprintf("%s: dags.%s.tasks.%s", source, dagID, taskID)
 			kind, ok := taskKinds[tc.Kind]
@@ -147,7 +155,46 @@ func parseBundleConfig(data []byte, source string) (bundleConfig, error) {
 			return cfg, fmt.Errorf("%s: dags.%s has no tasks; add tasks: {<task_id>: {kind: ...}} or remove the Dag", source, dagID)
 		}
 	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return cfg, fmt.Errorf("%s: %v", source, err)
+	}
+	for _, dagID := range mappingKeys(mappingValue(doc.Content[0], "dags")) {
+		tasksNode := mappingValue(mappingValue(mappingValue(doc.Content[0], "dags"), dagID), "tasks")
+		cfg.order = append(cfg.order, orderedDag{id: dagID, tasks: mappingKeys(tasksNode)})
+	}
 	return cfg, nil
+}
+
+// mappingValue returns the value under key in a YAML mapping node, or nil.
+func mappingValue(n *yaml.Node, key string) *yaml.Node {
+	for n != nil && n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1]
+		}
+	}
+	return nil
+}
+
+// mappingKeys lists a mapping node's keys in file order.
+func mappingKeys(n *yaml.Node) []string {
+	for n != nil && n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	keys := make([]string, 0, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		keys = append(keys, n.Content[i].Value)
+	}
+	return keys
 }
 
 // checkDefaults decodes the defaults into the kind's input struct, so an

@@ -46,7 +46,8 @@ func TestLoadBundleConfigRegistersExactlyItsTasks(t *testing.T) {
 	for _, r := range b.Tasks() {
 		got = append(got, r.DagID+"."+r.TaskID)
 	}
-	want := []string{"agent_handoff.collect", "agent_handoff.provision", "sandbox_conversion.convert"}
+	// In file order: a whole-Dag `run` runs provision before collect.
+	want := []string{"sandbox_conversion.convert", "agent_handoff.provision", "agent_handoff.collect"}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("registered %v, want %v", got, want)
 	}
