@@ -163,6 +163,33 @@ func (l *limitedReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// WriteTo lets io.Copy into a file use copy_file_range when the source is
+// a host file: reads stream at the speed of a plain copy.
+func (l *limitedReader) WriteTo(w io.Writer) (int64, error) {
+	if l.max < 0 {
+		return io.Copy(w, l.r)
+	}
+	if l.left < 0 {
+		return 0, &sandbox.TooLargeError{Path: l.path, Size: -1, MaxBytes: l.max}
+	}
+	n, err := io.Copy(w, &io.LimitedReader{R: l.r, N: l.left})
+	l.left -= n
+	if err != nil || l.left > 0 {
+		return n, err // a short file, or a failed copy
+	}
+	// Exactly max bytes so far: one more byte means the file grew past it.
+	var probe [1]byte
+	m, err := io.ReadFull(l.r, probe[:])
+	if m > 0 {
+		l.left = -1
+		return n, &sandbox.TooLargeError{Path: l.path, Size: -1, MaxBytes: l.max}
+	}
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		err = nil
+	}
+	return n, err
+}
+
 func (l *limitedReader) Close() error { return l.c.Close() }
 
 // WriteFile streams r into p through a temporary file in the same
@@ -199,7 +226,7 @@ func (d *Driver) WriteFile(ctx context.Context, id, p string, r io.Reader, mode 
 	if err != nil {
 		return fileErr("write", id, p, err)
 	}
-	_, err = io.Copy(f, ctxReader{ctx, r})
+	err = copyChunked(ctx, f, r)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -216,17 +243,20 @@ func (d *Driver) WriteFile(ctx context.Context, id, p string, r io.Reader, mode 
 	return nil
 }
 
-// ctxReader stops a copy when the context ends.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
+// copyChunked copies r into f in large chunks, checking ctx between them.
+// Each chunk is a plain io.Copy into the file, so a host file source goes
+// through copy_file_range.
+func copyChunked(ctx context.Context, f *os.File, r io.Reader) error {
+	const chunk = 8 << 20
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n, err := io.Copy(f, &io.LimitedReader{R: r, N: chunk})
+		if err != nil || n < chunk {
+			return err
+		}
 	}
-	return c.r.Read(p)
 }
 
 // Stat describes p without following a final symlink.
