@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# `make demo`: the conversion example end to end on this machine (local
+# sandbox backend + a local S3 server). Needs bubblewrap, Go and versitygw
+# (`make tools`). The result stays in ./demo-out.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${BIN:-bin/airflow-go-worker}
+if [ ! -x "$BIN" ]; then
+  go build -o "$BIN" ./cmd/airflow-go-worker
+fi
+exec go run ./examples/demo -bin "$BIN" -dir "${DEMO_DIR:-demo-out}"
