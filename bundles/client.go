@@ -159,7 +159,13 @@ func (c *client) GetConnection(ctx context.Context, connID string) (connections.
 	if m.Type() != protocol.TypeConnectionResult {
 		return connections.Connection{}, fmt.Errorf("getting connection %q: the supervisor answered %q, want ConnectionResult", connID, m.Type())
 	}
-	return connectionFromResult(connID, m.Body)
+	conn, err := connectionFromResult(connID, m.Body)
+	if err == nil && conn.Password != "" && c.onSecret != nil {
+		// Defence in depth: keep the password out of our own log lines
+		// even if the task never asks Airflow to mask it.
+		c.onSecret(conn.Password)
+	}
+	return conn, err
 }
 
 // connectionFromResult reads a ConnectionResult, where absent keys mean null

@@ -210,6 +210,13 @@ func (s *airflowSink) write(name, lvlName, msg string, args []any) {
 	s.fallback.Write(line)
 }
 
+// redact masks the registered secrets in s.
+func (s *airflowSink) redact(text string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return redactString(text, s.secrets)
+}
+
 // jsonSafe turns values JSON cannot encode well into strings: errors become
 // their message (json would print {}), Stringers and funcs their text.
 func jsonSafe(v any) any {

@@ -223,7 +223,7 @@ func (b *Bundle) runTask(ctx context.Context, r *rpc, sd protocol.StartupDetails
 			}
 		}
 	}
-	return sendTerminal(r, terminalBody(out, sd.ShouldRetry, log))
+	return sendTerminal(r, terminalBody(out, sd.ShouldRetry, log, sink.redact))
 }
 
 // execute binds inputs, calls the function and pushes its result.
@@ -258,14 +258,14 @@ func (b *Bundle) execute(ctx context.Context, t *task, ti TaskInstance, dr DagRu
 	return outcome{}
 }
 
-func terminalBody(out outcome, shouldRetry bool, log hclog.Logger) map[string]any {
+func terminalBody(out outcome, shouldRetry bool, log hclog.Logger, redact func(string) string) map[string]any {
 	now := time.Now().UTC()
 	switch {
 	case out.removed:
 		return map[string]any{"type": protocol.TypeTaskState, "state": "removed", "end_date": now}
 	case out.err != nil && shouldRetry:
 		log.Error("task failed; Airflow will retry it", "error", out.err.Error())
-		return map[string]any{"type": protocol.TypeRetryTask, "end_date": now, "retry_reason": out.err.Error()}
+		return map[string]any{"type": protocol.TypeRetryTask, "end_date": now, "retry_reason": redact(out.err.Error())}
 	case out.err != nil:
 		log.Error("task failed", "error", out.err.Error())
 		return map[string]any{"type": protocol.TypeTaskState, "state": "failed", "end_date": now}

@@ -3,6 +3,7 @@ package bundles
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -411,4 +412,30 @@ func must(b []byte, err error) []byte {
 		panic(err)
 	}
 	return b
+}
+
+func TestConnectionPasswordNeverLoggedOrInRetryReason(t *testing.T) {
+	b := New()
+	b.Register("d", "t", func(ctx context.Context, g ConnectionGetter, log hclog.Logger) error {
+		c, err := g.GetConnection(ctx, "db")
+		if err != nil {
+			return err
+		}
+		log.Info("connecting with " + c.Password)
+		return errors.New("login failed for password " + c.Password)
+	})
+	s := runFake(t, b, startupFrame(t, "d", "t", func(sd *protocol.StartupDetails) { sd.ShouldRetry = true }), func(m protocol.Message) (map[string]any, map[string]any) {
+		return map[string]any{"type": "ConnectionResult", "conn_id": "db", "conn_type": "postgres", "password": "topsecret-pw"}, nil
+	}, serveConfig{})
+	if r := s.terminal.Body["retry_reason"]; r != "login failed for password ***" {
+		t.Fatalf("retry_reason %v", r)
+	}
+	for _, l := range s.logs {
+		if strings.Contains(fmt.Sprint(l), "topsecret-pw") {
+			t.Fatalf("password logged: %v", l)
+		}
+	}
+	if !strings.Contains(strings.Join(s.logEvents(), "|"), "connecting with ***") {
+		t.Fatalf("expected the redacted line: %v", s.logEvents())
+	}
 }
