@@ -43,10 +43,12 @@ var hostEtcNetwork = []string{"resolv.conf", "hosts", "host.conf", "gai.conf"}
 func (d *Driver) bwrapArgs(m *meta, dir, cwd string, argv []string) ([]string, error) {
 	args := []string{
 		"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-		"--disable-userns", // no nested namespaces to climb out of
 		"--cap-drop", "ALL",
 		"--die-with-parent", "--new-session",
 		"--hostname", "sandbox",
+	}
+	if d.disableUserns {
+		args = append(args, "--disable-userns") // no nested namespaces to climb out of
 	}
 	open := !m.Spec.NetworkPolicy().Block
 	if !open {

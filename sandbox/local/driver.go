@@ -68,7 +68,9 @@ type Driver struct {
 	ignoreImage bool
 	log         hclog.Logger
 	system      string // generated /etc files shared by all sandboxes
-	now         func() time.Time
+	// disableUserns: bwrap is new enough (0.8+) for --disable-userns.
+	disableUserns bool
+	now           func() time.Time
 
 	mu      sync.Mutex
 	running map[string]map[*exec.Cmd]*execState // by sandbox id, for Destroy
@@ -124,7 +126,40 @@ func New(opts Options) (*Driver, error) {
 	if err := d.writeSystemFiles(); err != nil {
 		return nil, fmt.Errorf("cannot prepare %s: %v", d.system, err)
 	}
+	if err := d.probe(); err != nil {
+		return nil, err
+	}
 	return d, nil
+}
+
+// probe learns bubblewrap's version and checks that it can create the
+// namespaces every command needs, so a host without user namespaces fails
+// here with advice rather than at the first command.
+func (d *Driver) probe() error {
+	out, err := exec.Command(d.bwrap, "--version").Output()
+	if err != nil {
+		return fmt.Errorf("%s --version failed (%v); reinstall bubblewrap (apt-get install bubblewrap)", d.bwrap, err)
+	}
+	var major, minor int
+	fmt.Sscanf(strings.TrimPrefix(strings.TrimSpace(string(out)), "bubblewrap "), "%d.%d", &major, &minor)
+	// --disable-userns arrived in 0.8; older versions still isolate, only
+	// without forbidding nested user namespaces.
+	d.disableUserns = major > 0 || minor >= 8
+	if !d.disableUserns {
+		d.log.Warn("bubblewrap is older than 0.8: sandboxed commands may create nested user namespaces", "version", strings.TrimSpace(string(out)))
+	}
+	var stderr strings.Builder
+	cmd := exec.Command(d.bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net",
+		"--ro-bind", "/", "/", "--proc", "/proc", "--", "/bin/true")
+	cmd.Env = []string{"PATH=" + defaultPath}
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("bubblewrap cannot create the namespaces a sandbox needs (%v: %s); enable unprivileged user namespaces "+
+			"(sysctl kernel.unprivileged_userns_clone=1, or on Ubuntu 24.04+ kernel.apparmor_restrict_unprivileged_userns=0), "+
+			"or run the worker in a container allowed to create them (e.g. docker run --security-opt seccomp=unconfined --security-opt apparmor=unconfined)",
+			err, strings.TrimSpace(stderr.String()))
+	}
+	return nil
 }
 
 // Backend returns "local".
@@ -334,8 +369,10 @@ func matches(tags, match map[string]string) bool {
 	return true
 }
 
-// RemoveExpired destroys every sandbox past its expiry and returns their ids.
+// RemoveExpired destroys every sandbox past its expiry and returns their
+// ids. It also clears what a crash mid-create or mid-destroy left behind.
 func (d *Driver) RemoveExpired(ctx context.Context) ([]string, error) {
+	d.removeLeftovers()
 	all, err := d.ListSandboxes(ctx, nil)
 	if err != nil {
 		return nil, err
@@ -352,6 +389,32 @@ func (d *Driver) RemoveExpired(ctx context.Context) ([]string, error) {
 		removed = append(removed, info.ID)
 	}
 	return removed, nil
+}
+
+// staleCreate is how old a half-created sandbox directory must be before it
+// is taken for the leftover of a crash, not a create in progress.
+const staleCreate = time.Hour
+
+func (d *Driver) removeLeftovers() {
+	entries, err := os.ReadDir(d.root)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		p := filepath.Join(d.root, e.Name())
+		switch {
+		case strings.HasPrefix(e.Name(), ".trash-"):
+		case strings.HasPrefix(e.Name(), ".creating-"):
+			if st, err := e.Info(); err != nil || d.now().Sub(st.ModTime()) < staleCreate {
+				continue
+			}
+		default:
+			continue
+		}
+		if err := forceRemoveAll(p); err != nil {
+			d.log.Warn("cannot remove a leftover sandbox directory", "dir", p, "error", err)
+		}
+	}
 }
 
 // Destroy kills the sandbox's running commands and removes its directory.

@@ -212,6 +212,28 @@ func TestExpiredSandboxIsGoneAndSweepable(t *testing.T) {
 	}
 }
 
+func TestRemoveExpiredClearsCrashLeftovers(t *testing.T) {
+	d := newTestDriver(t)
+	for _, name := range []string{".trash-airflow-sandbox-1", ".creating-airflow-sandbox-2-x", ".creating-airflow-sandbox-3-y"} {
+		// A read-only subdirectory, as a command might leave.
+		if err := os.MkdirAll(filepath.Join(d.Root(), name, "work", "ro"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(filepath.Join(d.Root(), name, "work", "ro"), 0o500)
+	}
+	old := time.Now().Add(-2 * time.Hour)
+	os.Chtimes(filepath.Join(d.Root(), ".creating-airflow-sandbox-2-x"), old, old)
+	if _, err := d.RemoveExpired(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]bool{".trash-airflow-sandbox-1": false, ".creating-airflow-sandbox-2-x": false, ".creating-airflow-sandbox-3-y": true} {
+		_, err := os.Stat(filepath.Join(d.Root(), name))
+		if exists := err == nil; exists != want {
+			t.Errorf("%s: exists=%v, want %v (a create in progress must be left alone)", name, exists, want)
+		}
+	}
+}
+
 func TestSymlinkOutOfSandboxNeverReadsHostFile(t *testing.T) {
 	d := newTestDriver(t)
 	sb := create(t, d, sandbox.Spec{})
