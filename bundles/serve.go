@@ -58,11 +58,29 @@ func (b *Bundle) Serve(ctx context.Context, commAddr, logsAddr string) error {
 }
 
 func (b *Bundle) serve(ctx context.Context, commAddr, logsAddr string, cfg serveConfig) error {
+	// Handle SIGTERM/SIGINT from the very start, so a signal during
+	// start-up is a clean protocol exit rather than an abrupt kill, and one
+	// during the task cancels its context.
 	filter, warnings := LogFilterFromEnv(cfg.getenv)
 	sink := newAirflowSink(filter)
 	runtimeLog := newTaskLogger(sink, "airflow_go_worker")
 	for _, w := range warnings {
 		runtimeLog.Warn(w)
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if cfg.signals {
+		sigs := make(chan os.Signal, 1)
+		signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+		defer signal.Stop(sigs)
+		go func() {
+			select {
+			case s := <-sigs:
+				runtimeLog.Warn("received a signal; cancelling the task", "signal", s.String())
+				cancel(fmt.Errorf("received %v", s))
+			case <-ctx.Done():
+			}
+		}()
 	}
 
 	comm, logs, err := dialBoth(ctx, commAddr, logsAddr)
@@ -76,8 +94,13 @@ func (b *Bundle) serve(ctx context.Context, commAddr, logsAddr string, cfg serve
 	}
 
 	comm.SetReadDeadline(time.Now().Add(firstFrameTimeout))
+	stopWatch := context.AfterFunc(ctx, func() { comm.SetReadDeadline(time.Now()) })
 	p, err := protocol.ReadFrame(comm)
+	stopWatch()
 	if err != nil {
+		if ctx.Err() != nil {
+			return protoErr("cancelled while waiting for the first frame: %v", context.Cause(ctx))
+		}
 		return protoErr("reading the first frame from %s: %v", commAddr, err)
 	}
 	comm.SetReadDeadline(time.Time{})
@@ -191,20 +214,6 @@ func (b *Bundle) runTask(ctx context.Context, r *rpc, sd protocol.StartupDetails
 
 	taskCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if cfg.signals {
-		sigs := make(chan os.Signal, 1)
-		signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-		defer signal.Stop(sigs)
-		go func() {
-			select {
-			case s := <-sigs:
-				log.Warn("received signal, cancelling the task", "signal", s.String())
-				cancel()
-			case <-taskCtx.Done():
-			}
-		}()
-	}
-
 	var out outcome
 	t := b.lookup(ti.DagID, ti.TaskID)
 	if t == nil {

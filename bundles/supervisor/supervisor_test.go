@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -12,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -200,6 +202,14 @@ func TestSIGTERMMidTaskStillReportsOutcome(t *testing.T) {
 	}
 	if res.State != StateFailed {
 		t.Fatalf("state %s", res.State)
+	}
+	var sawSignal, sawReason bool
+	for _, l := range res.LogLines {
+		sawSignal = sawSignal || (l["event"] == "received a signal; cancelling the task" && l["signal"] == "terminated")
+		sawReason = sawReason || strings.Contains(fmt.Sprint(l["error"]), "sleep cancelled")
+	}
+	if !sawSignal || !sawReason {
+		t.Fatalf("the signal and the task's own error should be logged: %v", res.LogLines)
 	}
 	if time.Since(begin) > 30*time.Second {
 		t.Fatal("the task should have ended soon after SIGTERM, not after its sleep")
@@ -459,5 +469,40 @@ func BenchmarkForkToTerminalPing(b *testing.B) {
 		if err != nil || res.State != StateSuccess {
 			b.Fatalf("%v %s", err, res.State)
 		}
+	}
+}
+
+func TestSIGTERMBeforeStartupDetailsExitsCleanly(t *testing.T) {
+	commL, _ := net.Listen("tcp", "127.0.0.1:0")
+	logsL, _ := net.Listen("tcp", "127.0.0.1:0")
+	t.Cleanup(func() { commL.Close(); logsL.Close() })
+	var stderr bytes.Buffer
+	cmd := exec.Command(bundleBin, "--comm="+commL.Addr().String(), "--logs="+logsL.Addr().String())
+	cmd.Stderr = &stderr
+	// A bad namespace level makes the runtime log a warning as soon as the
+	// logs socket connects: reading it tells us the runtime is past dialing
+	// and waiting for a first frame that never comes.
+	cmd.Env = []string{"AIRFLOW__LOGGING__NAMESPACE_LEVELS=bogus"}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	logs, _ := logsL.Accept()
+	defer logs.Close()
+	comm, _ := commL.Accept()
+	defer comm.Close()
+	if _, err := bufio.NewReader(logs).ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if code := exitCode(err); code != 1 || !strings.Contains(stderr.String(), "cancelled while waiting for the first frame") {
+			t.Fatalf("exit %d stderr %q", code, stderr.String())
+		}
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("the bundle ignored SIGTERM while waiting for StartupDetails")
 	}
 }
