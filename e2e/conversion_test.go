@@ -1,0 +1,58 @@
+package e2e_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/supervisor"
+)
+
+const ordersCSV = `order_id,customer,amount,currency
+1001,acme,120.50,EUR
+1002,globex,75.00,EUR
+1003,initech,310.25,EUR
+1004,acme,42.00,EUR
+1005,umbrella,999.99,EUR
+1006,globex,15.75,EUR
+1007,hooli,250.00,EUR
+1008,initech,88.80,EUR
+`
+
+func TestConversionExample(t *testing.T) {
+	for _, backend := range []string{"local", "modal", "opensandbox"} {
+		t.Run(backend, func(t *testing.T) {
+			w := newWorld(t, backend)
+			w.putObject("incoming/orders.csv", ordersCSV)
+			sup := w.supervisor(workerBin, "../examples/conversion/bundle.yaml")
+			run := "manual__conversion_" + backend
+			w.runTask(sup, supervisor.TaskRequest{DagID: "sandbox_conversion", TaskID: "convert", RunID: run, Conf: backendConf(backend)}, supervisor.StateSuccess)
+
+			got, ok := w.getObject("converted/orders.jsonl")
+			if !ok {
+				t.Fatalf("converted/orders.jsonl is missing; bucket holds %v", w.keys())
+			}
+			lines := strings.Split(strings.TrimSpace(got), "\n")
+			if len(lines) != 8 || lines[0] != `{"order_id":"1001","customer":"acme","amount":"120.50","currency":"EUR"}` {
+				t.Fatalf("converted output:\n%s", got)
+			}
+			if _, ok := w.getObject("converted/orders.jsonl.gz"); !ok {
+				t.Fatal("converted/orders.jsonl.gz is missing")
+			}
+			for _, k := range w.keys() {
+				if strings.HasSuffix(k, ".partial") {
+					t.Errorf("staging object left behind: %s", k)
+				}
+			}
+			res := w.xcom(sup, "sandbox_conversion", run, "convert", "return_value").(map[string]any)
+			if urls, _ := res["urls"].([]any); len(urls) != 2 || !strings.Contains(res["output_tail"].(string), "converted 8 orders") {
+				t.Fatalf("return_value %v", res)
+			}
+			if alive := w.alive(backend); len(alive) != 0 {
+				t.Fatalf("sandboxes left alive: %v", alive)
+			}
+			if strings.Contains(w.logs.String(), w.s3.SecretKey) {
+				t.Fatal("the S3 secret reached the task log")
+			}
+		})
+	}
+}
