@@ -16,7 +16,19 @@
 //     is pulled) unless Options.IgnoreImage, which then uses the host's tools.
 //
 // Each command is its own process tree: background processes die when the
-// command ends. The workdir and /tmp persist between commands.
+// command ends. The workdir and /tmp persist between commands (both are
+// directories under the sandbox's directory on the host). The command's
+// environment is exactly the spec's env plus PATH, HOME (the workdir) and
+// LANG; it travels in bubblewrap's own environment, never on its command
+// line, where ps would show secrets.
+//
+// Files: paths under the workdir or /tmp are read and written directly on
+// the host, through an os.Root so that ".." and symlinks cannot lead out of
+// the sandbox. Everything else (the read-only system, /dev, /proc), and any
+// path whose symlinks lead outside those two directories, is stat'ed, listed
+// and read from inside the sandbox by a small sh command, so callers see
+// exactly what the sandbox sees and never the host's file at that path.
+// Only the workdir and /tmp can be written.
 package local
 
 import (
