@@ -1,0 +1,104 @@
+package selftest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/airflow-sandbox/airflow-go-worker/bundles"
+	"github.com/airflow-sandbox/airflow-go-worker/connections"
+)
+
+// fakeClient is an in-memory bundles.Client.
+type fakeClient struct {
+	conns  map[string]connections.Connection
+	xcoms  map[string]any
+	masked []string
+}
+
+func (f *fakeClient) GetConnection(_ context.Context, id string) (connections.Connection, error) {
+	c, ok := f.conns[id]
+	if !ok {
+		return c, fmt.Errorf("connection %q: %w", id, bundles.ErrConnectionNotFound)
+	}
+	return c, nil
+}
+func (f *fakeClient) GetVariable(context.Context, string) (string, error) {
+	return "", bundles.ErrVariableNotFound
+}
+func (f *fakeClient) GetXCom(_ context.Context, ref bundles.XComRef) (any, error) {
+	v, ok := f.xcoms[ref.TaskID+"/"+ref.Key]
+	if !ok {
+		return nil, bundles.ErrXComNotFound
+	}
+	return v, nil
+}
+func (f *fakeClient) SetXCom(_ context.Context, key string, v any) error {
+	f.xcoms["xcom_roundtrip/"+key] = v
+	return nil
+}
+func (f *fakeClient) MaskSecret(_ context.Context, v, _ string) error {
+	f.masked = append(f.masked, v)
+	return nil
+}
+
+func TestConnectionNeverReturnsThePassword(t *testing.T) {
+	c := &fakeClient{conns: map[string]connections.Connection{"db": {ConnID: "db", ConnType: "postgres", Host: "h", Port: 5432, Login: "u", Password: "pw-123", Extra: "{}"}}}
+	r, err := Connection(context.Background(), c, hclog.NewNullLogger(), ConnectionInput{ConnID: "db"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.ConnType != "postgres" || r.Port != 5432 || r.Login != "u" || !slices.Equal(r.FieldsSet, []string{"conn_type", "host", "login", "password", "port", "extra"}) {
+		t.Fatalf("%+v", r)
+	}
+	if strings.Contains(fmt.Sprintf("%+v", r), "pw-123") || !slices.Equal(c.masked, []string{"pw-123"}) {
+		t.Fatalf("password must be masked and never returned: %+v masked=%v", r, c.masked)
+	}
+	if _, err := Connection(context.Background(), c, hclog.NewNullLogger(), ConnectionInput{ConnID: "nope"}); !errors.Is(err, bundles.ErrConnectionNotFound) {
+		t.Fatalf("missing connection: %v", err)
+	}
+	if _, err := Connection(context.Background(), c, hclog.NewNullLogger(), ConnectionInput{}); err == nil || !strings.Contains(err.Error(), "conn_id is required") {
+		t.Fatalf("empty conn_id: %v", err)
+	}
+}
+
+func TestXComRoundTripAndSleepCancellation(t *testing.T) {
+	c := &fakeClient{xcoms: map[string]any{}}
+	got, err := XComRoundTrip(context.Background(), c, bundles.TaskInstance{TaskID: "xcom_roundtrip"}, XComInput{Key: "k", Value: 7})
+	if err != nil || got != 7 {
+		t.Fatalf("%v %v", got, err)
+	}
+	if _, err := XComRoundTrip(context.Background(), c, bundles.TaskInstance{}, XComInput{Key: bundles.ReturnValueKey}); err == nil {
+		t.Fatal("return_value must be refused as a key")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	start := time.Now()
+	if _, err := Sleep(ctx, hclog.NewNullLogger(), SleepInput{Seconds: 3600}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("want context.Canceled, got %v", err)
+	}
+	if time.Since(start) > time.Minute {
+		t.Fatal("sleep ignored cancellation")
+	}
+	if err := Fail(hclog.NewNullLogger()); !errors.Is(err, ErrDeliberate) {
+		t.Fatal(err)
+	}
+}
+
+func TestRegisterOrder(t *testing.T) {
+	b := bundles.New()
+	Register(b)
+	var ids []string
+	for _, r := range b.Tasks() {
+		ids = append(ids, r.TaskID)
+	}
+	if strings.Join(ids, ",") != "ping,connection,xcom_roundtrip,fail,sleep" {
+		t.Fatal(ids)
+	}
+}
