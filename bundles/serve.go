@@ -58,15 +58,15 @@ func (b *Bundle) Serve(ctx context.Context, commAddr, logsAddr string) error {
 }
 
 func (b *Bundle) serve(ctx context.Context, commAddr, logsAddr string, cfg serveConfig) error {
-	// Handle SIGTERM/SIGINT from the very start, so a signal during
-	// start-up is a clean protocol exit rather than an abrupt kill, and one
-	// during the task cancels its context.
 	filter, warnings := LogFilterFromEnv(cfg.getenv)
 	sink := newAirflowSink(filter)
 	runtimeLog := newTaskLogger(sink, "airflow_go_worker")
 	for _, w := range warnings {
 		runtimeLog.Warn(w)
 	}
+	// Handle SIGTERM/SIGINT from the very start, so a signal during
+	// start-up is a clean protocol exit rather than an abrupt kill, and one
+	// during the task cancels its context.
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	if cfg.signals {

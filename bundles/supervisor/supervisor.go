@@ -453,6 +453,8 @@ func (s *Supervisor) handle(m protocol.Message, ti protocol.TaskInstance, red *r
 			return map[string]any{"type": protocol.TypeVariableResult, "key": key, "value": v}, nil
 		}
 		return map[string]any{"type": protocol.TypeErrorResponse, "error": "VARIABLE_NOT_FOUND", "detail": map[string]any{"key": key}}, nil
+	// XComs are keyed by (dag, run, task, key); map_index is not part of
+	// the local store, so mapped expansions of one task share a slot.
 	case protocol.TypeGetXCom:
 		v, ok, err := s.GetXCom(str("dag_id"), str("run_id"), str("task_id"), str("key"))
 		if err != nil {
