@@ -1,6 +1,8 @@
 package local
 
 import (
+	"context"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -23,5 +25,10 @@ func TestConformance(t *testing.T) {
 		RefusedSpec:            &sandbox.Spec{Network: &sandbox.NetworkPolicy{Block: true, AllowCIDRs: []string{"10.0.0.0/8"}}},
 		OpenNetworkReachesHost: true,
 		HostWorkdir:            func(id string) string { return filepath.Join(root, id, workDir) },
+		// Every directory counts, half-created ones included.
+		CountProvisioned: func(ctx context.Context, drv sandbox.Driver) (int, error) {
+			entries, err := os.ReadDir(root)
+			return len(entries), err
+		},
 	})
 }

@@ -128,7 +128,7 @@ func TestTimeoutKillsBackgroundChildren(t *testing.T) {
 		res, err := sb.Exec(context.Background(), "cp /bin/sleep ./"+name+" && ./"+name+" 100 & sleep 100", sandbox.ExecOptions{Timeout: 3 * time.Second})
 		done <- result{res, err}
 	}()
-	running := func() bool { return exec.Command("pgrep", "-x", name).Run() == nil }
+	running := func() bool { return processNamed(name) }
 	if !pollUntil(10*time.Second, running) {
 		t.Fatal("the background child never started")
 	}
@@ -142,6 +142,18 @@ func TestTimeoutKillsBackgroundChildren(t *testing.T) {
 	if _, err := sb.Stat(context.Background(), name); err != nil {
 		t.Fatalf("files written before the timeout were lost: %v", err)
 	}
+}
+
+// processNamed reports whether any host process has comm name (no pgrep:
+// procps may be missing in CI images).
+func processNamed(name string) bool {
+	comms, _ := filepath.Glob("/proc/[0-9]*/comm")
+	for _, c := range comms {
+		if b, err := os.ReadFile(c); err == nil && strings.TrimSpace(string(b)) == name {
+			return true
+		}
+	}
+	return false
 }
 
 // pollUntil polls cond until it holds or the deadline passes.
