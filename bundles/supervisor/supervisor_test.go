@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -67,6 +68,11 @@ func helperMain(mode string, args []string) int {
 	defer c.Close()
 	if _, err := protocol.ReadFrame(c); err != nil {
 		return 8
+	}
+	if mode == "ignore-sigterm" {
+		signal.Ignore(syscall.SIGTERM)
+		fmt.Println("ignoring SIGTERM")
+		select {}
 	}
 	p, _ := protocol.EncodeRequest(0, map[string]any{"type": "SucceedTask", "end_date": time.Now(), "task_outlets": []any{}, "outlet_events": []any{}})
 	protocol.WriteFrame(c, p)
@@ -504,5 +510,26 @@ func TestSIGTERMBeforeStartupDetailsExitsCleanly(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		cmd.Process.Kill()
 		t.Fatal("the bundle ignored SIGTERM while waiting for StartupDetails")
+	}
+}
+
+func TestCancelKillsAChildThatIgnoresSIGTERM(t *testing.T) {
+	self, _ := os.Executable()
+	started := make(chan struct{})
+	var once sync.Once
+	logs := &syncBuffer{onWrite: func(p string) {
+		if strings.Contains(p, "ignoring SIGTERM") {
+			once.Do(func() { close(started) })
+		}
+	}}
+	s := &Supervisor{Executable: self, Env: append(os.Environ(), "SUPERVISOR_TEST_HELPER=ignore-sigterm"), Logs: logs, KillGrace: 100 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-started; cancel() }()
+	res, err := s.RunTask(ctx, TaskRequest{DagID: "d", TaskID: "t", ShouldRetry: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 128+int(syscall.SIGKILL) || res.State != StateUpForRetry {
+		t.Fatalf("want SIGKILL exit and up_for_retry, got exit %d state %s\n%s", res.ExitCode, res.State, logs)
 	}
 }
