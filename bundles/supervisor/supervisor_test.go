@@ -20,7 +20,6 @@ import (
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/selftest"
-	"github.com/airflow-sandbox/airflow-go-worker/connections"
 )
 
 var bundleBin string
@@ -234,9 +233,6 @@ func TestConnectionNotFound(t *testing.T) {
 }
 
 func TestConnectionFromEnvIsMaskedInLogs(t *testing.T) {
-	if _, err := connections.ParseJSON("x", []byte(`{"conn_type":"http"}`)); err != nil && strings.Contains(err.Error(), "not implemented") {
-		t.Skip("connections.ParseJSON is still a stub (owned by another package); this test needs it")
-	}
 	s, logs := newSup(t, `AIRFLOW_CONN_MY_HTTP={"conn_type": "http", "host": "example.internal", "port": 8443, "login": "bob", "password": "pa55word-xyz"}`)
 	res := run(t, s, TaskRequest{DagID: selftest.DagID, TaskID: "connection", ArgBindings: []map[string]any{{"name": "conn_id", "kind": "literal", "value": "my_http"}}, RunID: "r"})
 	if res.State != StateSuccess {
@@ -531,5 +527,41 @@ func TestCancelKillsAChildThatIgnoresSIGTERM(t *testing.T) {
 	}
 	if res.ExitCode != 128+int(syscall.SIGKILL) || res.State != StateUpForRetry {
 		t.Fatalf("want SIGKILL exit and up_for_retry, got exit %d state %s\n%s", res.ExitCode, res.State, logs)
+	}
+}
+
+func TestConnectionSources(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "connections.yaml")
+	if err := os.WriteFile(file, []byte("from_file: http://filer:secret-file-pw@files.internal:8080/db\nshadowed: http://shadowed-in-file.internal\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, logs := newSup(t,
+		"AIRFLOW_CONN_FROM_URI=postgresql://alice:p%40ss-uri@db.internal:5432/prod",
+		"AIRFLOW_CONN_SHADOWED=http://from-env.internal",
+		"AIRFLOW_CONN_BROKEN=http://host:notaport",
+	)
+	s.ConnectionsFile = file
+	for conn, want := range map[string]map[string]any{
+		"from_uri":  {"conn_type": "postgres", "host": "db.internal", "port": float64(5432), "login": "alice"},
+		"from_file": {"conn_type": "http", "host": "files.internal", "port": float64(8080), "login": "filer"},
+		"shadowed":  {"host": "from-env.internal"},
+	} {
+		res := run(t, s, TaskRequest{DagID: selftest.DagID, TaskID: "connection", RunID: "r", Conf: map[string]any{"conn_id": conn}})
+		if res.State != StateSuccess {
+			t.Fatalf("%s: %s\n%s", conn, res.State, logs)
+		}
+		v, _, _ := s.GetXCom(selftest.DagID, "r", "connection", "return_value")
+		for k, w := range want {
+			if got := v.(map[string]any)[k]; got != w {
+				t.Errorf("%s: %s = %v, want %v", conn, k, got, w)
+			}
+		}
+	}
+	if out := logs.String(); strings.Contains(out, "p@ss-uri") || strings.Contains(out, "secret-file-pw") {
+		t.Fatalf("a password reached the shown logs:\n%s", out)
+	}
+	res := run(t, s, TaskRequest{DagID: selftest.DagID, TaskID: "connection", Conf: map[string]any{"conn_id": "broken"}})
+	if res.State != StateFailed || !strings.Contains(logs.String(), "AIRFLOW_CONN_BROKEN is not a valid Airflow connection") {
+		t.Fatalf("a malformed AIRFLOW_CONN_ must fail the task and say which variable: %s\n%s", res.State, logs)
 	}
 }
