@@ -1,0 +1,37 @@
+package e2e_test
+
+import (
+	"testing"
+
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/supervisor"
+)
+
+// examples/go_tasks: Go functions registered in their own main, values
+// passed between them through XCom bindings, a sandbox used from Go.
+func TestGoTasksExample(t *testing.T) {
+	for _, backend := range []string{"local", "modal"} {
+		t.Run(backend, func(t *testing.T) {
+			w := newWorld(t, backend)
+			w.putObject("incoming/orders.csv", ordersCSV)
+			sup := w.supervisor(goTasksBin, "")
+			const dag, run = "go_tasks_example", "manual__go_tasks"
+			conf := map[string]any{"backend": backend}
+			w.runTask(sup, supervisor.TaskRequest{DagID: dag, TaskID: "fetch_orders", RunID: run, Conf: conf}, supervisor.StateSuccess)
+			w.runTask(sup, supervisor.TaskRequest{DagID: dag, TaskID: "rank_customers", RunID: run, Conf: conf,
+				ArgBindings: []map[string]any{{"name": "totals", "kind": "xcom", "task_id": "fetch_orders"}}}, supervisor.StateSuccess)
+			w.runTask(sup, supervisor.TaskRequest{DagID: dag, TaskID: "publish_ranking", RunID: run, Conf: conf,
+				ArgBindings: []map[string]any{{"name": "ranking", "kind": "xcom", "task_id": "rank_customers"}}}, supervisor.StateSuccess)
+
+			if got := w.xcom(sup, dag, run, "publish_ranking", "return_value"); got != "s3://airflow-artifacts/reports/ranking.txt" {
+				t.Fatalf("publish_ranking returned %v", got)
+			}
+			// acme 162.50, globex 90.75, initech 399.05, umbrella 999.99, hooli 250.
+			if got, _ := w.getObject("reports/ranking.txt"); got != "umbrella\ninitech\nhooli\n" {
+				t.Fatalf("ranking.txt = %q", got)
+			}
+			if alive := w.alive(backend); len(alive) != 0 {
+				t.Fatalf("rank_customers left %v alive", alive)
+			}
+		})
+	}
+}
