@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
@@ -37,49 +38,97 @@ func wrapCommand(command, stdinPath, marker string) string {
 	return b.String()
 }
 
-// outputStream rebuilds one output stream from execd's line events. It
-// holds the latest line back until the next one (or the marker) shows
-// whether it ended with a newline.
+// outputStream rebuilds one output stream from execd's line events. Each
+// line's text is written at once; its newline is owed until the next event
+// shows whether the line had one: the last line before the marker is
+// either the wrapper's own empty line or a final line without a newline,
+// and neither newline is real. So that a line followed by a long silence
+// still reaches line-based log readers, an owed newline is written after
+// newlineDelay of quiet; execd sends a final partial line right before the
+// marker (the wrapper completes it with its own newline), so the delay
+// only matters if those two events arrive further apart than that.
 type outputStream struct {
-	w       io.Writer
-	pending string
-	held    bool
-	ended   bool // the marker came: later lines are from background processes
+	w     io.Writer
+	delay time.Duration
+
+	mu     sync.Mutex
+	owed   bool // a newline for the last line is not written yet
+	ended  bool // the marker came: later lines are from background processes
+	closed bool
+	timer  *time.Timer
+	err    error
+}
+
+// newlineDelay is how long an owed newline waits for the next event.
+const newlineDelay = 2 * time.Second
+
+func newOutputStream(w io.Writer) *outputStream {
+	if w == nil {
+		w = io.Discard
+	}
+	return &outputStream{w: w, delay: newlineDelay}
+}
+
+func (o *outputStream) write(s string) {
+	if o.err == nil && s != "" {
+		_, o.err = io.WriteString(o.w, s)
+	}
 }
 
 func (o *outputStream) line(text string) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	if o.ended {
-		_, err := io.WriteString(o.w, OutputLine(text))
-		return err
+		o.write(OutputLine(text))
+		return o.err
 	}
-	var err error
-	if o.held {
-		_, err = io.WriteString(o.w, OutputLine(o.pending))
+	if o.owed {
+		o.write("\n")
 	}
-	o.pending, o.held = text, true
-	return err
+	if text != "\n" { // "\n" is an empty line: only its newline is owed
+		o.write(text)
+	}
+	o.owed = true
+	if o.timer != nil {
+		o.timer.Stop()
+	}
+	o.timer = time.AfterFunc(o.delay, o.payNewline)
+	return o.err
 }
 
-// marker ends the stream exactly: the held line is the wrapper's own
-// newline when it is empty, else a final line that had no newline.
+func (o *outputStream) payNewline() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.owed && !o.ended && !o.closed {
+		o.write("\n")
+		o.owed = false
+	}
+}
+
+// marker ends the stream exactly: the owed newline was the wrapper's.
 func (o *outputStream) marker() error {
-	var err error
-	if o.held && o.pending != "\n" {
-		_, err = io.WriteString(o.w, o.pending)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.owed, o.ended = false, true
+	if o.timer != nil {
+		o.timer.Stop()
 	}
-	o.held, o.ended = false, true
-	return err
+	return o.err
 }
 
-// finish flushes a held line when no marker came (the command was killed);
-// its newline is then a guess (see OutputLine).
+// finish pays an owed newline when no marker came (the command was
+// killed): the guess OutputLine describes. Nothing is written after it.
 func (o *outputStream) finish() error {
-	if !o.held {
-		return nil
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.timer != nil {
+		o.timer.Stop()
 	}
-	o.held = false
-	_, err := io.WriteString(o.w, OutputLine(o.pending))
-	return err
+	if o.owed && !o.ended && !o.closed {
+		o.write("\n")
+	}
+	o.owed, o.closed = false, true
+	return o.err
 }
 
 // workdirOf is the sandbox's workdir, from the cache or its tags.
@@ -130,14 +179,9 @@ func (d *Driver) Exec(ctx context.Context, id string, req sandbox.ExecRequest) (
 			return res, d.fileError(ctx, "exec", id, stdinPath, err)
 		}
 	}
-	stdout := &outputStream{w: req.Stdout}
-	stderr := &outputStream{w: req.Stderr}
-	if stdout.w == nil {
-		stdout.w = io.Discard
-	}
-	if stderr.w == nil {
-		stderr.w = io.Discard
-	}
+	stdout, stderr := newOutputStream(req.Stdout), newOutputStream(req.Stderr)
+	defer stdout.finish()
+	defer stderr.finish()
 	marker := "__airflow_end_" + sandbox.RandomHex(8) + "__"
 
 	// execd enforces the timeout; the wall deadline only catches a server

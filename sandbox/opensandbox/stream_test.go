@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+	"time"
 )
 
 // Hand-written from the spec's observations of a real execd: bare JSON
@@ -220,7 +221,8 @@ func TestOutputStreamIsExact(t *testing.T) {
 	for _, out := range cases {
 		// What the wrapper prints: the output, then "\n<marker>\n".
 		var got bytes.Buffer
-		o := &outputStream{w: &got}
+		o := newOutputStream(&got)
+		o.delay = time.Hour
 		for _, text := range splitLikeExecd(out + "\n" + marker + "\n") {
 			var err error
 			if text == marker {
@@ -243,7 +245,7 @@ func TestOutputStreamIsExact(t *testing.T) {
 // the documented approximation.
 func TestOutputStreamWithoutMarker(t *testing.T) {
 	var got bytes.Buffer
-	o := &outputStream{w: &got}
+	o := newOutputStream(&got)
 	for _, text := range splitLikeExecd("a\n\nb") {
 		o.line(text)
 	}
@@ -261,5 +263,38 @@ func TestWrapCommandQuotes(t *testing.T) {
 	}
 	if got := wrapCommand("cat", "/tmp/in", "M"); !strings.HasPrefix(got, "exec <'/tmp/in'; rm -f '/tmp/in'; sh -c 'cat'") {
 		t.Fatalf("stdin form: %s", got)
+	}
+}
+
+// A line followed by silence gets its newline after the delay, so
+// line-based log readers see it while the command still runs.
+func TestOutputStreamPaysNewlineAfterQuiet(t *testing.T) {
+	var got bytes.Buffer
+	o := newOutputStream(&got)
+	o.delay = 10 * time.Millisecond
+	if err := o.line("started"); err != nil {
+		t.Fatal(err)
+	}
+	read := func() string {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		return got.String()
+	}
+	if s := read(); s != "started" && s != "started\n" {
+		t.Fatalf("the text was not written at once: %q", s)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for read() != "started\n" {
+		if time.Now().After(deadline) {
+			t.Fatalf("newline never paid: %q", read())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	o.line("done")
+	o.line("\n") // the wrapper's newline
+	o.marker()
+	o.finish()
+	if read() != "started\ndone\n" {
+		t.Fatalf("got %q", read())
 	}
 }

@@ -234,6 +234,23 @@ func (s *Server) snapshot(b *sbx) Sandbox {
 	return Sandbox{ID: b.id, State: s.state(b), Image: b.image, Metadata: meta, NetworkPolicy: b.policy, ExpiresAt: b.expiresAt}
 }
 
+// RunningCommands counts commands still running in all live sandboxes.
+func (s *Server) RunningCommands() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, b := range s.sandboxes {
+		for _, c := range b.cmds {
+			select {
+			case <-c.done:
+			default:
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // CreateRequests returns the bodies of every create request received.
 func (s *Server) CreateRequests() []json.RawMessage {
 	s.mu.Lock()

@@ -1,0 +1,412 @@
+package opensandbox_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/opensandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/testing/fakeopensandbox"
+)
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func noSandboxesLeft(t *testing.T, srv *fakeopensandbox.Server) {
+	t.Helper()
+	if left := srv.Sandboxes(); len(left) != 0 {
+		t.Fatalf("%d sandbox(es) leaked on the server: %+v", len(left), left)
+	}
+}
+
+func TestWrongAPIKeyIsTerminal(t *testing.T) {
+	e := newEnv(t, fakeopensandbox.Options{}, func(o *opensandbox.Options) { o.Config.APIKey = "sk-wrong-0123" })
+	_, err := sandbox.Create(ctxT(t), e.drv, sandbox.Spec{})
+	if err == nil || sandbox.IsRetryable(err) {
+		t.Fatalf("want a terminal error, got %v", err)
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, "HTTP 401 INVALID_API_KEY") || !strings.Contains(msg, "check the API key") || strings.Contains(msg, "sk-wrong-0123") {
+		t.Fatalf("message: %s", msg)
+	}
+	noSandboxesLeft(t, e.srv)
+}
+
+func TestCreateFaults(t *testing.T) {
+	tests := []struct {
+		name      string
+		inject    func(*fakeopensandbox.Server)
+		wantErr   bool
+		retryable bool
+	}{
+		{"create 500 is retryable", func(s *fakeopensandbox.Server) { s.FailNext(fakeopensandbox.RouteCreate, 1) }, true, true},
+		{"create 503 is retryable", func(s *fakeopensandbox.Server) { s.FailNextWith(fakeopensandbox.RouteCreate, 1, 503) }, true, true},
+		{"create 400 is terminal", func(s *fakeopensandbox.Server) { s.FailNextWith(fakeopensandbox.RouteCreate, 1, 400) }, true, false},
+		{"create 429 is retryable", func(s *fakeopensandbox.Server) { s.FailNextWith(fakeopensandbox.RouteCreate, 1, 429) }, true, true},
+		{"endpoint lookup 500 after create", func(s *fakeopensandbox.Server) { s.FailNext(fakeopensandbox.RouteEndpoint, 1) }, true, true},
+		{"endpoint lookup 403 after create", func(s *fakeopensandbox.Server) { s.FailNextWith(fakeopensandbox.RouteEndpoint, 1, 403) }, true, false},
+		{"workdir mkdir fails", func(s *fakeopensandbox.Server) { s.FailNext(fakeopensandbox.RouteMkdir, 1) }, true, true},
+		{"polling errors are waited out", func(s *fakeopensandbox.Server) { s.FailNext(fakeopensandbox.RouteGet, 2) }, false, false},
+		{"ping errors are waited out", func(s *fakeopensandbox.Server) { s.FailNextWith(fakeopensandbox.RoutePing, 3, 502) }, false, false},
+		{"policy read errors are waited out", func(s *fakeopensandbox.Server) { s.FailNext(fakeopensandbox.RoutePolicy, 2) }, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, fakeopensandbox.Options{}, nil)
+			tt.inject(e.srv)
+			sb, err := sandbox.Create(ctxT(t), e.drv, sandbox.Spec{})
+			if !tt.wantErr {
+				if err != nil {
+					t.Fatalf("create: %v", err)
+				}
+				if err := sb.Destroy(ctxT(t)); err != nil {
+					t.Fatal(err)
+				}
+				noSandboxesLeft(t, e.srv)
+				return
+			}
+			if err == nil {
+				t.Fatal("create succeeded")
+			}
+			if sandbox.IsRetryable(err) != tt.retryable {
+				t.Fatalf("retryable = %v, want %v: %v", sandbox.IsRetryable(err), tt.retryable, err)
+			}
+			noSandboxesLeft(t, e.srv)
+		})
+	}
+}
+
+func TestSlowCreate(t *testing.T) {
+	t.Run("waits while Pending", func(t *testing.T) {
+		e := newEnv(t, fakeopensandbox.Options{PendingFor: 800 * time.Millisecond}, nil)
+		sb := create(t, e, sandbox.Spec{})
+		if got := e.srv.Sandboxes(); len(got) != 1 || got[0].State != "Running" || got[0].ID != sb.ID() {
+			t.Fatalf("server sandboxes %+v", got)
+		}
+	})
+	t.Run("gives up after the ready timeout and deletes it", func(t *testing.T) {
+		e := newEnv(t, fakeopensandbox.Options{PendingFor: time.Hour}, func(o *opensandbox.Options) { o.ReadyTimeout = 700 * time.Millisecond })
+		_, err := sandbox.Create(ctxT(t), e.drv, sandbox.Spec{})
+		if err == nil || !sandbox.IsRetryable(err) || !strings.Contains(err.Error(), "not Running within") || !strings.Contains(err.Error(), "state Pending") {
+			t.Fatalf("err = %v", err)
+		}
+		noSandboxesLeft(t, e.srv)
+	})
+}
+
+func TestNetworkPolicyEnforcement(t *testing.T) {
+	t.Run("unenforced policy destroys the sandbox", func(t *testing.T) {
+		e := newEnv(t, fakeopensandbox.Options{IgnoreNetworkPolicy: true}, nil)
+		_, err := sandbox.Create(ctxT(t), e.drv, sandbox.Spec{Network: &sandbox.NetworkPolicy{Block: true, AllowHosts: []string{"pypi.org"}}})
+		if !errors.Is(err, sandbox.ErrRefused) || sandbox.IsRetryable(err) || !strings.Contains(err.Error(), "did not enforce") || !strings.Contains(err.Error(), "egress sidecar") {
+			t.Fatalf("err = %v", err)
+		}
+		if len(e.srv.CreateRequests()) != 1 {
+			t.Fatal("the policy was never sent")
+		}
+		noSandboxesLeft(t, e.srv)
+	})
+	t.Run("open network needs no sidecar", func(t *testing.T) {
+		e := newEnv(t, fakeopensandbox.Options{IgnoreNetworkPolicy: true}, nil)
+		create(t, e, sandbox.Spec{Network: &sandbox.NetworkPolicy{Block: false}})
+		if got := e.srv.Sandboxes(); got[0].NetworkPolicy != nil {
+			t.Fatalf("open network sent a policy: %+v", got[0].NetworkPolicy)
+		}
+	})
+	t.Run("allowlist is sent and verified", func(t *testing.T) {
+		e := newEnv(t, fakeopensandbox.Options{}, nil)
+		create(t, e, sandbox.Spec{Network: &sandbox.NetworkPolicy{Block: true, AllowHosts: []string{"pypi.org", "*.pythonhosted.org"}}})
+		p := e.srv.Sandboxes()[0].NetworkPolicy
+		if p == nil || p.DefaultAction != "deny" || len(p.Egress) != 2 || p.Egress[1].Target != "*.pythonhosted.org" || p.Egress[1].Action != "allow" {
+			t.Fatalf("stored policy %+v", p)
+		}
+	})
+	t.Run("dns-only enforcement refused on request", func(t *testing.T) {
+		e := newEnv(t, fakeopensandbox.Options{EgressMode: "dns"}, func(o *opensandbox.Options) { o.RequireIPEgressEnforcement = true })
+		_, err := sandbox.Create(ctxT(t), e.drv, sandbox.Spec{})
+		if !errors.Is(err, sandbox.ErrRefused) || !strings.Contains(err.Error(), "dns+nft") {
+			t.Fatalf("err = %v", err)
+		}
+		noSandboxesLeft(t, e.srv)
+	})
+	t.Run("dns-only enforcement accepted by default", func(t *testing.T) {
+		e := newEnv(t, fakeopensandbox.Options{EgressMode: "dns"}, nil)
+		create(t, e, sandbox.Spec{})
+	})
+}
+
+// lineSignal is a writer that reports when a line containing want arrives.
+type lineSignal struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	want string
+	seen chan struct{}
+	once sync.Once
+}
+
+func newLineSignal(want string) *lineSignal {
+	return &lineSignal{want: want, seen: make(chan struct{})}
+}
+
+func (l *lineSignal) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf.Write(p)
+	if strings.Contains(l.buf.String(), l.want) {
+		l.once.Do(func() { close(l.seen) })
+	}
+	return len(p), nil
+}
+
+func TestStreamDropIsRetryableAndInterrupts(t *testing.T) {
+	e := newEnv(t, fakeopensandbox.Options{}, nil)
+	sb := create(t, e, sandbox.Spec{})
+	e.srv.DropNextStream(3) // init, ping, the first output line
+	res, err := sb.Exec(ctxT(t), "echo first; sleep 60", sandbox.ExecOptions{Timeout: 2 * time.Minute})
+	if err == nil || !sandbox.IsRetryable(err) || res.SandboxLost || errors.Is(err, sandbox.ErrGone) {
+		t.Fatalf("res %+v err %v", res, err)
+	}
+	if !strings.Contains(err.Error(), "stream broke") {
+		t.Fatalf("message: %v", err)
+	}
+	// The command does not keep running behind the caller's back.
+	waitFor(t, "the command to be interrupted", func() bool { return e.srv.RunningCommands() == 0 })
+	if _, err := e.drv.Info(ctxT(t), sb.ID()); err != nil {
+		t.Fatalf("the sandbox should survive a dropped stream: %v", err)
+	}
+}
+
+func TestSandboxVanishesMidCommand(t *testing.T) {
+	for _, proxy := range []bool{true, false} {
+		t.Run(map[bool]string{true: "server proxy", false: "direct"}[proxy], func(t *testing.T) {
+			e := newEnv(t, fakeopensandbox.Options{}, func(o *opensandbox.Options) { o.Config.UseServerProxy = proxy })
+			sb := create(t, e, sandbox.Spec{})
+			e.srv.VanishDuringNextCommand()
+			res, err := sb.Exec(ctxT(t), "echo started; sleep 60", sandbox.ExecOptions{Timeout: 2 * time.Minute})
+			if !res.SandboxLost || !errors.Is(err, sandbox.ErrGone) || sandbox.IsRetryable(err) {
+				t.Fatalf("res %+v err %v", res, err)
+			}
+			noSandboxesLeft(t, e.srv)
+			if _, err := sb.Exec(ctxT(t), "true", sandbox.ExecOptions{}); !errors.Is(err, sandbox.ErrGone) {
+				t.Fatalf("exec after vanishing: %v", err)
+			}
+		})
+	}
+}
+
+func TestCancelInterruptsCommand(t *testing.T) {
+	e := newEnv(t, fakeopensandbox.Options{}, nil)
+	sb := create(t, e, sandbox.Spec{})
+	ctx, cancel := context.WithCancel(ctxT(t))
+	out := newLineSignal("started")
+	go func() {
+		<-out.seen
+		cancel()
+	}()
+	_, err := sb.Exec(ctx, "echo started; sleep 60", sandbox.ExecOptions{Stdout: out, Timeout: 2 * time.Minute})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v", err)
+	}
+	waitFor(t, "the command to be interrupted", func() bool { return e.srv.RunningCommands() == 0 })
+	if _, err := e.drv.Info(ctxT(t), sb.ID()); err != nil {
+		t.Fatalf("the sandbox should survive: %v", err)
+	}
+}
+
+func TestExecFaults(t *testing.T) {
+	e := newEnv(t, fakeopensandbox.Options{}, nil)
+	sb := create(t, e, sandbox.Spec{})
+	e.srv.FailNext(fakeopensandbox.RouteCommand, 1)
+	if _, err := sb.Exec(ctxT(t), "true", sandbox.ExecOptions{}); err == nil || !sandbox.IsRetryable(err) {
+		t.Fatalf("500 on POST /command: %v", err)
+	}
+	_, err := sb.Exec(ctxT(t), "true", sandbox.ExecOptions{Workdir: "/no/such/dir"})
+	if err == nil || sandbox.IsRetryable(err) || !strings.Contains(err.Error(), "INVALID_REQUEST_BODY") || !strings.Contains(err.Error(), "workdir") {
+		t.Fatalf("bad cwd: %v", err)
+	}
+	// It still works afterwards.
+	var out bytes.Buffer
+	if res, err := sb.Exec(ctxT(t), "echo ok", sandbox.ExecOptions{Stdout: &out}); err != nil || res.ExitCode != 0 || out.String() != "ok\n" {
+		t.Fatalf("after faults: %+v %v %q", res, err, out.String())
+	}
+}
+
+func TestFileFaults(t *testing.T) {
+	e := newEnv(t, fakeopensandbox.Options{}, nil)
+	ctx := ctxT(t)
+	sb := create(t, e, sandbox.Spec{})
+	e.srv.FailNext(fakeopensandbox.RouteUpload, 1)
+	if err := sb.WriteFile(ctx, "f", strings.NewReader("x"), 0); err == nil || !sandbox.IsRetryable(err) {
+		t.Fatalf("upload 500: %v", err)
+	}
+	if err := sb.WriteFile(ctx, "f", strings.NewReader("x"), 0); err != nil {
+		t.Fatal(err)
+	}
+	e.srv.FailNextWith(fakeopensandbox.RouteDownload, 1, 503)
+	if _, _, err := sb.OpenFile(ctx, "f", 10); err == nil || !sandbox.IsRetryable(err) {
+		t.Fatalf("download 503: %v", err)
+	}
+	e.srv.FailNextWith(fakeopensandbox.RouteInfo, 1, 400)
+	if _, err := sb.Stat(ctx, "f"); err == nil || sandbox.IsRetryable(err) {
+		t.Fatalf("info 400 must be terminal: %v", err)
+	}
+	// A symlink write replaces the link, not its target.
+	if _, err := sb.Exec(ctx, "echo target > t.txt && ln -s t.txt link", sandbox.ExecOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.WriteFile(ctx, "link", strings.NewReader("new"), 0); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	sb.Exec(ctx, "cat t.txt; test -L link || echo not-a-link", sandbox.ExecOptions{Stdout: &out})
+	if out.String() != "target\nnot-a-link\n" {
+		t.Fatalf("after writing through a symlink: %q", out.String())
+	}
+	// Reading through a symlink to a regular file works; to a directory is ErrIsDir.
+	sb.Exec(ctx, "ln -s t.txt link2 && mkdir d && ln -s d dlink", sandbox.ExecOptions{})
+	rc, size, err := sb.OpenFile(ctx, "link2", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(rc)
+	rc.Close()
+	if string(b) != "target\n" || size != 7 {
+		t.Fatalf("through symlink: %q %d", b, size)
+	}
+	if _, _, err := sb.OpenFile(ctx, "dlink", 100); !errors.Is(err, sandbox.ErrIsDir) {
+		t.Fatalf("symlink to dir: %v", err)
+	}
+	if _, _, err := sb.OpenFile(ctx, "link2", 3); !errors.Is(err, sandbox.ErrTooLarge) {
+		t.Fatalf("symlink over the limit: %v", err)
+	}
+}
+
+func TestDestroyAndExpiry(t *testing.T) {
+	e := newEnv(t, fakeopensandbox.Options{}, nil)
+	ctx := ctxT(t)
+	sb := create(t, e, sandbox.Spec{})
+	e.srv.FailNext(fakeopensandbox.RouteDelete, 1)
+	if err := sb.Destroy(ctx); err == nil || !sandbox.IsRetryable(err) {
+		t.Fatalf("delete 500: %v", err)
+	}
+	if err := sb.Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	noSandboxesLeft(t, e.srv)
+
+	// Expiry removes the sandbox: everything is ErrGone afterwards.
+	sb2 := create(t, e, sandbox.Spec{})
+	e.srv.Vanish(sb2.ID())
+	if _, err := e.drv.Tags(ctx, sb2.ID()); !errors.Is(err, sandbox.ErrGone) {
+		t.Fatalf("tags after expiry: %v", err)
+	}
+	if _, err := sb2.Stat(ctx, "/workspace"); !errors.Is(err, sandbox.ErrGone) {
+		t.Fatalf("stat after expiry: %v", err)
+	}
+}
+
+func TestRenew(t *testing.T) {
+	e := newEnv(t, fakeopensandbox.Options{}, nil)
+	ctx := ctxT(t)
+	sb := create(t, e, sandbox.Spec{Timeout: 2 * time.Minute})
+	at, err := e.drv.Renew(ctx, sb.ID(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Until(at); d < 59*time.Minute || d > 61*time.Minute {
+		t.Fatalf("renewed to %v", at)
+	}
+	tags, _ := e.drv.Tags(ctx, sb.ID())
+	if !sandbox.ExpiresAt(tags).Equal(at.Truncate(time.Second)) {
+		t.Fatalf("airflow_expires_at %s, server %v", tags[sandbox.TagExpiresAt], at)
+	}
+	if got := e.srv.Sandboxes()[0].ExpiresAt; !got.Equal(at) {
+		t.Fatalf("server expiry %v, renewed %v", got, at)
+	}
+}
+
+// Direct endpoints need the headers the lookup returned; a client that
+// drops them gets execd's 401 {error} shape as a clear, terminal error.
+func TestEndpointHeadersAreRequired(t *testing.T) {
+	e := newEnv(t, fakeopensandbox.Options{}, func(o *opensandbox.Options) { o.Config.UseServerProxy = false })
+	ctx := ctxT(t)
+	sb := create(t, e, sandbox.Spec{})
+	ep, err := e.drv.Lifecycle().Endpoint(ctx, sb.ID(), opensandbox.ExecdPort, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(ep.Endpoint, "://") || len(ep.Headers) == 0 {
+		t.Fatalf("endpoint %+v", ep)
+	}
+	bare := opensandbox.NewExecdClient(ep.URL("http"), nil, http.DefaultClient, http.DefaultClient)
+	err = bare.Ping(ctx)
+	var api *opensandbox.APIError
+	if !errors.As(err, &api) || api.Status != 401 || !strings.Contains(err.Error(), "Unauthorized") || sandbox.IsRetryable(err) {
+		t.Fatalf("err = %v", err)
+	}
+	with := opensandbox.NewExecdClient(ep.URL("http"), ep.Headers, http.DefaultClient, http.DefaultClient)
+	if err := with.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A live stream straight from the fake, parsed by the reader.
+func TestLiveStream(t *testing.T) {
+	e := newEnv(t, fakeopensandbox.Options{}, nil)
+	ctx := ctxT(t)
+	sb := create(t, e, sandbox.Spec{})
+	ep, err := e.drv.Lifecycle().Endpoint(ctx, sb.ID(), opensandbox.ExecdPort, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex := opensandbox.NewExecdClient(ep.URL("http"), ep.Headers, http.DefaultClient, http.DefaultClient)
+	body, err := ex.StartCommand(ctx, opensandbox.CommandRequest{Command: "echo a; echo; printf b; echo c >&2; exit 3", Cwd: "/workspace", TimeoutMS: 60000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer body.Close()
+	rd := opensandbox.NewEventReader(body)
+	streams := map[string][]string{}
+	for {
+		ev, err := rd.Next()
+		if err != nil {
+			t.Fatalf("stream ended without a terminal event: %v (%v)", err, streams)
+		}
+		if ev.Type == opensandbox.EventInit && len(ev.Text) != 32 {
+			t.Fatalf("init id %q", ev.Text)
+		}
+		if ev.Terminal() {
+			if code, ok := ev.ExitCode(); !ok || code != 3 {
+				t.Fatalf("exit %d %v", code, ok)
+			}
+			break
+		}
+		streams[ev.Type] = append(streams[ev.Type], ev.Text)
+	}
+	// Order between stdout and stderr is not guaranteed; within each it is.
+	if got := strings.Join(streams["stdout"], "|"); got != "a|\n|b" {
+		t.Fatalf("stdout events %q", got)
+	}
+	if got := strings.Join(streams["stderr"], "|"); got != "c" {
+		t.Fatalf("stderr events %q", got)
+	}
+	if len(streams["init"]) != 1 || len(streams["ping"]) != 1 {
+		t.Fatalf("events %v", streams)
+	}
+}
