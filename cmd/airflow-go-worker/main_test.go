@@ -263,3 +263,21 @@ func BenchmarkForkToTerminal(b *testing.B) {
 	slices.Sort(took)
 	b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "median-ms")
 }
+
+func TestRunUsesConnectionsFileAndEnv(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "conns.json")
+	if err := os.WriteFile(file, []byte(`{"from_file": {"conn_type": "http", "host": "files.internal", "password": "file-pw-123"}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := cli(t, nil, "run", "--dag", selftest.DagID, "--task", "connection", "--conf", `{"conn_id": "from_file"}`, "--connections", file)
+	if r.code != 0 || !strings.Contains(r.stdout, `"host":"files.internal"`) {
+		t.Fatalf("exit %d: %s\n%s", r.code, r.stdout, r.stderr)
+	}
+	r = cli(t, []string{"AIRFLOW_CONN_FROM_ENV=http://u:env-pw-456@env.internal:81"}, "run", "--dag", selftest.DagID, "--task", "connection", "--conf", `{"conn_id": "from_env"}`)
+	if r.code != 0 || !strings.Contains(r.stdout, `"port":81`) {
+		t.Fatalf("exit %d: %s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if strings.Contains(r.stdout+r.stderr, "env-pw-456") {
+		t.Fatal("password leaked")
+	}
+}
