@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -414,5 +415,65 @@ func TestOpenNetworkReachesHost(t *testing.T) {
 	res, out, _ := run(t, sb, "test -r /etc/resolv.conf && echo has-resolv", time.Minute)
 	if _, err := os.Stat("/etc/resolv.conf"); err == nil && (res.ExitCode != 0 || out != "has-resolv\n") {
 		t.Fatalf("open network sandbox lacks the host's resolv.conf: exit %d", res.ExitCode)
+	}
+}
+
+func TestWorkdirAndTmpRoots(t *testing.T) {
+	d := newTestDriver(t)
+	sb := create(t, d, sandbox.Spec{})
+	ctx := context.Background()
+	for _, p := range []string{"/workspace", ".", "/tmp"} {
+		fi, err := sb.Stat(ctx, p)
+		if err != nil || !fi.IsDir() {
+			t.Errorf("stat %s: %+v, %v", p, fi, err)
+		}
+		if _, err := sb.List(ctx, p); err != nil {
+			t.Errorf("list %s: %v", p, err)
+		}
+		if _, _, err := sb.OpenFile(ctx, p, 10); !errors.Is(err, sandbox.ErrIsDir) {
+			t.Errorf("open %s: want ErrIsDir, got %v", p, err)
+		}
+	}
+	if err := sb.WriteFile(ctx, "/workspace", strings.NewReader("x"), 0); err == nil {
+		t.Error("writing over the workdir itself succeeded")
+	}
+	run(t, sb, "echo x > afile", time.Minute)
+	err := sb.WriteFile(ctx, "afile/below", strings.NewReader("x"), 0)
+	if err == nil || !strings.Contains(err.Error(), "not a directory") {
+		t.Errorf("writing below a file: want a not-a-directory error, got %v", err)
+	}
+	if err := sb.WriteFile(ctx, "dir/", strings.NewReader("x"), 0); err != nil {
+		t.Fatal(err) // "dir/" cleans to "dir": a file
+	}
+	if err := sb.WriteFile(ctx, "adir/f", strings.NewReader("x"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.WriteFile(ctx, "adir", strings.NewReader("x"), 0); !errors.Is(err, sandbox.ErrIsDir) {
+		t.Errorf("writing over a directory: want ErrIsDir, got %v", err)
+	}
+}
+
+func TestConcurrentExecs(t *testing.T) {
+	d := newTestDriver(t)
+	sb := create(t, d, sandbox.Spec{})
+	ctx := context.Background()
+	errs := make(chan error, 4)
+	for i := range 4 {
+		go func() {
+			res, err := sb.Exec(ctx, "echo "+strconv.Itoa(i)+" > f"+strconv.Itoa(i), sandbox.ExecOptions{Timeout: time.Minute})
+			if err == nil && res.ExitCode != 0 {
+				err = errors.New("exit " + strconv.Itoa(res.ExitCode))
+			}
+			errs <- err
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	list, err := sb.List(ctx, ".")
+	if err != nil || len(list) != 4 {
+		t.Fatalf("list after concurrent writes: %v, %v", list, err)
 	}
 }

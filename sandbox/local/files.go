@@ -216,6 +216,9 @@ func (d *Driver) WriteFile(ctx context.Context, id, p string, r io.Reader, mode 
 		if escapes(err) {
 			return &sandbox.Error{Op: "write", Sandbox: id, Path: p, Err: errors.New("a symlink on the way leads outside the sandbox's writable directories; write to a path without it")}
 		}
+		if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, fs.ErrExist) {
+			return &sandbox.Error{Op: "write", Sandbox: id, Path: p, Err: errors.New("a parent of the path is not a directory; remove that file or choose another path")}
+		}
 		return fileErr("write", id, p, err)
 	}
 	if st, err := root.Lstat(a.rel); err == nil && st.IsDir() {
