@@ -8,6 +8,7 @@ import (
 
 	pb "github.com/modal-labs/modal-client/go/proto/modal_proto"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 
@@ -159,7 +160,21 @@ func (s *Server) create(ctx context.Context, v2 bool, appID string, def *pb.Sand
 	}
 	name := def.GetName()
 
+	key := idempotencyKey(ctx)
 	s.mu.Lock()
+	if prev := s.idempotent[key]; key != "" && prev != nil {
+		// A retry of a create that already happened: Modal answers with
+		// the same sandbox rather than making a second one.
+		failAfter := s.failAfterCreate > 0
+		if failAfter {
+			s.failAfterCreate--
+		}
+		s.mu.Unlock()
+		if failAfter {
+			return nil, status.Error(codes.Unavailable, "fakemodal: injected Unavailable after the sandbox was created")
+		}
+		return prev, nil
+	}
 	if name != "" {
 		for _, other := range s.sandboxes {
 			if other.appID == appID && other.name == name && !other.isDone() {
@@ -203,6 +218,9 @@ func (s *Server) create(ctx context.Context, v2 bool, appID string, def *pb.Sand
 	s.mu.Lock()
 	s.sandboxes[id] = sb
 	s.byTask[taskID] = sb
+	if key != "" {
+		s.idempotent[key] = sb
+	}
 	s.creates = append(s.creates, CreateRecord{SandboxID: id, V2: v2, AppID: appID, Definition: def, Tags: maps.Clone(tags), Env: maps.Clone(env)})
 	sb.timer = time.AfterFunc(timeout, func() { s.finish(sb, pb.GenericResult_GENERIC_STATUS_TIMEOUT, 0) })
 	s.mu.Unlock()
@@ -457,6 +475,14 @@ func (s *Server) createdAt() time.Time {
 
 func sortNewestFirst(sbs []*fakeSandbox) {
 	sort.Slice(sbs, func(i, j int) bool { return sbs[i].created.After(sbs[j].created) })
+}
+
+func idempotencyKey(ctx context.Context) string {
+	md, _ := metadata.FromIncomingContext(ctx)
+	if v := md.Get("x-idempotency-key"); len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
 
 func unixFloat(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }

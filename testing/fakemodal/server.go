@@ -74,6 +74,7 @@ type Server struct {
 	sandboxes       map[string]*fakeSandbox // by sandbox id
 	byTask          map[string]*fakeSandbox
 	creates         []CreateRecord
+	idempotent      map[string]*fakeSandbox // x-idempotency-key -> the sandbox it created
 	calls           map[string]int
 	faults          map[string][]error // method -> errors for the next calls
 	createDelay     time.Duration
@@ -133,7 +134,7 @@ func New(opts Options) (*Server, error) {
 		opts: opts, log: log, exec: opts.Exec, start: time.Now(),
 		apps: map[string]string{}, envs: map[string]bool{},
 		sandboxes: map[string]*fakeSandbox{}, byTask: map[string]*fakeSandbox{},
-		calls: map[string]int{}, faults: map[string][]error{},
+		calls: map[string]int{}, faults: map[string][]error{}, idempotent: map[string]*fakeSandbox{},
 	}
 	if s.exec == nil {
 		root := opts.Root
@@ -274,8 +275,9 @@ func (s *Server) SetCreateDelay(d time.Duration) {
 	s.createDelay = d
 }
 
-// FailAfterCreate makes the next n creates provision the sandbox and then
-// answer Unavailable, so the client cannot tell whether it exists.
+// FailAfterCreate makes the next n create calls provision the sandbox (a
+// retry with the same idempotency key reuses it) and then answer
+// Unavailable, so the client cannot tell whether it exists.
 func (s *Server) FailAfterCreate(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

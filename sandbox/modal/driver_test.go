@@ -1,0 +1,530 @@
+package modal
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	pb "github.com/modal-labs/modal-client/go/proto/modal_proto"
+	"google.golang.org/grpc/codes"
+
+	"github.com/airflow-sandbox/airflow-go-worker/connections"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/testing/fakemodal"
+)
+
+func TestCreateMapsSpec(t *testing.T) {
+	fake, drv := newFake(t, nil)
+	sb := mustCreate(t, drv, sandbox.Spec{
+		CPU: 1.5, MemoryMiB: 4096, Timeout: 600 * time.Second, Workdir: "/work",
+		Env: map[string]string{"FOO": "bar"}, Owner: "dag/run",
+	})
+	defer sb.Destroy(context.Background())
+	if !strings.HasPrefix(sb.ID(), "sb-") {
+		t.Fatalf("id %q is not a Modal sandbox id", sb.ID())
+	}
+	recs := fake.Creates()
+	if len(recs) != 1 {
+		t.Fatalf("%d creates", len(recs))
+	}
+	r := recs[0]
+	def := r.Definition
+	switch {
+	case !r.V2:
+		t.Error("a CPU sandbox should take the V2 create path")
+	case r.SandboxID != sb.ID():
+		t.Errorf("Info.ID %s is not the created sandbox %s", sb.ID(), r.SandboxID)
+	case def.GetTimeoutSecs() != 600:
+		t.Errorf("timeout_secs = %d", def.GetTimeoutSecs())
+	case def.GetWorkdir() != "/work":
+		t.Errorf("workdir = %q", def.GetWorkdir())
+	case def.GetResources().GetMilliCpu() != 1500:
+		t.Errorf("milli_cpu = %d", def.GetResources().GetMilliCpu())
+	case def.GetResources().GetMemoryMb() != 4096:
+		t.Errorf("memory_mb = %d", def.GetResources().GetMemoryMb())
+	case def.HasIdleTimeoutSecs():
+		t.Errorf("idle timeout must never be set, got %d", def.GetIdleTimeoutSecs())
+	case def.GetNetworkAccess().GetNetworkAccessType() != pb.NetworkAccess_BLOCKED:
+		t.Errorf("default network = %v, want BLOCKED", def.GetNetworkAccess().GetNetworkAccessType())
+	case r.Env["FOO"] != "bar":
+		t.Errorf("env = %v", r.Env)
+	case def.GetName() != r.Tags[sandbox.TagSandbox] || !strings.HasPrefix(def.GetName(), sandbox.NamePrefix):
+		t.Errorf("name %q vs tag %q", def.GetName(), r.Tags[sandbox.TagSandbox])
+	}
+	var out bytes.Buffer
+	res, err := sb.Exec(context.Background(), `echo "$FOO $PWD"`, sandbox.ExecOptions{Stdout: &out})
+	if err != nil || res.ExitCode != 0 || out.String() != "bar /work\n" {
+		t.Fatalf("exec: %+v %v %q", res, err, out.String())
+	}
+}
+
+func TestCreateDefaultsAndPlacement(t *testing.T) {
+	fake, drv := newFake(t, func(o *Options) {
+		o.GPU, o.Regions, o.Cloud = "A100:2", []string{"us-east-1"}, "aws"
+	})
+	sb := mustCreate(t, drv, sandbox.Spec{Env: map[string]string{"K": "v"}})
+	defer sb.Destroy(context.Background())
+	r := fake.Creates()[0]
+	def := r.Definition
+	if r.V2 {
+		t.Error("the SDK creates GPU sandboxes on the V1 path")
+	}
+	if def.GetTimeoutSecs() != 3600 || def.GetWorkdir() != "/workspace" {
+		t.Errorf("defaults: timeout %d workdir %q", def.GetTimeoutSecs(), def.GetWorkdir())
+	}
+	if g := def.GetResources().GetGpuConfig(); g.GetGpuType() != "A100" || g.GetCount() != 2 {
+		t.Errorf("gpu = %v", g)
+	}
+	if got := def.GetSchedulerPlacement().GetRegions(); len(got) != 1 || got[0] != "us-east-1" {
+		t.Errorf("regions = %v", got)
+	}
+	if def.GetCloudProviderStr() != "aws" {
+		t.Errorf("cloud = %q", def.GetCloudProviderStr())
+	}
+	if r.Env["K"] != "v" {
+		t.Errorf("env on the V1 path = %v", r.Env)
+	}
+	// The V1 sandbox is usable: exec and tags go through the V1 RPCs.
+	var out bytes.Buffer
+	if res, err := sb.Exec(context.Background(), "echo $K", sandbox.ExecOptions{Stdout: &out}); err != nil || res.ExitCode != 0 || out.String() != "v\n" {
+		t.Fatalf("exec on a V1 sandbox: %+v %v %q", res, err, out.String())
+	}
+}
+
+func TestNetworkMapping(t *testing.T) {
+	cases := []struct {
+		name    string
+		policy  *sandbox.NetworkPolicy
+		sni     bool
+		mode    pb.NetworkAccess_NetworkAccessType
+		cidrs   []string
+		domains []string
+	}{
+		{"default blocks", nil, false, pb.NetworkAccess_BLOCKED, nil, nil},
+		{"open", &sandbox.NetworkPolicy{}, false, pb.NetworkAccess_OPEN, nil, nil},
+		{"cidrs", &sandbox.NetworkPolicy{Block: true, AllowCIDRs: []string{"10.1.0.0/16", "192.0.2.7"}}, false,
+			pb.NetworkAccess_ALLOWLIST, []string{"10.1.0.0/16", "192.0.2.7/32"}, nil},
+		{"hosts with sni", &sandbox.NetworkPolicy{Block: true, AllowHosts: []string{"API.example.com", "*.pypi.org"}}, true,
+			pb.NetworkAccess_ALLOWLIST, nil, []string{"api.example.com", "*.pypi.org"}},
+		{"both with sni", &sandbox.NetworkPolicy{Block: true, AllowHosts: []string{"example.com"}, AllowCIDRs: []string{"203.0.113.0/24"}}, true,
+			pb.NetworkAccess_ALLOWLIST, []string{"203.0.113.0/24"}, []string{"example.com"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			fake, drv := newFake(t, func(o *Options) {
+				if tc.sni {
+					o.EgressEnforcement = EgressSNI
+				}
+			})
+			sb := mustCreate(t, drv, sandbox.Spec{Network: tc.policy})
+			defer sb.Destroy(context.Background())
+			na := fake.Creates()[0].Definition.GetNetworkAccess()
+			if na.GetNetworkAccessType() != tc.mode {
+				t.Fatalf("mode %v, want %v", na.GetNetworkAccessType(), tc.mode)
+			}
+			if fmt.Sprint(na.GetAllowedCidrs()) != fmt.Sprint(tc.cidrs) && !(len(na.GetAllowedCidrs()) == 0 && len(tc.cidrs) == 0) {
+				t.Errorf("cidrs %v, want %v", na.GetAllowedCidrs(), tc.cidrs)
+			}
+			if fmt.Sprint(na.GetAllowedDomains()) != fmt.Sprint(tc.domains) && !(len(na.GetAllowedDomains()) == 0 && len(tc.domains) == 0) {
+				t.Errorf("domains %v, want %v", na.GetAllowedDomains(), tc.domains)
+			}
+		})
+	}
+}
+
+func TestRefusalsMakeNoRPC(t *testing.T) {
+	block := func(hosts, cidrs []string) *sandbox.NetworkPolicy {
+		return &sandbox.NetworkPolicy{Block: true, AllowHosts: hosts, AllowCIDRs: cidrs}
+	}
+	cases := []struct {
+		name   string
+		spec   sandbox.Spec
+		sni    bool
+		reason string
+	}{
+		{"short lifetime", sandbox.Spec{Timeout: 119 * time.Second}, false, "minimum"},
+		{"host bits", sandbox.Spec{Network: block(nil, []string{"10.0.0.1/8"})}, false, "host bits"},
+		{"whole internet", sandbox.Spec{Network: block(nil, []string{"0.0.0.0/0"})}, false, "whole internet"},
+		{"hostname as cidr", sandbox.Spec{Network: block(nil, []string{"example.com"})}, false, "IPv4"},
+		{"url as cidr", sandbox.Spec{Network: block(nil, []string{"https://10.0.0.0/8"})}, false, "IPv4"},
+		{"ipv6", sandbox.Spec{Network: block(nil, []string{"2001:db8::/32"})}, false, "IPv6"},
+		{"hosts without sni", sandbox.Spec{Network: block([]string{"example.com"}, nil)}, false, "egress_enforcement"},
+		{"single label", sandbox.Spec{Network: block([]string{"localhost"}, nil)}, true, "single-label"},
+		{"url as host", sandbox.Spec{Network: block([]string{"https://example.com/x"}, nil)}, true, "bare hostname"},
+		{"inner wildcard", sandbox.Spec{Network: block([]string{"*.*.example.com"}, nil)}, true, "bare hostname"},
+		{"port", sandbox.Spec{Network: block([]string{"example.com:443"}, nil)}, true, "bare hostname"},
+		{"ip as host", sandbox.Spec{Network: block([]string{"10.0.0.1"}, nil)}, true, "allow_cidrs"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			fake, drv := newFake(t, func(o *Options) {
+				if tc.sni {
+					o.EgressEnforcement = EgressSNI
+				}
+			})
+			_, err := sandbox.Create(context.Background(), drv, tc.spec)
+			if !errors.Is(err, sandbox.ErrRefused) || !sandbox.IsTerminal(err) {
+				t.Fatalf("want a terminal refusal, got %v", err)
+			}
+			if !strings.Contains(err.Error(), tc.reason) {
+				t.Errorf("error %q does not explain %q", err, tc.reason)
+			}
+			for _, rpc := range []string{"AuthTokenGet", "AppGetOrCreate", "SandboxCreateV2", "SandboxCreate"} {
+				if n := fake.Calls(rpc); n != 0 {
+					t.Errorf("%s called %d times before the refusal", rpc, n)
+				}
+			}
+		})
+	}
+}
+
+func TestOwnershipTagContract(t *testing.T) {
+	fake, drv := newFake(t, nil)
+	before := time.Now().Unix()
+	sb := mustCreate(t, drv, sandbox.Spec{
+		Timeout: 900 * time.Second, Owner: "my_dag/manual__2026-01-01",
+		Tags: map[string]string{"team": "data", sandbox.TagOwner: "someone-else", sandbox.TagHolder: "x", sandbox.TagSandbox: "fake"},
+	})
+	defer sb.Destroy(context.Background())
+	after := time.Now().Unix()
+	tags := fake.Creates()[0].Tags
+	name := fake.Creates()[0].Definition.GetName()
+	exp, err := strconv.ParseInt(tags[sandbox.TagExpiresAt], 10, 64)
+	if err != nil || exp < before+900 || exp > after+900 {
+		t.Errorf("airflow_expires_at %q not create time + 900 s (%d..%d)", tags[sandbox.TagExpiresAt], before+900, after+900)
+	}
+	want := map[string]string{
+		sandbox.TagOwner:   "my_dag/manual__2026-01-01",
+		sandbox.TagSandbox: name,
+		sandbox.TagNetwork: `{"allow_egress_to":[],"allow_egress_to_cidrs":[],"block_network":true}`,
+		sandbox.TagWorkdir: "/workspace",
+		"team":             "data",
+	}
+	for k, v := range want {
+		if tags[k] != v {
+			t.Errorf("tag %s = %q, want %q", k, tags[k], v)
+		}
+	}
+	if _, ok := tags[sandbox.TagHolder]; ok {
+		t.Error("a new sandbox must not carry airflow_holder")
+	}
+	// What a Python attach reads back through GetTags.
+	got, err := sb.Tags(context.Background())
+	if err != nil || got[sandbox.TagOwner] != want[sandbox.TagOwner] || got[sandbox.TagNetwork] != want[sandbox.TagNetwork] {
+		t.Fatalf("GetTags: %v %v", got, err)
+	}
+}
+
+func TestAttachReleaseThroughSDK(t *testing.T) {
+	fake, drv := newFake(t, nil)
+	owner := sandbox.OwnerFor("d", "r")
+	sb := mustCreate(t, drv, sandbox.Spec{Owner: owner, Timeout: 600 * time.Second})
+	if err := sb.WriteFile(context.Background(), "in.txt", strings.NewReader("staged"), 0); err != nil {
+		t.Fatal(err)
+	}
+	// Another task: a fresh driver and SDK client that knows only the id.
+	drv2, err := New(context.Background(), Options{Credentials: connections.ModalConfig{TokenID: fake.TokenID(), TokenSecret: fake.TokenSecret()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drv2.Close()
+	holder := sandbox.HolderFor("d", "r", "agent", -1)
+	att, a, err := sandbox.Attach(context.Background(), drv2, sb.ID(), owner, holder)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Workdir != "/workspace" || a.Network == nil || !a.Network.Block || time.Until(a.ExpiresAt) < 9*time.Minute {
+		t.Errorf("attachment %+v", a)
+	}
+	var out bytes.Buffer
+	res, err := att.Exec(context.Background(), "cat in.txt", sandbox.ExecOptions{Stdout: &out})
+	if err != nil || res.ExitCode != 0 || out.String() != "staged" {
+		t.Fatalf("exec after attach: %+v %v %q", res, err, out.String())
+	}
+	if res.AppliedTimeout > 10*time.Minute {
+		t.Errorf("command budget %v not shortened to the sandbox's remaining life", res.AppliedTimeout)
+	}
+	if _, _, err := sandbox.Attach(context.Background(), drv2, sb.ID(), owner, holder+"x"); err == nil || !strings.Contains(err.Error(), "already held") {
+		t.Fatalf("second holder: %v", err)
+	}
+	if _, _, err := sandbox.Attach(context.Background(), drv2, sb.ID(), "other/run", holder); err == nil || !strings.Contains(err.Error(), "not owned") {
+		t.Fatalf("wrong owner: %v", err)
+	}
+	if err := sandbox.Release(context.Background(), drv2, sb.ID(), holder); err != nil {
+		t.Fatal(err)
+	}
+	if tags, _ := drv.Tags(context.Background(), sb.ID()); tags[sandbox.TagHolder] != "" || tags[sandbox.TagOwner] != owner {
+		t.Fatalf("after release: %v", tags)
+	}
+	if err := sb.Destroy(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := sandbox.Release(context.Background(), drv2, sb.ID(), holder); err != nil {
+		t.Fatalf("release of a destroyed sandbox: %v", err)
+	}
+	waitNoLeak(t, fake)
+}
+
+func TestCredentialResolution(t *testing.T) {
+	fake := fakemodal.Start(t, fakemodal.Options{})
+	fake.SetEnv(t)
+	good := connections.ModalConfig{TokenID: fake.TokenID(), TokenSecret: fake.TokenSecret(), ConnID: "modal_default"}
+	ping := func(creds connections.ModalConfig) error {
+		drv, err := New(context.Background(), Options{Credentials: creds})
+		if err != nil {
+			return err
+		}
+		defer drv.Close()
+		_, err = drv.ListSandboxes(context.Background(), nil)
+		return err
+	}
+
+	t.Run("connection tokens win over env", func(t *testing.T) {
+		t.Setenv("MODAL_TOKEN_ID", "ak-wrong")
+		t.Setenv("MODAL_TOKEN_SECRET", "as-wrong")
+		if err := ping(good); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("no tokens uses env", func(t *testing.T) {
+		if err := ping(connections.ModalConfig{ConnID: "modal_default"}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("bad env tokens are a terminal credential error", func(t *testing.T) {
+		t.Setenv("MODAL_TOKEN_SECRET", "as-wrong")
+		err := ping(connections.ModalConfig{})
+		if err == nil || sandbox.IsRetryable(err) || !strings.Contains(err.Error(), "modal connection") {
+			t.Fatalf("want a terminal error pointing at the connection, got %v", err)
+		}
+		if strings.Contains(err.Error(), "as-wrong") {
+			t.Fatal("error leaks the secret")
+		}
+	})
+	t.Run("one token is an error", func(t *testing.T) {
+		_, err := New(context.Background(), Options{Credentials: connections.ModalConfig{TokenID: "ak-1", ConnID: "half"}})
+		if err == nil || !strings.Contains(err.Error(), "half") {
+			t.Fatalf("got %v", err)
+		}
+	})
+}
+
+func TestMissingAppWithoutCreate(t *testing.T) {
+	fake, drv := newFake(t, func(o *Options) { o.DisableCreateApp = true; o.AppName = "not-deployed" })
+	_, err := sandbox.Create(context.Background(), drv, sandbox.Spec{})
+	if err == nil || sandbox.IsRetryable(err) || !strings.Contains(err.Error(), "not-deployed") {
+		t.Fatalf("want a terminal error naming the app, got %v", err)
+	}
+	fake.AddApp("", "not-deployed")
+	sb := mustCreate(t, drv, sandbox.Spec{})
+	sb.Destroy(context.Background())
+}
+
+func TestExecTimeoutStdinAndLiveness(t *testing.T) {
+	fake, drv := newFake(t, nil)
+	sb := mustCreate(t, drv, sandbox.Spec{})
+	ctx := context.Background()
+
+	var out bytes.Buffer
+	res, err := sb.Exec(ctx, "tr a-z A-Z", sandbox.ExecOptions{Stdin: strings.NewReader("shout"), Stdout: &out})
+	if err != nil || out.String() != "SHOUT" {
+		t.Fatalf("stdin: %+v %v %q", res, err, out.String())
+	}
+
+	res, err = sb.Exec(ctx, "echo before; sleep 30", sandbox.ExecOptions{Timeout: 1200 * time.Millisecond, Stdout: &out})
+	if err != nil || !res.TimedOut || res.SandboxLost {
+		t.Fatalf("timeout: %+v %v", res, err)
+	}
+	if res.AppliedTimeout != 2*time.Second {
+		t.Errorf("applied timeout %v, want 1.2s rounded up to 2s", res.AppliedTimeout)
+	}
+	res, err = sb.Exec(ctx, "kill -9 $$", sandbox.ExecOptions{})
+	if err != nil || res.ExitCode != 137 || res.TimedOut || res.SandboxLost {
+		t.Fatalf("a command killed by a signal is neither a timeout nor a lost sandbox: %+v %v", res, err)
+	}
+
+	// The sandbox dies mid-command.
+	go func() {
+		deadline := time.Now().Add(10 * time.Second)
+		for fake.Calls("TaskExecStart") < 4 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		fake.KillSandbox(sb.ID())
+	}()
+	res, err = sb.Exec(ctx, "sleep 30", sandbox.ExecOptions{})
+	if !res.SandboxLost {
+		t.Fatalf("sandbox death not reported: %+v %v", res, err)
+	}
+	if _, err := sb.Exec(ctx, "true", sandbox.ExecOptions{}); !errors.Is(err, sandbox.ErrGone) {
+		t.Fatalf("exec on a dead sandbox: want ErrGone, got %v", err)
+	}
+	if err := sb.Destroy(ctx); err != nil {
+		t.Fatalf("destroying a dead sandbox: %v", err)
+	}
+	assertNoLeak(t, fake)
+}
+
+func TestRetryableFaults(t *testing.T) {
+	fake, drv := newFake(t, nil)
+	ctx := context.Background()
+
+	// More Unavailable answers than the SDK's own three retries.
+	fake.FailNext("SandboxCreateV2", 5, codes.Unavailable)
+	sb := mustCreate(t, drv, sandbox.Spec{})
+	if n := fake.Calls("SandboxCreateV2"); n != 6 {
+		t.Errorf("SandboxCreateV2 called %d times, want 6", n)
+	}
+	if n := len(fake.Sandboxes()); n != 1 {
+		t.Fatalf("%d sandboxes after retried create", n)
+	}
+
+	fake.FailNext("TaskExecStart", 12, codes.Unavailable)
+	var out bytes.Buffer
+	if res, err := sb.Exec(ctx, "echo ok", sandbox.ExecOptions{Stdout: &out}); err != nil || out.String() != "ok\n" {
+		t.Fatalf("exec after start failures: %+v %v", res, err)
+	}
+
+	fake.DropStdioStreams(7, 4)
+	out.Reset()
+	if res, err := sb.Exec(ctx, "seq 1 2000", sandbox.ExecOptions{Stdout: &out}); err != nil || res.ExitCode != 0 || !strings.HasSuffix(out.String(), "\n1999\n2000\n") || !strings.HasPrefix(out.String(), "1\n2\n") {
+		t.Fatalf("output across dropped streams: %+v %v (%d bytes)", res, err, out.Len())
+	}
+	if err := sb.Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitNoLeak(t, fake)
+}
+
+func TestTerminalFaults(t *testing.T) {
+	fake, drv := newFake(t, nil)
+	fake.FailNext("SandboxCreateV2", 1, codes.PermissionDenied)
+	_, err := sandbox.Create(context.Background(), drv, sandbox.Spec{})
+	if err == nil || sandbox.IsRetryable(err) || !strings.Contains(err.Error(), "token") {
+		t.Fatalf("want a terminal credential error, got %v", err)
+	}
+	if n := fake.Calls("SandboxCreateV2"); n != 1 {
+		t.Errorf("a terminal error was retried: %d calls", n)
+	}
+	fake.FailNext("SandboxCreateV2", 100, codes.Unavailable)
+	_, err = sandbox.Create(context.Background(), drv, sandbox.Spec{})
+	if err == nil || !sandbox.IsRetryable(err) {
+		t.Fatalf("want a retryable error once retries are spent, got %v", err)
+	}
+	assertNoLeak(t, fake)
+}
+
+func TestAmbiguousCreateNeverLeaks(t *testing.T) {
+	fake, drv := newFake(t, nil)
+	// Every SDK attempt of the first driver attempt creates the sandbox and
+	// hears Unavailable; the driver's next attempt finds the name taken and
+	// adopts that sandbox instead of making a second one.
+	fake.FailAfterCreate(4)
+	sb := mustCreate(t, drv, sandbox.Spec{})
+	if live := fake.Sandboxes(); len(live) != 1 || live[0].ID != sb.ID() {
+		t.Fatalf("want exactly the adopted sandbox, got %+v", live)
+	}
+	sb.Destroy(context.Background())
+	waitNoLeak(t, fake)
+
+	// A slow create abandoned by its caller is found by name and terminated.
+	fake.SetCreateDelay(3 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	if _, err := sandbox.Create(ctx, drv, sandbox.Spec{}); err == nil {
+		t.Fatal("create should fail with its context")
+	}
+	waitNoLeak(t, fake)
+}
+
+func TestListSandboxesAndInfo(t *testing.T) {
+	fake, drv := newFake(t, nil)
+	ctx := context.Background()
+	a := mustCreate(t, drv, sandbox.Spec{Tags: map[string]string{"job": "a"}, Workdir: "/srv"})
+	b := mustCreate(t, drv, sandbox.Spec{Tags: map[string]string{"job": "b"}})
+	list, err := drv.ListSandboxes(ctx, map[string]string{"job": "a"})
+	if err != nil || len(list) != 1 || list[0].ID != a.ID() || list[0].Workdir != "/srv" || list[0].ExpiresAt.IsZero() {
+		t.Fatalf("list: %+v %v", list, err)
+	}
+	info, err := drv.Info(ctx, b.ID())
+	if err != nil || info.Workdir != "/workspace" || info.Name == "" || time.Until(info.ExpiresAt) < 50*time.Minute {
+		t.Fatalf("info: %+v %v", info, err)
+	}
+	a.Destroy(ctx)
+	b.Destroy(ctx)
+	if err := b.Destroy(ctx); err != nil {
+		t.Fatalf("second destroy: %v", err)
+	}
+	if _, err := drv.Info(ctx, b.ID()); !errors.Is(err, sandbox.ErrGone) {
+		t.Fatalf("info after destroy: %v", err)
+	}
+	waitNoLeak(t, fake)
+}
+
+func TestFileErrorsAndLimits(t *testing.T) {
+	_, drv := newFake(t, nil)
+	sb := mustCreate(t, drv, sandbox.Spec{})
+	defer sb.Destroy(context.Background())
+	ctx := context.Background()
+	if err := sb.WriteFile(ctx, "d/f.txt", strings.NewReader("0123456789"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := sb.OpenFile(ctx, "d/f.txt", 5); !errors.Is(err, sandbox.ErrTooLarge) {
+		t.Fatalf("want ErrTooLarge, got %v", err)
+	} else if te := new(sandbox.TooLargeError); errors.As(err, &te) && te.Size != 10 {
+		t.Errorf("TooLargeError size %d, want 10", te.Size)
+	}
+	rc, size, err := sb.OpenFile(ctx, "d/f.txt", 10)
+	if err != nil || size != 10 {
+		t.Fatalf("open: %d %v", size, err)
+	}
+	data, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil || string(data) != "0123456789" {
+		t.Fatalf("read %q %v", data, err)
+	}
+	fi, err := sb.Stat(ctx, "d/f.txt")
+	if err != nil || fi.Mode.Perm() != 0o600 || !fi.IsRegular() || fi.Size != 10 {
+		t.Fatalf("stat: %+v %v", fi, err)
+	}
+	if err := sb.WriteFile(ctx, "d", strings.NewReader("x"), 0); !errors.Is(err, sandbox.ErrIsDir) {
+		t.Fatalf("writing over a directory: %v", err)
+	}
+	failing := io.MultiReader(strings.NewReader("partial"), errReader{})
+	if err := sb.WriteFile(ctx, "d/f.txt", failing, 0); err == nil {
+		t.Fatal("a failing source must fail the write")
+	}
+	rc, _, err = sb.OpenFile(ctx, "d/f.txt", -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ = io.ReadAll(rc)
+	rc.Close()
+	if string(data) != "0123456789" {
+		t.Fatalf("a failed write changed the file to %q", data)
+	}
+	list, err := sb.List(ctx, "d")
+	if err != nil || len(list) != 1 || list[0].Name != "f.txt" {
+		t.Fatalf("no temporary upload may remain: %+v %v", list, err)
+	}
+}
+
+type errReader struct{}
+
+func (errReader) Read([]byte) (int, error) { return 0, errors.New("source broke") }
+
+// waitNoLeak polls (Modal terminates in the background) until the fake
+// runs no sandbox, failing after a deadline.
+func waitNoLeak(t testing.TB, fake *fakemodal.Server) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(fake.Sandboxes()) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	assertNoLeak(t, fake)
+}
