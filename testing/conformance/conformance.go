@@ -699,7 +699,7 @@ func (s *suite) testTags(t *testing.T, drv sandbox.Driver) {
 	if got, want := tags[sandbox.TagNetwork], `{"allow_egress_to":[],"allow_egress_to_cidrs":[],"block_network":true}`; got != want {
 		t.Errorf("airflow_network = %s, want %s", got, want)
 	}
-	tags["extra"] = "ü"
+	tags["extra"] = "value-2"
 	if err := sb.SetTags(ctx, tags); err != nil {
 		t.Fatal(err)
 	}
