@@ -97,25 +97,23 @@ func (e *Export) Stage(ctx context.Context, destURL string, r io.Reader) (Writte
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.inflight--
+	if werr == nil && e.state == exportOpen {
+		f.written = w
+		e.files = append(e.files, f)
+		return w, nil
+	}
+	// The write failed, or Abort ran meanwhile. Writes are all-or-nothing,
+	// but make sure: a partial left here would never be cleaned up by anyone.
+	left := removeAll(ctx, []*stagedFile{f})
+	if e.state != exportOpen {
+		e.closeStoresIfIdle() // Abort left them open for us
+	}
 	if werr != nil {
 		e.failed = append(e.failed, loc.String())
-		// The write is all-or-nothing, but make sure: a partial left here
-		// would never be cleaned up by anyone.
-		left := removeAll(ctx, []*stagedFile{f})
-		msg := fmt.Sprintf("staging %s failed: %v; nothing was written to the destination", loc, werr)
-		if len(left) > 0 {
-			msg += "; could not remove " + strings.Join(left, ", ")
-		}
-		return Written{}, errors.New(msg + "; the export will not be committed, call Abort")
+		return Written{}, fmt.Errorf("staging %s failed: %w; nothing was written to the destination%s; the export will not be committed, call Abort",
+			loc, werr, leftover(left))
 	}
-	if e.state != exportOpen {
-		// Abort ran while we were writing.
-		removeAll(ctx, []*stagedFile{f})
-		return Written{}, fmt.Errorf("staging %s: the export was aborted meanwhile; the partial was removed", loc)
-	}
-	f.written = w
-	e.files = append(e.files, f)
-	return w, nil
+	return Written{}, fmt.Errorf("staging %s: the export was aborted meanwhile; the partial was removed%s", loc, leftover(left))
 }
 
 // begin reserves the destination and returns its (cached) store.
@@ -223,11 +221,20 @@ func (e *Export) Abort(ctx context.Context) error {
 func (e *Export) finish(ctx context.Context, state exportState, remove []*stagedFile) []string {
 	left := removeAll(ctx, remove)
 	e.state = state
+	e.closeStoresIfIdle()
+	return left
+}
+
+// closeStoresIfIdle closes the stores once no Stage uses them any more (an
+// Abort may run while a Stage is still writing). Called with e.mu held.
+func (e *Export) closeStoresIfIdle() {
+	if e.inflight > 0 {
+		return
+	}
 	for id, st := range e.stores {
 		_ = st.close()
 		delete(e.stores, id)
 	}
-	return left
 }
 
 // removeAll deletes partials on a context that survives the caller's

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -242,4 +243,47 @@ func TestS3MultipartCopy(t *testing.T) {
 		t.Fatalf("multipart copy produced %d bytes that differ from the %d staged", len(got), len(data))
 	}
 	assertObjects(t, b, key, "small")
+}
+
+// TestExportAbortDuringStage aborts while a Stage is still writing: the
+// Stage must fail and leave nothing, and the export must stay aborted.
+func TestExportAbortDuringStage(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		e := NewExport(b.opt)
+		if _, err := e.Stage(ctx, b.url("done"), strings.NewReader("staged before abort")); err != nil {
+			t.Fatal(err)
+		}
+		reading, release := make(chan struct{}), make(chan struct{})
+		r := io.MultiReader(strings.NewReader("some bytes"), &gateReader{started: reading, release: release})
+		errc := make(chan error, 1)
+		go func() {
+			_, err := e.Stage(ctx, b.url("inflight"), r)
+			errc <- err
+		}()
+		<-reading
+		if _, err := e.Commit(ctx); err == nil || !strings.Contains(err.Error(), "still running") {
+			t.Fatalf("Commit during a Stage: %v", err)
+		}
+		if err := e.Abort(ctx); err != nil {
+			t.Fatalf("Abort: %v", err)
+		}
+		close(release)
+		if err := <-errc; err == nil || !strings.Contains(err.Error(), "aborted") {
+			t.Fatalf("in-flight Stage after Abort: %v", err)
+		}
+		assertObjects(t, b)
+	})
+}
+
+// gateReader signals its first Read, then blocks until released, then EOF.
+type gateReader struct {
+	started, release chan struct{}
+	once             sync.Once
+}
+
+func (g *gateReader) Read([]byte) (int, error) {
+	g.once.Do(func() { close(g.started) })
+	<-g.release
+	return 0, io.EOF
 }

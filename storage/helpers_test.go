@@ -29,9 +29,9 @@ type backend struct {
 	url func(key string) string
 	// objects lists every object in the area (keys relative to it), so a
 	// test can assert nothing unexpected was left anywhere.
-	objects func(t *testing.T) []string
+	objects func(t testing.TB) []string
 	// pendingUploads counts unfinished multipart uploads (S3 only).
-	pendingUploads func(t *testing.T) int
+	pendingUploads func(t testing.TB) int
 	s3             *s3server.Server
 	bucket         string
 	root           string // file backend directory
@@ -43,7 +43,7 @@ func fileBackend(t *testing.T) backend {
 		name: "file",
 		root: root,
 		url:  func(key string) string { return "file://" + filepath.Join(root, key) },
-		objects: func(t *testing.T) []string {
+		objects: func(t testing.TB) []string {
 			var out []string
 			err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 				if err != nil {
@@ -61,11 +61,11 @@ func fileBackend(t *testing.T) backend {
 			sort.Strings(out)
 			return out
 		},
-		pendingUploads: func(*testing.T) int { return 0 },
+		pendingUploads: func(testing.TB) int { return 0 },
 	}
 }
 
-func s3Backend(t *testing.T) backend {
+func s3Backend(t testing.TB) backend {
 	srv := s3server.Start(t)
 	const bucket = "exports"
 	srv.CreateBucket(t, bucket)
@@ -77,8 +77,8 @@ func s3Backend(t *testing.T) backend {
 		s3:     srv,
 		bucket: bucket,
 	}
-	b.objects = func(t *testing.T) []string { return listKeys(t, srv, bucket) }
-	b.pendingUploads = func(t *testing.T) int { return countUploads(t, srv, bucket) }
+	b.objects = func(t testing.TB) []string { return listKeys(t, srv, bucket) }
+	b.pendingUploads = func(t testing.TB) int { return countUploads(t, srv, bucket) }
 	return b
 }
 
@@ -88,7 +88,7 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, b backend)) {
 	t.Run("s3", func(t *testing.T) { fn(t, s3Backend(t)) })
 }
 
-func listKeys(t *testing.T, srv *s3server.Server, bucket string) []string {
+func listKeys(t testing.TB, srv *s3server.Server, bucket string) []string {
 	t.Helper()
 	var out []string
 	p := s3.NewListObjectsV2Paginator(srv.Client(), &s3.ListObjectsV2Input{Bucket: aws.String(bucket)})
@@ -105,7 +105,7 @@ func listKeys(t *testing.T, srv *s3server.Server, bucket string) []string {
 	return out
 }
 
-func countUploads(t *testing.T, srv *s3server.Server, bucket string) int {
+func countUploads(t testing.TB, srv *s3server.Server, bucket string) int {
 	t.Helper()
 	out, err := srv.Client().ListMultipartUploads(context.Background(), &s3.ListMultipartUploadsInput{Bucket: aws.String(bucket)})
 	if err != nil {

@@ -128,6 +128,10 @@ func newS3Client(ctx context.Context, cfg *connections.AWSConfig, bucket string)
 		// Real AWS with no region configured: ask S3 where the bucket is
 		// rather than failing later with a redirect error.
 		r, err := manager.GetBucketRegion(ctx, mk("us-east-1"), bucket)
+		var nf interface{ BucketNotFound() }
+		if errors.As(err, &nf) {
+			return nil, 0, fmt.Errorf("bucket %q does not exist; create it (the worker never creates buckets) or fix the URL", bucket)
+		}
 		if err != nil {
 			return nil, 0, fmt.Errorf("no AWS region configured and finding the region of bucket %q failed (%v); set extra region_name on the aws connection or AWS_REGION", bucket, err)
 		}

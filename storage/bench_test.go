@@ -1,0 +1,176 @@
+package storage
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/s3/manager"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+)
+
+// BenchmarkPutS3 uploads a generated stream (default 1 GiB; set
+// STORAGE_BENCH_BYTES, e.g. 4294967296 or 67108864) to versitygw twice per
+// iteration: with storage.Put and with aws-sdk's manager.Uploader on the
+// same client, part size and concurrency. It reports both rates, their ratio
+// and the peak heap and RSS of each. Run with -benchtime=1x:
+//
+//	go test ./storage -run '^$' -bench PutS3 -benchtime=1x
+func BenchmarkPutS3(b *testing.B) {
+	size := int64(1 << 30)
+	if v := os.Getenv("STORAGE_BENCH_BYTES"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			b.Fatalf("STORAGE_BENCH_BYTES=%q is not a positive byte count", v)
+		}
+		size = n
+	}
+	srv := s3Backend(b)
+	ctx := context.Background()
+	client, _, err := newS3Client(ctx, srv.opt.AWS, srv.bucket)
+	if err != nil {
+		b.Fatal(err)
+	}
+	direct := manager.NewUploader(client, func(u *manager.Uploader) {
+		u.PartSize = PartSize
+		u.Concurrency = UploadConcurrency
+	})
+
+	var putDur, directDur time.Duration
+	var putMem, directMem memPeak
+	b.SetBytes(size)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		// Alternate the order so neither side always runs on a warmer cache.
+		runs := []func(){
+			func() {
+				m := startMemSampler()
+				t0 := time.Now()
+				if _, err := direct.Upload(ctx, &s3.PutObjectInput{
+					Bucket: aws.String(srv.bucket), Key: aws.String("bench/direct"),
+					Body: newGenReader(size), ContentType: aws.String("application/octet-stream"),
+				}); err != nil {
+					b.Fatal(err)
+				}
+				directDur += time.Since(t0)
+				directMem = directMem.max(m.stop())
+			},
+			func() {
+				m := startMemSampler()
+				t0 := time.Now()
+				if _, err := Put(ctx, srv.url("bench/storage"), newGenReader(size), srv.opt); err != nil {
+					b.Fatal(err)
+				}
+				putDur += time.Since(t0)
+				putMem = putMem.max(m.stop())
+			},
+		}
+		if i%2 == 1 {
+			runs[0], runs[1] = runs[1], runs[0]
+		}
+		for _, run := range runs {
+			run()
+		}
+	}
+	b.StopTimer()
+	mbps := func(d time.Duration) float64 { return float64(size) * float64(b.N) / 1e6 / d.Seconds() }
+	b.ReportMetric(mbps(putDur), "put-MB/s")
+	b.ReportMetric(mbps(directDur), "direct-MB/s")
+	b.ReportMetric(mbps(putDur)/mbps(directDur), "ratio")
+	b.ReportMetric(putMem.heapMiB, "put-peak-heap-MiB")
+	b.ReportMetric(putMem.rssMiB, "put-peak-rss-MiB")
+	b.ReportMetric(directMem.heapMiB, "direct-peak-heap-MiB")
+	b.ReportMetric(directMem.rssMiB, "direct-peak-rss-MiB")
+}
+
+// genReader yields size bytes cycling through a random 1 MiB block: cheap to
+// produce, not compressible, and never held in memory as a whole.
+type genReader struct {
+	block []byte
+	off   int64
+	size  int64
+}
+
+var genBlock = sync.OnceValue(func() []byte { return randomBytes(1<<20, 42) })
+
+func newGenReader(size int64) *genReader { return &genReader{block: genBlock(), size: size} }
+
+func (g *genReader) Read(p []byte) (int, error) {
+	if g.off >= g.size {
+		return 0, io.EOF
+	}
+	if rem := g.size - g.off; int64(len(p)) > rem {
+		p = p[:rem]
+	}
+	n := 0
+	for n < len(p) {
+		i := (g.off + int64(n)) % int64(len(g.block))
+		n += copy(p[n:], g.block[i:])
+	}
+	g.off += int64(n)
+	return n, nil
+}
+
+// memPeak is the highest heap in use and resident set seen during a transfer.
+type memPeak struct{ heapMiB, rssMiB float64 }
+
+func (m memPeak) max(o memPeak) memPeak {
+	return memPeak{heapMiB: max(m.heapMiB, o.heapMiB), rssMiB: max(m.rssMiB, o.rssMiB)}
+}
+
+type memSampler struct {
+	stopc chan struct{}
+	done  chan memPeak
+}
+
+// startMemSampler resets the kernel's RSS high-water mark and samples the Go
+// heap every 10 ms until stop.
+func startMemSampler() *memSampler {
+	runtime.GC()
+	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) // resets VmHWM
+	s := &memSampler{stopc: make(chan struct{}), done: make(chan memPeak, 1)}
+	go func() {
+		var peak uint64
+		var ms runtime.MemStats
+		t := time.NewTicker(10 * time.Millisecond)
+		defer t.Stop()
+		for {
+			runtime.ReadMemStats(&ms)
+			peak = max(peak, ms.HeapInuse)
+			select {
+			case <-s.stopc:
+				s.done <- memPeak{heapMiB: float64(peak) / (1 << 20), rssMiB: float64(vmHWM()) / (1 << 20)}
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return s
+}
+
+func (s *memSampler) stop() memPeak { close(s.stopc); return <-s.done }
+
+// vmHWM is the process's peak resident set in bytes (0 if unknown).
+func vmHWM() uint64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			kb, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
