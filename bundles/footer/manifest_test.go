@@ -126,7 +126,7 @@ func TestDagIDsSorted(t *testing.T) {
 	}
 }
 
-func FuzzReadFrom(f *testing.F) {
+func FuzzRead(f *testing.F) {
 	good := assemble(fakeBinary(64), []byte("src"), []byte(goodMeta))
 	f.Add(good)
 	f.Add(good[:70])
