@@ -287,3 +287,32 @@ func (g *gateReader) Read([]byte) (int, error) {
 	<-g.release
 	return 0, io.EOF
 }
+
+// TestStageCancelledMidUpload cancels the task's context while a multipart
+// upload is under way: nothing may remain, not even unfinished uploads
+// (which S3 keeps, invisibly and billed, until aborted).
+func TestStageCancelledMidUpload(t *testing.T) {
+	data := randomBytes(2*PartSize+100, 5)
+	forEachBackend(t, func(t *testing.T, b backend) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		e := NewExport(b.opt)
+		reading, release := make(chan struct{}), make(chan struct{})
+		r := io.MultiReader(bytes.NewReader(data), &gateReader{started: reading, release: release})
+		errc := make(chan error, 1)
+		go func() {
+			_, err := e.Stage(ctx, b.url("big.bin"), r)
+			errc <- err
+		}()
+		<-reading // two parts handed over, the third is waiting for data
+		cancel()
+		close(release)
+		if err := <-errc; !errors.Is(err, context.Canceled) {
+			t.Fatalf("want a cancellation error, got %v", err)
+		}
+		if err := e.Abort(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		assertObjects(t, b)
+	})
+}
