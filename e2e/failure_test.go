@@ -1,0 +1,171 @@
+package e2e_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/supervisor"
+)
+
+const lifecycleConfig = `
+dags:
+  e2e_lifecycle:
+    tasks:
+      provision: {kind: provision, defaults: {backend: local, lifetime: 10m}}
+      work: {kind: run}
+      collect: {kind: collect, defaults: {backend: local, export_conn_id: aws_default}}
+`
+
+func (w *world) lifecycleSupervisor() *supervisor.Supervisor {
+	cfg := filepath.Join(w.dir, "lifecycle.yaml")
+	if err := os.WriteFile(cfg, []byte(lifecycleConfig), 0o644); err != nil {
+		w.t.Fatal(err)
+	}
+	return w.supervisor(workerBin, cfg)
+}
+
+// provisionWith runs provision then a command in the sandbox, returning the id.
+func (w *world) provisionWith(sup *supervisor.Supervisor, run, command string) string {
+	w.t.Helper()
+	w.runTask(sup, supervisor.TaskRequest{DagID: "e2e_lifecycle", TaskID: "provision", RunID: run}, supervisor.StateSuccess)
+	id := w.xcom(sup, "e2e_lifecycle", run, "provision", "return_value").(string)
+	if command != "" {
+		w.runTask(sup, supervisor.TaskRequest{DagID: "e2e_lifecycle", TaskID: "work", RunID: run,
+			Conf:        map[string]any{"command": command},
+			ArgBindings: []map[string]any{{"name": "sandbox", "kind": "xcom", "task_id": "provision"}}}, supervisor.StateSuccess)
+	}
+	return id
+}
+
+// A failure part-way through an export leaves no object at any destination,
+// no staging object, and no sandbox.
+func TestFailedExportLeavesNothing(t *testing.T) {
+	w := newWorld(t, "local")
+	sup := w.lifecycleSupervisor()
+	cases := []struct {
+		name    string
+		exports map[string]any
+		max     int
+		wantLog string
+	}{
+		{
+			name: "storage fails on the second file",
+			exports: map[string]any{
+				"a.txt": "s3://" + bucket + "/out/a.txt",
+				"b.txt": "s3://no-such-bucket/out/b.txt",
+			},
+			wantLog: "no-such-bucket",
+		},
+		{
+			name: "second file over the byte budget",
+			exports: map[string]any{
+				"a.txt":   "s3://" + bucket + "/out/a.txt",
+				"big.bin": "s3://" + bucket + "/out/big.bin",
+			},
+			max:     1000,
+			wantLog: "max_bytes",
+		},
+		{
+			name: "second file missing",
+			exports: map[string]any{
+				"a.txt":  "s3://" + bucket + "/out/a.txt",
+				"zz.txt": "s3://" + bucket + "/out/zz.txt",
+			},
+			wantLog: "does not exist",
+		},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			run := "manual__export_failure_" + string(rune('a'+i))
+			w.provisionWith(sup, run, "printf hello > a.txt; printf bye > b.txt; head -c 5000 /dev/zero > big.bin")
+			conf := map[string]any{"exports": c.exports}
+			if c.max > 0 {
+				conf["max_bytes"] = c.max
+			}
+			before := len(w.logs.String())
+			w.runTask(sup, supervisor.TaskRequest{DagID: "e2e_lifecycle", TaskID: "collect", RunID: run, Conf: conf,
+				ArgBindings: []map[string]any{{"name": "sandbox", "kind": "xcom", "task_id": "provision"}}}, supervisor.StateFailed)
+			if log := w.logs.String()[before:]; !strings.Contains(log, c.wantLog) {
+				t.Errorf("the task log does not explain the failure (%q):\n%s", c.wantLog, log)
+			}
+			if keys := w.keys(); len(keys) != 0 {
+				t.Fatalf("the failed export left objects: %v", keys)
+			}
+			if alive := w.alive("local"); len(alive) != 0 {
+				t.Fatalf("collect left %v alive after a failed export", alive)
+			}
+		})
+	}
+}
+
+// A task killed mid-command leaves its sandbox behind; sweep finds it
+// (dry run first) and removes it, and leaves a live run's sandbox alone.
+func TestKilledTaskLeavesASandboxThatSweepRemoves(t *testing.T) {
+	w := newWorld(t, "local")
+	sup := w.lifecycleSupervisor()
+	const killedRun, liveRun = "manual__killed", "manual__still_running"
+	id := w.provisionWith(sup, killedRun, "")
+	liveID := w.provisionWith(sup, liveRun, "")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan supervisor.Result, 1)
+	go func() {
+		res, _ := sup.RunTask(ctx, supervisor.TaskRequest{DagID: "e2e_lifecycle", TaskID: "work", RunID: killedRun,
+			Conf:        map[string]any{"command": "touch started; sleep 300"},
+			ArgBindings: []map[string]any{{"name": "sandbox", "kind": "xcom", "task_id": "provision"}}})
+		done <- res
+	}()
+	drv := w.localDriver()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if _, err := drv.Stat(context.Background(), id, "/workspace/started"); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("the command never started; logs:\n%s", w.logs.String())
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition, with a deadline
+	}
+	cancel() // the worker is killed mid-command
+	select {
+	case res := <-done:
+		if res.State == supervisor.StateSuccess {
+			t.Fatalf("a killed task reported success")
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the killed task did not end")
+	}
+	if alive := strings.Join(w.alive("local"), " "); !strings.Contains(alive, id) {
+		t.Fatalf("the killed task's sandbox %s should still exist, alive: %s", id, alive)
+	}
+
+	sweep := func(args ...string) string {
+		cmd := exec.Command(workerBin, append([]string{"sweep", "--backend", "local", "--finished-run", "e2e_lifecycle/" + killedRun}, args...)...)
+		cmd.Env = w.env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("sweep %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	out := sweep("--dry-run")
+	if !strings.Contains(out, "would destroy "+id) || strings.Contains(out, liveID) {
+		t.Fatalf("dry run output:\n%s", out)
+	}
+	if alive := strings.Join(w.alive("local"), " "); !strings.Contains(alive, id) {
+		t.Fatal("a dry run destroyed the sandbox")
+	}
+	out = sweep()
+	if !strings.Contains(out, "destroyed "+id) || !strings.Contains(out, "1 destroyed, 1 still in use") {
+		t.Fatalf("sweep output:\n%s", out)
+	}
+	if alive := w.alive("local"); len(alive) != 1 || alive[0] != liveID {
+		t.Fatalf("after sweep alive = %v, want only the live run's %s", alive, liveID)
+	}
+}
