@@ -99,18 +99,19 @@ func TestDecodeMessageRejectsBadShapes(t *testing.T) {
 	deep := bytes.Repeat([]byte{0x91}, MaxNesting+5)
 	deep = append(deep, 0xc0)
 	cases := map[string][]byte{
-		"not an array":   mustMarshal(t, map[string]any{"a": 1}),
-		"one element":    mustMarshal(t, []any{1}),
-		"four elements":  mustMarshal(t, []any{1, nil, nil, nil}),
-		"string id":      mustMarshal(t, []any{"x", nil}),
-		"body not map":   mustMarshal(t, []any{1, "body"}),
-		"error not map":  mustMarshal(t, []any{1, nil, 5}),
-		"truncated":      mustMarshal(t, []any{1, map[string]any{"type": "abc"}})[:5],
-		"trailing bytes": append(mustMarshal(t, []any{1, nil}), 0xc0),
-		"reserved code":  {0x92, 0x01, 0xc1},
-		"huge count":     {0xdd, 0xff, 0xff, 0xff, 0xff},
-		"too deep":       deep,
-		"empty":          {},
+		"not an array":    mustMarshal(t, map[string]any{"a": 1}),
+		"one element":     mustMarshal(t, []any{1}),
+		"four elements":   mustMarshal(t, []any{1, nil, nil, nil}),
+		"string id":       mustMarshal(t, []any{"x", nil}),
+		"body not map":    mustMarshal(t, []any{1, "body"}),
+		"error not map":   mustMarshal(t, []any{1, nil, 5}),
+		"truncated":       mustMarshal(t, []any{1, map[string]any{"type": "abc"}})[:5],
+		"trailing bytes":  append(mustMarshal(t, []any{1, nil}), 0xc0),
+		"reserved code":   {0x92, 0x01, 0xc1},
+		"huge count":      {0xdd, 0xff, 0xff, 0xff, 0xff},
+		"too deep":        deep,
+		"too many values": append([]byte{0xdd, 0x00, 0x40, 0x00, 0x01}, make([]byte, MaxValues+1)...),
+		"empty":           {},
 	}
 	for name, p := range cases {
 		if _, err := DecodeMessage(p); err == nil {
@@ -118,6 +119,19 @@ func TestDecodeMessageRejectsBadShapes(t *testing.T) {
 		} else if !strings.Contains(err.Error(), "malformed frame") {
 			t.Errorf("%s: error should say the frame is malformed: %v", name, err)
 		}
+	}
+}
+
+func TestValueCap(t *testing.T) {
+	array := func(n int) []byte {
+		return append([]byte{0xdd, byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}, make([]byte, n)...)
+	}
+	// The array itself counts as one value.
+	if err := checkStructure(array(MaxValues - 1)); err != nil {
+		t.Fatalf("exactly MaxValues values must pass: %v", err)
+	}
+	if err := checkStructure(array(MaxValues)); err == nil || !strings.Contains(err.Error(), "more than 4194304 msgpack values") {
+		t.Fatalf("want the value cap, got %v", err)
 	}
 }
 

@@ -12,6 +12,12 @@ import (
 // process instead of failing cleanly.
 const MaxNesting = 128
 
+// MaxValues bounds how many msgpack values (scalars, arrays, maps, map keys)
+// one frame may hold. Decoded, each costs tens of bytes, so 64 MiB of
+// one-byte integers would otherwise become gigabytes of []any; 4 Mi values
+// is far beyond any real message and still fits comfortably in memory.
+const MaxValues = 1 << 22
+
 var errTruncated = errors.New("truncated msgpack value")
 
 // checkStructure walks one msgpack value without decoding it, iteratively,
@@ -20,12 +26,16 @@ func checkStructure(b []byte) error {
 	// pending[i] is how many values are still expected at depth i.
 	pending := []uint64{1}
 	pos := 0
+	values := 0
 	for len(pending) > 0 {
 		if pending[len(pending)-1] == 0 {
 			pending = pending[:len(pending)-1]
 			continue
 		}
 		pending[len(pending)-1]--
+		if values++; values > MaxValues {
+			return fmt.Errorf("more than %d msgpack values in one frame", MaxValues)
+		}
 		if pos >= len(b) {
 			return errTruncated
 		}
