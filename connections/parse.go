@@ -139,55 +139,52 @@ func parsePort(s string) (int, error) {
 	return p, nil
 }
 
-// queryExtra turns the query string into the extra's JSON text: the
-// __extra__ parameter verbatim, else an object of the parameters in order
-// of first appearance, a repeated key becoming a list.
+// queryExtra turns the query string into the extra's JSON text as Airflow's
+// dict(parse_qsl(query, keep_blank_values=True)) does: the __extra__
+// parameter verbatim, else an object of the parameters in order of first
+// appearance. A repeated key keeps its last value, as in Airflow; a list
+// cannot be written in the URI form (use __extra__ or the JSON form).
 func queryExtra(query string) (string, error) {
-	type param struct {
-		key    string
-		values []string
-	}
-	var params []*param
-	index := map[string]*param{}
+	var keys []string
+	values := map[string]string{}
 	for _, pair := range strings.Split(query, "&") {
 		if pair == "" {
 			continue
 		}
 		k, v, _ := strings.Cut(pair, "=")
 		k, v = unquote(strings.ReplaceAll(k, "+", " ")), unquote(strings.ReplaceAll(v, "+", " "))
-		p := index[k]
-		if p == nil {
-			p = &param{key: k}
-			index[k] = p
-			params = append(params, p)
+		if _, seen := values[k]; !seen {
+			keys = append(keys, k)
 		}
-		p.values = append(p.values, v)
+		values[k] = v
 	}
-	if p := index[extraKey]; p != nil {
-		if err := checkExtraJSON([]byte(p.values[0])); err != nil {
+	if v, ok := values[extraKey]; ok {
+		if err := checkExtraJSON([]byte(v)); err != nil {
 			return "", fmt.Errorf("URI parameter %s %v", extraKey, err)
 		}
-		return p.values[0], nil
+		return v, nil
 	}
 	var b bytes.Buffer
 	b.WriteByte('{')
-	for i, p := range params {
+	for i, k := range keys {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		k, _ := json.Marshal(p.key)
-		b.Write(k)
+		writeJSONString(&b, k)
 		b.WriteByte(':')
-		var v []byte
-		if len(p.values) == 1 {
-			v, _ = json.Marshal(p.values[0])
-		} else {
-			v, _ = json.Marshal(p.values)
-		}
-		b.Write(v)
+		writeJSONString(&b, values[k])
 	}
 	b.WriteByte('}')
 	return b.String(), nil
+}
+
+// writeJSONString writes s as a JSON string without HTML escaping, so "&"
+// stays "&" as in Python's json.dumps.
+func writeJSONString(b *bytes.Buffer, s string) {
+	enc := json.NewEncoder(b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s)       // encoding a string cannot fail
+	b.Truncate(b.Len() - 1) // drop Encode's newline
 }
 
 // checkExtraJSON requires a JSON object. The error names the byte offset,
