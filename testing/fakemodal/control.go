@@ -31,9 +31,10 @@ type fakeSandbox struct {
 	result *pb.GenericResult
 	timer  *time.Timer
 
-	done chan struct{} // closed when the sandbox has finished
-	ctx  context.Context
-	stop context.CancelFunc // kills running commands
+	done      chan struct{} // closed when the sandbox has finished
+	destroyed chan struct{} // closed once its files and processes are gone
+	ctx       context.Context
+	stop      context.CancelFunc // kills running commands
 }
 
 func (sb *fakeSandbox) isDone() bool {
@@ -213,7 +214,7 @@ func (s *Server) create(ctx context.Context, v2 bool, appID string, def *pb.Sand
 	sb := &fakeSandbox{
 		id: id, taskID: taskID, name: name, appID: appID,
 		execID: info.ID, created: s.createdAt(), timeout: timeout, workdir: spec.Workdir, env: env,
-		tags: tags, execs: map[string]*fakeExec{}, done: make(chan struct{}), ctx: sbCtx, stop: stop,
+		tags: tags, execs: map[string]*fakeExec{}, done: make(chan struct{}), destroyed: make(chan struct{}), ctx: sbCtx, stop: stop,
 	}
 	s.mu.Lock()
 	s.sandboxes[id] = sb
@@ -256,6 +257,7 @@ func (s *Server) finish(sb *fakeSandbox, st pb.GenericResult_GenericStatus, code
 	if err := s.exec.Destroy(context.Background(), sb.execID); err != nil {
 		s.log.Warn("destroying the exec sandbox failed", "sandbox", sb.id, "error", err)
 	}
+	close(sb.destroyed)
 }
 
 func (s *Server) lookup(id string) (*fakeSandbox, error) {

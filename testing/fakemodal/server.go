@@ -212,6 +212,9 @@ func (s *Server) Close() {
 		return
 	}
 	s.closed = true
+	s.mu.Unlock()
+	s.grpc.Stop()
+	s.mu.Lock()
 	var live []*fakeSandbox
 	for _, sb := range s.sandboxes {
 		live = append(live, sb)
@@ -219,8 +222,8 @@ func (s *Server) Close() {
 	s.mu.Unlock()
 	for _, sb := range live {
 		s.finish(sb, pb.GenericResult_GENERIC_STATUS_TERMINATED, 0)
+		<-sb.destroyed // a finish already under way elsewhere completes too
 	}
-	s.grpc.Stop()
 	if s.ownExec {
 		s.exec.Close()
 	}
