@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -352,5 +353,44 @@ func TestHasFooter(t *testing.T) {
 		if got, err := HasFooter(p); err != nil || got != want {
 			t.Errorf("HasFooter(%s) = %v, %v; want %v", filepath.Base(p), got, err, want)
 		}
+	}
+}
+
+// TestPackAndReadStreamTheBinary checks that neither Pack nor Read holds the
+// executable in memory: allocations stay far below its size.
+func TestPackAndReadStreamTheBinary(t *testing.T) {
+	const size = 48 << 20
+	bin := filepath.Join(t.TempDir(), "exe")
+	f, err := os.Create(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write([]byte{0x7f, 'E', 'L', 'F'})
+	if err := f.Truncate(size); err != nil { // sparse: cheap to create
+		t.Fatal(err)
+	}
+	f.Close()
+	out := filepath.Join(t.TempDir(), "bundle")
+
+	allocated := func(fn func()) uint64 {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		fn()
+		runtime.ReadMemStats(&after)
+		return after.TotalAlloc - before.TotalAlloc
+	}
+	if n := allocated(func() {
+		if _, err := Pack(out, bin, []byte("src"), sampleManifest()); err != nil {
+			t.Fatal(err)
+		}
+	}); n > 8<<20 {
+		t.Errorf("Pack of a %d MiB executable allocated %d MiB", size>>20, n>>20)
+	}
+	if n := allocated(func() {
+		if _, err := Read(out); err != nil {
+			t.Fatal(err)
+		}
+	}); n > 8<<20 {
+		t.Errorf("Read of a %d MiB bundle allocated %d MiB", size>>20, n>>20)
 	}
 }
