@@ -159,12 +159,6 @@ func fail(op, id, path string, kind, err error) error {
 	return &sandbox.Error{Op: op, Sandbox: id, Path: path, Kind: kind, Retryable: kind == nil && sandbox.IsRetryable(classify(err)), Err: err}
 }
 
-// gone reports whether err says the sandbox no longer exists.
-func gone(err error) bool {
-	var api *APIError
-	return errors.As(err, &api) && (api.SandboxNotFound() || api.NotFound() && strings.HasPrefix(api.Op, "get sandbox"))
-}
-
 // createRequest maps a spec onto the create body, refusing what OpenSandbox
 // cannot enforce (or we cannot verify) before anything is provisioned.
 func (d *Driver) createRequest(name string, spec sandbox.Spec) (CreateRequest, error) {

@@ -191,7 +191,7 @@ func (d *Driver) Exec(ctx context.Context, id string, req sandbox.ExecRequest) (
 	body, err := ex.StartCommand(wall, CommandRequest{
 		Command:   wrapCommand(req.Command, stdinPath, marker),
 		Cwd:       cwd,
-		TimeoutMS: timeout.Milliseconds(),
+		TimeoutMS: max(1, timeout.Milliseconds()), // 0 would mean no timeout at all
 		Envs:      req.Env,
 	})
 	if err != nil {

@@ -410,3 +410,37 @@ func TestLiveStream(t *testing.T) {
 		t.Fatalf("events %v", streams)
 	}
 }
+
+// A task stopped while its sandbox is still starting leaves nothing behind.
+func TestCancelDuringCreateDeletes(t *testing.T) {
+	e := newEnv(t, fakeopensandbox.Options{PendingFor: time.Hour}, nil)
+	ctx, cancel := context.WithCancel(ctxT(t))
+	go func() {
+		// Cancel once the server has the sandbox (or after a bound, to
+		// never hang; the assertions below then fail).
+		for deadline := time.Now().Add(15 * time.Second); len(e.srv.Sandboxes()) == 0 && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
+		cancel()
+	}()
+	_, err := sandbox.Create(ctx, e.drv, sandbox.Spec{})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v", err)
+	}
+	if len(e.srv.CreateRequests()) != 1 {
+		t.Fatal("cancelled before the sandbox existed; the test proves nothing")
+	}
+	noSandboxesLeft(t, e.srv)
+}
+
+// A sandbox that reaches its lifetime is removed by the server; the
+// driver then reports ErrGone, terminal.
+func TestExpiredSandboxIsGone(t *testing.T) {
+	e := newEnv(t, fakeopensandbox.Options{Lifetime: 2 * time.Second}, nil)
+	sb := create(t, e, sandbox.Spec{})
+	waitFor(t, "expiry", func() bool { return len(e.srv.Sandboxes()) == 0 })
+	_, err := sb.Exec(ctxT(t), "true", sandbox.ExecOptions{})
+	if !errors.Is(err, sandbox.ErrGone) || sandbox.IsRetryable(err) {
+		t.Fatalf("exec after expiry: %v", err)
+	}
+}

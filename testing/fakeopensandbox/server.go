@@ -93,6 +93,9 @@ type Options struct {
 	IgnoreNetworkPolicy bool
 	// EgressMode is the enforcementMode reported by GET /policy; default "dns+nft".
 	EgressMode string
+	// Lifetime, when set, replaces every requested timeout (which the API
+	// requires to be at least 60 s), so tests can watch sandboxes expire.
+	Lifetime time.Duration
 	Logger     hclog.Logger
 }
 
@@ -563,7 +566,11 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	if body.Timeout != nil {
-		b.expiresAt = now.Add(time.Duration(*body.Timeout) * time.Second)
+		life := time.Duration(*body.Timeout) * time.Second
+		if s.opts.Lifetime > 0 {
+			life = s.opts.Lifetime
+		}
+		b.expiresAt = now.Add(life)
 		b.timer = time.AfterFunc(time.Until(b.expiresAt), func() { s.remove(id) })
 	}
 	s.sandboxes[id] = b
@@ -621,8 +628,8 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 	var match url.Values
 	if m := q.Get("metadata"); m != "" {
 		var err error
-		if match, err = url.ParseQuery(m); err != nil || strings.Contains(m, "&&") {
-			writeJSON(w, http.StatusBadRequest, apiError{Code: "INVALID_METADATA_FORMAT", Message: fmt.Sprintf("metadata filter %q is not a query string", m)})
+		if match, err = parseStrictQuery(m); err != nil {
+			writeJSON(w, http.StatusBadRequest, apiError{Code: "INVALID_METADATA_FORMAT", Message: fmt.Sprintf("metadata filter %q is not a query string: %v", m, err)})
 			return
 		}
 	}
@@ -671,6 +678,28 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 			"page": page, "pageSize": pageSize, "totalItems": total, "totalPages": pages, "hasNextPage": page < pages,
 		},
 	})
+}
+
+// parseStrictQuery parses k=v&k=v as Python's parse_qsl(strict_parsing=True):
+// every pair needs a key and an "=".
+func parseStrictQuery(s string) (url.Values, error) {
+	out := url.Values{}
+	for _, pair := range strings.Split(s, "&") {
+		k, v, ok := strings.Cut(pair, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("bad pair %q", pair)
+		}
+		ku, err := url.QueryUnescape(k)
+		if err != nil {
+			return nil, err
+		}
+		vu, err := url.QueryUnescape(v)
+		if err != nil {
+			return nil, err
+		}
+		out.Add(ku, vu)
+	}
+	return out, nil
 }
 
 func contains(xs []string, x string) bool {
