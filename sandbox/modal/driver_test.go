@@ -91,6 +91,9 @@ func TestCreateDefaultsAndPlacement(t *testing.T) {
 		t.Errorf("env on the V1 path = %v", r.Env)
 	}
 	// The V1 sandbox is usable: exec and tags go through the V1 RPCs.
+	if tags, err := sb.Tags(context.Background()); err != nil || tags[sandbox.TagSandbox] == "" {
+		t.Fatalf("tags of a V1 sandbox: %v %v", tags, err)
+	}
 	var out bytes.Buffer
 	if res, err := sb.Exec(context.Background(), "echo $K", sandbox.ExecOptions{Stdout: &out}); err != nil || res.ExitCode != 0 || out.String() != "v\n" {
 		t.Fatalf("exec on a V1 sandbox: %+v %v %q", res, err, out.String())

@@ -488,3 +488,12 @@ func idempotencyKey(ctx context.Context) string {
 }
 
 func unixFloat(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
+
+// SandboxTagsSet and SandboxTagsGet serve V1-shaped (GPU) sandboxes.
+func (c *control) SandboxTagsSet(ctx context.Context, req *pb.SandboxTagsSetRequest) (*emptypb.Empty, error) {
+	return c.SandboxTagsSetV2(ctx, req)
+}
+
+func (c *control) SandboxTagsGet(ctx context.Context, req *pb.SandboxTagsGetRequest) (*pb.SandboxTagsGetResponse, error) {
+	return c.SandboxTagsGetV2(ctx, req)
+}

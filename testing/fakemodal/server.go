@@ -7,6 +7,14 @@
 // local bubblewrap driver by default), so files and processes behave like a
 // real sandbox's. Fault hooks let tests inject Unavailable errors, streams
 // that drop, sandboxes that die mid-command and slow creates.
+//
+// Memory stays bounded however much a command prints: output a reader has
+// received is dropped (bar a 1 MiB tail for resumed streams), and a command
+// blocks once 8 MiB of its output wait unread. A client that waits for the
+// exit code before reading more than 8 MiB of output would therefore stall;
+// the SDK's own ReadFile (wait, then read) is served differently and does
+// not. File calls (fs-tools) reach what the exec driver's file API reaches
+// (for the local driver: paths inside the sandbox, see its docs).
 package fakemodal
 
 import (
