@@ -97,7 +97,7 @@ func newTask(fn any, o taskOptions) (*task, error) {
 			k = paramDagRunPtr
 		case p == loggerType:
 			k = paramLogger
-		case p.Kind() == reflect.Interface && runtimeClient.Implements(p):
+		case p.Kind() == reflect.Interface && p.NumMethod() > 0 && runtimeClient.Implements(p):
 			k = paramClient
 		case p.Kind() == reflect.Struct:
 			k = paramInput
@@ -120,6 +120,9 @@ func newTask(fn any, o taskOptions) (*task, error) {
 	if t.inputType != nil {
 		if err := t.indexFields(); err != nil {
 			return nil, err
+		}
+		if len(t.fields) == 0 {
+			return nil, fmt.Errorf("input struct %s has no exported fields to bind", t.inputType)
 		}
 	}
 	if len(o.defaults) > 0 {

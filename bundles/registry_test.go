@@ -34,6 +34,8 @@ func TestAddValidates(t *testing.T) {
 		{"d", "t", func(dupIn) error { return nil }, nil, "same name"},
 		{"d", "t", func(greetIn) error { return nil }, []TaskOption{WithDefaults(map[string]any{"nme": 1})}, `default "nme" matches no input field`},
 		{"d", "t", func(fmtStringer) error { return nil }, nil, "cannot provide"},
+		{"d", "t", func(any) error { return nil }, nil, "cannot provide"},
+		{"d", "t", func(struct{ x int }) error { return nil }, nil, "no exported fields"},
 	}
 	for _, tc := range cases {
 		err := New().Add(tc.dag, tc.task, tc.fn, tc.opts...)
