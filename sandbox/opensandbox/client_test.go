@@ -177,6 +177,9 @@ func TestEnforces(t *testing.T) {
 		{"extra host", pol("enforcing", "deny", allow("a.org"), allow("evil.org")), []string{"a.org"}, false},
 		{"missing host", pol("enforcing", "deny"), []string{"a.org"}, false},
 		{"deny rules do not count as allowed", pol("enforcing", "deny", NetworkRule{Action: "deny", Target: "a.org"}), nil, true},
+		{"no mode", pol("", "deny"), nil, false},
+		{"unknown mode", pol("learning", "deny"), nil, false},
+		{"deny all but hosts wanted", pol("deny_all", "deny"), []string{"a.org"}, false},
 	}
 	for _, c := range cases {
 		if ok, why := enforces(c.got, c.hosts); ok != c.ok {
@@ -245,3 +248,29 @@ func TestUploadSourceError(t *testing.T) {
 type iotestErrReader struct{}
 
 func (iotestErrReader) Read([]byte) (int, error) { return 0, errors.New("disk on fire") }
+
+func TestTimestampFormats(t *testing.T) {
+	want := time.Date(2026, 11, 29, 15, 58, 40, 123456000, time.UTC)
+	cases := map[string]time.Time{
+		`"2026-11-29T15:58:40.123456Z"`:      want,
+		`"2026-11-29T15:58:40.123456+00:00"`: want,
+		`"2026-11-29T16:58:40.123456+01:00"`: want,
+		`"2026-11-29T15:58:40.123456"`:       want,
+		`"2026-11-29 15:58:40.123456+00:00"`: want,
+		`1795967920123`:                      time.UnixMilli(1795967920123).UTC(),
+		`1795967920`:                         time.Unix(1795967920, 0).UTC(),
+		`null`:                               {},
+		`"yesterday"`:                        {},
+	}
+	for in, w := range cases {
+		var ts Timestamp
+		if err := json.Unmarshal([]byte(in), &ts); err != nil || !ts.Equal(w) {
+			t.Errorf("%s: got %v (%v), want %v", in, ts.Time, err, w)
+		}
+	}
+	// A record with a naive time still decodes whole.
+	var rec SandboxRecord
+	if err := json.Unmarshal([]byte(`{"id":"x","status":{"state":"Running"},"createdAt":"2026-11-29T15:58:40","expiresAt":"2026-11-29T16:58:40Z"}`), &rec); err != nil || rec.CreatedAt.IsZero() || rec.ExpiresAt.Sub(rec.CreatedAt.Time) != time.Hour {
+		t.Fatalf("record %+v: %v", rec, err)
+	}
+}

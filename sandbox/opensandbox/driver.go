@@ -468,13 +468,10 @@ func (d *Driver) info(rec SandboxRecord) sandbox.Info {
 	tags := decodeTags(rec.Metadata)
 	info := sandbox.Info{
 		ID: rec.ID, Name: rec.Metadata[metaName], Backend: Backend,
-		Workdir: tags[sandbox.TagWorkdir], CreatedAt: rec.CreatedAt, Tags: tags,
+		Workdir: tags[sandbox.TagWorkdir], CreatedAt: rec.CreatedAt.Time, ExpiresAt: rec.ExpiresAt.Time, Tags: tags,
 	}
 	if info.Name == "" {
 		info.Name = tags[sandbox.TagSandbox]
-	}
-	if rec.ExpiresAt != nil {
-		info.ExpiresAt = *rec.ExpiresAt
 	}
 	return info
 }

@@ -55,8 +55,12 @@ func (c *EgressClient) Policy(ctx context.Context) (EgressPolicy, error) {
 // targets are exactly hosts (case-insensitive, order ignored), and if not,
 // why.
 func enforces(got EgressPolicy, hosts []string) (bool, string) {
-	if got.Mode == "allow_all" {
-		return false, "the sidecar reports mode allow_all"
+	switch got.Mode {
+	case "deny_all", "enforcing":
+	case "":
+		return false, "the sidecar reported no enforcement mode"
+	default:
+		return false, fmt.Sprintf("the sidecar reports mode %s", got.Mode)
 	}
 	// A missing defaultAction is deny on the sidecar.
 	if da := strings.ToLower(got.Policy.DefaultAction); da != "" && da != "deny" {

@@ -13,7 +13,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // ExecdClient speaks execd's API at one endpoint. Unary calls use a client
@@ -82,7 +81,7 @@ type FileInfo struct {
 	Path       string    `json:"path"`
 	Type       string    `json:"type"` // file | directory | symlink | other
 	Size       int64     `json:"size"`
-	ModifiedAt time.Time `json:"modified_at"`
+	ModifiedAt Timestamp `json:"modified_at"`
 	Mode       int       `json:"mode"` // octal digits written as a decimal number: 644
 }
 

@@ -52,7 +52,7 @@ func toFileInfo(fi FileInfo, p string) sandbox.FileInfo {
 	if fi.Path != "" {
 		p = fi.Path
 	}
-	return sandbox.FileInfo{Name: path.Base(p), Path: p, Size: fi.Size, Mode: fi.FileMode(), ModTime: fi.ModifiedAt}
+	return sandbox.FileInfo{Name: path.Base(p), Path: p, Size: fi.Size, Mode: fi.FileMode(), ModTime: fi.ModifiedAt.Time}
 }
 
 // List lists a directory's entries, sorted by name.

@@ -89,8 +89,8 @@ type SandboxRecord struct {
 	Status     Status            `json:"status"`
 	Metadata   map[string]string `json:"metadata,omitempty"`
 	Entrypoint []string          `json:"entrypoint,omitempty"`
-	ExpiresAt  *time.Time        `json:"expiresAt,omitempty"`
-	CreatedAt  time.Time         `json:"createdAt"`
+	ExpiresAt  Timestamp         `json:"expiresAt"`
+	CreatedAt  Timestamp         `json:"createdAt"`
 }
 
 // Endpoint is where a port of a sandbox is reached, and the headers every
@@ -190,10 +190,10 @@ func (c *LifecycleClient) Delete(ctx context.Context, id string) error {
 func (c *LifecycleClient) Renew(ctx context.Context, id string, at time.Time) (time.Time, error) {
 	body := map[string]string{"expiresAt": at.UTC().Format(time.RFC3339)}
 	var out struct {
-		ExpiresAt time.Time `json:"expiresAt"`
+		ExpiresAt Timestamp `json:"expiresAt"`
 	}
 	err := c.do(ctx, "renew expiration of sandbox "+id, http.MethodPost, "/sandboxes/"+url.PathEscape(id)+"/renew-expiration", nil, body, http.StatusOK, &out)
-	return out.ExpiresAt, err
+	return out.ExpiresAt.Time, err
 }
 
 // Endpoint looks up where port is reached; useServerProxy asks for the
