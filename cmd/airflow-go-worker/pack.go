@@ -46,8 +46,10 @@ Flags:
 // runPack implements `airflow-go-worker pack`.
 func runPack(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("pack", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, packUsage); fs.PrintDefaults() }
+	// Parse errors come back as our error (printed once, by main); only
+	// -h prints the usage.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() { fmt.Fprint(stderr, packUsage); fs.SetOutput(stderr); fs.PrintDefaults() }
 	exe := fs.String("executable", "", "executable to pack; it must answer --airflow-metadata (default: this airflow-go-worker binary)")
 	output := fs.String("output", "", "where to write the bundle (default: dist/<executable name>.bundle)")
 	sourcePath := fs.String("source", "", "file to embed as the source region (shown to Airflow as the bundle's source)")
@@ -57,7 +59,7 @@ func runPack(args []string, stdout, stderr io.Writer) error {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
-		return fmt.Errorf("pack: %w", err)
+		return fmt.Errorf("pack: %w (see airflow-go-worker pack -h)", err)
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("pack: unexpected argument %q; pack takes only flags (see pack -h)", fs.Arg(0))
@@ -113,6 +115,8 @@ func runPack(args []string, stdout, stderr io.Writer) error {
 	out := *output
 	if out == "" {
 		out = filepath.Join("dist", strings.TrimSuffix(filepath.Base(exePath), ".exe")+".bundle")
+	} else if st, err := os.Stat(out); err == nil && st.IsDir() {
+		return fmt.Errorf("pack: --output %s is a directory; give the bundle's file path, e.g. %s", out, filepath.Join(out, filepath.Base(exePath)+".bundle"))
 	}
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return fmt.Errorf("pack: --output %s: %w", out, err)
@@ -257,9 +261,10 @@ func (c *cappedBuffer) Write(p []byte) (int, error) {
 // runInspect implements `airflow-go-worker inspect BUNDLE [--format yaml|json]`.
 func runInspect(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "usage: airflow-go-worker inspect BUNDLE [--format yaml|json]\n\nValidates an AFBNDL01 bundle as Airflow's coordinator does and prints its manifest and regions.\n\nFlags:\n")
+		fs.SetOutput(stderr)
 		fs.PrintDefaults()
 	}
 	format := fs.String("format", "yaml", "output format: yaml or json")
@@ -270,7 +275,7 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 			if errors.Is(err, flag.ErrHelp) {
 				return nil
 			}
-			return fmt.Errorf("inspect: %w", err)
+			return fmt.Errorf("inspect: %w (usage: airflow-go-worker inspect BUNDLE [--format yaml|json])", err)
 		}
 		if fs.NArg() == 0 {
 			break

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -268,7 +269,8 @@ func TestPackErrorsNameTheCulprit(t *testing.T) {
 		{"source and config", []string{"--executable", good, "--source", cfg, "--config", cfg}, []string{"--config or --source"}},
 		{"missing config", []string{"--executable", good, "--config", filepath.Join(t.TempDir(), "none.yaml")}, []string{"--config", "no such file"}},
 		{"positional", []string{"--executable", good, "extra"}, []string{`unexpected argument "extra"`}},
-		{"unknown flag", []string{"--nope"}, []string{"-nope"}},
+		{"unknown flag", []string{"--nope"}, []string{"-nope", "pack -h"}},
+		{"output is a directory", []string{"--executable", good, "--output", bundleDir}, []string{"--output " + bundleDir + " is a directory"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -307,11 +309,24 @@ func TestInspectCorruptAndUsage(t *testing.T) {
 		{[]string{out, out}, "exactly one BUNDLE"},
 		{[]string{out, "--format", "xml"}, `--format "xml"`},
 		{[]string{filepath.Join(t.TempDir(), "none")}, "no such file"},
+		{[]string{"--bogus", out}, "-bogus"},
 	}
 	for _, c := range cases {
 		err := runInspect(c.args, &bytes.Buffer{}, &bytes.Buffer{})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("inspect %q: error %v, want %q", c.args, err, c.want)
+		}
+	}
+}
+
+func TestPackAndInspectHelp(t *testing.T) {
+	for name, run := range map[string]func([]string, io.Writer, io.Writer) error{"pack": runPack, "inspect": runInspect} {
+		var stdout, stderr bytes.Buffer
+		if err := run([]string{"-h"}, &stdout, &stderr); err != nil {
+			t.Errorf("%s -h: %v", name, err)
+		}
+		if !strings.Contains(stderr.String(), "usage: airflow-go-worker "+name) || !strings.Contains(stderr.String(), "-format") && name == "inspect" || !strings.Contains(stderr.String(), "-executable") && name == "pack" {
+			t.Errorf("%s -h printed:\n%s", name, stderr.String())
 		}
 	}
 }
