@@ -531,3 +531,39 @@ func waitNoLeak(t testing.TB, fake *fakemodal.Server) {
 	}
 	assertNoLeak(t, fake)
 }
+
+func TestExecCancelAndPerCommandOptions(t *testing.T) {
+	fake, drv := newFake(t, nil)
+	sb := mustCreate(t, drv, sandbox.Spec{Env: map[string]string{"A": "sandbox"}})
+	defer func() { sb.Destroy(context.Background()); waitNoLeak(t, fake) }()
+	var out bytes.Buffer
+	res, err := sb.Exec(context.Background(), `mkdir -p /workspace/sub && cd /workspace/sub && true; echo "$A $B $(pwd)"`,
+		sandbox.ExecOptions{Env: map[string]string{"B": "cmd"}, Stdout: &out})
+	if err != nil || out.String() != "sandbox cmd /workspace/sub\n" {
+		t.Fatalf("env: %+v %v %q", res, err, out.String())
+	}
+	out.Reset()
+	if _, err := sb.Exec(context.Background(), "pwd", sandbox.ExecOptions{Workdir: "sub", Stdout: &out}); err != nil || out.String() != "/workspace/sub\n" {
+		t.Fatalf("workdir: %v %q", err, out.String())
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan struct{})
+	go func() {
+		deadline := time.Now().Add(10 * time.Second)
+		for fake.Calls("TaskExecStart") < 3 && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		close(started)
+		cancel()
+	}()
+	begin := time.Now()
+	_, err = sb.Exec(ctx, "sleep 60", sandbox.ExecOptions{})
+	<-started
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("want the context's error, got %v", err)
+	}
+	if d := time.Since(begin); d > 30*time.Second {
+		t.Fatalf("cancelled exec returned after %v", d)
+	}
+}

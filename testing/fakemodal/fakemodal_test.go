@@ -120,6 +120,20 @@ func TestSDKStdinAndFilesystem(t *testing.T) {
 	if err != nil || len(list) != 1 || list[0].Type != modal.FileTypeDirectory || list[0].Name != "d" {
 		t.Fatalf("list: %+v %v", list, err)
 	}
+	if err := sb.Filesystem.MakeDirectory(ctx, "/workspace/a/b", nil); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := sb.Filesystem.Stat(ctx, "/workspace/a/b", nil); err != nil || fi.Type != modal.FileTypeDirectory {
+		t.Fatalf("stat of a made directory: %+v %v", fi, err)
+	}
+	if err := sb.Filesystem.Remove(ctx, "/workspace/a", &modal.SandboxFilesystemRemoveParams{Recursive: true}); err != nil {
+		t.Fatal(err)
+	}
+	err = sb.Filesystem.Remove(ctx, "/workspace/a", nil)
+	var nfRemove modal.SandboxFilesystemNotFoundError
+	if !errors.As(err, &nfRemove) {
+		t.Fatalf("removing a missing path: %v", err)
+	}
 	_, err = sb.Filesystem.Stat(ctx, "/workspace/missing", nil)
 	var nf modal.SandboxFilesystemNotFoundError
 	if !errors.As(err, &nf) {
