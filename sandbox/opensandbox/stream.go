@@ -103,10 +103,8 @@ func (er *EventReader) Next() (Event, error) {
 		}
 		// A whole JSON object ends the event even without the blank line,
 		// as the Go SDK assumes.
-		if json.Valid(er.data) {
-			if ev, ok := er.decodePending(); ok {
-				return ev, nil
-			}
+		if ev, ok := er.decodePending(); ok {
+			return ev, nil
 		}
 	}
 }

@@ -298,3 +298,23 @@ func TestOutputStreamPaysNewlineAfterQuiet(t *testing.T) {
 		t.Fatalf("got %q", read())
 	}
 }
+
+// BenchmarkEventReader parses a stream of 80-byte stdout lines.
+func BenchmarkEventReader(b *testing.B) {
+	var buf bytes.Buffer
+	line := `{"type":"stdout","text":"` + strings.Repeat("x", 80) + `","timestamp":1767225600100}` + "\n\n"
+	for range 10000 {
+		buf.WriteString(line)
+	}
+	data := buf.Bytes()
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		er := NewEventReader(bytes.NewReader(data))
+		for {
+			if _, err := er.Next(); err != nil {
+				break
+			}
+		}
+	}
+}
