@@ -39,6 +39,12 @@ var hostEtc = []string{
 // name resolution works as on the host.
 var hostEtcNetwork = []string{"resolv.conf", "hosts", "host.conf", "gai.conf"}
 
+// File descriptors passed to bwrap through exec.Cmd.ExtraFiles (3 + index).
+const (
+	statusFD  = 3 // --json-status-fd
+	seccompFD = 4 // --seccomp
+)
+
 // bwrapArgs builds bubblewrap's arguments for one command in sandbox m.
 func (d *Driver) bwrapArgs(m *meta, dir, cwd string, argv []string) ([]string, error) {
 	args := []string{
@@ -46,6 +52,9 @@ func (d *Driver) bwrapArgs(m *meta, dir, cwd string, argv []string) ([]string, e
 		"--cap-drop", "ALL",
 		"--die-with-parent", "--new-session",
 		"--hostname", "sandbox",
+	}
+	if d.seccomp != nil {
+		args = append(args, "--seccomp", strconv.Itoa(seccompFD))
 	}
 	if d.disableUserns {
 		args = append(args, "--disable-userns") // no nested namespaces to climb out of
@@ -96,7 +105,7 @@ func (d *Driver) bwrapArgs(m *meta, dir, cwd string, argv []string) ([]string, e
 		"--bind", filepath.Join(dir, tmpDir), "/tmp", // before the workdir, which may lie under /tmp
 		"--bind", filepath.Join(dir, workDir), m.Spec.Workdir,
 		"--chdir", cwd,
-		"--json-status-fd", "3", // ExtraFiles[0]
+		"--json-status-fd", strconv.Itoa(statusFD),
 		"--")
 	return append(args, argv...), nil
 }
@@ -188,6 +197,24 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 		return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: err}
 	}
 	defer statusR.Close()
+	extra := []*os.File{statusW}
+	if d.seccomp != nil {
+		// The program is a few hundred bytes: it fits the pipe's buffer, so
+		// it can be written whole before bwrap starts.
+		r, w, err := os.Pipe()
+		if err != nil {
+			statusW.Close()
+			return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: err}
+		}
+		_, err = w.Write(d.seccomp)
+		w.Close()
+		defer r.Close()
+		if err != nil {
+			statusW.Close()
+			return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: err}
+		}
+		extra = append(extra, r)
+	}
 	// Keep the end of stderr: when bubblewrap itself fails, its reason is there.
 	diag := sandbox.NewTailBuffer(2048)
 	stdout, stderr := rs.stdout, rs.stderr
@@ -202,7 +229,7 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 	cmd.Stdin = rs.stdin
 	cmd.Stdout = stdout
 	cmd.Stderr = io.MultiWriter(stderr, diag)
-	cmd.ExtraFiles = []*os.File{statusW}
+	cmd.ExtraFiles = extra
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	// The namespace dies with bwrap, so pipes close promptly; this only
 	// bounds the wait if something unexpected keeps them open.

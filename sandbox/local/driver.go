@@ -82,6 +82,7 @@ type Driver struct {
 	system      string // generated /etc files shared by all sandboxes
 	// disableUserns: bwrap is new enough (0.8+) for --disable-userns.
 	disableUserns bool
+	seccomp       []byte // compiled filter for --seccomp; nil = none
 	now           func() time.Time
 
 	mu      sync.Mutex
@@ -134,6 +135,10 @@ func New(opts Options) (*Driver, error) {
 	d := &Driver{
 		root: root, bwrap: bwPath, prlimit: plPath, ignoreImage: opts.IgnoreImage,
 		log: log, now: time.Now, running: map[string]map[*exec.Cmd]*execState{},
+		seccomp: seccompProgram(),
+	}
+	if d.seccomp == nil {
+		log.Warn("no seccomp filter for this architecture; sandboxes rely on namespaces and dropped capabilities alone")
 	}
 	if err := d.writeSystemFiles(); err != nil {
 		return nil, fmt.Errorf("cannot prepare %s: %v", d.system, err)
