@@ -101,7 +101,7 @@ func ParseURI(connID, uri string) (Connection, error) {
 		h, _, _ := strings.Cut(hostport, ":")
 		c.Host = unquote(h)
 	}
-	if protocol != "" {
+	if protocol != "" && c.Host != "" {
 		c.Host = protocol + "://" + c.Host
 	}
 	if port != "" {

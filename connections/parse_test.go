@@ -37,6 +37,7 @@ func TestParseURI(t *testing.T) {
 			Connection{ConnType: "google_cloud_platform", Extra: `{"project": "p"}`}},
 		{"host with protocol", "my-conn://https://Example.com:8080/path",
 			Connection{ConnType: "my_conn", Host: "https://example.com", Port: 8080, Schema: "path"}},
+		{"protocol without a host is dropped, as in Airflow", "x://https:///db", Connection{ConnType: "x", Schema: "db"}},
 		{"IPv6 host", "ssh://u:p@[::1]:2222/", Connection{ConnType: "ssh", Login: "u", Password: "p", Host: "::1", Port: 2222}},
 		{"IPv6 host without port", "ssh://[fe80::1]", Connection{ConnType: "ssh", Host: "fe80::1"}},
 		{"repeated key keeps the last value, blank values kept", "x://h/?a=1&b=&a=2&c&&d=%26",
