@@ -138,7 +138,9 @@ func benchStream(b *testing.B, op func(ctx context.Context, sb *sandbox.Sandbox,
 	dst := filepath.Join(dir, "dst.bin")
 
 	b.SetBytes(size)
-	var plain, ours time.Duration
+	// Best times: on a shared machine the fastest run of each is the one
+	// least disturbed by neighbours, so their ratio is the stable figure.
+	plain, ours := time.Duration(1<<62), time.Duration(1<<62)
 	var peak uint64
 	for b.Loop() {
 		b.StopTimer()
@@ -146,7 +148,7 @@ func benchStream(b *testing.B, op func(ctx context.Context, sb *sandbox.Sandbox,
 		if err := plainCopy(src, dst); err != nil {
 			b.Fatal(err)
 		}
-		plain += time.Since(start)
+		plain = min(plain, time.Since(start))
 		os.Remove(dst)
 		runtime.GC()
 		var base runtime.MemStats
@@ -158,7 +160,7 @@ func benchStream(b *testing.B, op func(ctx context.Context, sb *sandbox.Sandbox,
 		if err := op(ctx, sb, src, dst); err != nil {
 			b.Fatal(err)
 		}
-		ours += time.Since(start)
+		ours = min(ours, time.Since(start))
 
 		b.StopTimer()
 		if p := stop(); p > base.HeapInuse {
