@@ -63,6 +63,10 @@ func exportFrom(ctx context.Context, d Deps, sb *sandbox.Sandbox, exports map[st
 	if maxBytes < 0 {
 		return nil, fmt.Errorf("max_bytes: %d is negative; give a byte budget such as 1073741824", maxBytes)
 	}
+	connID, err := storageConnFor("export_conn_id", connID, exports)
+	if err != nil {
+		return nil, err
+	}
 	aws, err := resolveAWS(ctx, d, connID, "export_conn_id")
 	if err != nil {
 		return nil, err

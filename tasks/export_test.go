@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/airflow-sandbox/airflow-go-worker/connections"
 )
 
 func writeIn(t *testing.T, e *env, id, p, content string) {
@@ -159,5 +161,46 @@ func TestConvert(t *testing.T) {
 	}
 	if _, err := Convert(context.Background(), e.deps, ConvertInput{Command: Commands{"true"}}); err == nil || len(e.drv.creates) != 2 {
 		t.Fatalf("convert without exports must fail before creating: %v (creates %d)", err, len(e.drv.creates))
+	}
+}
+
+func TestStorageConnectionFromTheURL(t *testing.T) {
+	cases := []struct {
+		field string
+		urls  map[string]string
+		want  string
+		err   string
+	}{
+		{"", map[string]string{"a": "s3://b/k"}, "", ""},
+		{"", map[string]string{"a": "s3://lake@b/k", "b": "file:///x"}, "lake", ""},
+		{"lake", map[string]string{"a": "s3://lake@b/k"}, "lake", ""},
+		{"aws_default", map[string]string{"a": "s3://lake@b/k"}, "", `names connection "lake"`},
+		{"", map[string]string{"a": "s3://lake@b/k", "b": "s3://sea@b/k"}, "", "two connections"},
+	}
+	for _, c := range cases {
+		got, err := storageConnFor("export_conn_id", c.field, c.urls)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%v: want error %q, got %q, %v", c.urls, c.err, got, err)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("%v with %q: got %q, %v; want %q", c.urls, c.field, got, err, c.want)
+		}
+	}
+}
+
+func TestExportResolvesTheConnectionTheURLNames(t *testing.T) {
+	e := newEnv(t)
+	id := provisioned(t, e)
+	writeIn(t, e, id, "/workspace/a.txt", "A")
+	_, err := Export(context.Background(), e.deps, ExportInput{Sandbox: SandboxRef{ID: id}, Exports: map[string]string{"a.txt": "s3://lake@out/a.txt"}})
+	if err == nil || !strings.Contains(err.Error(), `"lake"`) || !strings.Contains(err.Error(), "does not exist") {
+		t.Fatalf("the URL's connection must be looked up (and its absence reported): %v", err)
+	}
+	e.af.conns["lake"] = connections.Connection{ConnID: "lake", ConnType: "aws"}
+	if _, err := Export(context.Background(), e.deps, ExportInput{Sandbox: SandboxRef{ID: id}, Exports: map[string]string{"a.txt": "s3://lake@out/a.txt"}}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -84,11 +84,15 @@ func provision(ctx context.Context, d Deps, in ProvisionInput) (*sandbox.Sandbox
 	if err != nil {
 		return nil, nil, Record{}, err
 	}
-	aws, err := resolveAWS(ctx, d, in.StorageConnID, "storage_conn_id")
+	if err := checkURLs("stage_in", in.StageIn); err != nil {
+		return nil, nil, Record{}, err
+	}
+	storageConn, err := storageConnFor("storage_conn_id", in.StorageConnID, in.StageIn)
 	if err != nil {
 		return nil, nil, Record{}, err
 	}
-	if err := checkURLs("stage_in", in.StageIn); err != nil {
+	aws, err := resolveAWS(ctx, d, storageConn, "storage_conn_id")
+	if err != nil {
 		return nil, nil, Record{}, err
 	}
 	drv, req, err := openDriver(ctx, d, in.backendOptions())

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -81,3 +82,37 @@ func (x objectExport) Stage(ctx context.Context, dest string, r io.Reader) (int6
 
 func (x objectExport) Commit(ctx context.Context) ([]string, error) { return x.e.Commit(ctx) }
 func (x objectExport) Abort(ctx context.Context) error              { return x.e.Abort(ctx) }
+
+// urlConnID is the connection an s3://conn_id@bucket/key URL names, as
+// Airflow's ObjectStoragePath reads it; "" when it names none.
+func urlConnID(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return ""
+	}
+	return u.User.Username()
+}
+
+// storageConnFor picks the aws connection for a set of URLs: the explicit
+// field if set, else the one the URLs name. A URL naming another connection
+// than the field, or URLs naming different ones, are refused: one transfer
+// runs with one identity, and guessing would write with the wrong one.
+func storageConnFor(field, connID string, urls map[string]string) (string, error) {
+	named := ""
+	for _, p := range sortedKeys(urls) {
+		c := urlConnID(urls[p])
+		switch {
+		case c == "":
+		case connID != "" && c != connID:
+			return "", fmt.Errorf("%s is %q but %s names connection %q; use one connection", field, connID, urls[p], c)
+		case named != "" && c != named:
+			return "", fmt.Errorf("the URLs name two connections, %q and %q; one task transfers with one connection, so split it or use %s", named, c, field)
+		default:
+			named = c
+		}
+	}
+	if connID != "" {
+		return connID, nil
+	}
+	return named, nil
+}
