@@ -1,6 +1,7 @@
 package local
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -42,12 +43,14 @@ var hostEtcNetwork = []string{"resolv.conf", "hosts", "host.conf", "gai.conf"}
 // File descriptors passed to bwrap through exec.Cmd.ExtraFiles (3 + index).
 const (
 	statusFD  = 3 // --json-status-fd
-	seccompFD = 4 // --seccomp
+	envFD     = 4 // --args: the environment, as --setenv arguments
+	seccompFD = 5 // --seccomp
 )
 
 // bwrapArgs builds bubblewrap's arguments for one command in sandbox m.
 func (d *Driver) bwrapArgs(m *meta, dir, cwd string, argv []string) ([]string, error) {
 	args := []string{
+		"--args", strconv.Itoa(envFD),
 		"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
 		"--cap-drop", "ALL",
 		"--die-with-parent", "--new-session",
@@ -128,8 +131,13 @@ func mountEntry(args []string, src, dest string) ([]string, error) {
 	return append(args, "--ro-bind", src, dest), nil
 }
 
-// sandboxEnv is the command's whole environment: nothing of the parent's.
-func sandboxEnv(m *meta, extra map[string]string) []string {
+// envArgs is the command's whole environment, as NUL-separated bwrap
+// arguments (--clearenv, then --setenv K V each) for --args. Passing it this
+// way keeps secrets off bwrap's command line, which every host user can
+// read, and out of the environment of bwrap and prlimit themselves, which
+// run unsandboxed: LD_PRELOAD or LD_LIBRARY_PATH from a spec must never
+// load host libraries into them.
+func envArgs(m *meta, extra map[string]string) []byte {
 	env := map[string]string{"PATH": defaultPath, "HOME": m.Spec.Workdir, "LANG": "C.UTF-8"}
 	for k, v := range m.Spec.Env {
 		env[k] = v
@@ -137,12 +145,17 @@ func sandboxEnv(m *meta, extra map[string]string) []string {
 	for k, v := range extra {
 		env[k] = v
 	}
-	out := make([]string, 0, len(env))
-	for k, v := range env {
-		out = append(out, k+"="+v)
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
 	}
-	sort.Strings(out)
-	return out
+	sort.Strings(keys)
+	var buf bytes.Buffer
+	buf.WriteString("--clearenv\x00")
+	for _, k := range keys {
+		buf.WriteString("--setenv\x00" + k + "\x00" + env[k] + "\x00")
+	}
+	return buf.Bytes()
 }
 
 // runSpec is one process to run inside a sandbox.
@@ -197,7 +210,19 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 		return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: err}
 	}
 	defer statusR.Close()
-	extra := []*os.File{statusW}
+	// The environment can be larger than a pipe's buffer: write it while
+	// bwrap reads.
+	envR, envW, err := os.Pipe()
+	if err != nil {
+		statusW.Close()
+		return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: err}
+	}
+	defer envR.Close()
+	go func(data []byte) {
+		envW.Write(data) // fails only if bwrap died; Wait reports that
+		envW.Close()
+	}(envArgs(m, rs.env))
+	extra := []*os.File{statusW, envR}
 	if d.seccomp != nil {
 		// The program is a few hundred bytes: it fits the pipe's buffer, so
 		// it can be written whole before bwrap starts.
@@ -225,7 +250,7 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 		stderr = io.Discard
 	}
 	cmd := exec.Command(prog, args...)
-	cmd.Env = sandboxEnv(m, rs.env)
+	cmd.Env = []string{} // empty, not nil (nil would inherit ours)
 	cmd.Stdin = rs.stdin
 	cmd.Stdout = stdout
 	cmd.Stderr = io.MultiWriter(stderr, diag)

@@ -477,3 +477,26 @@ func TestConcurrentExecs(t *testing.T) {
 		t.Fatalf("list after concurrent writes: %v, %v", list, err)
 	}
 }
+
+// TestSpecEnvNeverReachesHostProcesses: bwrap and prlimit run on the host,
+// unsandboxed; a spec's LD_PRELOAD must reach only the sandboxed command.
+func TestSpecEnvNeverReachesHostProcesses(t *testing.T) {
+	hostOnly := filepath.Join(t.TempDir(), "not-a-library.so")
+	if err := os.WriteFile(hostOnly, []byte("not ELF"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := newTestDriver(t)
+	sb := create(t, d, sandbox.Spec{MemoryMiB: 512, Env: map[string]string{"LD_PRELOAD": hostOnly}})
+	res, out, errs := run(t, sb, `echo "$LD_PRELOAD"`, time.Minute)
+	if res.ExitCode != 0 || out != hostOnly+"\n" {
+		t.Fatalf("exit %d out %q err %q", res.ExitCode, out, errs)
+	}
+	// Inside, the file does not exist ("cannot open"); had a host process
+	// loaded it, ld.so would have found it and said "invalid ELF header".
+	if strings.Contains(errs, "invalid ELF header") || strings.Contains(errs, "file too short") {
+		t.Fatalf("a host process loaded the spec's LD_PRELOAD: %s", errs)
+	}
+	if !strings.Contains(errs, "cannot open shared object file") {
+		t.Fatalf("the sandboxed shell did not see LD_PRELOAD as expected: %q", errs)
+	}
+}
