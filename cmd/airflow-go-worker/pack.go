@@ -125,6 +125,10 @@ func runPack(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("pack: %w", err)
 	}
+	if err := checkPackedBundle(out, m); err != nil {
+		os.Remove(out)
+		return fmt.Errorf("pack: %w; the bundle was removed", err)
+	}
 	abs, _ := filepath.Abs(out)
 	fmt.Fprintf(stdout, "packed %s\n  %d bytes: binary %d, source %d (%s), metadata %d, trailer %d\n  sdk %s %s, supervisor_schema_version %s\n  dags:\n",
 		abs, b.Size, b.BinarySize(), b.SourceSize(), m.Source, b.MetadataSize(), footer.TrailerSize,
@@ -164,6 +168,11 @@ func fetchManifest(exe, config string) (footer.Manifest, error) {
 	if config != "" {
 		args = append(args, "--bundle-config", config)
 	}
+	// An absolute path, so exec runs this file and never searches $PATH for
+	// a bare name such as "airflow-go-worker".
+	if abs, err := filepath.Abs(exe); err == nil {
+		exe = abs
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), metadataTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, exe, args...)
@@ -189,6 +198,21 @@ func fetchManifest(exe, config string) (footer.Manifest, error) {
 		return footer.Manifest{}, fmt.Errorf("its --airflow-metadata output is not a manifest: %w", err)
 	}
 	return m, nil
+}
+
+// checkPackedBundle runs the new bundle with --airflow-metadata, as the
+// coordinator would run it, so a bundle that cannot start (for example one
+// whose embedded source region it fails to read as its config) is caught
+// here rather than at the first task. It must declare the same dags.
+func checkPackedBundle(path string, want footer.Manifest) error {
+	got, err := fetchManifest(path, "")
+	if err != nil {
+		return fmt.Errorf("the packed bundle %s does not start: %w", path, err)
+	}
+	if g, w := strings.Join(got.DagIDs(), ", "), strings.Join(want.DagIDs(), ", "); g != w {
+		return fmt.Errorf("the packed bundle %s declares dags [%s] but the executable declared [%s]; its embedded source region changes what it registers", path, g, w)
+	}
+	return nil
 }
 
 // fillManifest completes what the executable printed with what only the

@@ -42,32 +42,62 @@ dags:
 vendor_note: keep me
 `
 
-// fakeExe writes a shell script that records its arguments in args.txt and
-// prints stdout (and stderr), exiting with code. A script is enough: pack
-// only runs the executable for --airflow-metadata and copies its bytes.
+// fakeExe writes a shell script that records each run's arguments in
+// args.txt and prints stdout (and stderr), exiting with code. A script is
+// enough: pack only runs the executable for --airflow-metadata and copies its
+// bytes; the packed copy still runs, as the script exits before the footer.
 func fakeExe(t *testing.T, stdout string, code int, stderr string) string {
+	return fakeExeAsBundle(t, stdout, code, stderr, nil)
+}
+
+// fakeExeAsBundle is fakeExe whose packed copy (run from another path)
+// prints bundleStdout instead, when it is not nil.
+func fakeExeAsBundle(t *testing.T, stdout string, code int, stderr string, bundleStdout *string) string {
 	t.Helper()
 	dir := t.TempDir()
-	for name, body := range map[string]string{"stdout.txt": stdout, "stderr.txt": stderr} {
+	files := map[string]string{"stdout.txt": stdout, "stderr.txt": stderr}
+	if bundleStdout != nil {
+		files["bundle-stdout.txt"] = *bundleStdout
+	}
+	for name, body := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	script := fmt.Sprintf("#!/bin/sh\nd=$(dirname \"$0\")\nprintf '%%s\\n' \"$@\" > \"$d/args.txt\"\ncat \"$d/stderr.txt\" >&2\ncat \"$d/stdout.txt\"\nexit %d\n", code)
 	p := filepath.Join(dir, "fake-exe")
+	script := fmt.Sprintf(`#!/bin/sh
+d='%s'
+printf '%%s\n' "$@" '---' >> "$d/args.txt"
+out="$d/stdout.txt"
+if [ "$0" != "$d/fake-exe" ] && [ -f "$d/bundle-stdout.txt" ]; then out="$d/bundle-stdout.txt"; fi
+cat "$d/stderr.txt" >&2
+cat "$out"
+exit %d
+`, dir, code)
 	if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	return p
 }
 
-func recordedArgs(t *testing.T, exe string) []string {
+// recordedArgs returns the arguments of each run of the fake executable.
+func recordedArgs(t *testing.T, exe string) [][]string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(filepath.Dir(exe), "args.txt"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	var runs [][]string
+	var cur []string
+	for _, line := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+		if line == "---" {
+			runs = append(runs, cur)
+			cur = nil
+			continue
+		}
+		cur = append(cur, line)
+	}
+	return runs
 }
 
 func pack(t *testing.T, args ...string) (string, string, error) {
@@ -102,8 +132,9 @@ func TestPackInspectRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatalf("pack: %v\n%s", err, stderr)
 	}
-	if want := []string{"--airflow-metadata", "--format", "yaml", "--bundle-config", cfg}; !reflect.DeepEqual(recordedArgs(t, exe), want) {
-		t.Errorf("executable ran with %q, want %q", recordedArgs(t, exe), want)
+	// First the executable with the config, then the packed bundle on its own.
+	if want := [][]string{{"--airflow-metadata", "--format", "yaml", "--bundle-config", cfg}, {"--airflow-metadata", "--format", "yaml"}}; !reflect.DeepEqual(recordedArgs(t, exe), want) {
+		t.Errorf("runs %q, want %q", recordedArgs(t, exe), want)
 	}
 	for _, want := range []string{out, "etl: extract, 123, load", "report: render", "supervisor_schema_version 2026-10-30", "(pipeline.yaml)"} {
 		if !strings.Contains(stdout, want) {
@@ -186,8 +217,8 @@ func TestPackAcceptsJSONMetadataAndSource(t *testing.T) {
 	if _, stderr, err := pack(t, "--executable", exe, "--output", out, "--source", src); err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
-	if want := []string{"--airflow-metadata", "--format", "yaml"}; !reflect.DeepEqual(recordedArgs(t, exe), want) {
-		t.Errorf("args %q, want %q (no --bundle-config without --config)", recordedArgs(t, exe), want)
+	if want := []string{"--airflow-metadata", "--format", "yaml"}; !reflect.DeepEqual(recordedArgs(t, exe)[0], want) {
+		t.Errorf("args %q, want %q (no --bundle-config without --config)", recordedArgs(t, exe)[0], want)
 	}
 	man := inspectJSON(t, out)["manifest"].(map[string]any)
 	if man["source"] != "main.go" || man["sdk"].(map[string]any)["supervisor_schema_version"] != defaultSchemaVersion {
@@ -328,5 +359,45 @@ func TestPackAndInspectHelp(t *testing.T) {
 		if !strings.Contains(stderr.String(), "usage: airflow-go-worker "+name) || !strings.Contains(stderr.String(), "-format") && name == "inspect" || !strings.Contains(stderr.String(), "-executable") && name == "pack" {
 			t.Errorf("%s -h printed:\n%s", name, stderr.String())
 		}
+	}
+}
+
+func TestPackRemovesABundleThatDoesNotStart(t *testing.T) {
+	broken := "- not\n- a manifest\n"
+	otherDags := strings.Replace(fakeYAML, "report:", "other:", 1)
+	cases := map[string]struct {
+		bundleStdout string
+		want         string
+	}{
+		"cannot start":   {broken, "does not start"},
+		"different dags": {otherDags, "declares dags [etl, other] but the executable declared [etl, report]"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "b")
+			_, _, err := pack(t, "--executable", fakeExeAsBundle(t, fakeYAML, 0, "", &c.bundleStdout), "--output", out)
+			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "removed") {
+				t.Fatalf("error %v, want %q", err, c.want)
+			}
+			if _, err := os.Stat(out); !os.IsNotExist(err) {
+				t.Error("the broken bundle was left in place")
+			}
+		})
+	}
+}
+
+func TestPackRelativePaths(t *testing.T) {
+	exe := fakeExe(t, fakeYAML, 0, "")
+	t.Chdir(filepath.Dir(exe))
+	// Bare names must run the files here, not look them up in $PATH.
+	stdout, stderr, err := pack(t, "--executable", filepath.Base(exe), "--output", "out.bundle")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if !strings.Contains(stdout, "out.bundle") {
+		t.Errorf("output %q", stdout)
+	}
+	if got := inspectJSON(t, "out.bundle")["bundle"]; got != "out.bundle" {
+		t.Errorf("inspect names the bundle %v", got)
 	}
 }
