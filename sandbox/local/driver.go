@@ -290,7 +290,9 @@ func (d *Driver) checkSpec(spec sandbox.Spec) (string, error) {
 			break
 		}
 		rootfs = filepath.Clean(img)
-		if msg := workdirFitsRootfs(rootfs, wd); msg != "" {
+		if msg := d.rootfsExposesHost(rootfs); msg != "" {
+			errs = append(errs, msg)
+		} else if msg := workdirFitsRootfs(rootfs, wd); msg != "" {
 			errs = append(errs, msg)
 		}
 	case d.ignoreImage:
@@ -302,6 +304,27 @@ func (d *Driver) checkSpec(spec sandbox.Spec) (string, error) {
 		return "", sandbox.Refused("the local backend refuses this spec: %s", strings.Join(errs, "; "))
 	}
 	return rootfs, nil
+}
+
+// rootfsExposesHost refuses an image directory that would show the sandbox
+// the host itself ("/") or the sandboxes' root, where other sandboxes'
+// files and env (meta.json) live.
+func (d *Driver) rootfsExposesHost(rootfs string) string {
+	real, err := filepath.EvalSymlinks(rootfs)
+	if err != nil {
+		return fmt.Sprintf("image: cannot resolve %q: %v", rootfs, err)
+	}
+	if real == "/" {
+		return "image: \"/\" is the host itself; leave image empty to run on the host's userland (read-only system directories only)"
+	}
+	root, err := filepath.EvalSymlinks(d.root)
+	if err != nil {
+		root = d.root
+	}
+	if rel, err := filepath.Rel(real, root); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+		return fmt.Sprintf("image: %q contains the sandboxes' directory %s, so a sandbox would see the others; unpack the root filesystem elsewhere", rootfs, d.root)
+	}
+	return ""
 }
 
 // workdirFitsRootfs: the rootfs's top-level entries are mounted read-only,

@@ -68,6 +68,8 @@ func TestRefusals(t *testing.T) {
 		{"registry image", sandbox.Spec{Image: "python:3.12-slim"}, "cannot pull"},
 		{"image not a dir", sandbox.Spec{Image: "/nonexistent/rootfs"}, "not a directory"},
 		{"workdir in /usr", sandbox.Spec{Workdir: "/usr/local/work"}, "read-only system directory /usr"},
+		{"host root as image", sandbox.Spec{Image: "/"}, "the host itself"},
+		{"image holding the sandboxes", sandbox.Spec{Image: filepath.Dir(d.Root())}, "contains the sandboxes' directory"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
