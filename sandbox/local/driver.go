@@ -487,20 +487,21 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 }
 
 // forceRemoveAll removes a tree even where a command left directories
-// without write or search permission.
+// without write or search permission. The chmods go through an os.Root, so
+// a symlink a sandbox planted can never point them at a host directory.
 func forceRemoveAll(dir string) error {
 	if err := os.RemoveAll(dir); err == nil {
 		return nil
 	}
-	filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
-		if e != nil && e.IsDir() {
-			os.Chmod(p, 0o700)
-		}
-		if err != nil && e != nil && e.IsDir() {
-			os.Chmod(p, 0o700) // unreadable dir: fix it and walk again later
-		}
-		return nil
-	})
+	if root, err := os.OpenRoot(dir); err == nil {
+		fs.WalkDir(root.FS(), ".", func(p string, e fs.DirEntry, err error) error {
+			if e != nil && e.IsDir() {
+				root.Chmod(p, 0o700)
+			}
+			return nil
+		})
+		root.Close()
+	}
 	return os.RemoveAll(dir)
 }
 

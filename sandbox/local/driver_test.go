@@ -502,3 +502,18 @@ func TestSpecEnvNeverReachesHostProcesses(t *testing.T) {
 		t.Fatalf("the sandboxed shell did not see LD_PRELOAD as expected: %q", errs)
 	}
 }
+
+func TestDestroyRemovesUnwritableDirs(t *testing.T) {
+	d := newTestDriver(t)
+	sb := create(t, d, sandbox.Spec{})
+	run(t, sb, "mkdir -p locked/inner && touch locked/inner/f && chmod 0500 locked/inner && chmod 0 locked", time.Minute)
+	if err := sb.Destroy(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(d.Root())
+	for _, e := range entries {
+		if e.Name() != ".system" {
+			t.Errorf("left behind: %s", e.Name())
+		}
+	}
+}
