@@ -121,13 +121,20 @@ func runPack(args []string, stdout, stderr io.Writer) error {
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return fmt.Errorf("pack: --output %s: %w", out, err)
 	}
-	b, err := footer.Pack(out, exePath, source, m)
+	// Pack next to the output and try the bundle there first, so a bundle
+	// that cannot start never replaces a previous, working one.
+	staged := filepath.Join(filepath.Dir(out), "."+filepath.Base(out)+".checking")
+	b, err := footer.Pack(staged, exePath, source, m)
 	if err != nil {
 		return fmt.Errorf("pack: %w", err)
 	}
-	if err := checkPackedBundle(out, m); err != nil {
-		os.Remove(out)
-		return fmt.Errorf("pack: %w; the bundle was removed", err)
+	if err := checkPackedBundle(staged, m); err != nil {
+		os.Remove(staged)
+		return fmt.Errorf("pack: %w; nothing was written to %s", err, out)
+	}
+	if err := os.Rename(staged, out); err != nil {
+		os.Remove(staged)
+		return fmt.Errorf("pack: --output %s: %w", out, err)
 	}
 	abs, _ := filepath.Abs(out)
 	fmt.Fprintf(stdout, "packed %s\n  %d bytes: binary %d, source %d (%s), metadata %d, trailer %d\n  sdk %s %s, supervisor_schema_version %s\n  dags:\n",
@@ -207,10 +214,10 @@ func fetchManifest(exe, config string) (footer.Manifest, error) {
 func checkPackedBundle(path string, want footer.Manifest) error {
 	got, err := fetchManifest(path, "")
 	if err != nil {
-		return fmt.Errorf("the packed bundle %s does not start: %w", path, err)
+		return fmt.Errorf("the packed bundle does not start: %w", err)
 	}
 	if g, w := strings.Join(got.DagIDs(), ", "), strings.Join(want.DagIDs(), ", "); g != w {
-		return fmt.Errorf("the packed bundle %s declares dags [%s] but the executable declared [%s]; its embedded source region changes what it registers", path, g, w)
+		return fmt.Errorf("the packed bundle declares dags [%s] but the executable declared [%s]; its embedded source region changes what it registers", g, w)
 	}
 	return nil
 }

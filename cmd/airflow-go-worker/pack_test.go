@@ -167,6 +167,9 @@ func TestPackInspectRoundTrip(t *testing.T) {
 	case string(tr[56:]) != "AFBNDL01":
 		t.Error("magic missing")
 	}
+	if entries, _ := os.ReadDir(filepath.Dir(out)); len(entries) != 1 {
+		t.Errorf("the output directory holds %d files, want just the bundle", len(entries))
+	}
 	if st, _ := os.Stat(out); st.Mode().Perm() != 0o755 {
 		t.Errorf("bundle mode %v, want 0755", st.Mode().Perm())
 	}
@@ -374,13 +377,20 @@ func TestPackRemovesABundleThatDoesNotStart(t *testing.T) {
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			out := filepath.Join(t.TempDir(), "b")
+			dir := t.TempDir()
+			out := filepath.Join(dir, "b")
+			if err := os.WriteFile(out, []byte("previous bundle"), 0o755); err != nil {
+				t.Fatal(err)
+			}
 			_, _, err := pack(t, "--executable", fakeExeAsBundle(t, fakeYAML, 0, "", &c.bundleStdout), "--output", out)
-			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "removed") {
+			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "nothing was written to "+out) {
 				t.Fatalf("error %v, want %q", err, c.want)
 			}
-			if _, err := os.Stat(out); !os.IsNotExist(err) {
-				t.Error("the broken bundle was left in place")
+			if b, _ := os.ReadFile(out); string(b) != "previous bundle" {
+				t.Error("a bundle that cannot start replaced the previous one")
+			}
+			if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+				t.Errorf("%d files left in the output directory, want only the previous bundle", len(entries))
 			}
 		})
 	}
