@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -101,8 +102,13 @@ func newS3Client(ctx context.Context, cfg *connections.AWSConfig, bucket string)
 		return nil, 0, fmt.Errorf("loading AWS configuration: %w; check AWS_* environment variables and ~/.aws/config", err)
 	}
 	endpoint := c.EndpointURL
-	if endpoint == "" && awsCfg.BaseEndpoint != nil {
-		endpoint = *awsCfg.BaseEndpoint // AWS_ENDPOINT_URL(_S3)
+	if endpoint == "" && os.Getenv("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS") != "true" {
+		// The SDK would apply these by itself, but we must know about them
+		// to switch to path-style addressing.
+		endpoint = os.Getenv("AWS_ENDPOINT_URL_S3")
+		if endpoint == "" && awsCfg.BaseEndpoint != nil {
+			endpoint = *awsCfg.BaseEndpoint // AWS_ENDPOINT_URL
+		}
 	}
 	checksums := aws.RequestChecksumCalculationWhenSupported
 	if endpoint != "" {

@@ -206,7 +206,8 @@ func TestDefaultCredentialChainFromEnvironment(t *testing.T) {
 	t.Setenv("AWS_ACCESS_KEY_ID", b.s3.AccessKey)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", b.s3.SecretKey)
 	t.Setenv("AWS_REGION", b.s3.Region)
-	t.Setenv("AWS_ENDPOINT_URL_S3", b.s3.Endpoint)
+	// A host name, not an IP: only path-style addressing reaches the bucket.
+	t.Setenv("AWS_ENDPOINT_URL_S3", strings.Replace(b.s3.Endpoint, "127.0.0.1", "localhost", 1))
 	t.Setenv("AWS_CONFIG_FILE", "/nonexistent")
 	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
 	if _, err := Put(context.Background(), b.url("from-env"), strings.NewReader("env"), Options{}); err != nil {
