@@ -136,6 +136,10 @@ func New(opts Options) (*Driver, error) {
 // Backend returns "opensandbox".
 func (d *Driver) Backend() string { return Backend }
 
+// Config is the connection configuration in use (API key included: do
+// not log it; its String method hides the key).
+func (d *Driver) Config() connections.OpenSandboxConfig { return d.cfg }
+
 // Lifecycle exposes the lifecycle client, for operations the portable API
 // does not have (pause, diagnostics through raw calls, renew).
 func (d *Driver) Lifecycle() *LifecycleClient { return d.life }

@@ -136,8 +136,9 @@ func detailText(raw json.RawMessage) string {
 }
 
 // classify marks err retryable or terminal: API errors by status, transport
-// failures (refused, reset, timed out) as retryable. Context cancellation by
-// the caller stays terminal: the task is being stopped.
+// failures (refused, reset, timed out) as retryable, anything else (our
+// own findings) terminal. Context cancellation by the caller stays
+// terminal: the task is being stopped.
 func classify(err error) error {
 	if err == nil {
 		return nil
@@ -149,13 +150,24 @@ func classify(err error) error {
 		}
 		return err
 	}
-	if errors.Is(err, context.Canceled) {
-		return err
+	var te *TransportError
+	if errors.As(err, &te) && !errors.Is(err, context.Canceled) {
+		return sandbox.Retryable(err)
 	}
-	return sandbox.Retryable(err)
+	return err
 }
 
-// transportError describes a request that got no HTTP answer.
-func transportError(op string, err error) error {
-	return fmt.Errorf("OpenSandbox could not %s: %w; check that the server is reachable (domain, protocol, network) and retry", op, err)
+// TransportError is a request that got no HTTP answer (refused, reset,
+// timed out, cut mid-body): worth retrying.
+type TransportError struct {
+	Op  string
+	Err error
 }
+
+func (e *TransportError) Error() string {
+	return fmt.Sprintf("OpenSandbox could not %s: %v; check that the server is reachable (domain, protocol, network) and retry", e.Op, e.Err)
+}
+
+func (e *TransportError) Unwrap() error { return e.Err }
+
+func transportError(op string, err error) error { return &TransportError{Op: op, Err: err} }

@@ -165,16 +165,6 @@ func (c *ExecdClient) DeleteFile(ctx context.Context, path string) error {
 	return expect(resp, op, http.StatusOK)
 }
 
-// RemoveDir removes a directory tree (rm -rf).
-func (c *ExecdClient) RemoveDir(ctx context.Context, path string) error {
-	op := "remove directory " + path
-	resp, err := c.send(ctx, c.unary, op, http.MethodDelete, "/directories", url.Values{"path": {path}}, nil)
-	if err != nil {
-		return err
-	}
-	return expect(resp, op, http.StatusOK)
-}
-
 // Upload streams r into path with mode, as one multipart pair (a metadata
 // part, which execd only accepts with a filename, then the file part). The
 // body is produced while it is sent, so memory stays bounded whatever the

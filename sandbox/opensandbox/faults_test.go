@@ -444,3 +444,92 @@ func TestExpiredSandboxIsGone(t *testing.T) {
 		t.Fatalf("exec after expiry: %v", err)
 	}
 }
+
+// The create call's answer is lost after the server made the sandbox: the
+// driver finds it by name and deletes it, and the error is retryable.
+func TestLostCreateAnswerLeaksNothing(t *testing.T) {
+	e := newEnv(t, fakeopensandbox.Options{}, nil)
+	e.srv.LoseNextCreateAnswer()
+	_, err := sandbox.Create(ctxT(t), e.drv, sandbox.Spec{})
+	if err == nil || !sandbox.IsRetryable(err) {
+		t.Fatalf("err = %v", err)
+	}
+	if len(e.srv.CreateRequests()) != 1 {
+		t.Fatal("the create never reached the server")
+	}
+	noSandboxesLeft(t, e.srv)
+}
+
+// A sandbox that fails while starting is a terminal error naming the
+// server's reason, and it is deleted.
+func TestFailedWhileStarting(t *testing.T) {
+	e := newEnv(t, fakeopensandbox.Options{PendingFor: time.Hour}, nil)
+	go func() {
+		for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if sbs := e.srv.Sandboxes(); len(sbs) == 1 {
+				e.srv.SetState(sbs[0].ID, "Failed", "IMAGE_PULL_ERROR")
+				return
+			}
+		}
+	}()
+	_, err := sandbox.Create(ctxT(t), e.drv, sandbox.Spec{})
+	if err == nil || sandbox.IsRetryable(err) || !strings.Contains(err.Error(), "Failed (IMAGE_PULL_ERROR") {
+		t.Fatalf("err = %v", err)
+	}
+	noSandboxesLeft(t, e.srv)
+}
+
+// Unknown states are waited out, like Pending.
+func TestUnknownStateIsTolerated(t *testing.T) {
+	e := newEnv(t, fakeopensandbox.Options{PendingFor: time.Hour}, nil)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if sbs := e.srv.Sandboxes(); len(sbs) == 1 {
+				e.srv.SetState(sbs[0].ID, "Warming", "")
+				// Let the driver poll the unknown state twice.
+				for n := e.srv.Calls(fakeopensandbox.RouteGet); e.srv.Calls(fakeopensandbox.RouteGet) < n+2 && time.Now().Before(deadline); {
+					time.Sleep(10 * time.Millisecond)
+				}
+				e.srv.SetState(sbs[0].ID, "Running", "")
+				return
+			}
+		}
+	}()
+	create(t, e, sandbox.Spec{})
+	<-done
+	if e.srv.Sandboxes()[0].State != "Running" {
+		t.Fatal("the state was never forced; the test proves nothing")
+	}
+}
+
+// Another process (a later task) reaches a sandbox through its id alone:
+// the execd endpoint and the workdir come from the server.
+func TestSecondDriverUsesWorkdirFromTags(t *testing.T) {
+	e := newEnv(t, fakeopensandbox.Options{}, nil)
+	ctx := ctxT(t)
+	sb := create(t, e, sandbox.Spec{Workdir: "/tmp/job"})
+	other, err := opensandbox.New(opensandbox.Options{Config: e.drv.Config()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	var out bytes.Buffer
+	res, err := sandbox.Open(other, sb.ID()).Exec(ctx, "pwd", sandbox.ExecOptions{Stdout: &out})
+	if err != nil || res.ExitCode != 0 || out.String() != "/tmp/job\n" {
+		t.Fatalf("pwd from a second driver: %q %+v %v", out.String(), res, err)
+	}
+	// Tags survive for it too, and a gone sandbox is ErrGone for SetTags.
+	tags, err := other.Tags(ctx, sb.ID())
+	if err != nil || tags[sandbox.TagWorkdir] != "/tmp/job" {
+		t.Fatalf("tags %v %v", tags, err)
+	}
+	e.srv.SetState(sb.ID(), "Terminated", "CONTAINER_EXITED")
+	if err := other.SetTags(ctx, sb.ID(), tags); !errors.Is(err, sandbox.ErrGone) {
+		t.Fatalf("set tags on a terminated sandbox: %v", err)
+	}
+	if _, err := other.ListSandboxes(ctx, map[string]string{"bad key": "v"}); err == nil {
+		t.Fatal("a tag name that cannot be metadata was accepted as a filter")
+	}
+}

@@ -159,11 +159,29 @@ func (d *Driver) OpenFile(ctx context.Context, id, p string, maxBytes int64) (io
 	if err != nil {
 		return nil, 0, d.fileError(ctx, "read", id, p, err)
 	}
+	rc = &brokenDownload{rc: rc, id: id, path: p}
 	if maxBytes >= 0 {
 		rc = &cappedReader{rc: rc, left: maxBytes, path: p, max: maxBytes}
 	}
 	return rc, size, nil
 }
+
+// brokenDownload marks a download that breaks mid-body as retryable: the
+// connection failed, not the file.
+type brokenDownload struct {
+	rc       io.ReadCloser
+	id, path string
+}
+
+func (b *brokenDownload) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if err != nil && err != io.EOF {
+		err = &sandbox.Error{Op: "read", Sandbox: b.id, Path: b.path, Retryable: true, Err: fmt.Errorf("the download broke: %w", err)}
+	}
+	return n, err
+}
+
+func (b *brokenDownload) Close() error { return b.rc.Close() }
 
 // cappedReader fails with a TooLargeError once more than max bytes arrive.
 type cappedReader struct {

@@ -114,8 +114,10 @@ type Server struct {
 	mu        sync.Mutex
 	sandboxes map[string]*sbx
 	faults    map[string][]int // route -> statuses for the next calls
+	calls     map[string]int   // route -> calls received
 	drop      int              // >0: the next command stream is cut after this many events
 	vanish    bool             // the next command's sandbox vanishes after its first output
+	loseAns   bool             // the next create succeeds but its answer is lost
 	creates   []json.RawMessage
 	ignorePol bool
 	pending   time.Duration
@@ -132,6 +134,7 @@ type sbx struct {
 	readyAt     time.Time
 	expiresAt   time.Time // zero: no expiry
 	timer       *time.Timer
+	forced      *status // a state forced by SetState
 	directToken string
 	egressToken string
 	gone        chan struct{}
@@ -165,7 +168,7 @@ func Start(tb testing.TB, opts Options) *Server {
 	tb.Helper()
 	s := &Server{
 		opts: opts, closing: make(chan struct{}),
-		sandboxes: map[string]*sbx{}, faults: map[string][]int{},
+		sandboxes: map[string]*sbx{}, faults: map[string][]int{}, calls: map[string]int{},
 		ignorePol: opts.IgnoreNetworkPolicy, pending: opts.PendingFor,
 	}
 	s.log = opts.Logger
@@ -291,6 +294,39 @@ func (s *Server) VanishDuringNextCommand() {
 	s.mu.Unlock()
 }
 
+// Calls counts the requests a route has received (injected failures included).
+func (s *Server) Calls(route string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls[route]
+}
+
+// LoseNextCreateAnswer makes the next create succeed on the server but cut
+// the connection before answering, as a timeout or a proxy failure would.
+func (s *Server) LoseNextCreateAnswer() {
+	s.mu.Lock()
+	s.loseAns = true
+	s.mu.Unlock()
+}
+
+// SetState forces a sandbox's reported state (e.g. "Failed" with a reason),
+// as the runtime would after a crash; it reports whether the sandbox exists.
+func (s *Server) SetState(id, state, reason string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.sandboxes[id]
+	if ok {
+		b.forced = &status{State: state, Reason: reason, Message: "forced by the test"}
+	}
+	return ok
+}
+
+type status struct {
+	State   string `json:"state"`
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
 // SetPendingFor changes how long new sandboxes stay Pending.
 func (s *Server) SetPendingFor(d time.Duration) {
 	s.mu.Lock()
@@ -312,6 +348,7 @@ func (s *Server) Vanish(id string) bool { return s.remove(id) }
 // injected answers with a pending fault for route, if any.
 func (s *Server) injected(route string, w http.ResponseWriter) bool {
 	s.mu.Lock()
+	s.calls[route]++
 	q := s.faults[route]
 	if len(q) == 0 {
 		s.mu.Unlock()
@@ -325,6 +362,9 @@ func (s *Server) injected(route string, w http.ResponseWriter) bool {
 }
 
 func (s *Server) state(b *sbx) string {
+	if b.forced != nil {
+		return b.forced.State
+	}
 	if time.Now().Before(b.readyAt) {
 		return "Pending"
 	}
@@ -575,7 +615,12 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	}
 	s.sandboxes[id] = b
 	resp := s.record(b)
+	lose := s.loseAns
+	s.loseAns = false
 	s.mu.Unlock()
+	if lose {
+		panic(http.ErrAbortHandler)
+	}
 	writeJSON(w, http.StatusAccepted, resp)
 }
 
@@ -589,10 +634,14 @@ func readBody(r *http.Request) ([]byte, error) {
 
 // record is the JSON of a sandbox (with s.mu held).
 func (s *Server) record(b *sbx) map[string]any {
+	st := status{State: s.state(b), Reason: strings.ToUpper(s.state(b))}
+	if b.forced != nil {
+		st = *b.forced
+	}
 	rec := map[string]any{
 		"id":         b.id,
 		"image":      map[string]string{"uri": b.image},
-		"status":     map[string]string{"state": s.state(b), "reason": strings.ToUpper(s.state(b))},
+		"status":     st,
 		"entrypoint": b.entrypoint,
 		"createdAt":  b.createdAt.Format(time.RFC3339Nano),
 	}
