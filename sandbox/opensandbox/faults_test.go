@@ -533,3 +533,24 @@ func TestSecondDriverUsesWorkdirFromTags(t *testing.T) {
 		t.Fatal("a tag name that cannot be metadata was accepted as a filter")
 	}
 }
+
+// A download cut mid-body fails the read with a retryable error instead of
+// passing off a short file as whole.
+func TestCutDownloadIsRetryable(t *testing.T) {
+	e := newEnv(t, fakeopensandbox.Options{}, nil)
+	ctx := ctxT(t)
+	sb := create(t, e, sandbox.Spec{})
+	if err := sb.WriteFile(ctx, "big.bin", bytes.NewReader(make([]byte, 1<<20)), 0); err != nil {
+		t.Fatal(err)
+	}
+	e.srv.CutNextDownload(1000)
+	rc, size, err := sb.OpenFile(ctx, "big.bin", 2<<20)
+	if err != nil || size != 1<<20 {
+		t.Fatalf("open: %d %v", size, err)
+	}
+	n, err := io.Copy(io.Discard, rc)
+	rc.Close()
+	if err == nil || !sandbox.IsRetryable(err) || n >= 1<<20 {
+		t.Fatalf("read %d bytes, err %v", n, err)
+	}
+}

@@ -412,6 +412,14 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request, b *sbx) {
 		return
 	}
 	defer rc.Close()
+	s.mu.Lock()
+	cut := s.cutDown
+	s.cutDown = 0
+	s.mu.Unlock()
+	if cut > 0 {
+		defer func() { panic(http.ErrAbortHandler) }()
+		w = &cutWriter{ResponseWriter: w, left: cut}
+	}
 	w.Header().Set("Accept-Ranges", "bytes")
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", path.Base(p)))
@@ -436,6 +444,30 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request, b *sbx) {
 	w.Header().Set("Content-Length", strconv.FormatInt(to-from+1, 10))
 	w.WriteHeader(http.StatusPartialContent)
 	io.CopyN(w, rc, to-from+1)
+}
+
+// cutWriter stops passing bytes on after left of them.
+type cutWriter struct {
+	http.ResponseWriter
+	left int64
+}
+
+func (c *cutWriter) Write(p []byte) (int, error) {
+	if c.left <= 0 {
+		return 0, errStreamClosed
+	}
+	if int64(len(p)) > c.left {
+		p = p[:c.left]
+	}
+	n, err := c.ResponseWriter.Write(p)
+	c.left -= int64(n)
+	if f, ok := c.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+	if err == nil && c.left <= 0 {
+		err = errStreamClosed
+	}
+	return n, err
 }
 
 // parseRange reads "bytes=a-b" or "bytes=a-" (first range only).

@@ -118,6 +118,7 @@ type Server struct {
 	drop      int              // >0: the next command stream is cut after this many events
 	vanish    bool             // the next command's sandbox vanishes after its first output
 	loseAns   bool             // the next create succeeds but its answer is lost
+	cutDown   int64            // >0: the next download is cut after this many bytes
 	creates   []json.RawMessage
 	ignorePol bool
 	pending   time.Duration
@@ -306,6 +307,13 @@ func (s *Server) Calls(route string) int {
 func (s *Server) LoseNextCreateAnswer() {
 	s.mu.Lock()
 	s.loseAns = true
+	s.mu.Unlock()
+}
+
+// CutNextDownload cuts the next file download after n bytes of body.
+func (s *Server) CutNextDownload(n int64) {
+	s.mu.Lock()
+	s.cutDown = n
 	s.mu.Unlock()
 }
 
