@@ -96,7 +96,7 @@ type Options struct {
 	// Lifetime, when set, replaces every requested timeout (which the API
 	// requires to be at least 60 s), so tests can watch sandboxes expire.
 	Lifetime time.Duration
-	Logger     hclog.Logger
+	Logger   hclog.Logger
 }
 
 // Server is a running fake.
