@@ -24,6 +24,9 @@ func (d *Driver) fileError(ctx context.Context, op, id, p string, err error) err
 			d.forget(id)
 			return fail(op, id, p, sandbox.ErrGone, err)
 		}
+		if api.Code == "FILE_NOT_FOUND" { // execd itself answered: the sandbox lives
+			return fail(op, id, p, sandbox.ErrNotFound, nil)
+		}
 		if _, gerr := d.record(ctx, op, id); errors.Is(gerr, sandbox.ErrGone) {
 			return gerr
 		}
