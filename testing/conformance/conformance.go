@@ -3,6 +3,22 @@
 // contract through the portable sandbox API only (sandbox.Create, Open,
 // Attach, Release), running nothing inside the sandboxes but POSIX sh,
 // coreutils and bash, so that it is backend-neutral.
+//
+// A driver's test:
+//
+//	func TestConformance(t *testing.T) {
+//		conformance.Run(t, func(t *testing.T) sandbox.Driver {
+//			d := newDriverForTest(t) // registers its own t.Cleanup
+//			return d
+//		}, conformance.Options{
+//			SupportsTags: true,
+//			RefusedSpec:  &sandbox.Spec{CPU: 1000}, // something it must refuse
+//		})
+//	}
+//
+// Backends whose fake servers run commands as local processes can get real
+// isolation (no network, clean env, private files) by running those
+// commands through sandbox/local.
 package conformance
 
 import (
