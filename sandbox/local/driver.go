@@ -69,7 +69,11 @@ type Options struct {
 	// OpenSandbox) on the host's userland instead of refusing them, with a
 	// warning. For demos and tests.
 	IgnoreImage bool
-	Logger      hclog.Logger
+	// IgnoreCPU runs specs that ask for cpu without limiting it, with a
+	// warning, instead of refusing them. For demos of Dags written for
+	// Modal; never the default, since a limit must not be dropped silently.
+	IgnoreCPU bool
+	Logger    hclog.Logger
 }
 
 // Driver implements sandbox.Driver with bubblewrap.
@@ -78,6 +82,7 @@ type Driver struct {
 	bwrap       string
 	prlimit     string
 	ignoreImage bool
+	ignoreCPU   bool
 	log         hclog.Logger
 	system      string // generated /etc files shared by all sandboxes
 	// disableUserns: bwrap is new enough (0.8+) for --disable-userns.
@@ -133,7 +138,7 @@ func New(opts Options) (*Driver, error) {
 		return nil, fmt.Errorf("cannot create the local sandbox root %s: %v; choose a writable directory (Options.Root)", root, err)
 	}
 	d := &Driver{
-		root: root, bwrap: bwPath, prlimit: plPath, ignoreImage: opts.IgnoreImage,
+		root: root, bwrap: bwPath, prlimit: plPath, ignoreImage: opts.IgnoreImage, ignoreCPU: opts.IgnoreCPU,
 		log: log, now: time.Now, running: map[string]map[*exec.Cmd]*execState{},
 		seccomp: seccompProgram(),
 	}
@@ -265,7 +270,9 @@ func (d *Driver) checkSpec(spec sandbox.Spec) (string, error) {
 	if len(net.AllowHosts) > 0 || len(net.AllowCIDRs) > 0 {
 		errs = append(errs, "network: the local backend cannot enforce allow_hosts/allow_cidrs (bubblewrap has no egress filter); use block: true with no allowlist, block: false for the host network, or a backend such as modal")
 	}
-	if spec.CPU > 0 {
+	if spec.CPU > 0 && d.ignoreCPU {
+		d.log.Warn("local backend cannot limit cpu; running without a cpu limit", "cpu", spec.CPU)
+	} else if spec.CPU > 0 {
 		errs = append(errs, fmt.Sprintf("cpu: the local backend cannot limit cpu (asked for %v cores); leave cpu unset for local runs", spec.CPU))
 	}
 	if spec.MemoryMiB > 0 && d.prlimit == "" {

@@ -90,12 +90,12 @@ func TestRefusals(t *testing.T) {
 	}
 }
 
-func TestIgnoreImageRunsOnHost(t *testing.T) {
-	d, err := New(Options{Root: t.TempDir(), IgnoreImage: true})
+func TestIgnoreImageAndCPURunOnHost(t *testing.T) {
+	d, err := New(Options{Root: t.TempDir(), IgnoreImage: true, IgnoreCPU: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb := create(t, d, sandbox.Spec{Image: "python:3.12-slim"})
+	sb := create(t, d, sandbox.Spec{Image: "python:3.12-slim", CPU: 2})
 	res, out, _ := run(t, sb, "echo ran", time.Minute)
 	if res.ExitCode != 0 || out != "ran\n" {
 		t.Fatalf("exit %d, out %q", res.ExitCode, out)
