@@ -89,10 +89,11 @@ func (o *outputStream) line(text string) error {
 		o.write(text)
 	}
 	o.owed = true
-	if o.timer != nil {
-		o.timer.Stop()
+	if o.timer == nil {
+		o.timer = time.AfterFunc(o.delay, o.payNewline)
+	} else {
+		o.timer.Reset(o.delay)
 	}
-	o.timer = time.AfterFunc(o.delay, o.payNewline)
 	return o.err
 }
 
