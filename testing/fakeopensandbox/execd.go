@@ -98,7 +98,7 @@ func (s *Server) serveExecd(w http.ResponseWriter, r *http.Request, b *sbx, sub 
 			s.mkdir(w, r, b)
 		}
 	case r.Method == http.MethodDelete && (sub == "/files" || sub == "/directories"):
-		if !route(RouteDelete2) {
+		if !route(RouteDeleteFiles) {
 			s.deleteFiles(w, r, b, sub == "/directories")
 		}
 	default:
