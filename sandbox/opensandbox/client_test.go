@@ -274,3 +274,23 @@ func TestTimestampFormats(t *testing.T) {
 		t.Fatalf("record %+v: %v", rec, err)
 	}
 }
+
+func TestEndpointWithReachableHost(t *testing.T) {
+	cases := []struct {
+		ep    string
+		proxy bool
+		want  string
+	}{
+		{"0.0.0.0:8080/sandboxes/x/proxy/44772", true, "os.example:8080/sandboxes/x/proxy/44772"},
+		{"0.0.0.0:40123/proxy/44772", false, "os.example:40123/proxy/44772"},
+		{"[::]:40123", false, "os.example:40123"},
+		{"10.1.2.3:40123/proxy/44772", false, "10.1.2.3:40123/proxy/44772"},
+		{"sbx-44772.example.com", false, "sbx-44772.example.com"},
+		{"http://0.0.0.0:9/p", true, "http://os.example:8080/p"},
+	}
+	for _, c := range cases {
+		if got := (Endpoint{Endpoint: c.ep}).withReachableHost("os.example:8080", c.proxy).Endpoint; got != c.want {
+			t.Errorf("%s (proxy %v): got %s want %s", c.ep, c.proxy, got, c.want)
+		}
+	}
+}

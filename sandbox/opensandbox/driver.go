@@ -400,6 +400,7 @@ func (d *Driver) lookupExecd(ctx context.Context, id string) (*ExecdClient, erro
 		}
 		return nil, fail("connect", id, "", nil, err)
 	}
+	ep = ep.withReachableHost(d.cfg.Domain, d.cfg.UseServerProxy)
 	ex := NewExecdClient(ep.URL(d.cfg.Protocol), ep.Headers, d.unary, d.stream)
 	d.mu.Lock()
 	d.execd[id] = ex
@@ -438,6 +439,7 @@ func (d *Driver) verifyEgress(ctx context.Context, id string, hosts []string, de
 	err := poll(ctx, deadline, func() (bool, error) {
 		ep, err := d.life.Endpoint(ctx, id, EgressPort, d.cfg.UseServerProxy)
 		if err == nil {
+			ep = ep.withReachableHost(d.cfg.Domain, d.cfg.UseServerProxy)
 			got, err = NewEgressClient(ep.URL(d.cfg.Protocol), ep.Headers, d.unary).Policy(ctx)
 		}
 		if err == nil {

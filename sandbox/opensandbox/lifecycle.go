@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -108,6 +109,41 @@ func (e Endpoint) URL(protocol string) string {
 		return ep
 	}
 	return protocol + "://" + ep
+}
+
+// withReachableHost fixes an endpoint whose host is an unspecified address
+// (0.0.0.0, [::]): a server without server.eip advertises its bind address,
+// which a remote worker cannot dial. The configured server host replaces
+// it; through the server proxy the whole host:port is the server's.
+func (e Endpoint) withReachableHost(serverDomain string, viaServerProxy bool) Endpoint {
+	ep := e.Endpoint
+	scheme := ""
+	if i := strings.Index(ep, "://"); i >= 0 {
+		scheme, ep = ep[:i+3], ep[i+3:]
+	}
+	hostport, rest, _ := strings.Cut(ep, "/")
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host, port = hostport, ""
+	}
+	if ip := net.ParseIP(strings.Trim(host, "[]")); ip == nil || !ip.IsUnspecified() {
+		return e
+	}
+	switch {
+	case viaServerProxy || port == "":
+		hostport = serverDomain
+	default:
+		serverHost, _, err := net.SplitHostPort(serverDomain)
+		if err != nil {
+			serverHost = serverDomain
+		}
+		hostport = net.JoinHostPort(strings.Trim(serverHost, "[]"), port)
+	}
+	e.Endpoint = scheme + hostport
+	if rest != "" {
+		e.Endpoint += "/" + rest
+	}
+	return e
 }
 
 // Create posts the sandbox and returns the server's first answer (often
