@@ -59,6 +59,9 @@ type Driver struct {
 	appMu sync.Mutex
 	app   *modal.App
 
+	imageMu sync.Mutex
+	images  map[string]*modal.Image // built, by registry tag
+
 	mu      sync.Mutex
 	handles map[string]*modal.Sandbox // by sandbox id; reuses router connections
 }
@@ -100,7 +103,7 @@ func New(ctx context.Context, opts Options) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("modal driver: cannot build the Modal client (%s): %v", creds, err)
 	}
-	return &Driver{opts: opts, log: log, client: client, handles: map[string]*modal.Sandbox{}}, nil
+	return &Driver{opts: opts, log: log, client: client, handles: map[string]*modal.Sandbox{}, images: map[string]*modal.Image{}}, nil
 }
 
 // Backend is "modal".
@@ -173,6 +176,31 @@ func (d *Driver) appHandle(ctx context.Context) (*modal.App, error) {
 	return app, nil
 }
 
+// image returns the built SDK image for a registry tag, building it once:
+// later creates then skip the ImageGetOrCreate round trip, and no two
+// creates race on the SDK's lazily filled image id.
+func (d *Driver) image(ctx context.Context, app *modal.App, tag string) (*modal.Image, error) {
+	d.imageMu.Lock()
+	defer d.imageMu.Unlock()
+	if img := d.images[tag]; img != nil {
+		return img, nil
+	}
+	var built *modal.Image
+	err := d.retry(ctx, "build image", "", func() error {
+		var err error
+		built, err = d.client.Images.FromRegistry(tag, nil).Build(ctx, app, nil)
+		if err != nil {
+			return mapErr("build image "+tag, "", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	d.images[tag] = built
+	return built, nil
+}
+
 // retry runs fn until it succeeds, fails terminally, or the attempts run out.
 func (d *Driver) retry(ctx context.Context, op, id string, fn func() error) error {
 	delay := d.opts.RetryDelay
@@ -205,7 +233,10 @@ func (d *Driver) Create(ctx context.Context, name string, spec sandbox.Spec) (sa
 	if image == "" {
 		image = DefaultImage
 	}
-	img := d.client.Images.FromRegistry(image, nil)
+	img, err := d.image(ctx, app, image)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
 
 	var sb *modal.Sandbox
 	maybeCreated := false

@@ -567,3 +567,14 @@ func TestExecCancelAndPerCommandOptions(t *testing.T) {
 		t.Fatalf("cancelled exec returned after %v", d)
 	}
 }
+
+func TestNoStdinMeansEmptyStdin(t *testing.T) {
+	_, drv := newFake(t, nil)
+	sb := mustCreate(t, drv, sandbox.Spec{})
+	defer sb.Destroy(context.Background())
+	var out bytes.Buffer
+	res, err := sb.Exec(context.Background(), `cat; echo "end:$0"; exit 4`, sandbox.ExecOptions{Timeout: 20 * time.Second, Stdout: &out})
+	if err != nil || res.TimedOut || res.ExitCode != 4 || out.String() != "end:sh\n" {
+		t.Fatalf("a command reading stdin must see EOF at once: %+v %v %q", res, err, out.String())
+	}
+}

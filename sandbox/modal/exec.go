@@ -48,15 +48,17 @@ func (d *Driver) start(ctx context.Context, id string, argv []string, params *mo
 		return nil, err
 	}
 	p := &process{cp: cp, stdin: make(chan struct{})}
-	go func() {
-		defer close(p.stdin)
-		if stdin != nil {
+	if stdin == nil {
+		close(p.stdin) // callers without stdin give commands /dev/null instead
+	} else {
+		go func() {
+			defer close(p.stdin)
 			// Hide WriterTo so the copy goes in bounded chunks, not one
 			// message as big as the input.
 			io.CopyBuffer(cp.Stdin, struct{ io.Reader }{stdin}, make([]byte, stdinChunk)) //nolint:errcheck // a command that exits early stops reading
-		}
-		cp.Stdin.Close() //nolint:errcheck // EOF, so commands reading stdin end
-	}()
+			cp.Stdin.Close()                                                              //nolint:errcheck // EOF, so commands reading stdin end
+		}()
+	}
 	for _, pair := range []struct {
 		w io.Writer
 		r io.Reader
@@ -85,7 +87,14 @@ func (d *Driver) Exec(ctx context.Context, id string, req sandbox.ExecRequest) (
 	budget := wholeSeconds(req.Timeout)
 	res := sandbox.ExecResult{AppliedTimeout: budget}
 	begin := time.Now()
-	p, err := d.start(ctx, id, []string{"sh", "-c", req.Command},
+	argv := []string{"sh", "-c", req.Command}
+	if req.Stdin == nil {
+		// Empty stdin, as the driver contract says. Modal keeps an exec's
+		// stdin open until told otherwise; redirecting here saves the
+		// round trip that would close it.
+		argv = []string{"sh", "-c", `exec sh -c "$1" </dev/null`, "sh", req.Command}
+	}
+	p, err := d.start(ctx, id, argv,
 		&modal.SandboxExecParams{Workdir: req.Workdir, Env: req.Env, Timeout: budget},
 		req.Stdin, req.Stdout, req.Stderr)
 	if err != nil {
