@@ -70,15 +70,13 @@ type Server struct {
 	lis     net.Listener
 	grpc    *grpc.Server
 	addr    string
-	start   time.Time
 
 	authJWT   string
 	routerJWT string
 
 	mu              sync.Mutex
 	seq             int
-	apps            map[string]string // env + "/" + name -> app id
-	envs            map[string]bool
+	apps            map[string]string       // env + "/" + name -> app id
 	sandboxes       map[string]*fakeSandbox // by sandbox id
 	byTask          map[string]*fakeSandbox
 	creates         []CreateRecord
@@ -139,8 +137,8 @@ func New(opts Options) (*Server, error) {
 		log = hclog.NewNullLogger()
 	}
 	s := &Server{
-		opts: opts, log: log, exec: opts.Exec, start: time.Now(),
-		apps: map[string]string{}, envs: map[string]bool{},
+		opts: opts, log: log, exec: opts.Exec,
+		apps:      map[string]string{},
 		sandboxes: map[string]*fakeSandbox{}, byTask: map[string]*fakeSandbox{},
 		calls: map[string]int{}, faults: map[string][]error{}, idempotent: map[string]*fakeSandbox{},
 	}
