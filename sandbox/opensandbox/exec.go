@@ -274,6 +274,9 @@ func (d *Driver) streamEnded(ctx, wall context.Context, id string, res sandbox.E
 	case ctx.Err() != nil:
 		interrupt()
 		return res, fail("exec", id, "", nil, fmt.Errorf("the task was stopped; the command was interrupted: %w", ctx.Err()))
+	case errors.Is(cause, ErrEventTooLarge):
+		interrupt()
+		return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: fmt.Errorf("the command printed a line longer than %d MiB, which is not streamed; the command was interrupted; write such output to a file and read that instead", MaxEventBytes>>20)}
 	case wall.Err() != nil:
 		interrupt()
 		d.log.Warn("execd did not report the end of a command after its timeout; treating it as timed out", "id", id)

@@ -554,3 +554,17 @@ func TestCutDownloadIsRetryable(t *testing.T) {
 		t.Fatalf("read %d bytes, err %v", n, err)
 	}
 }
+
+// A single output line beyond the stream bound stops the command with a
+// terminal error instead of growing memory without end.
+func TestOverlongOutputLine(t *testing.T) {
+	e := newEnv(t, fakeopensandbox.Options{}, nil)
+	sb := create(t, e, sandbox.Spec{})
+	_, err := sb.Exec(ctxT(t), "head -c 17000000 /dev/zero | tr '\\0' x; echo", sandbox.ExecOptions{Timeout: time.Minute})
+	if err == nil || sandbox.IsRetryable(err) || !strings.Contains(err.Error(), "longer than 16 MiB") {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := e.drv.Info(ctxT(t), sb.ID()); err != nil {
+		t.Fatalf("the sandbox should survive: %v", err)
+	}
+}
