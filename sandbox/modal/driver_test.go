@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	pb "github.com/modal-labs/modal-client/go/proto/modal_proto"
 	"google.golang.org/grpc/codes"
 
@@ -576,5 +577,43 @@ func TestNoStdinMeansEmptyStdin(t *testing.T) {
 	res, err := sb.Exec(context.Background(), `cat; echo "end:$0"; exit 4`, sandbox.ExecOptions{Timeout: 20 * time.Second, Stdout: &out})
 	if err != nil || res.TimedOut || res.ExitCode != 4 || out.String() != "end:sh\n" {
 		t.Fatalf("a command reading stdin must see EOF at once: %+v %v %q", res, err, out.String())
+	}
+}
+
+func TestSecretsStayOutOfLogsAndErrors(t *testing.T) {
+	const secret = "as-do-not-print-me"
+	var logs bytes.Buffer
+	log := hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Trace})
+	fake := fakemodal.Start(t, fakemodal.Options{TokenSecret: secret})
+	fake.SetEnv(t)
+	drv, err := New(context.Background(), Options{Logger: log, RetryDelay: 10e6,
+		Credentials: connections.ModalConfig{TokenID: fake.TokenID(), TokenSecret: secret, ConnID: "c"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drv.Close()
+	sb := mustCreate(t, drv, sandbox.Spec{Env: map[string]string{"TOKEN": "env-value"}})
+	sb.Exec(context.Background(), "true", sandbox.ExecOptions{})
+	fake.FailNext("SandboxCreateV2", 20, codes.Unavailable) // retried and logged
+	_, createErr := sandbox.Create(context.Background(), drv, sandbox.Spec{})
+	sb.Destroy(context.Background())
+
+	bad, err := New(context.Background(), Options{Logger: log,
+		Credentials: connections.ModalConfig{TokenID: fake.TokenID(), TokenSecret: secret + "-wrong", ConnID: "c"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bad.Close()
+	_, authErr := bad.ListSandboxes(context.Background(), nil)
+	if createErr == nil || authErr == nil {
+		t.Fatalf("want both failures, got %v / %v", createErr, authErr)
+	}
+	if !strings.Contains(logs.String(), "retrying") {
+		t.Fatalf("the test should exercise logging; got %q", logs.String())
+	}
+	for _, s := range []string{logs.String(), createErr.Error(), authErr.Error(), drv.opts.Credentials.String()} {
+		if strings.Contains(s, secret) {
+			t.Fatalf("secret leaked into %q", s)
+		}
 	}
 }
