@@ -84,6 +84,9 @@ func (p *process) abandon() {
 
 // Exec runs req.Command through sh -c.
 func (d *Driver) Exec(ctx context.Context, id string, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+	if req.Timeout <= 0 { // the Sandbox type always sets it; direct callers may not
+		req.Timeout = sandbox.DefaultExecTimeout
+	}
 	budget := wholeSeconds(req.Timeout)
 	res := sandbox.ExecResult{AppliedTimeout: budget}
 	begin := time.Now()
