@@ -125,7 +125,7 @@ func TestAgentHandoffExample(t *testing.T) {
 			// collect (trigger rule all_done) binds the handle from provision's XCom.
 			w.runTask(sup, supervisor.TaskRequest{DagID: dag, TaskID: "collect", RunID: run, Conf: conf,
 				ArgBindings: []map[string]any{{"name": "sandbox", "kind": "xcom", "task_id": "provision"}}}, supervisor.StateSuccess)
-			if got, ok := w.getObject("reports/report.md"); !ok || got != "# Top customers\numbrella\n" {
+			if got, ok := w.getObject("reports/" + run + "/report.md"); !ok || got != "# Top customers\numbrella\n" {
 				t.Fatalf("report.md in S3: %q, %v (bucket: %v)", got, ok, w.keys())
 			}
 			if alive := w.alive(backend); len(alive) != 0 {

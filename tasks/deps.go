@@ -3,6 +3,8 @@ package tasks
 import (
 	"context"
 	"errors"
+	"strconv"
+	"strings"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -70,4 +72,27 @@ func (d Deps) check() error {
 		return errors.New("tasks: Deps.Airflow is nil; pass the task's Airflow client (bundles.Client)")
 	}
 	return nil
+}
+
+// expand fills {dag_id}, {run_id}, {task_id} and {map_index} in a storage
+// URL, so one config writes each Dag run's outputs to their own keys
+// (s3://bucket/reports/{run_id}/report.md). Other braces stay as they are.
+func (r Run) expand(s string) string {
+	if !strings.Contains(s, "{") {
+		return s
+	}
+	return strings.NewReplacer("{dag_id}", r.DagID, "{run_id}", r.RunID, "{task_id}", r.TaskID,
+		"{map_index}", strconv.Itoa(r.MapIndex)).Replace(s)
+}
+
+// expandURLs applies expand to every value of m.
+func (r Run) expandURLs(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = r.expand(v)
+	}
+	return out
 }

@@ -20,7 +20,8 @@ type ExportInput struct {
 	ConnID  string     `json:"conn_id,omitempty"`
 	Sandbox SandboxRef `json:"sandbox"`
 	// Exports maps a sandbox path (relative paths resolve against the
-	// workdir) to a destination URL (s3://bucket/key, file:///path).
+	// workdir) to a destination URL (s3://bucket/key, file:///path). URLs
+	// may use {dag_id}, {run_id}, {task_id} and {map_index}.
 	Exports map[string]string `json:"exports"`
 	// ExportConnID is the aws connection for s3:// destinations.
 	ExportConnID string `json:"export_conn_id,omitempty"`
@@ -57,6 +58,7 @@ func checkExports(m map[string]string) error {
 // exportFrom is the export shared by Export, Collect and Convert.
 func exportFrom(ctx context.Context, d Deps, sb *sandbox.Sandbox, exports map[string]string, connID string, maxBytes int64) ([]string, error) {
 	log := d.logger()
+	exports = d.Run.expandURLs(exports)
 	if maxBytes == 0 {
 		maxBytes = DefaultMaxExportBytes
 	}

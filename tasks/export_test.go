@@ -204,3 +204,19 @@ func TestExportResolvesTheConnectionTheURLNames(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestURLsExpandTheRun(t *testing.T) {
+	e := newEnv(t)
+	e.st.objects["s3://in/dag_a/input.txt"] = []byte("in")
+	id, err := Provision(context.Background(), e.deps, ProvisionInput{StageIn: map[string]string{"input.txt": "s3://in/{dag_id}/input.txt"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeIn(t, e, id, "/workspace/out.txt", "out")
+	urls, err := Export(context.Background(), e.deps, ExportInput{Sandbox: SandboxRef{ID: id},
+		Exports: map[string]string{"out.txt": "s3://out/{dag_id}/{run_id}/{task_id}-{map_index}/{other}.txt"}})
+	want := "s3://out/dag_a/manual__2026-11-29T10:00:00+00:00/t--1/{other}.txt"
+	if err != nil || len(urls) != 1 || urls[0] != want || string(e.st.objects[want]) != "out" {
+		t.Fatalf("urls %v, %v; want %s", urls, err, want)
+	}
+}

@@ -44,7 +44,8 @@ type ProvisionInput struct {
 	// Owner defaults to the Dag run, "<dag_id>/<run_id>".
 	Owner string            `json:"owner,omitempty"`
 	Tags  map[string]string `json:"tags,omitempty"`
-	// StageIn maps sandbox paths to URLs streamed in after create.
+	// StageIn maps sandbox paths to URLs streamed in after create. URLs may
+	// use {dag_id}, {run_id}, {task_id} and {map_index}.
 	StageIn map[string]string `json:"stage_in,omitempty"`
 	// StorageConnID is the aws connection for s3:// stage_in URLs.
 	StorageConnID string `json:"storage_conn_id,omitempty"`
@@ -80,6 +81,7 @@ func provision(ctx context.Context, d Deps, in ProvisionInput) (*sandbox.Sandbox
 		return nil, nil, Record{}, err
 	}
 	log := d.logger()
+	in.StageIn = d.Run.expandURLs(in.StageIn)
 	spec, err := buildSpec(ctx, d, in)
 	if err != nil {
 		return nil, nil, Record{}, err

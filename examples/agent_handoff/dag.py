@@ -12,7 +12,8 @@ A sandbox owned by Go tasks, handed to a Python agent in between.
   ``SandboxToolset(ModalSandboxBackend(), attach_to=...)``. It works in the
   sandbox but never destroys it.
 * ``collect`` (``kind: collect``) runs whatever happened upstream: it exports
-  ``report.md`` to S3 and destroys the sandbox, even when the export fails.
+  ``report.md`` to S3 under the run's own key (``{run_id}`` in the bundle
+  config's URL) and destroys the sandbox, even when the export fails.
 
 Both sides must reach the same Modal workspace: the Go tasks use the
 ``modal_default`` connection and so does the agent's backend. The Go tasks
