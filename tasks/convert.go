@@ -69,7 +69,7 @@ func Convert(ctx context.Context, d Deps, in ConvertInput) (ConvertResult, error
 	if err := checkExports(in.Exports); err != nil {
 		return ConvertResult{}, err
 	}
-	sb, drv, rec, err := provision(ctx, d, in.provisionInput())
+	sb, drv, rec, secrets, err := provision(ctx, d, in.provisionInput())
 	if err != nil {
 		return ConvertResult{}, err
 	}
@@ -78,7 +78,7 @@ func Convert(ctx context.Context, d Deps, in ConvertInput) (ConvertResult, error
 	d.logger().Info("sandbox ready", "backend", rec.Backend, "id", rec.ID)
 	var res RunResult
 	for _, cmd := range in.Command {
-		res, err = runOne(ctx, d, sb, cmd, execOptions(in.Timeout, nil, ""))
+		res, err = runOne(ctx, d, sb, cmd, execOptions(in.Timeout, nil, ""), newRedactor(secrets))
 		if err != nil {
 			return ConvertResult{ExitCode: res.ExitCode, OutputTail: res.OutputTail}, err
 		}

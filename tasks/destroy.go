@@ -29,7 +29,7 @@ func Destroy(ctx context.Context, d Deps, in DestroyInput) (string, error) {
 	if err := d.check(); err != nil {
 		return "", err
 	}
-	sb, drv, err := openRef(ctx, d, BackendOptions{Backend: in.Backend, ConnID: in.ConnID}, in.Sandbox, in.Owner)
+	sb, drv, _, err := openRef(ctx, d, BackendOptions{Backend: in.Backend, ConnID: in.ConnID}, in.Sandbox, in.Owner)
 	if err != nil {
 		if errors.Is(err, sandbox.ErrGone) {
 			d.logger().Info("sandbox already gone", "id", in.Sandbox.ID)
@@ -71,7 +71,7 @@ func Collect(ctx context.Context, d Deps, in CollectInput) ([]string, error) {
 			return nil, err
 		}
 	}
-	sb, drv, err := openRef(ctx, d, BackendOptions{Backend: in.Backend, ConnID: in.ConnID}, in.Sandbox, in.Owner)
+	sb, drv, _, err := openRef(ctx, d, BackendOptions{Backend: in.Backend, ConnID: in.ConnID}, in.Sandbox, in.Owner)
 	if err != nil {
 		if errors.Is(err, sandbox.ErrGone) {
 			return nil, fmt.Errorf("%w; none of the files it was to export exist", err)

@@ -40,7 +40,7 @@ func Export(ctx context.Context, d Deps, in ExportInput) ([]string, error) {
 	if err := checkExports(in.Exports); err != nil {
 		return nil, err
 	}
-	sb, drv, err := openRef(ctx, d, BackendOptions{Backend: in.Backend, ConnID: in.ConnID}, in.Sandbox, in.Owner)
+	sb, drv, _, err := openRef(ctx, d, BackendOptions{Backend: in.Backend, ConnID: in.ConnID}, in.Sandbox, in.Owner)
 	if err != nil {
 		return nil, err
 	}

@@ -77,6 +77,7 @@ type dirDriver struct {
 
 	mu          sync.Mutex
 	boxes       map[string]sandbox.Info
+	env         map[string]map[string]string // the spec's env, by sandbox
 	failDestroy error
 	failTags    error
 	creates     []sandbox.Spec
@@ -84,7 +85,7 @@ type dirDriver struct {
 }
 
 func newDirDriver(t *testing.T) *dirDriver {
-	return &dirDriver{root: t.TempDir(), boxes: map[string]sandbox.Info{}}
+	return &dirDriver{root: t.TempDir(), boxes: map[string]sandbox.Info{}, env: map[string]map[string]string{}}
 }
 
 func (d *dirDriver) Backend() string { return "local" }
@@ -111,6 +112,7 @@ func (d *dirDriver) Create(_ context.Context, name string, spec sandbox.Spec) (s
 		CreatedAt: time.Now(), ExpiresAt: sandbox.ExpiresAt(spec.Tags), Tags: maps.Clone(spec.Tags)}
 	d.mu.Lock()
 	d.boxes[name] = info
+	d.env[name] = spec.Env
 	d.creates = append(d.creates, spec)
 	d.mu.Unlock()
 	return info, nil
@@ -133,6 +135,11 @@ func (d *dirDriver) Exec(ctx context.Context, id string, req sandbox.ExecRequest
 	cmd.Dir = d.host(id, wd)
 	cmd.WaitDelay = 100 * time.Millisecond // sleep children keep the pipes open
 	cmd.Stdout, cmd.Stderr, cmd.Stdin = req.Stdout, req.Stderr, req.Stdin
+	d.mu.Lock()
+	for k, v := range d.env[id] {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	d.mu.Unlock()
 	for k, v := range req.Env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}

@@ -75,7 +75,7 @@ func TestNetworkDefaultsToBlocked(t *testing.T) {
 
 func TestLineLogger(t *testing.T) {
 	var buf logBuffer
-	l := newLineLogger(hclog.New(&hclog.LoggerOptions{Output: &buf}), "stdout")
+	l := newLineLogger(hclog.New(&hclog.LoggerOptions{Output: &buf}), "stdout", nil)
 	for _, chunk := range []string{"par", "tial\r\nsec", "ond\n", "no newline"} {
 		l.Write([]byte(chunk))
 	}

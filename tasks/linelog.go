@@ -18,10 +18,11 @@ type lineLogger struct {
 	log    hclog.Logger
 	stream string
 	buf    []byte
+	red    *redactor
 }
 
-func newLineLogger(log hclog.Logger, stream string) *lineLogger {
-	return &lineLogger{log: log, stream: stream}
+func newLineLogger(log hclog.Logger, stream string, red *redactor) *lineLogger {
+	return &lineLogger{log: log, stream: stream, red: red}
 }
 
 func (l *lineLogger) Write(p []byte) (int, error) {
@@ -58,7 +59,7 @@ func (l *lineLogger) Flush() {
 }
 
 func (l *lineLogger) emit() {
-	line := string(bytes.TrimSuffix(l.buf, []byte{'\r'}))
+	line := l.red.redact(string(bytes.TrimSuffix(l.buf, []byte{'\r'})))
 	l.buf = l.buf[:0]
 	l.log.Info(line, "stream", l.stream)
 }

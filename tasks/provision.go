@@ -61,7 +61,7 @@ func (in ProvisionInput) backendOptions() BackendOptions {
 // return_value a Python SandboxToolset(attach_to=...) reads. If anything
 // fails after the sandbox exists, the sandbox is destroyed first.
 func Provision(ctx context.Context, d Deps, in ProvisionInput) (string, error) {
-	sb, drv, rec, err := provision(ctx, d, in)
+	sb, drv, rec, _, err := provision(ctx, d, in)
 	if err != nil {
 		return "", err
 	}
@@ -76,41 +76,41 @@ func Provision(ctx context.Context, d Deps, in ProvisionInput) (string, error) {
 
 // provision does the work shared by Provision and Convert. On success the
 // caller owns the driver and the sandbox.
-func provision(ctx context.Context, d Deps, in ProvisionInput) (*sandbox.Sandbox, sandbox.Driver, Record, error) {
+func provision(ctx context.Context, d Deps, in ProvisionInput) (*sandbox.Sandbox, sandbox.Driver, Record, []string, error) {
 	if err := d.check(); err != nil {
-		return nil, nil, Record{}, err
+		return nil, nil, Record{}, nil, err
 	}
 	log := d.logger()
 	in.StageIn = d.Run.expandURLs(in.StageIn)
-	spec, err := buildSpec(ctx, d, in)
+	spec, secrets, err := buildSpec(ctx, d, in)
 	if err != nil {
-		return nil, nil, Record{}, err
+		return nil, nil, Record{}, nil, err
 	}
 	if err := checkURLs("stage_in", in.StageIn); err != nil {
-		return nil, nil, Record{}, err
+		return nil, nil, Record{}, nil, err
 	}
 	storageConn, err := storageConnFor("storage_conn_id", in.StorageConnID, in.StageIn)
 	if err != nil {
-		return nil, nil, Record{}, err
+		return nil, nil, Record{}, nil, err
 	}
 	aws, err := resolveAWS(ctx, d, storageConn, "storage_conn_id")
 	if err != nil {
-		return nil, nil, Record{}, err
+		return nil, nil, Record{}, nil, err
 	}
 	drv, req, err := openDriver(ctx, d, in.backendOptions())
 	if err != nil {
-		return nil, nil, Record{}, err
+		return nil, nil, Record{}, nil, err
 	}
 	log.Info("creating sandbox", "backend", req.Backend, "image", spec.Image, "owner", spec.Owner, "lifetime", spec.WithDefaults().Timeout)
 	sb, err := sandbox.Create(ctx, drv, spec)
 	if err != nil {
 		drv.Close()
-		return nil, nil, Record{}, fmt.Errorf("creating a %s sandbox: %w", req.Backend, err)
+		return nil, nil, Record{}, nil, fmt.Errorf("creating a %s sandbox: %w", req.Backend, err)
 	}
-	fail := func(err error) (*sandbox.Sandbox, sandbox.Driver, Record, error) {
+	fail := func(err error) (*sandbox.Sandbox, sandbox.Driver, Record, []string, error) {
 		destroyQuietly(d, sb)
 		drv.Close()
-		return nil, nil, Record{}, fmt.Errorf("%w (sandbox %s was destroyed)", err, sb.ID())
+		return nil, nil, Record{}, nil, fmt.Errorf("%w (sandbox %s was destroyed)", err, sb.ID())
 	}
 	info, err := sb.Info(ctx)
 	if err != nil {
@@ -132,11 +132,11 @@ func provision(ctx context.Context, d Deps, in ProvisionInput) (*sandbox.Sandbox
 	if !exp.IsZero() {
 		rec.ExpiresAt = exp.UTC().Format(time.RFC3339)
 	}
-	return sb, drv, rec, nil
+	return sb, drv, rec, secrets, nil
 }
 
 // buildSpec turns the input into a sandbox spec, resolving env_from.
-func buildSpec(ctx context.Context, d Deps, in ProvisionInput) (sandbox.Spec, error) {
+func buildSpec(ctx context.Context, d Deps, in ProvisionInput) (sandbox.Spec, []string, error) {
 	spec := sandbox.Spec{
 		Image: in.Image, CPU: in.CPU, MemoryMiB: in.MemoryMiB,
 		Timeout: time.Duration(in.Lifetime), Workdir: in.Workdir,
@@ -148,30 +148,35 @@ func buildSpec(ctx context.Context, d Deps, in ProvisionInput) (sandbox.Spec, er
 	if spec.Timeout%time.Second != 0 {
 		spec.Timeout = spec.Timeout.Round(time.Second)
 	}
+	if tag := envFromTag(in.EnvFrom); tag != "" {
+		spec.Tags = withTag(spec.Tags, TagEnvFrom, tag)
+	}
+	var secrets []string
 	spec.Env = make(map[string]string, len(in.Env)+len(in.EnvFrom))
 	for k, v := range in.Env {
 		spec.Env[k] = v
 	}
 	for _, name := range sortedKeys(in.EnvFrom) {
 		if _, dup := in.Env[name]; dup {
-			return spec, fmt.Errorf("env_from.%s: %s is also set in env; set it in one place only", name, name)
+			return spec, nil, fmt.Errorf("env_from.%s: %s is also set in env; set it in one place only", name, name)
 		}
 		v, err := resolveEnvSource(ctx, d, name, in.EnvFrom[name])
 		if err != nil {
-			return spec, err
+			return spec, nil, err
 		}
 		if err := d.Airflow.MaskSecret(ctx, v, name); err != nil {
-			return spec, fmt.Errorf("env_from.%s: registering the value with Airflow's secret masker failed (%v); refusing to pass an unmasked secret into the sandbox", name, err)
+			return spec, nil, fmt.Errorf("env_from.%s: registering the value with Airflow's secret masker failed (%v); refusing to pass an unmasked secret into the sandbox", name, err)
 		}
 		spec.Env[name] = v
+		secrets = append(secrets, v)
 	}
 	if len(spec.Env) == 0 {
 		spec.Env = nil
 	}
 	if err := spec.WithDefaults().Validate(); err != nil {
-		return spec, err
+		return spec, nil, err
 	}
-	return spec, nil
+	return spec, secrets, nil
 }
 
 // resolveEnvSource reads one env_from value. Errors name the variable and the

@@ -75,14 +75,15 @@ func RunCommands(ctx context.Context, d Deps, in RunInput) (RunResult, error) {
 	if len(in.Command) == 0 {
 		return RunResult{}, errors.New("command: nothing to run; give a command string or a list of them")
 	}
-	sb, drv, err := openRef(ctx, d, BackendOptions{Backend: in.Backend, ConnID: in.ConnID}, in.Sandbox, in.Owner)
+	sb, drv, tags, err := openRef(ctx, d, BackendOptions{Backend: in.Backend, ConnID: in.ConnID}, in.Sandbox, in.Owner)
 	if err != nil {
 		return RunResult{}, err
 	}
 	defer drv.Close()
+	red := newRedactor(sandboxSecrets(ctx, d, tags))
 	var res RunResult
 	for _, cmd := range in.Command {
-		res, err = runOne(ctx, d, sb, cmd, execOptions(in.Timeout, in.Env, in.Workdir))
+		res, err = runOne(ctx, d, sb, cmd, execOptions(in.Timeout, in.Env, in.Workdir), red)
 		if err != nil {
 			return res, err
 		}
@@ -99,17 +100,26 @@ func RunCommands(ctx context.Context, d Deps, in RunInput) (RunResult, error) {
 
 // runOne runs one command, streaming stdout and stderr to the log and
 // keeping the tail of both, interleaved as they arrived.
-func runOne(ctx context.Context, d Deps, sb *sandbox.Sandbox, cmd string, opt sandbox.ExecOptions) (RunResult, error) {
+// Secrets the sandbox holds are redacted from both.
+func runOne(ctx context.Context, d Deps, sb *sandbox.Sandbox, cmd string, opt sandbox.ExecOptions, red *redactor) (RunResult, error) {
 	log := d.logger()
 	log.Info("running", "sandbox", sb.ID(), "command", cmd)
 	tail := sandbox.NewTailBuffer(DefaultOutputTail)
-	stdout, stderr := newLineLogger(log, "stdout"), newLineLogger(log, "stderr")
+	stdout, stderr := newLineLogger(log, "stdout", red), newLineLogger(log, "stderr", red)
 	opt.Stdout = io.MultiWriter(stdout, tail)
 	opt.Stderr = io.MultiWriter(stderr, tail)
 	r, err := sb.Exec(ctx, cmd, opt)
 	stdout.Flush()
 	stderr.Flush()
-	res := RunResult{ExitCode: r.ExitCode, OutputTail: tail.String(), TimedOut: r.TimedOut}
+	out := tail.String()
+	if tail.Truncated() {
+		// The cut may fall inside a secret, which the redactor would then
+		// not recognise: start the tail at the next whole line.
+		if i := strings.IndexByte(out, '\n'); i >= 0 {
+			out = out[i+1:]
+		}
+	}
+	res := RunResult{ExitCode: r.ExitCode, OutputTail: red.redact(out), TimedOut: r.TimedOut}
 	if err != nil {
 		return res, fmt.Errorf("running %q in %s: %w", cmd, sb, err)
 	}
@@ -126,17 +136,17 @@ func runOne(ctx context.Context, d Deps, sb *sandbox.Sandbox, cmd string, opt sa
 // openRef opens the sandbox a task was pointed at and checks that it belongs
 // to the owner (default: this Dag run), so a task never works in a sandbox
 // another run owns.
-func openRef(ctx context.Context, d Deps, opts BackendOptions, ref SandboxRef, owner string) (*sandbox.Sandbox, sandbox.Driver, error) {
+func openRef(ctx context.Context, d Deps, opts BackendOptions, ref SandboxRef, owner string) (*sandbox.Sandbox, sandbox.Driver, map[string]string, error) {
 	if ref.ID == "" || ref.ID == "None" {
-		return nil, nil, fmt.Errorf("sandbox: %q is not a sandbox id; bind it to the provision task's XCom (for example sandbox: \"{{ ti.xcom_pull(task_ids='provision') }}\")", ref.ID)
+		return nil, nil, nil, fmt.Errorf("sandbox: %q is not a sandbox id; bind it to the provision task's XCom (for example sandbox: \"{{ ti.xcom_pull(task_ids='provision') }}\")", ref.ID)
 	}
 	opts, err := mergeRef(opts, ref)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	drv, _, err := openDriver(ctx, d, opts)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	sb := sandbox.Open(drv, ref.ID)
 	if owner == "" {
@@ -147,15 +157,15 @@ func openRef(ctx context.Context, d Deps, opts BackendOptions, ref SandboxRef, o
 	case errors.Is(err, sandbox.ErrUnsupported):
 	case errors.Is(err, sandbox.ErrGone):
 		drv.Close()
-		return nil, nil, fmt.Errorf("sandbox %s no longer exists (destroyed or expired; provision a new one): %w", ref.ID, err)
+		return nil, nil, nil, fmt.Errorf("sandbox %s no longer exists (destroyed or expired; provision a new one): %w", ref.ID, err)
 	case err != nil:
 		drv.Close()
-		return nil, nil, fmt.Errorf("reading the tags of sandbox %s: %w", ref.ID, err)
+		return nil, nil, nil, fmt.Errorf("reading the tags of sandbox %s: %w", ref.ID, err)
 	case tags[sandbox.TagOwner] != owner:
 		drv.Close()
-		return nil, nil, fmt.Errorf("sandbox %s belongs to %q, not %q; use the sandbox this Dag run provisioned, or set owner", ref.ID, tags[sandbox.TagOwner], owner)
+		return nil, nil, nil, fmt.Errorf("sandbox %s belongs to %q, not %q; use the sandbox this Dag run provisioned, or set owner", ref.ID, tags[sandbox.TagOwner], owner)
 	}
-	return sb, drv, nil
+	return sb, drv, tags, nil
 }
 
 // mergeRef takes the backend and connection from a Record, refusing a

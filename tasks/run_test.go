@@ -3,11 +3,13 @@ package tasks
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 )
 
@@ -177,5 +179,56 @@ func TestSweep(t *testing.T) {
 	_, err = sweepAt(ctx, e.deps, SweepInput{FinishedRuns: []string{"d/r3"}}, later)
 	if err == nil || !strings.Contains(err.Error(), live) || !strings.Contains(err.Error(), "api down") {
 		t.Fatalf("a failed destroy must fail the sweep naming the sandbox: %v", err)
+	}
+}
+
+// A later task's command that prints a secret provision put in the sandbox
+// must not leak it into that task's log or XCom.
+func TestRunRedactsTheSandboxSecrets(t *testing.T) {
+	e := newEnv(t)
+	const secret = "tok-9f8e7d6c5b4a"
+	e.af.conns["api"] = connections.Connection{ConnID: "api", Password: secret}
+	id, err := Provision(context.Background(), e.deps, decodeInput[ProvisionInput](t, `{"env_from": {"API_TOKEN": {"connection": "api"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tags, _ := e.drv.Tags(context.Background(), id)
+	if tags[TagEnvFrom] != `{"API_TOKEN":{"connection":"api"}}` || strings.Contains(tags[TagEnvFrom], secret) {
+		t.Fatalf("%s tag = %q", TagEnvFrom, tags[TagEnvFrom])
+	}
+
+	// The run task is another process: a fresh masker, a fresh log.
+	later := newEnv(t)
+	later.af.conns = e.af.conns
+	later.drv, later.deps.Drivers = e.drv, e.drv.opener(nil)
+	res, err := RunCommands(context.Background(), later.deps, RunInput{Sandbox: SandboxRef{ID: id}, Command: Commands{`echo "token is $API_TOKEN"; echo "$API_TOKEN" >&2; exit 1`}, AllowFailure: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(res.OutputTail, secret) || !strings.Contains(res.OutputTail, "token is ***") {
+		t.Fatalf("output tail %q leaks or lost the line", res.OutputTail)
+	}
+	if strings.Contains(later.log.String(), secret) || !strings.Contains(later.log.String(), "token is ***") {
+		t.Fatalf("task log leaks the secret:\n%s", later.log.String())
+	}
+	if len(later.af.masked) != 1 || later.af.masked[0] != secret {
+		t.Fatalf("the run task must register the secret with its own masker, masked %d values", len(later.af.masked))
+	}
+	_, err = RunCommands(context.Background(), later.deps, RunInput{Sandbox: SandboxRef{ID: id}, Command: Commands{`echo "$API_TOKEN"; exit 3`}})
+	if err == nil || strings.Contains(err.Error(), secret) {
+		t.Fatalf("the failure message leaks the secret: %v", err)
+	}
+}
+
+func TestTruncatedTailStartsAtALine(t *testing.T) {
+	e := newEnv(t)
+	id := provisioned(t, e)
+	res, err := RunCommands(context.Background(), e.deps, RunInput{Sandbox: SandboxRef{ID: id},
+		Command: Commands{fmt.Sprintf(`i=0; while [ $i -lt %d ]; do echo "line-$i-abcdefghij"; i=$((i+1)); done`, DefaultOutputTail/10)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(res.OutputTail, "line-") || len(res.OutputTail) > DefaultOutputTail {
+		t.Fatalf("tail starts mid-line or is too long: %q...", res.OutputTail[:40])
 	}
 }

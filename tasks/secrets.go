@@ -1,0 +1,92 @@
+package tasks
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"sort"
+	"strings"
+)
+
+// TagEnvFrom records, on the sandbox, where its env_from variables come from
+// (connection ids, fields, variable keys; never values). Later tasks read it
+// to re-register the values with Airflow's masker and to redact them from
+// command output before it reaches their log or XCom: a command that prints
+// its environment must not leak what provision put there.
+const TagEnvFrom = "airflow_env_from"
+
+// envFromTag encodes sources for TagEnvFrom; "" when there are none.
+func envFromTag(src map[string]EnvSource) string {
+	if len(src) == 0 {
+		return ""
+	}
+	b, err := json.Marshal(src) // map keys come out sorted
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+// redactor replaces secret values with ***.
+type redactor struct{ r *strings.Replacer }
+
+func newRedactor(secrets []string) *redactor {
+	// Longest first, so a secret containing another is replaced whole.
+	vals := make([]string, 0, len(secrets))
+	for _, s := range secrets {
+		if len(s) >= 3 { // masking "a" or "no" would garble all output
+			vals = append(vals, s)
+		}
+	}
+	sort.Slice(vals, func(i, j int) bool { return len(vals[i]) > len(vals[j]) })
+	var pairs []string
+	for _, v := range vals {
+		pairs = append(pairs, v, "***")
+	}
+	return &redactor{r: strings.NewReplacer(pairs...)}
+}
+
+func (r *redactor) redact(s string) string {
+	if r == nil || r.r == nil {
+		return s
+	}
+	return r.r.Replace(s)
+}
+
+// sandboxSecrets re-resolves the env_from values recorded on a sandbox,
+// registers them with the masker of this task and returns them. A source
+// that can no longer be read is logged and skipped: it cannot be redacted,
+// but it also no longer names a live credential.
+func sandboxSecrets(ctx context.Context, d Deps, tags map[string]string) []string {
+	raw := tags[TagEnvFrom]
+	if raw == "" {
+		return nil
+	}
+	var src map[string]EnvSource
+	if err := json.Unmarshal([]byte(raw), &src); err != nil {
+		d.logger().Warn("the sandbox's airflow_env_from tag is unreadable; its secrets cannot be redacted from command output", "error", err)
+		return nil
+	}
+	var out []string
+	for _, name := range sortedKeys(src) {
+		v, err := resolveEnvSource(ctx, d, name, src[name])
+		if err != nil {
+			d.logger().Warn("cannot re-read a sandbox secret to redact it", "variable", name, "error", err)
+			continue
+		}
+		if err := d.Airflow.MaskSecret(ctx, v, name); err != nil {
+			d.logger().Warn("registering a sandbox secret with the masker failed; it is still redacted from output", "variable", name, "error", err)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+func withTag(tags map[string]string, k, v string) map[string]string {
+	out := maps.Clone(tags)
+	if out == nil {
+		out = map[string]string{}
+	}
+	out[k] = v
+	return out
+}
