@@ -169,3 +169,28 @@ func TestKilledTaskLeavesASandboxThatSweepRemoves(t *testing.T) {
 		t.Fatalf("after sweep alive = %v, want only the live run's %s", alive, liveID)
 	}
 }
+
+// sweep reaches Modal through the connection file and removes only the
+// finished run's sandboxes.
+func TestSweepOnModal(t *testing.T) {
+	w := newWorld(t, "modal")
+	sup := w.lifecycleSupervisor()
+	conf := map[string]any{"backend": "modal"}
+	for _, run := range []string{"manual__over", "manual__running"} {
+		w.runTask(sup, supervisor.TaskRequest{DagID: "e2e_lifecycle", TaskID: "provision", RunID: run, Conf: conf}, supervisor.StateSuccess)
+	}
+	over := w.xcom(sup, "e2e_lifecycle", "manual__over", "provision", "return_value").(string)
+	running := w.xcom(sup, "e2e_lifecycle", "manual__running", "provision", "return_value").(string)
+	cmd := exec.Command(workerBin, "sweep", "--backend", "modal", "--connections", w.connFile, "--finished-run", "e2e_lifecycle/manual__over")
+	cmd.Env = w.env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("sweep: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "destroyed "+over) {
+		t.Fatalf("sweep output:\n%s", out)
+	}
+	if alive := w.alive("modal"); len(alive) != 1 || alive[0] != running {
+		t.Fatalf("after sweep alive = %v, want only %s", alive, running)
+	}
+}
