@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -54,5 +55,32 @@ func TestConversionExample(t *testing.T) {
 				t.Fatal("the S3 secret reached the task log")
 			}
 		})
+	}
+}
+
+// Without a modal_default connection, the Modal backend falls back to the
+// worker's own Modal credentials (MODAL_TOKEN_ID/MODAL_TOKEN_SECRET), as
+// the Python provider's ModalHook does.
+func TestModalFallsBackToEnvironmentCredentials(t *testing.T) {
+	w := newWorld(t, "modal")
+	delete(w.conns, "modal_default")
+	w.writeConnections()
+	w.env = append(w.env, "MODAL_TOKEN_ID="+w.modal.TokenID(), "MODAL_TOKEN_SECRET="+w.modal.TokenSecret())
+	w.putObject("incoming/orders.csv", ordersCSV)
+	sup := w.supervisor(workerBin, "../examples/conversion/bundle.yaml")
+	w.runTask(sup, supervisor.TaskRequest{DagID: "sandbox_conversion", TaskID: "convert", RunID: "manual__env_creds", Conf: backendConf("modal")}, supervisor.StateSuccess)
+	if _, ok := w.getObject("converted/orders.jsonl"); !ok {
+		t.Fatal("nothing converted")
+	}
+	if !strings.Contains(w.logs.String(), "no modal_default connection") {
+		t.Errorf("the fallback was not logged:\n%s", w.logs.String())
+	}
+
+	// Any other missing connection id is an error that names it.
+	conf := backendConf("modal")
+	conf["conn_id"] = "modal_prod"
+	res := w.runTask(sup, supervisor.TaskRequest{DagID: "sandbox_conversion", TaskID: "convert", RunID: "manual__missing_conn", Conf: conf}, supervisor.StateFailed)
+	if !strings.Contains(fmt.Sprint(res.LogLines), `needs Airflow connection "modal_prod", which does not exist`) {
+		t.Errorf("the failure does not name the missing connection: %v", res.LogLines)
 	}
 }
