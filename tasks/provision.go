@@ -67,8 +67,7 @@ func Provision(ctx context.Context, d Deps, in ProvisionInput) (string, error) {
 	}
 	defer drv.Close()
 	if err := d.Airflow.SetXCom(ctx, RecordXComKey, rec); err != nil {
-		destroyQuietly(d, sb)
-		return "", fmt.Errorf("pushing the sandbox record to XCom: %w (the sandbox was destroyed)", err)
+		return "", fmt.Errorf("pushing the sandbox record to XCom: %w (%s)", err, destroyQuietly(d, sb))
 	}
 	d.logger().Info("sandbox ready", "backend", rec.Backend, "id", rec.ID, "owner", rec.Owner, "expires_at", rec.ExpiresAt)
 	return rec.ID, nil
@@ -108,9 +107,9 @@ func provision(ctx context.Context, d Deps, in ProvisionInput) (*sandbox.Sandbox
 		return nil, nil, Record{}, nil, fmt.Errorf("creating a %s sandbox: %w", req.Backend, err)
 	}
 	fail := func(err error) (*sandbox.Sandbox, sandbox.Driver, Record, []string, error) {
-		destroyQuietly(d, sb)
+		what := destroyQuietly(d, sb)
 		drv.Close()
-		return nil, nil, Record{}, nil, fmt.Errorf("%w (sandbox %s was destroyed)", err, sb.ID())
+		return nil, nil, Record{}, nil, fmt.Errorf("%w (%s)", err, what)
 	}
 	info, err := sb.Info(ctx)
 	if err != nil {
@@ -286,14 +285,16 @@ func checkURLs(field string, m map[string]string) error {
 	return nil
 }
 
-// destroyQuietly tears a sandbox down on a failure path; a failed destroy is
-// logged (the sandbox lifetime reclaims it), never returned.
-func destroyQuietly(d Deps, sb *sandbox.Sandbox) {
+// destroyQuietly tears a sandbox down, also after the task's context was
+// cancelled; a failed destroy is logged (the sandbox lifetime reclaims it),
+// never returned. It returns what happened, for error messages.
+func destroyQuietly(d Deps, sb *sandbox.Sandbox) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := sb.Destroy(ctx); err != nil {
 		d.logger().Warn("could not destroy the sandbox; its lifetime will reclaim it", "id", sb.ID(), "error", err)
-		return
+		return fmt.Sprintf("sandbox %s could not be destroyed (%v); its lifetime will reclaim it", sb.ID(), err)
 	}
 	d.logger().Info("sandbox destroyed", "id", sb.ID())
+	return fmt.Sprintf("sandbox %s was destroyed", sb.ID())
 }

@@ -228,3 +228,12 @@ func TestIgnoredBackendSettingsAreLoggedAndDropped(t *testing.T) {
 		t.Fatalf("ignored settings were not logged:\n%s", e.log.String())
 	}
 }
+
+func TestProvisionSaysWhenTheCleanupDestroyFailed(t *testing.T) {
+	e := newEnv(t)
+	e.drv.failDestroy = errors.New("api down")
+	_, err := Provision(context.Background(), e.deps, ProvisionInput{StageIn: map[string]string{"a": "s3://in/missing"}})
+	if err == nil || !strings.Contains(err.Error(), "could not be destroyed") || !strings.Contains(err.Error(), "api down") || strings.Contains(err.Error(), "was destroyed") {
+		t.Fatalf("the error must say the sandbox is still there: %v", err)
+	}
+}
