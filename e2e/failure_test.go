@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/supervisor"
 )
 
@@ -192,5 +195,66 @@ func TestSweepOnModal(t *testing.T) {
 	}
 	if alive := w.alive("modal"); len(alive) != 1 || alive[0] != running {
 		t.Fatalf("after sweep alive = %v, want only %s", alive, running)
+	}
+}
+
+// The sandbox dies while a file is streaming out of it: the export fails,
+// the file staged before it is removed, the interrupted upload is aborted,
+// and nothing lands at any destination.
+func TestSandboxDyingMidExportLeavesNothing(t *testing.T) {
+	w := newWorld(t, "modal")
+	sup := w.lifecycleSupervisor()
+	const run = "manual__dies_mid_export"
+	conf := map[string]any{"backend": "modal"}
+	w.runTask(sup, supervisor.TaskRequest{DagID: "e2e_lifecycle", TaskID: "provision", RunID: run, Conf: conf}, supervisor.StateSuccess)
+	id := w.xcom(sup, "e2e_lifecycle", run, "provision", "return_value").(string)
+	bind := []map[string]any{{"name": "sandbox", "kind": "xcom", "task_id": "provision"}}
+	w.runTask(sup, supervisor.TaskRequest{DagID: "e2e_lifecycle", TaskID: "work", RunID: run, ArgBindings: bind,
+		Conf: map[string]any{"backend": "modal", "command": "printf small > a.txt; head -c 134217728 /dev/zero > big.bin"}}, supervisor.StateSuccess)
+
+	done := make(chan supervisor.Result, 1)
+	go func() {
+		res, _ := sup.RunTask(context.Background(), supervisor.TaskRequest{DagID: "e2e_lifecycle", TaskID: "collect", RunID: run, ArgBindings: bind,
+			Conf: map[string]any{"backend": "modal", "max_bytes": 1 << 30, "exports": map[string]any{
+				"a.txt": "s3://" + bucket + "/out/a.txt", "big.bin": "s3://" + bucket + "/out/big.bin"}}})
+		done <- res
+	}()
+	// Kill the sandbox once big.bin's upload is under way.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		out, err := w.s3.Client().ListMultipartUploads(context.Background(), &s3.ListMultipartUploadsInput{Bucket: aws.String(bucket)})
+		if err == nil && len(out.Uploads) > 0 {
+			break
+		}
+		select {
+		case res := <-done:
+			t.Fatalf("collect ended (%s) before big.bin's upload was seen; the test cannot interrupt it", res.State)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("big.bin's upload never started")
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition, with a deadline
+	}
+	if err := w.modal.KillSandbox(id); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case res := <-done:
+		if res.State != supervisor.StateFailed {
+			t.Fatalf("collect ended %s, want failed", res.State)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("collect did not end after the sandbox died")
+	}
+	if keys := w.keys(); len(keys) != 0 {
+		t.Fatalf("objects left after the interrupted export: %v", keys)
+	}
+	out, err := w.s3.Client().ListMultipartUploads(context.Background(), &s3.ListMultipartUploadsInput{Bucket: aws.String(bucket)})
+	if err != nil || len(out.Uploads) != 0 {
+		t.Fatalf("unfinished uploads left: %v, %v", out, err)
+	}
+	if alive := w.alive("modal"); len(alive) != 0 {
+		t.Fatalf("sandboxes alive: %v", alive)
 	}
 }
