@@ -69,7 +69,7 @@ func run(bin, dir string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.RemoveAll(dir); err != nil {
+	if err := clearDemoDir(dir); err != nil {
 		return err
 	}
 	s3dir, stateDir := filepath.Join(dir, "s3"), filepath.Join(dir, "state")
@@ -169,6 +169,27 @@ func run(bin, dir string) error {
 
 	step("done: the result landed in s3://%s/converted/ on the local S3 server,\n    stored on disk at %s", bucket, filepath.Join(s3dir, bucket, "converted"))
 	return nil
+}
+
+// demoMarker marks a directory the demo made, the only kind it deletes.
+const demoMarker = ".airflow-go-worker-demo"
+
+// clearDemoDir empties a previous demo's directory and creates it afresh.
+// It refuses to delete a non-empty directory the demo did not make.
+func clearDemoDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err == nil && len(entries) > 0 {
+		if _, err := os.Stat(filepath.Join(dir, demoMarker)); err != nil {
+			return fmt.Errorf("%s exists and was not made by the demo; choose another directory with -dir (or DEMO_DIR)", dir)
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, demoMarker), nil, 0o644)
 }
 
 func quoteArgs(args []string) []string {
