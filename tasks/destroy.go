@@ -71,12 +71,17 @@ func Collect(ctx context.Context, d Deps, in CollectInput) ([]string, error) {
 			return nil, err
 		}
 	}
-	sb, drv, _, err := openRef(ctx, d, BackendOptions{Backend: in.Backend, ConnID: in.ConnID}, in.Sandbox, in.Owner)
+	sb, drv, tags, err := openRef(ctx, d, BackendOptions{Backend: in.Backend, ConnID: in.ConnID}, in.Sandbox, in.Owner)
 	if err != nil {
 		if errors.Is(err, sandbox.ErrGone) {
 			return nil, fmt.Errorf("%w; none of the files it was to export exist", err)
 		}
 		return nil, err
+	}
+	if h := tags[sandbox.TagHolder]; h != "" {
+		// Collect runs once upstream is done (all_done), so a holder left
+		// behind is a task that ended without releasing: go ahead.
+		d.logger().Info("the sandbox is still marked as held; its holder ended without releasing it, collecting anyway", "holder", h)
 	}
 	defer drv.Close()
 	defer destroyQuietly(d, sb)

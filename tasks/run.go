@@ -80,6 +80,9 @@ func RunCommands(ctx context.Context, d Deps, in RunInput) (RunResult, error) {
 		return RunResult{}, err
 	}
 	defer drv.Close()
+	if h := tags[sandbox.TagHolder]; h != "" {
+		d.logger().Warn("an agent task holds this sandbox; commands run alongside its work", "holder", h)
+	}
 	red := newRedactor(sandboxSecrets(ctx, d, tags))
 	var res RunResult
 	for _, cmd := range in.Command {
