@@ -98,6 +98,19 @@ func TestAgentHandoffExample(t *testing.T) {
 				t.Errorf("name %q is not airflow-sandbox-<12 hex>", rec["name"])
 			}
 
+			if backend == "modal" {
+				// Interop rules for a sandbox Python attaches to: named
+				// airflow-sandbox-<hex>, never an idle timeout (it would be
+				// reclaimed while it waits between tasks), and a server-side
+				// lifetime covering the whole handoff.
+				creates := w.modal.Creates()
+				def := creates[len(creates)-1].Definition
+				if def.GetName() != rec["name"] || def.GetIdleTimeoutSecs() != 0 || def.GetTimeoutSecs() != 7200 {
+					t.Errorf("Modal create: name %q, idle timeout %d, timeout %d; want %q, 0, 7200",
+						def.GetName(), def.GetIdleTimeoutSecs(), def.GetTimeoutSecs(), rec["name"])
+				}
+			}
+
 			holder := dag + "/" + run + "/analyse"
 			sb, att, err := sandbox.Attach(context.Background(), drv, id, dag+"/"+run, holder)
 			if err != nil {
