@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
@@ -254,13 +255,18 @@ func embeddedBundleConfig() (data []byte, source string, err error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("reading the bundle config packed into %s: %w", exe, err)
 	}
-	if !ok || len(src) == 0 {
+	// Only a YAML source region is a bundle config: a bundle packed with
+	// --source main.go carries Go source for display, not tasks to register.
+	if !ok || len(src) == 0 || !isYAMLName(name) {
 		return nil, "", nil
 	}
-	if name == "" {
-		name = "bundle config packed into " + exe
-	}
 	return src, name, nil
+}
+
+// isYAMLName reports whether a packed source's name marks it as YAML.
+func isYAMLName(name string) bool {
+	ext := strings.ToLower(filepath.Ext(name))
+	return ext == ".yaml" || ext == ".yml"
 }
 
 // runSweep implements `airflow-go-worker sweep`: remove leftover sandboxes

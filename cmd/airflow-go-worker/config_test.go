@@ -168,3 +168,14 @@ func TestCLIAirflowReadsTheEnvironment(t *testing.T) {
 		t.Fatalf("a missing connection must be ErrNotFound: %v", err)
 	}
 }
+
+func TestOnlyYAMLSourcesAreBundleConfigs(t *testing.T) {
+	for name, want := range map[string]bool{
+		"bundle.yaml": true, "conf/Bundle.YML": true, "main.go": false,
+		"airflow-go-worker": false, "": false, "yaml": false,
+	} {
+		if got := isYAMLName(name); got != want {
+			t.Errorf("isYAMLName(%q) = %v, want %v", name, got, want)
+		}
+	}
+}

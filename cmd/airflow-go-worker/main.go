@@ -136,8 +136,9 @@ func newBundle(configPath string) (*bundles.Bundle, error) {
 		}
 	}
 	if data != nil {
+		// loadBundleConfig's errors already start with the source name.
 		if err := loadBundleConfig(b, data, source); err != nil {
-			return nil, fmt.Errorf("bundle config %s: %w", source, err)
+			return nil, err
 		}
 	}
 	return b, nil
