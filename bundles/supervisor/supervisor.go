@@ -597,12 +597,23 @@ func (s *shower) record(rec map[string]any) {
 			fmt.Fprintf(&sb, "\n    %s:\n%s", k, indent(s))
 			continue
 		}
-		b, _ := json.Marshal(v)
-		fmt.Fprintf(&sb, " %s=%s", k, b)
+		fmt.Fprintf(&sb, " %s=%s", k, displayValue(v))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	fmt.Fprintln(s.w, sb.String())
+}
+
+// displayValue renders a log field for people: JSON, but without the HTML
+// escaping (\u003c for <) that makes shell commands unreadable.
+func displayValue(v any) string {
+	var buf strings.Builder
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return fmt.Sprint(v)
+	}
+	return strings.TrimSuffix(buf.String(), "\n")
 }
 
 func indent(s string) string {
