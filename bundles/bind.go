@@ -41,7 +41,7 @@ var (
 type inputField struct {
 	name  string // json name, as declared
 	fold  string // foldName(name)
-	index int
+	index []int  // reflect.Value.FieldByIndex path; embedded structs promote their fields
 	typ   reflect.Type
 }
 
@@ -132,7 +132,13 @@ func newTask(fn any, o taskOptions) (*task, error) {
 			if !ok {
 				return nil, fmt.Errorf("default %q matches no input field (fields: %s)", k, t.fieldList())
 			}
-			t.defaults[t.fields[i].name] = v
+			// Check the type now: a bad default is a registration error
+			// naming the field, not a failure of every later task run.
+			f := t.fields[i]
+			if err := convertInto(reflect.New(f.typ).Elem(), v); err != nil {
+				return nil, fmt.Errorf("default %q: %v", k, err)
+			}
+			t.defaults[f.name] = v
 		}
 	}
 	return t, nil
@@ -140,27 +146,43 @@ func newTask(fn any, o taskOptions) (*task, error) {
 
 func (t *task) indexFields() error {
 	t.byFold = map[string]int{}
-	for i := 0; i < t.inputType.NumField(); i++ {
-		sf := t.inputType.Field(i)
+	return t.addFields(t.inputType, nil)
+}
+
+// addFields indexes typ's exported fields. An embedded struct without a
+// json name contributes its own fields, as with encoding/json, so task
+// inputs can share field groups (e.g. the backend options).
+func (t *task) addFields(typ reflect.Type, prefix []int) error {
+	for i := 0; i < typ.NumField(); i++ {
+		sf := typ.Field(i)
+		index := append(append([]int(nil), prefix...), i)
+		tagName, hasTag := "", false
+		if tag, ok := sf.Tag.Lookup("json"); ok {
+			tagName, _, _ = strings.Cut(tag, ",")
+			hasTag = tagName != ""
+			if tagName == "-" {
+				continue
+			}
+		}
+		if sf.Anonymous && !hasTag && sf.Type.Kind() == reflect.Struct {
+			if err := t.addFields(sf.Type, index); err != nil {
+				return err
+			}
+			continue
+		}
 		if !sf.IsExported() {
 			continue
 		}
 		name := sf.Name
-		if tag, ok := sf.Tag.Lookup("json"); ok {
-			n, _, _ := strings.Cut(tag, ",")
-			if n == "-" {
-				continue
-			}
-			if n != "" {
-				name = n
-			}
+		if hasTag {
+			name = tagName
 		}
 		fold := foldName(name)
 		if prev, dup := t.byFold[fold]; dup {
 			return fmt.Errorf("input fields %q and %q have the same name once case and underscores are ignored", t.fields[prev].name, name)
 		}
 		t.byFold[fold] = len(t.fields)
-		t.fields = append(t.fields, inputField{name: name, fold: fold, index: i, typ: sf.Type})
+		t.fields = append(t.fields, inputField{name: name, fold: fold, index: index, typ: sf.Type})
 	}
 	return nil
 }
@@ -244,7 +266,7 @@ func (t *task) bindInput(ctx context.Context, src bindSources) (reflect.Value, e
 	out := reflect.New(t.inputType).Elem()
 	for i, sv := range values {
 		f := t.fields[i]
-		if err := convertInto(out.Field(f.index), sv.value); err != nil {
+		if err := convertInto(out.FieldByIndex(f.index), sv.value); err != nil {
 			return reflect.Value{}, fmt.Errorf("input field %q from %s: %v", f.name, sv.source, err)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
 	"gopkg.in/yaml.v3"
 )
 
@@ -33,6 +34,13 @@ func TestAddValidates(t *testing.T) {
 		{"d", "t", func(greetIn, greetOut) error { return nil }, nil, "only one input struct"},
 		{"d", "t", func(dupIn) error { return nil }, nil, "same name"},
 		{"d", "t", func(greetIn) error { return nil }, []TaskOption{WithDefaults(map[string]any{"nme": 1})}, `default "nme" matches no input field`},
+		{"d", "t", func(greetIn) error { return nil }, []TaskOption{WithDefaults(map[string]any{"name": []any{1}})}, `default "name": cannot use`},
+		{"d", "t", func(struct {
+			Shared
+			Level string `json:"level"`
+		}) error {
+			return nil
+		}, nil, "same name"},
 		{"d", "t", func(fmtStringer) error { return nil }, nil, "cannot provide"},
 		{"d", "t", func(any) error { return nil }, nil, "cannot provide"},
 		{"d", "t", func(struct{ x int }) error { return nil }, nil, "no exported fields"},
@@ -59,6 +67,40 @@ func TestAddValidates(t *testing.T) {
 }
 
 type fmtStringer interface{ String() string }
+
+// Shared is a field group task inputs embed.
+type Shared struct {
+	Level   string `json:"level"`
+	Verbose bool   `json:"verbose"`
+}
+
+type withShared struct {
+	Shared
+	Name string `json:"name"`
+}
+
+// Embedded structs promote their fields, as with encoding/json, and every
+// source (defaults, conf, arguments) binds into them.
+func TestEmbeddedFieldsBindByName(t *testing.T) {
+	var got withShared
+	b := New()
+	b.Register("d", "t", func(in withShared) error { got = in; return nil },
+		WithDefaults(map[string]any{"level": "info", "name": "n0"}))
+	if names, _ := b.InputFields("d", "t"); strings.Join(names, ",") != "level,verbose,name" {
+		t.Fatalf("input fields = %v, want the embedded fields promoted", names)
+	}
+	s := runFake(t, b, startupFrame(t, "d", "t", func(sd *protocol.StartupDetails) {
+		sd.DagRun.Conf = map[string]any{"verbose": true}
+		sd.ArgBindings = []map[string]any{{"name": "level", "kind": "literal", "value": "debug"}}
+	}), nil, serveConfig{})
+	if s.err != nil {
+		t.Fatal(s.err)
+	}
+	want := withShared{Shared: Shared{Level: "debug", Verbose: true}, Name: "n0"}
+	if got != want {
+		t.Fatalf("bound %+v, want %+v", got, want)
+	}
+}
 
 func TestManifestAndMetadata(t *testing.T) {
 	b := New()
