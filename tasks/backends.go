@@ -26,8 +26,8 @@ const (
 )
 
 // BackendOptions choose the backend, its connection and backend-specific
-// settings. Task inputs carry the same fields flat (the bundle runtime binds
-// top-level fields only) and convert with their backendOptions method.
+// settings. Task inputs embed it; the bundle runtime binds embedded fields by
+// name, as encoding/json does.
 type BackendOptions struct {
 	// Backend is local, modal or opensandbox; default local.
 	Backend string `json:"backend,omitempty"`

@@ -7,45 +7,16 @@ import (
 )
 
 // ConvertInput is a whole artifact conversion job: the sandbox to create
-// (the fields of ProvisionInput, flat, since the bundle runtime binds
-// top-level fields), the commands and the outputs to export.
+// (ProvisionInput's fields, promoted), the commands and the outputs to export.
 type ConvertInput struct {
-	Backend           string               `json:"backend,omitempty"`
-	ConnID            string               `json:"conn_id,omitempty"`
-	AppName           string               `json:"app_name,omitempty"`
-	GPU               string               `json:"gpu,omitempty"`
-	Regions           []string             `json:"regions,omitempty"`
-	Cloud             string               `json:"cloud,omitempty"`
-	EgressEnforcement string               `json:"egress_enforcement,omitempty"`
-	IgnoreImage       bool                 `json:"ignore_image,omitempty"`
-	Image             string               `json:"image,omitempty"`
-	CPU               float64              `json:"cpu,omitempty"`
-	MemoryMiB         int                  `json:"memory_mib,omitempty"`
-	Lifetime          Duration             `json:"lifetime,omitempty"`
-	Workdir           string               `json:"workdir,omitempty"`
-	Env               map[string]string    `json:"env,omitempty"`
-	EnvFrom           map[string]EnvSource `json:"env_from,omitempty"`
-	Network           *Network             `json:"network,omitempty"`
-	Owner             string               `json:"owner,omitempty"`
-	Tags              map[string]string    `json:"tags,omitempty"`
-	StageIn           map[string]string    `json:"stage_in,omitempty"`
-	StorageConnID     string               `json:"storage_conn_id,omitempty"`
+	// ProvisionInput describes the sandbox and the inputs staged into it.
+	ProvisionInput
 
 	Command      Commands          `json:"command"`
 	Timeout      Duration          `json:"timeout,omitempty"`
 	Exports      map[string]string `json:"exports"`
 	ExportConnID string            `json:"export_conn_id,omitempty"`
 	MaxBytes     int64             `json:"max_bytes,omitempty"`
-}
-
-func (in ConvertInput) provisionInput() ProvisionInput {
-	return ProvisionInput{
-		Backend: in.Backend, ConnID: in.ConnID, AppName: in.AppName, GPU: in.GPU, Regions: in.Regions,
-		Cloud: in.Cloud, EgressEnforcement: in.EgressEnforcement, IgnoreImage: in.IgnoreImage,
-		Image: in.Image, CPU: in.CPU, MemoryMiB: in.MemoryMiB, Lifetime: in.Lifetime, Workdir: in.Workdir,
-		Env: in.Env, EnvFrom: in.EnvFrom, Network: in.Network, Owner: in.Owner, Tags: in.Tags,
-		StageIn: in.StageIn, StorageConnID: in.StorageConnID,
-	}
 }
 
 // ConvertResult is what a conversion produced.
@@ -69,7 +40,7 @@ func Convert(ctx context.Context, d Deps, in ConvertInput) (ConvertResult, error
 	if err := checkExports(in.Exports); err != nil {
 		return ConvertResult{}, err
 	}
-	sb, drv, rec, secrets, err := provision(ctx, d, in.provisionInput())
+	sb, drv, rec, secrets, err := provision(ctx, d, in.ProvisionInput)
 	if err != nil {
 		return ConvertResult{}, err
 	}

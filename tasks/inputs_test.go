@@ -2,7 +2,6 @@ package tasks
 
 import (
 	"encoding/json"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -117,8 +116,8 @@ func TestProgressReaderLogsEveryInterval(t *testing.T) {
 	}
 }
 
-// ConvertInput repeats ProvisionInput's fields; this catches a field added to
-// one and forgotten in the other (or in provisionInput's copy).
+// ConvertInput embeds ProvisionInput: every provision key reaches the
+// sandbox a conversion creates.
 func TestConvertInputCarriesEveryProvisionField(t *testing.T) {
 	full := `{"backend":"modal","conn_id":"m","app_name":"a","gpu":"T4","regions":["us-east"],"cloud":"aws",
 		"egress_enforcement":"sni","ignore_image":true,"image":"python:3.12","cpu":2,"memory_mib":512,
@@ -134,27 +133,19 @@ func TestConvertInputCarriesEveryProvisionField(t *testing.T) {
 		t.Fatal(err)
 	}
 	pj, _ := json.Marshal(p)
-	cj, _ := json.Marshal(c.provisionInput())
+	cj, _ := json.Marshal(c.ProvisionInput)
 	if string(pj) != string(cj) {
 		t.Fatalf("ConvertInput lost provision fields:\nprovision %s\nconvert   %s", pj, cj)
 	}
-	var keys map[string]any
+	var keys, back map[string]any
 	json.Unmarshal([]byte(full), &keys)
-	var back map[string]any
 	json.Unmarshal(pj, &back)
+	if len(back) != len(keys) {
+		t.Errorf("ProvisionInput encodes %d keys, the test input has %d: a field is untested or unknown", len(back), len(keys))
+	}
 	for k := range keys {
 		if _, ok := back[k]; !ok {
 			t.Errorf("test input key %q is not a ProvisionInput field", k)
-		}
-	}
-	pt, ct := reflect.TypeFor[ProvisionInput](), reflect.TypeFor[ConvertInput]()
-	for i := 0; i < pt.NumField(); i++ {
-		f, ok := ct.FieldByName(pt.Field(i).Name)
-		if !ok || f.Tag != pt.Field(i).Tag {
-			t.Errorf("ConvertInput lacks ProvisionInput.%s with the same tag", pt.Field(i).Name)
-		}
-		if _, ok := keys[strings.Split(pt.Field(i).Tag.Get("json"), ",")[0]]; !ok {
-			t.Errorf("the test input does not exercise %s", pt.Field(i).Name)
 		}
 	}
 }

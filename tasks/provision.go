@@ -14,20 +14,9 @@ import (
 
 // ProvisionInput describes the sandbox to create.
 type ProvisionInput struct {
-	// Backend is local, modal or opensandbox; default local.
-	Backend string `json:"backend,omitempty"`
-	// ConnID is the backend's Airflow connection; default modal_default /
-	// opensandbox_default. The local backend takes none.
-	ConnID string `json:"conn_id,omitempty"`
-	// Modal only.
-	AppName           string   `json:"app_name,omitempty"`
-	GPU               string   `json:"gpu,omitempty"`
-	Regions           []string `json:"regions,omitempty"`
-	Cloud             string   `json:"cloud,omitempty"`
-	EgressEnforcement string   `json:"egress_enforcement,omitempty"`
-	// Local only: run registry images on the host's userland instead of
-	// refusing them.
-	IgnoreImage bool `json:"ignore_image,omitempty"`
+	// BackendOptions choose the backend, its connection and the
+	// backend-specific settings (app_name, gpu, ignore_image, ...).
+	BackendOptions
 
 	Image     string  `json:"image,omitempty"`
 	CPU       float64 `json:"cpu,omitempty"`
@@ -49,11 +38,6 @@ type ProvisionInput struct {
 	StageIn map[string]string `json:"stage_in,omitempty"`
 	// StorageConnID is the aws connection for s3:// stage_in URLs.
 	StorageConnID string `json:"storage_conn_id,omitempty"`
-}
-
-func (in ProvisionInput) backendOptions() BackendOptions {
-	return BackendOptions{Backend: in.Backend, ConnID: in.ConnID, AppName: in.AppName, GPU: in.GPU,
-		Regions: in.Regions, Cloud: in.Cloud, EgressEnforcement: in.EgressEnforcement, IgnoreImage: in.IgnoreImage}
 }
 
 // Provision creates a sandbox, stages its inputs and pushes its Record under
@@ -96,7 +80,7 @@ func provision(ctx context.Context, d Deps, in ProvisionInput) (*sandbox.Sandbox
 	if err != nil {
 		return nil, nil, Record{}, nil, err
 	}
-	drv, req, err := openDriver(ctx, d, in.backendOptions())
+	drv, req, err := openDriver(ctx, d, in.BackendOptions)
 	if err != nil {
 		return nil, nil, Record{}, nil, err
 	}

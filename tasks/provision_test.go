@@ -203,7 +203,7 @@ func TestBackendConnectionResolution(t *testing.T) {
 func TestProvisionFailsWhenTheConnectionLookupFails(t *testing.T) {
 	e := newEnv(t)
 	e.deps.Airflow = brokenAirflow{e.af}
-	_, err := Provision(context.Background(), e.deps, ProvisionInput{Backend: "modal"})
+	_, err := Provision(context.Background(), e.deps, ProvisionInput{BackendOptions: BackendOptions{Backend: "modal"}})
 	if err == nil || !strings.Contains(err.Error(), "supervisor unreachable") || errors.Is(err, connections.ErrNotFound) {
 		t.Fatalf("a failed lookup must not be mistaken for a missing connection: %v", err)
 	}

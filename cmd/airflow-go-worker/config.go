@@ -122,15 +122,16 @@ func loadBundleConfig(b *bundles.Bundle, data []byte, source string) error {
 				}
 				return fmt.Errorf("%s: kind %q is not one of %s", where, tc.Kind, kindNames())
 			}
-			if err := checkDefaults(kind.input, tc.Defaults); err != nil {
-				return fmt.Errorf("%s.defaults: %w", where, err)
-			}
 			var opts []bundles.TaskOption
 			if len(tc.Defaults) > 0 {
 				opts = append(opts, bundles.WithDefaults(tc.Defaults))
 			}
+			// Add checks each default names an input field and has its type.
 			if err := b.Add(dagID, taskID, kind.fn, opts...); err != nil {
 				return fmt.Errorf("%s: %w", where, err)
+			}
+			if err := checkNestedKeys(kind.input, tc.Defaults); err != nil {
+				return fmt.Errorf("%s.defaults: %w", where, err)
 			}
 		}
 	}
@@ -198,26 +199,12 @@ func mappingKeys(n *yaml.Node) []string {
 	return keys
 }
 
-// checkDefaults decodes the defaults into the kind's input struct, so an
-// unknown key or a value of the wrong type fails when the bundle loads, not
-// when the task first runs.
-func checkDefaults(input reflect.Type, defaults map[string]any) error {
+// checkNestedKeys decodes the defaults strictly, so a misspelt key inside a
+// nested mapping (network: {blok: true}) is an error rather than silently
+// meaning the default. Top-level keys and types were checked by bundles.Add.
+func checkNestedKeys(input reflect.Type, defaults map[string]any) error {
 	if len(defaults) == 0 {
 		return nil
-	}
-	known := map[string]bool{}
-	var names []string
-	for i := 0; i < input.NumField(); i++ {
-		name, _, _ := strings.Cut(input.Field(i).Tag.Get("json"), ",")
-		if name != "" && name != "-" {
-			known[name] = true
-			names = append(names, name)
-		}
-	}
-	for _, k := range sortedKeys(defaults) {
-		if !known[k] {
-			return fmt.Errorf("unknown key %q (this kind takes: %s)", k, strings.Join(names, ", "))
-		}
 	}
 	data, err := json.Marshal(defaults)
 	if err != nil {
@@ -226,10 +213,6 @@ func checkDefaults(input reflect.Type, defaults map[string]any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(reflect.New(input).Interface()); err != nil {
-		var ute *json.UnmarshalTypeError
-		if errors.As(err, &ute) && ute.Field != "" {
-			return fmt.Errorf("key %q: a %s value cannot be used as %s", ute.Field, ute.Value, ute.Type)
-		}
 		return err
 	}
 	return nil
