@@ -164,7 +164,7 @@ func (s *Sandbox) OpenFile(ctx context.Context, p string, maxBytes int64) (io.Re
 		return nil, 0, err
 	}
 	if maxBytes >= 0 {
-		rc = &limitReader{rc: rc, left: maxBytes, path: abs, max: maxBytes}
+		rc = LimitReader(rc, rc, abs, maxBytes)
 	}
 	return rc, size, nil
 }
@@ -255,31 +255,6 @@ func (l *limitWriter) Write(p []byte) (int, error) {
 	}
 	return n, nil // report all consumed so the producer keeps draining
 }
-
-// limitReader fails with a TooLargeError once more than max bytes arrive.
-type limitReader struct {
-	rc   io.ReadCloser
-	left int64
-	path string
-	max  int64
-}
-
-func (l *limitReader) Read(p []byte) (int, error) {
-	if l.left < 0 {
-		return 0, &TooLargeError{Path: l.path, Size: -1, MaxBytes: l.max}
-	}
-	if int64(len(p)) > l.left+1 {
-		p = p[:l.left+1]
-	}
-	n, err := l.rc.Read(p)
-	l.left -= int64(n)
-	if l.left < 0 {
-		return n + int(l.left), &TooLargeError{Path: l.path, Size: -1, MaxBytes: l.max}
-	}
-	return n, err
-}
-
-func (l *limitReader) Close() error { return l.rc.Close() }
 
 // String is for logs: backend and id, never credentials.
 func (s *Sandbox) String() string { return fmt.Sprintf("%s sandbox %s", s.drv.Backend(), s.id) }

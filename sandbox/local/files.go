@@ -120,7 +120,7 @@ func (d *Driver) OpenFile(ctx context.Context, id, p string, maxBytes int64) (io
 		f.Close()
 		return nil, 0, &sandbox.Error{Op: "read", Sandbox: id, Path: p, Err: &sandbox.TooLargeError{Path: p, Size: st.Size(), MaxBytes: maxBytes}}
 	}
-	return &limitedReader{r: f, c: f, left: maxBytes, max: maxBytes, path: p}, st.Size(), nil
+	return sandbox.LimitReader(f, f, p, maxBytes), st.Size(), nil
 }
 
 func checkRegular(id, p string, mode fs.FileMode) error {
@@ -134,63 +134,6 @@ func checkRegular(id, p string, mode fs.FileMode) error {
 	}
 	return nil
 }
-
-// limitedReader stops with a TooLargeError once more than max bytes arrive
-// (max < 0: no limit): the file may grow while it is read.
-type limitedReader struct {
-	r    io.Reader
-	c    io.Closer
-	left int64
-	max  int64
-	path string
-}
-
-func (l *limitedReader) Read(p []byte) (int, error) {
-	if l.max < 0 {
-		return l.r.Read(p)
-	}
-	if l.left < 0 {
-		return 0, &sandbox.TooLargeError{Path: l.path, Size: -1, MaxBytes: l.max}
-	}
-	if int64(len(p)) > l.left+1 {
-		p = p[:l.left+1]
-	}
-	n, err := l.r.Read(p)
-	l.left -= int64(n)
-	if l.left < 0 {
-		return n + int(l.left), &sandbox.TooLargeError{Path: l.path, Size: -1, MaxBytes: l.max}
-	}
-	return n, err
-}
-
-// WriteTo lets io.Copy into a file use copy_file_range when the source is
-// a host file: reads stream at the speed of a plain copy.
-func (l *limitedReader) WriteTo(w io.Writer) (int64, error) {
-	if l.max < 0 {
-		return io.Copy(w, l.r)
-	}
-	if l.left < 0 {
-		return 0, &sandbox.TooLargeError{Path: l.path, Size: -1, MaxBytes: l.max}
-	}
-	n, err := io.Copy(w, &io.LimitedReader{R: l.r, N: l.left})
-	l.left -= n
-	if err != nil || l.left > 0 {
-		return n, err // a short file, or a failed copy
-	}
-	// Exactly max bytes so far: one more byte means the file grew past it.
-	var probe [1]byte
-	m, err := io.ReadFull(l.r, probe[:])
-	if m > 0 {
-		l.left = -1
-		return n, &sandbox.TooLargeError{Path: l.path, Size: -1, MaxBytes: l.max}
-	}
-	if err == io.EOF || err == io.ErrUnexpectedEOF {
-		err = nil
-	}
-	return n, err
-}
-
-func (l *limitedReader) Close() error { return l.c.Close() }
 
 // WriteFile streams r into p through a temporary file in the same
 // directory, renamed into place: readers never see half a file, and a
@@ -506,7 +449,7 @@ func (d *Driver) openInSandbox(ctx context.Context, id string, m *meta, dir, p s
 		pw.CloseWithError(err) // nil: EOF
 	}()
 	closer := closerFunc(func() error { cancel(); return pr.Close() })
-	return &limitedReader{r: pr, c: closer, left: maxBytes, max: maxBytes, path: p}, size, nil
+	return sandbox.LimitReader(pr, closer, p, maxBytes), size, nil
 }
 
 type closerFunc func() error

@@ -164,7 +164,7 @@ func (d *Driver) OpenFile(ctx context.Context, id, p string, maxBytes int64) (io
 	}
 	rc = &brokenDownload{rc: rc, id: id, path: p}
 	if maxBytes >= 0 {
-		rc = &cappedReader{rc: rc, left: maxBytes, path: p, max: maxBytes}
+		rc = sandbox.LimitReader(rc, rc, p, maxBytes)
 	}
 	return rc, size, nil
 }
@@ -185,31 +185,6 @@ func (b *brokenDownload) Read(p []byte) (int, error) {
 }
 
 func (b *brokenDownload) Close() error { return b.rc.Close() }
-
-// cappedReader fails with a TooLargeError once more than max bytes arrive.
-type cappedReader struct {
-	rc   io.ReadCloser
-	left int64
-	path string
-	max  int64
-}
-
-func (c *cappedReader) Read(p []byte) (int, error) {
-	if c.left < 0 {
-		return 0, &sandbox.TooLargeError{Path: c.path, Size: -1, MaxBytes: c.max}
-	}
-	if int64(len(p)) > c.left+1 {
-		p = p[:c.left+1]
-	}
-	n, err := c.rc.Read(p)
-	c.left -= int64(n)
-	if c.left < 0 {
-		return n - 1, &sandbox.TooLargeError{Path: c.path, Size: -1, MaxBytes: c.max}
-	}
-	return n, err
-}
-
-func (c *cappedReader) Close() error { return c.rc.Close() }
 
 // WriteFile streams r into p with mode. A symlink at p is removed first so
 // the write replaces the link rather than its target; parents are created
