@@ -88,37 +88,19 @@ func (d *Driver) OpenFile(ctx context.Context, id, p string, maxBytes int64) (io
 		<-done
 		return nil, 0, &sandbox.Error{Op: "read", Sandbox: id, Path: p, Err: fmt.Errorf("bad size line %q", line)}
 	}
-	return &fileReader{r: br, pr: pr, proc: proc, done: done, left: maxBytes, path: p, max: maxBytes}, size, nil
+	// The limit is enforced here too (the file may have grown since the
+	// check); Close stops the exec's streams.
+	stop := closeFunc(func() error {
+		pr.CloseWithError(errors.New("file reader closed"))
+		proc.abandon()
+		return nil
+	})
+	return sandbox.LimitReader(br, stop, p, maxBytes), size, nil
 }
 
-// fileReader enforces the byte limit itself (the file may have grown) and
-// stops the exec's streams on Close.
-type fileReader struct {
-	r    io.Reader
-	pr   *io.PipeReader
-	proc *process
-	done chan struct{}
-	left int64 // < 0: no limit
-	path string
-	max  int64
-}
+type closeFunc func() error
 
-func (f *fileReader) Read(b []byte) (int, error) {
-	n, err := f.r.Read(b)
-	if f.max >= 0 {
-		f.left -= int64(n)
-		if f.left < 0 {
-			return n + int(f.left), &sandbox.TooLargeError{Path: f.path, Size: -1, MaxBytes: f.max}
-		}
-	}
-	return n, err
-}
-
-func (f *fileReader) Close() error {
-	f.pr.CloseWithError(errors.New("file reader closed"))
-	f.proc.abandon()
-	return nil
-}
+func (f closeFunc) Close() error { return f() }
 
 func fileExitErr(op, id, p string, code int, stderr string, maxBytes int64) error {
 	e := &sandbox.Error{Op: op, Sandbox: id, Path: p}
