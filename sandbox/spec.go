@@ -10,8 +10,9 @@ package sandbox
 
 import (
 	"fmt"
+	"maps"
 	"path"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 )
@@ -90,7 +91,7 @@ func (s Spec) Validate() error {
 	if s.Workdir != "" && (!path.IsAbs(s.Workdir) || path.Clean(s.Workdir) != s.Workdir) {
 		add("workdir: %q must be a clean absolute path such as /workspace", s.Workdir)
 	}
-	for _, k := range sortedKeys(s.Env) {
+	for _, k := range slices.Sorted(maps.Keys(s.Env)) {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			add("env: %q is not a valid variable name", k)
 		}
@@ -104,7 +105,7 @@ func (s Spec) Validate() error {
 	if s.Owner != "" && !strings.Contains(s.Owner, "/") {
 		add("owner: %q is not of the form <dag_id>/<run_id>", s.Owner)
 	}
-	for _, k := range sortedKeys(s.Tags) {
+	for _, k := range slices.Sorted(maps.Keys(s.Tags)) {
 		if k == "" {
 			add("tags: empty tag name")
 		}
@@ -113,13 +114,4 @@ func (s Spec) Validate() error {
 		return Refused("sandbox spec is invalid: %s", strings.Join(errs, "; "))
 	}
 	return nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

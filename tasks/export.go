@@ -7,6 +7,8 @@ import (
 	"io/fs"
 
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"maps"
+	"slices"
 )
 
 // DefaultMaxExportBytes is the per-file export budget, as in Python.
@@ -82,7 +84,7 @@ func exportFrom(ctx context.Context, d Deps, sb *sandbox.Sandbox, exports map[st
 		}
 		return nil, err
 	}
-	for _, p := range sortedKeys(exports) {
+	for _, p := range slices.Sorted(maps.Keys(exports)) {
 		dest := exports[p]
 		if err := stageOut(ctx, d, sb, exp, p, dest, maxBytes); err != nil {
 			return abort(fmt.Errorf("could not export %s from sandbox %s to %s: %w", p, sb.ID(), dest, err))

@@ -10,6 +10,8 @@ import (
 
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"maps"
+	"slices"
 )
 
 // ProvisionInput describes the sandbox to create.
@@ -99,7 +101,7 @@ func provision(ctx context.Context, d Deps, in ProvisionInput) (*sandbox.Sandbox
 	if err != nil {
 		return fail(fmt.Errorf("describing the new sandbox: %w", err))
 	}
-	for _, p := range sortedKeys(in.StageIn) {
+	for _, p := range slices.Sorted(maps.Keys(in.StageIn)) {
 		if err := stageIn(ctx, d, sb, p, in.StageIn[p], aws); err != nil {
 			return fail(err)
 		}
@@ -139,7 +141,7 @@ func buildSpec(ctx context.Context, d Deps, in ProvisionInput) (sandbox.Spec, []
 	for k, v := range in.Env {
 		spec.Env[k] = v
 	}
-	for _, name := range sortedKeys(in.EnvFrom) {
+	for _, name := range slices.Sorted(maps.Keys(in.EnvFrom)) {
 		if _, dup := in.Env[name]; dup {
 			return spec, nil, fmt.Errorf("env_from.%s: %s is also set in env; set it in one place only", name, name)
 		}
@@ -257,7 +259,7 @@ func stageIn(ctx context.Context, d Deps, sb *sandbox.Sandbox, path, url string,
 // checkURLs refuses empty paths and destinations that are not URLs, before
 // anything is provisioned or copied.
 func checkURLs(field string, m map[string]string) error {
-	for _, p := range sortedKeys(m) {
+	for _, p := range slices.Sorted(maps.Keys(m)) {
 		u := m[p]
 		if strings.TrimSpace(p) == "" {
 			return fmt.Errorf("%s: an entry has an empty sandbox path", field)

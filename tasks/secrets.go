@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"maps"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -68,7 +69,7 @@ func sandboxSecrets(ctx context.Context, d Deps, tags map[string]string) []strin
 		return nil
 	}
 	var out []string
-	for _, name := range sortedKeys(src) {
+	for _, name := range slices.Sorted(maps.Keys(src)) {
 		v, err := resolveEnvSource(ctx, d, name, src[name])
 		if err != nil {
 			d.logger().Warn("cannot re-read a sandbox secret to redact it", "variable", name, "error", err)

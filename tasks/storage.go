@@ -11,6 +11,8 @@ import (
 
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/storage"
+	"maps"
+	"slices"
 )
 
 // Storage is the object storage the tasks read inputs from and export to.
@@ -99,7 +101,7 @@ func urlConnID(raw string) string {
 // runs with one identity, and guessing would write with the wrong one.
 func storageConnFor(field, connID string, urls map[string]string) (string, error) {
 	named := ""
-	for _, p := range sortedKeys(urls) {
+	for _, p := range slices.Sorted(maps.Keys(urls)) {
 		c := urlConnID(urls[p])
 		switch {
 		case c == "":

@@ -218,15 +218,6 @@ func checkNestedKeys(input reflect.Type, defaults map[string]any) error {
 	return nil
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 // embeddedBundleConfig returns the bundle config packed into this executable's
 // AFBNDL01 source region, or nil data when there is none.
 func embeddedBundleConfig() (data []byte, source string, err error) {

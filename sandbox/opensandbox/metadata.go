@@ -3,8 +3,9 @@ package opensandbox
 import (
 	"encoding/base32"
 	"fmt"
+	"maps"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -66,7 +67,7 @@ func checkTagKey(key string) string {
 func encodeTags(tags map[string]string) (map[string]string, error) {
 	out := make(map[string]string, len(tags))
 	var bad []string
-	for _, k := range sortedKeys(tags) {
+	for _, k := range slices.Sorted(maps.Keys(tags)) {
 		if msg := checkTagKey(k); msg != "" {
 			bad = append(bad, msg)
 			continue
@@ -117,7 +118,7 @@ func encodeValue(key, v string) (map[string]string, error) {
 func decodeTags(meta map[string]string) map[string]string {
 	tags := map[string]string{}
 	skip := map[string]bool{metaCreatedBy: true, metaName: true}
-	for _, k := range sortedKeys(meta) {
+	for _, k := range slices.Sorted(maps.Keys(meta)) {
 		v := meta[k]
 		if !strings.HasPrefix(v, encodedPrefix) {
 			continue
@@ -170,13 +171,4 @@ func metadataPatch(cur, want map[string]string, keep map[string]bool) map[string
 		}
 	}
 	return patch
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
