@@ -1,13 +1,10 @@
 package storage
 
 import (
-	"bufio"
 	"context"
 	"io"
 	"os"
-	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/s3/manager"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/airflow-sandbox/airflow-go-worker/testing/memwatch"
 )
 
 // BenchmarkPutS3 uploads a generated stream (default 1 GiB; set
@@ -45,14 +44,14 @@ func BenchmarkPutS3(b *testing.B) {
 	})
 
 	var putDur, directDur time.Duration
-	var putMem, directMem memPeak
+	var putMem, directMem memPeak // peaks over all iterations
 	b.SetBytes(size)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		// Alternate the order so neither side always runs on a warmer cache.
 		runs := []func(){
 			func() {
-				m := startMemSampler()
+				m := memwatch.Start()
 				t0 := time.Now()
 				if _, err := direct.Upload(ctx, &s3.PutObjectInput{
 					Bucket: aws.String(srv.bucket), Key: aws.String("bench/direct"),
@@ -61,16 +60,16 @@ func BenchmarkPutS3(b *testing.B) {
 					b.Fatal(err)
 				}
 				directDur += time.Since(t0)
-				directMem = directMem.max(m.stop())
+				directMem = directMem.max(m.Stop())
 			},
 			func() {
-				m := startMemSampler()
+				m := memwatch.Start()
 				t0 := time.Now()
 				if _, err := Put(ctx, srv.url("bench/storage"), newGenReader(size), srv.opt); err != nil {
 					b.Fatal(err)
 				}
 				putDur += time.Since(t0)
-				putMem = putMem.max(m.stop())
+				putMem = putMem.max(m.Stop())
 			},
 		}
 		if i%2 == 1 {
@@ -122,55 +121,6 @@ func (g *genReader) Read(p []byte) (int, error) {
 // memPeak is the highest heap in use and resident set seen during a transfer.
 type memPeak struct{ heapMiB, rssMiB float64 }
 
-func (m memPeak) max(o memPeak) memPeak {
-	return memPeak{heapMiB: max(m.heapMiB, o.heapMiB), rssMiB: max(m.rssMiB, o.rssMiB)}
-}
-
-type memSampler struct {
-	stopc chan struct{}
-	done  chan memPeak
-}
-
-// startMemSampler resets the kernel's RSS high-water mark and samples the Go
-// heap every 10 ms until stop.
-func startMemSampler() *memSampler {
-	runtime.GC()
-	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) // resets VmHWM
-	s := &memSampler{stopc: make(chan struct{}), done: make(chan memPeak, 1)}
-	go func() {
-		var peak uint64
-		var ms runtime.MemStats
-		t := time.NewTicker(10 * time.Millisecond)
-		defer t.Stop()
-		for {
-			runtime.ReadMemStats(&ms)
-			peak = max(peak, ms.HeapInuse)
-			select {
-			case <-s.stopc:
-				s.done <- memPeak{heapMiB: float64(peak) / (1 << 20), rssMiB: float64(vmHWM()) / (1 << 20)}
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return s
-}
-
-func (s *memSampler) stop() memPeak { close(s.stopc); return <-s.done }
-
-// vmHWM is the process's peak resident set in bytes (0 if unknown).
-func vmHWM() uint64 {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
-			kb, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
+func (m memPeak) max(p memwatch.Peak) memPeak {
+	return memPeak{heapMiB: max(m.heapMiB, float64(p.HeapInuse)/(1<<20)), rssMiB: max(m.rssMiB, float64(p.RSS)/(1<<20))}
 }

@@ -6,16 +6,15 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/testing/memwatch"
 )
 
 // Targets (issue 3, item 4): create + exec true + destroy under 50 ms
@@ -155,10 +154,7 @@ func benchStream(b *testing.B, op func(ctx context.Context, sb *sandbox.Sandbox,
 		plain = min(plain, time.Since(start))
 		os.Remove(dst)
 		syscall.Sync()
-		runtime.GC()
-		var base runtime.MemStats
-		runtime.ReadMemStats(&base)
-		stop := sampleHeap()
+		watch := memwatch.Start()
 		b.StartTimer()
 
 		start = time.Now()
@@ -168,9 +164,7 @@ func benchStream(b *testing.B, op func(ctx context.Context, sb *sandbox.Sandbox,
 		ours = min(ours, time.Since(start))
 
 		b.StopTimer()
-		if p := stop(); p > base.HeapInuse {
-			peak = max(peak, p-base.HeapInuse)
-		}
+		peak = max(peak, watch.Stop().HeapGrowth())
 		os.Remove(dst)
 		b.StartTimer()
 	}
@@ -215,37 +209,6 @@ func writePattern(path string, size int64) error {
 		left -= n
 	}
 	return f.Close()
-}
-
-// sampleHeap tracks the peak HeapInuse until stop is called.
-func sampleHeap() (stop func() uint64) {
-	var mu sync.Mutex
-	var peak uint64
-	done, finished := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(finished)
-		var ms runtime.MemStats
-		tick := time.NewTicker(5 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			runtime.ReadMemStats(&ms)
-			mu.Lock()
-			peak = max(peak, ms.HeapInuse)
-			mu.Unlock()
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	return func() uint64 {
-		close(done)
-		<-finished
-		mu.Lock()
-		defer mu.Unlock()
-		return peak
-	}
 }
 
 func benchDriver(b *testing.B) *Driver {

@@ -33,15 +33,14 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net"
-	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/testing/memwatch"
 )
 
 // Options declare what the backend under test can do.
@@ -399,40 +398,6 @@ func (s *suite) testFilesRoundTrip(t *testing.T, drv sandbox.Driver) {
 	}
 }
 
-// heapPeak samples the heap until stopped and reports the peak HeapInuse.
-func heapPeak() (stop func() uint64) {
-	var (
-		mu   sync.Mutex
-		peak uint64
-		ms   runtime.MemStats
-	)
-	done := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		tick := time.NewTicker(5 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			runtime.ReadMemStats(&ms)
-			mu.Lock()
-			peak = max(peak, ms.HeapInuse)
-			mu.Unlock()
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	return func() uint64 {
-		close(done)
-		<-finished
-		mu.Lock()
-		defer mu.Unlock()
-		return peak
-	}
-}
-
 func (s *suite) testBigFile(t *testing.T, drv sandbox.Driver) {
 	n := s.opts.BigFileSize
 	if n < 0 {
@@ -440,36 +405,30 @@ func (s *suite) testBigFile(t *testing.T, drv sandbox.Driver) {
 	}
 	sb := s.create(t, drv, nil)
 	ctx := s.ctx(t)
-	runtime.GC()
-	var base runtime.MemStats
-	runtime.ReadMemStats(&base)
-	stop := heapPeak()
+	watch := memwatch.Start()
 
 	want := sha256.New()
 	if err := sb.WriteFile(ctx, "big.bin", io.TeeReader(patterned(2, n), want), 0o644); err != nil {
-		stop()
+		watch.Stop()
 		t.Fatalf("write %d bytes: %v", n, err)
 	}
 	rc, size, err := sb.OpenFile(ctx, "big.bin", n)
 	if err != nil {
-		stop()
+		watch.Stop()
 		t.Fatalf("open: %v", err)
 	}
 	got := sha256.New()
 	copied, err := io.Copy(got, rc)
 	rc.Close()
-	peak := stop()
+	peak := watch.Stop()
 	if err != nil || copied != n || size != n {
 		t.Fatalf("read back %d of %d bytes (open said %d): %v", copied, n, size, err)
 	}
 	if !bytes.Equal(got.Sum(nil), want.Sum(nil)) {
 		t.Fatalf("the %d-byte file came back different", n)
 	}
-	growth := uint64(0)
-	if peak > base.HeapInuse {
-		growth = peak - base.HeapInuse
-	}
-	t.Logf("streamed %d MiB each way; heap peak %d MiB above the %d MiB baseline", n>>20, growth>>20, base.HeapInuse>>20)
+	growth := peak.HeapGrowth()
+	t.Logf("streamed %d MiB each way; heap peak %d MiB above the %d MiB baseline", n>>20, growth>>20, peak.BaseHeapInuse>>20)
 	if growth > s.opts.MaxHeapGrowth {
 		t.Errorf("heap grew by %d MiB while streaming a %d MiB file; the limit is %d MiB (is the file buffered whole?)", growth>>20, n>>20, s.opts.MaxHeapGrowth>>20)
 	}
