@@ -8,6 +8,11 @@ import "io"
 // wrap their streams with it, and Sandbox.OpenFile wraps every driver's
 // stream again, so the limit holds whatever the driver does.
 func LimitReader(r io.Reader, c io.Closer, path string, max int64) io.ReadCloser {
+	// A stream that already enforces the same or a tighter limit needs no
+	// second layer, and a second layer would hide the inner one's fast path.
+	if inner, ok := r.(*limitReader); ok && inner == c && inner.max >= 0 && (max < 0 || inner.max <= max) {
+		return inner
+	}
 	return &limitReader{r: r, c: c, left: max, max: max, path: path}
 }
 

@@ -85,3 +85,22 @@ func TestLimitReaderCopiesFiles(t *testing.T) {
 		t.Fatalf("copied %d bytes, want %d identical", len(got), len(want))
 	}
 }
+
+// Sandbox.OpenFile wraps the driver's stream again; when the driver already
+// enforces the limit the second layer is skipped, and a looser inner limit
+// is still tightened.
+func TestLimitReaderDoesNotStackOnAnEqualLimit(t *testing.T) {
+	src := io.NopCloser(strings.NewReader("0123456789"))
+	inner := LimitReader(src, src, "/f", 4)
+	if outer := LimitReader(inner, inner, "/f", 4); outer != inner {
+		t.Fatal("an equal limit must reuse the inner reader")
+	}
+	loose := LimitReader(src, src, "/f", 8)
+	tight := LimitReader(loose, loose, "/f", 4)
+	if tight == loose {
+		t.Fatal("a tighter limit must wrap the looser reader")
+	}
+	if got, err := readAll(tight); !errors.Is(err, ErrTooLarge) || string(got) != "0123" {
+		t.Fatalf("tightened: got %q, %v", got, err)
+	}
+}
