@@ -5,8 +5,6 @@
 GO        ?= go
 BIN       := bin/airflow-go-worker
 BUNDLE    := dist/airflow-go-worker.bundle
-GOBIN     := $(shell $(GO) env GOPATH)/bin
-VERSITYGW := $(GOBIN)/versitygw
 PKGS      := ./...
 
 .PHONY: all build test vet fmt-check demo pack bench fuzz tools clean
@@ -16,12 +14,10 @@ all: build
 build:
 	$(GO) build -trimpath -o $(BIN) ./cmd/airflow-go-worker
 
-# Tools the tests and the demo need that are not Go libraries.
-tools: $(VERSITYGW)
-	@command -v bwrap >/dev/null || { echo "bubblewrap is missing: run 'apt-get install -y bubblewrap' (as root)"; exit 1; }
-
-$(VERSITYGW):
-	$(GO) install github.com/versity/versitygw/cmd/versitygw@v1.8.0
+# Tools the tests and the demo need that are not Go libraries (bubblewrap,
+# prlimit, PyYAML, versitygw): installed when missing, see the script.
+tools:
+	@./scripts/ensure-tools.sh
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs what the demo and the tests need beyond Go itself, so a fresh
+# Debian/Ubuntu machine needs only `make demo` and `make test`:
+#   bubblewrap      the local sandbox backend
+#   util-linux      prlimit, which enforces sandbox memory limits
+#   python3-yaml    tests cross-check packed manifests with PyYAML (Airflow's
+#                   parser) and probe the seccomp filter with python3
+#   versitygw       a real S3 gateway for the demo and the storage tests
+# Debian packages need root (or sudo); without either it says what to run.
+set -euo pipefail
+
+need=()
+command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
+command -v prlimit >/dev/null 2>&1 || need+=(util-linux)
+/usr/bin/python3 -c 'import yaml' >/dev/null 2>&1 || need+=(python3 python3-yaml)
+
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" -eq 0 ]; then sudo=(); elif command -v sudo >/dev/null 2>&1; then sudo=(sudo); else
+    echo "missing Debian packages: ${need[*]}; install them as root: apt-get install -y ${need[*]}" >&2
+    exit 1
+  fi
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "missing packages: ${need[*]}; this script installs them with apt-get, which this machine lacks: install them with your package manager" >&2
+    exit 1
+  fi
+  echo "installing ${need[*]} ..." >&2
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo[@]}" apt-get update -qq
+  "${sudo[@]}" apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+gobin="$(go env GOPATH)/bin"
+if [ ! -x "$gobin/versitygw" ] && ! command -v versitygw >/dev/null 2>&1; then
+  echo "installing versitygw (S3 gateway) with go install ..." >&2
+  go install github.com/versity/versitygw/cmd/versitygw@v1.8.0
+fi
