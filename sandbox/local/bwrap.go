@@ -30,9 +30,11 @@ var hostSystemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64
 // hostEtc is the part of the host's /etc a sandbox sees: what the dynamic
 // linker, the shell, TLS and the alternatives system need, and nothing that
 // names the host's users or secrets. passwd, group and hosts are generated.
+// Only ssl/certs and openssl.cnf of /etc/ssl: its private/ holds the host's
+// TLS keys, which a worker running as root could otherwise read.
 var hostEtc = []string{
 	"ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "nsswitch.conf",
-	"localtime", "timezone", "ssl", "ca-certificates", "ca-certificates.conf",
+	"localtime", "timezone", "ssl/certs", "ssl/openssl.cnf", "ca-certificates", "ca-certificates.conf",
 	"mime.types", "protocols", "services",
 }
 

@@ -517,3 +517,42 @@ func TestDestroyRemovesUnwritableDirs(t *testing.T) {
 		}
 	}
 }
+
+// Every host file the sandbox sees under /etc must be one any host user may
+// read: the sandbox user can be the worker's own uid (root in containers),
+// so a restricted file mounted in (such as /etc/ssl/private's TLS keys)
+// would be readable inside.
+func TestHostEtcMountsHoldOnlyWorldReadableFiles(t *testing.T) {
+	for _, name := range append(append([]string{}, hostEtc...), hostEtcNetwork...) {
+		src := filepath.Join("/etc", name)
+		filepath.WalkDir(src, func(p string, e os.DirEntry, err error) error {
+			if err != nil || e.Type()&os.ModeSymlink != 0 {
+				return nil // missing on this host, or resolved inside the sandbox
+			}
+			st, err := e.Info()
+			if err != nil {
+				return nil
+			}
+			need := os.FileMode(0o004)
+			if st.IsDir() {
+				need = 0o005
+			}
+			if st.Mode().Perm()&need != need {
+				t.Errorf("%s (mode %v) is mounted into every sandbox but is not world-readable; mount only the public part of /etc/%s", p, st.Mode(), name)
+			}
+			return nil
+		})
+	}
+}
+
+func TestHostTLSPrivateKeysAreHidden(t *testing.T) {
+	if _, err := os.Stat("/etc/ssl/certs"); err != nil {
+		t.Fatalf("this test needs the host's CA certificates (apt-get install ca-certificates): %v", err)
+	}
+	d := newTestDriver(t)
+	sb := create(t, d, sandbox.Spec{})
+	_, out, _ := run(t, sb, "test -e /etc/ssl/private && echo private; test -d /etc/ssl/certs && echo certs", 10*time.Second)
+	if out != "certs\n" {
+		t.Fatalf("want the CA certificates visible and /etc/ssl/private hidden, got %q", out)
+	}
+}
