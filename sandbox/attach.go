@@ -25,6 +25,11 @@ func Attach(ctx context.Context, drv Driver, id, owner, holder string) (*Sandbox
 	fail := func(format string, a ...any) (*Sandbox, Attachment, error) {
 		return nil, Attachment{}, &Error{Op: "attach", Sandbox: id, Err: fmt.Errorf(format, a...)}
 	}
+	// An empty owner would match a sandbox nobody provisioned for
+	// handing over (no owner tag), and an empty holder is no claim at all.
+	if owner == "" || holder == "" {
+		return fail("attach needs an owner (<dag_id>/<run_id>) and a holder (<dag_id>/<run_id>/<task_id>); got owner %q, holder %q", owner, holder)
+	}
 	tags, err := s.Tags(ctx)
 	if err != nil {
 		return nil, Attachment{}, err

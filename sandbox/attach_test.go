@@ -79,3 +79,18 @@ func TestAttachToleratesAMalformedNetworkTag(t *testing.T) {
 		t.Errorf("a malformed network tag must give no policy, not an error: %+v, %v", att, err)
 	}
 }
+
+func TestAttachRefusesAnEmptyOwnerOrHolder(t *testing.T) {
+	ctx := context.Background()
+	drv := newFake()
+	sb, _ := Create(ctx, drv, Spec{}) // no owner: never meant to be handed over
+	if _, _, err := Attach(ctx, drv, sb.ID(), "", "dag/run/t"); err == nil || !IsTerminal(err) {
+		t.Errorf("an empty owner matched an unowned sandbox: %v", err)
+	}
+	if _, _, err := Attach(ctx, drv, sb.ID(), "dag/run", ""); err == nil {
+		t.Error("an empty holder was accepted")
+	}
+	if _, held := drv.boxes[sb.ID()].tags[TagHolder]; held {
+		t.Error("a refused attach wrote a holder tag")
+	}
+}
