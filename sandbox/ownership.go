@@ -84,13 +84,15 @@ func EncodeNetworkPolicy(p NetworkPolicy) string {
 	return asciiEscape(strings.TrimSuffix(buf.String(), "\n"))
 }
 
-// asciiEscape turns non-ASCII runes into \uXXXX (surrogate pairs above the
-// BMP), as Python's ensure_ascii does. Input is valid JSON, so every
+// asciiEscape turns non-ASCII runes and DEL into \uXXXX (surrogate pairs
+// above the BMP), as Python's ensure_ascii does. Input is valid JSON, so every
 // non-ASCII rune sits inside a string.
 func asciiEscape(s string) string {
 	var b strings.Builder
 	for _, r := range s {
 		switch {
+		case r == 0x7f: // ASCII, but Python escapes everything outside ' '..'~'
+			b.WriteString(`\u007f`)
 		case r < utf8.RuneSelf:
 			b.WriteRune(r)
 		case r > 0xFFFF:

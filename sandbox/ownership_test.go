@@ -25,6 +25,10 @@ func TestEncodeNetworkPolicyMatchesPython(t *testing.T) {
 			`{"allow_egress_to":["b\u00fccher.de","\ud83d\ude00<&>"],"allow_egress_to_cidrs":[],"block_network":true}`},
 		{"control chars", NetworkPolicy{Block: true, AllowHosts: []string{"a\"b\\c\n\x01"}},
 			`{"allow_egress_to":["a\"b\\c\n\u0001"],"allow_egress_to_cidrs":[],"block_network":true}`},
+		// DEL is ASCII but not printable: Python escapes it; \b, \f and
+		// U+2028 as Python writes them.
+		{"DEL and short escapes", NetworkPolicy{Block: true, AllowHosts: []string{"a\x7f\b\f\u2028\t"}},
+			`{"allow_egress_to":["a\u007f\b\f\u2028\t"],"allow_egress_to_cidrs":[],"block_network":true}`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
