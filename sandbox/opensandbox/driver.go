@@ -174,6 +174,14 @@ func (d *Driver) createRequest(name string, spec sandbox.Spec) (CreateRequest, e
 	if len(net.AllowCIDRs) > 0 {
 		errs = append(errs, "network: allow_cidrs cannot be used with OpenSandbox: its egress sidecar enforces CIDR rules only in dns+nft mode and the enforcement mode cannot be verified; allow host names instead")
 	}
+	for _, h := range net.AllowHosts {
+		// The sidecar takes IP and CIDR targets in the same list, with the
+		// same unverifiable enforcement as allow_cidrs; so they are refused
+		// here too, as are URLs and ports, which are no target at all.
+		if msg := hostTargetProblem(h); msg != "" {
+			errs = append(errs, fmt.Sprintf("network: allow_hosts entry %q %s", h, msg))
+		}
+	}
 	cpu := d.opts.DefaultCPU
 	if spec.CPU > 0 {
 		milli := math.Round(spec.CPU * 1000)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"sort"
 	"strings"
 )
@@ -92,4 +93,20 @@ func normalizedSet(xs []string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// hostTargetProblem says why h is not a host name the egress sidecar can
+// allow ("" when it is one): an exact name, or "*." and a name.
+func hostTargetProblem(h string) string {
+	name := strings.TrimPrefix(h, "*.")
+	if _, err := netip.ParseAddr(name); err == nil {
+		return "is an IP address: OpenSandbox enforces those only in dns+nft mode, which cannot be verified; allow host names instead"
+	}
+	if _, err := netip.ParsePrefix(name); err == nil {
+		return "is an IP range: OpenSandbox enforces those only in dns+nft mode, which cannot be verified; allow host names instead"
+	}
+	if name == "" || strings.ContainsAny(name, "*/:@?# ") {
+		return "is not a host name: give a name like pypi.org or *.example.com, without scheme, port, path or inner wildcards"
+	}
+	return ""
 }

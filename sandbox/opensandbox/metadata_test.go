@@ -129,6 +129,18 @@ func TestCreateRequestMapping(t *testing.T) {
 		{"cidr allowlist", func(s *sandbox.Spec) {
 			s.Network = &sandbox.NetworkPolicy{Block: true, AllowCIDRs: []string{"10.0.0.0/8"}}
 		}, "allow_cidrs"},
+		{"ip in allow_hosts", func(s *sandbox.Spec) {
+			s.Network = &sandbox.NetworkPolicy{Block: true, AllowHosts: []string{"pypi.org", "10.1.2.3"}}
+		}, `"10.1.2.3" is an IP address`},
+		{"cidr in allow_hosts", func(s *sandbox.Spec) {
+			s.Network = &sandbox.NetworkPolicy{Block: true, AllowHosts: []string{"10.0.0.0/8"}}
+		}, `"10.0.0.0/8" is an IP range`},
+		{"ipv6 in allow_hosts", func(s *sandbox.Spec) {
+			s.Network = &sandbox.NetworkPolicy{Block: true, AllowHosts: []string{"2001:db8::1"}}
+		}, "is an IP"},
+		{"url in allow_hosts", func(s *sandbox.Spec) {
+			s.Network = &sandbox.NetworkPolicy{Block: true, AllowHosts: []string{"https://pypi.org/simple"}}
+		}, "is not a host name"},
 		{"bad tag key", func(s *sandbox.Spec) { s.Tags = map[string]string{"bad key": "v"} }, `"bad key"`},
 	}
 	for _, r := range refused {
