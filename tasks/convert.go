@@ -36,8 +36,11 @@ func Convert(ctx context.Context, d Deps, in ConvertInput) (ConvertResult, error
 	if len(in.Command) == 0 {
 		return ConvertResult{}, errors.New("command: nothing to run; give the conversion command")
 	}
-	// Check the outputs before paying for a sandbox.
-	if err := checkExports(in.Exports); err != nil {
+	// Check the outputs, and resolve their connection, before paying for a
+	// sandbox: a mistake there would otherwise surface only after the
+	// conversion ran, once per retry.
+	plan, err := planExport(ctx, d, in.Exports, in.ExportConnID, in.MaxBytes)
+	if err != nil {
 		return ConvertResult{}, err
 	}
 	sb, drv, rec, secrets, err := provision(ctx, d, in.ProvisionInput)
@@ -58,7 +61,7 @@ func Convert(ctx context.Context, d Deps, in ConvertInput) (ConvertResult, error
 				fmt.Errorf("conversion failed, nothing was exported: %w", &CommandError{Command: cmd, Result: res})
 		}
 	}
-	urls, err := exportFrom(ctx, d, sb, in.Exports, in.ExportConnID, in.MaxBytes)
+	urls, err := exportFrom(ctx, d, sb, plan)
 	if err != nil {
 		return ConvertResult{ExitCode: res.ExitCode, OutputTail: res.OutputTail}, err
 	}

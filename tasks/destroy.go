@@ -59,21 +59,22 @@ type CollectInput struct {
 }
 
 // Collect exports the files, then destroys the sandbox whether or not the
-// export succeeded (it is meant for trigger rule all_done). A failed export
-// fails the task; a failed destroy is only logged, since the sandbox's
-// lifetime reclaims it. With no exports it only destroys.
+// export succeeded (it is meant for trigger rule all_done): a bad exports
+// setting, a missing connection or a failed transfer all still destroy it.
+// A failed export fails the task; a failed destroy is only logged, since the
+// sandbox's lifetime reclaims it. With no exports it only destroys, and
+// like destroy it succeeds when the sandbox is already gone.
 func Collect(ctx context.Context, d Deps, in CollectInput) ([]string, error) {
 	if err := d.check(); err != nil {
 		return nil, err
 	}
-	if len(in.Exports) > 0 {
-		if err := checkURLs("exports", in.Exports); err != nil {
-			return nil, err
-		}
-	}
 	sb, drv, tags, err := openRef(ctx, d, BackendOptions{Backend: in.Backend, ConnID: in.ConnID}, in.Sandbox, in.Owner)
 	if err != nil {
 		if errors.Is(err, sandbox.ErrGone) {
+			if len(in.Exports) == 0 {
+				d.logger().Info("sandbox already gone; nothing to collect", "id", in.Sandbox.ID)
+				return []string{}, nil
+			}
 			return nil, fmt.Errorf("%w; none of the files it was to export exist", err)
 		}
 		return nil, err
@@ -88,5 +89,9 @@ func Collect(ctx context.Context, d Deps, in CollectInput) ([]string, error) {
 	if len(in.Exports) == 0 {
 		return []string{}, nil
 	}
-	return exportFrom(ctx, d, sb, in.Exports, in.ExportConnID, in.MaxBytes)
+	plan, err := planExport(ctx, d, in.Exports, in.ExportConnID, in.MaxBytes)
+	if err != nil {
+		return nil, err
+	}
+	return exportFrom(ctx, d, sb, plan)
 }

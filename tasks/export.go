@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 
+	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 	"maps"
 	"slices"
@@ -39,7 +40,8 @@ func Export(ctx context.Context, d Deps, in ExportInput) ([]string, error) {
 	if err := d.check(); err != nil {
 		return nil, err
 	}
-	if err := checkExports(in.Exports); err != nil {
+	plan, err := planExport(ctx, d, in.Exports, in.ExportConnID, in.MaxBytes)
+	if err != nil {
 		return nil, err
 	}
 	sb, drv, _, err := openRef(ctx, d, BackendOptions{Backend: in.Backend, ConnID: in.ConnID}, in.Sandbox, in.Owner)
@@ -47,7 +49,7 @@ func Export(ctx context.Context, d Deps, in ExportInput) ([]string, error) {
 		return nil, err
 	}
 	defer drv.Close()
-	return exportFrom(ctx, d, sb, in.Exports, in.ExportConnID, in.MaxBytes)
+	return exportFrom(ctx, d, sb, plan)
 }
 
 func checkExports(m map[string]string) error {
@@ -57,25 +59,44 @@ func checkExports(m map[string]string) error {
 	return checkURLs("exports", m)
 }
 
-// exportFrom is the export shared by Export, Collect and Convert.
-func exportFrom(ctx context.Context, d Deps, sb *sandbox.Sandbox, exports map[string]string, connID string, maxBytes int64) ([]string, error) {
-	log := d.logger()
-	exports = d.Run.expandURLs(exports)
+// exportPlan is an export whose settings were checked and resolved before
+// any byte moves: the URLs with the run filled in, the byte budget and the
+// storage credentials.
+type exportPlan struct {
+	exports  map[string]string
+	maxBytes int64
+	aws      *connections.AWSConfig
+}
+
+// planExport checks an export's settings and resolves its connection, so
+// that a mistake in them is reported before a sandbox is paid for (convert)
+// and names the setting at fault.
+func planExport(ctx context.Context, d Deps, exports map[string]string, connID string, maxBytes int64) (exportPlan, error) {
+	if err := checkExports(exports); err != nil {
+		return exportPlan{}, err
+	}
 	if maxBytes == 0 {
 		maxBytes = DefaultMaxExportBytes
 	}
 	if maxBytes < 0 {
-		return nil, fmt.Errorf("max_bytes: %d is negative; give a byte budget such as 1073741824", maxBytes)
+		return exportPlan{}, fmt.Errorf("max_bytes: %d is negative; give a byte budget such as 1073741824", maxBytes)
 	}
+	exports = d.Run.expandURLs(exports)
 	connID, err := storageConnFor("export_conn_id", connID, exports)
 	if err != nil {
-		return nil, err
+		return exportPlan{}, err
 	}
 	aws, err := resolveAWS(ctx, d, connID, "export_conn_id")
 	if err != nil {
-		return nil, err
+		return exportPlan{}, err
 	}
-	exp := d.storage().NewExport(aws, log)
+	return exportPlan{exports: exports, maxBytes: maxBytes, aws: aws}, nil
+}
+
+// exportFrom is the export shared by Export, Collect and Convert.
+func exportFrom(ctx context.Context, d Deps, sb *sandbox.Sandbox, plan exportPlan) ([]string, error) {
+	log := d.logger()
+	exp := d.storage().NewExport(plan.aws, log)
 	abort := func(err error) ([]string, error) {
 		actx, cancel := context.WithTimeout(context.Background(), exportAbortTimeout)
 		defer cancel()
@@ -84,9 +105,9 @@ func exportFrom(ctx context.Context, d Deps, sb *sandbox.Sandbox, exports map[st
 		}
 		return nil, err
 	}
-	for _, p := range slices.Sorted(maps.Keys(exports)) {
-		dest := exports[p]
-		if err := stageOut(ctx, d, sb, exp, p, dest, maxBytes); err != nil {
+	for _, p := range slices.Sorted(maps.Keys(plan.exports)) {
+		dest := plan.exports[p]
+		if err := stageOut(ctx, d, sb, exp, p, dest, plan.maxBytes); err != nil {
 			return abort(fmt.Errorf("could not export %s from sandbox %s to %s: %w", p, sb.ID(), dest, err))
 		}
 	}

@@ -105,6 +105,44 @@ func TestCollectDestroysEvenWhenExportFails(t *testing.T) {
 	}
 }
 
+// Collect runs under all_done: a mistake in its export settings must not
+// leave the sandbox running until its lifetime ends.
+func TestCollectDestroysWhenTheExportSettingsAreWrong(t *testing.T) {
+	cases := map[string]CollectInput{
+		"not a URL":          {Exports: map[string]string{"r.md": "reports/r.md"}},
+		"empty path":         {Exports: map[string]string{"": "s3://out/r.md"}},
+		"negative max_bytes": {Exports: map[string]string{"r.md": "s3://out/r.md"}, MaxBytes: -1},
+		"missing connection": {Exports: map[string]string{"r.md": "s3://out/r.md"}, ExportConnID: "nope"},
+		"two connections":    {Exports: map[string]string{"a": "s3://lake@out/a", "b": "s3://sea@out/b"}},
+	}
+	for name, in := range cases {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			in.Sandbox = SandboxRef{ID: provisioned(t, e)}
+			if _, err := Collect(context.Background(), e.deps, in); err == nil {
+				t.Fatal("want the settings refused")
+			}
+			if alive := e.drv.alive(); len(alive) != 0 {
+				t.Fatalf("collect left %v alive", alive)
+			}
+		})
+	}
+}
+
+// Without exports collect is a destroy, and like destroy it is idempotent.
+func TestCollectWithoutExportsOfAGoneSandboxSucceeds(t *testing.T) {
+	e := newEnv(t)
+	id := provisioned(t, e)
+	for i := 0; i < 2; i++ {
+		if urls, err := Collect(context.Background(), e.deps, CollectInput{Sandbox: SandboxRef{ID: id}}); err != nil || len(urls) != 0 {
+			t.Fatalf("collect #%d: %v, %v", i+1, urls, err)
+		}
+	}
+	if alive := e.drv.alive(); len(alive) != 0 {
+		t.Fatalf("still alive: %v", alive)
+	}
+}
+
 func TestCollectExportsThenDestroysAndOnlyLogsAFailedDestroy(t *testing.T) {
 	e := newEnv(t)
 	id := provisioned(t, e)
@@ -161,6 +199,34 @@ func TestConvert(t *testing.T) {
 	}
 	if _, err := Convert(context.Background(), e.deps, ConvertInput{Command: Commands{"true"}}); err == nil || len(e.drv.creates) != 2 {
 		t.Fatalf("convert without exports must fail before creating: %v (creates %d)", err, len(e.drv.creates))
+	}
+}
+
+// A conversion whose outputs cannot be written is refused before a
+// sandbox is created and the command run.
+func TestConvertChecksTheExportSettingsBeforeProvisioning(t *testing.T) {
+	base := ConvertInput{Command: Commands{"echo hi > out.txt"}, Exports: map[string]string{"out.txt": "s3://out/o.txt"}}
+	cases := map[string]func(*ConvertInput){
+		"missing export connection": func(in *ConvertInput) { in.ExportConnID = "nope" },
+		"negative max_bytes":        func(in *ConvertInput) { in.MaxBytes = -5 },
+		"URL names another conn": func(in *ConvertInput) {
+			in.ExportConnID = "a"
+			in.Exports = map[string]string{"out.txt": "s3://b@out/o.txt"}
+		},
+	}
+	for name, mod := range cases {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			e.af.conns["a"] = connections.Connection{ConnID: "a", ConnType: "aws"}
+			in := base
+			mod(&in)
+			if _, err := Convert(context.Background(), e.deps, in); err == nil {
+				t.Fatal("want the settings refused")
+			}
+			if len(e.drv.creates) != 0 {
+				t.Fatalf("a sandbox was created for a conversion that could not export")
+			}
+		})
 	}
 }
 
