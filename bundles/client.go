@@ -88,6 +88,18 @@ func (r *rpc) send(id int64, body map[string]any) error {
 	return protocol.WriteFrame(r.conn, p)
 }
 
+// failure returns why the reader stopped, or nil while it still runs.
+func (r *rpc) failure() error {
+	select {
+	case <-r.done:
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.readErr
+	default:
+		return nil
+	}
+}
+
 // call sends body and waits for its reply. An ErrorResponse (body or third
 // element) becomes a *protocol.APIError.
 func (r *rpc) call(ctx context.Context, body map[string]any) (protocol.Message, error) {

@@ -29,6 +29,10 @@ func (s session) logEvents() []string {
 	return out
 }
 
+// rawReplyKey in a reply body makes the fake supervisor write the []byte
+// under it verbatim instead of an encoded reply frame.
+const rawReplyKey = "\x00raw"
+
 type replyFunc func(m protocol.Message) (body, errBody map[string]any)
 
 var terminalTypes = map[string]bool{protocol.TypeSucceedTask: true, protocol.TypeRetryTask: true, protocol.TypeTaskState: true}
@@ -115,6 +119,13 @@ func runFakeWith(t testing.TB, b *Bundle, first []byte, reply replyFunc, cfg ser
 		var body, eb map[string]any
 		if reply != nil {
 			body, eb = reply(m)
+		}
+		if raw, ok := body[rawReplyKey].([]byte); ok {
+			// Bytes the test wants on the wire as they are (a broken frame).
+			if _, err := comm.Write(raw); err != nil {
+				t.Logf("fake supervisor write: %v", err)
+			}
+			continue
 		}
 		rp, _ := protocol.EncodeReply(m.ID, body, eb)
 		if err := protocol.WriteFrame(comm, rp); err != nil {

@@ -212,8 +212,18 @@ func (b *Bundle) runTask(ctx context.Context, r *rpc, sd protocol.StartupDetails
 	log := newTaskLogger(sink, "task").With("dag_id", ti.DagID, "task_id", ti.TaskID, "try_number", ti.TryNumber)
 	cl := &client{rpc: r, ti: ti, getenv: cfg.getenv, onSecret: sink.AddSecret}
 
-	taskCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	taskCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	// A comm socket that fails mid-task (a malformed or oversized frame,
+	// or the supervisor hanging up) leaves no way to talk to Airflow or to
+	// report an outcome: stop the task now rather than let it run on.
+	go func() {
+		select {
+		case <-r.done:
+			cancel(fmt.Errorf("the comm socket failed: %w", r.failure()))
+		case <-taskCtx.Done():
+		}
+	}()
 	var out outcome
 	t := b.lookup(ti.DagID, ti.TaskID)
 	if t == nil {
@@ -231,6 +241,12 @@ func (b *Bundle) runTask(ctx context.Context, r *rpc, sd protocol.StartupDetails
 				out.err = fmt.Errorf("task did not return within %s after cancellation (%v)", cfg.cancelGrace, context.Cause(taskCtx))
 			}
 		}
+	}
+	if err := r.failure(); err != nil {
+		// As Airflow's Go SDK does on a protocol error: no terminal frame
+		// and a non-zero exit, so Airflow records failed or up_for_retry.
+		log.Error("the comm socket failed during the task; exiting without reporting an outcome", "error", err.Error())
+		return protoErr("the comm socket failed during the task, so no outcome was reported (Airflow records the task failed or up_for_retry): %v", err)
 	}
 	return sendTerminal(r, terminalBody(out, sd.ShouldRetry, log, sink.redact))
 }

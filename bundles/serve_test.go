@@ -2,6 +2,7 @@ package bundles
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
@@ -437,5 +438,45 @@ func TestConnectionPasswordNeverLoggedOrInRetryReason(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(s.logEvents(), "|"), "connecting with ***") {
 		t.Fatalf("expected the redacted line: %v", s.logEvents())
+	}
+}
+
+// A broken frame from the supervisor mid-task is a protocol failure: the
+// task is stopped, no terminal frame is sent (there is no one to trust with
+// it) and Serve returns a ProtocolError, so the process exits non-zero.
+func TestServeBrokenReplyMidTaskIsAProtocolError(t *testing.T) {
+	huge := make([]byte, 4)
+	binary.BigEndian.PutUint32(huge, protocol.MaxFrameSize+1)
+	for name, tc := range map[string]struct {
+		raw  []byte
+		want string
+	}{
+		"malformed": {[]byte{0, 0, 0, 2, 0xc1, 0xc1}, "malformed frame"},
+		"oversized": {huge, "frame too large"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			b := New()
+			var taskErr error
+			b.Register("d", "t", func(ctx context.Context, c Client) error {
+				_, err := c.GetVariable(ctx, "k")
+				taskErr = err
+				// A task that ignores the error must still be stopped.
+				<-ctx.Done()
+				return ctx.Err()
+			})
+			s := runFake(t, b, startupFrame(t, "d", "t", nil), func(m protocol.Message) (map[string]any, map[string]any) {
+				return map[string]any{rawReplyKey: tc.raw}, nil
+			}, serveConfig{cancelGrace: 5 * time.Second})
+			var pe *ProtocolError
+			if !errors.As(s.err, &pe) || !strings.Contains(s.err.Error(), tc.want) {
+				t.Fatalf("want a ProtocolError containing %q, got %v", tc.want, s.err)
+			}
+			if s.terminal != nil {
+				t.Fatalf("no terminal frame may follow a broken comm socket, got %+v", s.terminal)
+			}
+			if taskErr == nil || !strings.Contains(taskErr.Error(), tc.want) {
+				t.Fatalf("the pending call should fail naming the cause, got %v", taskErr)
+			}
+		})
 	}
 }

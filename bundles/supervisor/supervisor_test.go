@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -563,5 +564,74 @@ func TestConnectionSources(t *testing.T) {
 	res := run(t, s, TaskRequest{DagID: selftest.DagID, TaskID: "connection", Conf: map[string]any{"conn_id": "broken"}})
 	if res.State != StateFailed || !strings.Contains(logs.String(), "AIRFLOW_CONN_BROKEN is not a valid Airflow connection") {
 		t.Fatalf("a malformed AIRFLOW_CONN_ must fail the task and say which variable: %s\n%s", res.State, logs)
+	}
+}
+
+// A malformed reply after StartupDetails: the forked bundle must print a
+// clear error on stderr and exit non-zero without a terminal frame.
+func TestBundleExitsNonZeroOnABrokenReplyMidTask(t *testing.T) {
+	commL, _ := net.Listen("tcp", "127.0.0.1:0")
+	logsL, _ := net.Listen("tcp", "127.0.0.1:0")
+	t.Cleanup(func() { commL.Close(); logsL.Close() })
+	var stderr bytes.Buffer
+	cmd := exec.Command(bundleBin, "--comm="+commL.Addr().String(), "--logs="+logsL.Addr().String())
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	logs, err := logsL.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logs.Close()
+	go io.Copy(io.Discard, logs)
+	comm, err := commL.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer comm.Close()
+	sd := protocol.StartupDetails{
+		TI:     protocol.TaskInstance{ID: newUUID(), DagID: selftest.DagID, TaskID: "connection", RunID: "r", TryNumber: 1, MapIndex: -1},
+		DagRun: protocol.DagRun{Conf: map[string]any{"conn_id": "c"}},
+	}
+	p, _ := protocol.EncodeReply(0, sd.Body(), nil)
+	if err := protocol.WriteFrame(comm, p); err != nil {
+		t.Fatal(err)
+	}
+	req, err := protocol.ReadFrame(comm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := protocol.DecodeMessage(req); m.Type() != protocol.TypeGetConnection {
+		t.Fatalf("want GetConnection first, got %q", m.Type())
+	}
+	comm.Write([]byte{0, 0, 0, 2, 0xc1, 0xc1})
+	var rest []string
+	readerDone := make(chan struct{})
+	go func() {
+		defer close(readerDone)
+		for {
+			p, err := protocol.ReadFrame(comm)
+			if err != nil {
+				return
+			}
+			m, _ := protocol.DecodeMessage(p)
+			rest = append(rest, m.Type())
+		}
+	}()
+	select {
+	case err := <-done:
+		if code := exitCode(err); code == 0 || !strings.Contains(stderr.String(), "malformed frame") {
+			t.Fatalf("exit %d, stderr %q; want non-zero and the cause", code, stderr.String())
+		}
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("the bundle hung after a malformed reply")
+	}
+	<-readerDone // the bundle's exit closed its end
+	if len(rest) != 0 {
+		t.Fatalf("no frame may follow a broken reply, got %v", rest)
 	}
 }
