@@ -141,7 +141,12 @@ func runOne(ctx context.Context, d Deps, sb *sandbox.Sandbox, cmd string, opt sa
 // another run owns.
 func openRef(ctx context.Context, d Deps, opts BackendOptions, ref SandboxRef, owner string) (*sandbox.Sandbox, sandbox.Driver, map[string]string, error) {
 	if ref.ID == "" || ref.ID == "None" {
-		return nil, nil, nil, fmt.Errorf("sandbox: %q is not a sandbox id; bind it to the provision task's XCom (for example sandbox: \"{{ ti.xcom_pull(task_ids='provision') }}\")", ref.ID)
+		// Under all_done this is usually a provision task that failed
+		// before it returned an id: say so, not only how to bind it.
+		return nil, nil, nil, fmt.Errorf("sandbox: %q is not a sandbox id, so there is no sandbox to work on: either the provision task returned none (it failed or was skipped; see its log), or sandbox is not bound to its XCom (pass the provision task's result, e.g. collect(sandbox=provision()))", ref.ID)
+	}
+	if strings.Contains(ref.ID, "{{") {
+		return nil, nil, nil, fmt.Errorf("sandbox: %q is a template that nothing rendered (the Go task receives values as they are); pass the provision task's result in the stub call instead, e.g. collect(sandbox=provision())", ref.ID)
 	}
 	opts, err := mergeRef(opts, ref)
 	if err != nil {

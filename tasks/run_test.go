@@ -88,7 +88,7 @@ func TestRunAcceptsTheRecordAndChecksOwnership(t *testing.T) {
 	}
 	for _, bad := range []string{"", "None"} {
 		_, err = RunCommands(context.Background(), e.deps, RunInput{Sandbox: SandboxRef{ID: bad}, Command: Commands{"true"}})
-		if err == nil || !strings.Contains(err.Error(), "xcom_pull") {
+		if err == nil || !strings.Contains(err.Error(), "bound to its XCom") {
 			t.Fatalf("empty handle %q: %v", bad, err)
 		}
 	}
@@ -107,6 +107,29 @@ func TestRunOnAGoneSandbox(t *testing.T) {
 	_, err := RunCommands(context.Background(), e.deps, RunInput{Sandbox: SandboxRef{ID: id}, Command: Commands{"true"}})
 	if !errors.Is(err, sandbox.ErrGone) || !strings.Contains(err.Error(), "no longer exists") {
 		t.Fatalf("want ErrGone with advice, got %v", err)
+	}
+}
+
+// collect runs under all_done, so after a failed provision it gets no id;
+// an unrendered template is the other common miswiring. Both must say what
+// happened rather than look like a missing sandbox.
+func TestNoSandboxIDIsExplained(t *testing.T) {
+	e := newEnv(t)
+	cases := map[string][]string{
+		"":     {"returned none", "failed"},
+		"None": {"returned none", "failed"},
+		"{{ ti.xcom_pull(task_ids='provision') }}": {"template", "collect(sandbox=provision())"},
+	}
+	for id, want := range cases {
+		_, err := Collect(context.Background(), e.deps, CollectInput{Sandbox: SandboxRef{ID: id}, Exports: map[string]string{"a": "s3://out/a"}})
+		for _, w := range want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("sandbox %q: error %v does not say %q", id, err, w)
+			}
+		}
+	}
+	if len(e.reqs) != 0 {
+		t.Errorf("a backend was opened for no sandbox: %v", e.reqs)
 	}
 }
 
