@@ -152,6 +152,20 @@ type client struct {
 
 var _ Client = (*client)(nil)
 
+// checkReply makes sure a reply is the result that was asked for, so a
+// supervisor that answers with something else is an error naming it, not a
+// silent "not found". A body without "type" is taken as the expected one:
+// Airflow dumps some results with exclude_unset.
+func checkReply(m protocol.Message, want string) error {
+	if m.Body == nil {
+		return fmt.Errorf("the supervisor sent an empty reply, want %s (is it speaking this protocol version?)", want)
+	}
+	if t := m.Type(); t != "" && t != want {
+		return fmt.Errorf("the supervisor answered %q, want %s", t, want)
+	}
+	return nil
+}
+
 func apiCode(err error) string {
 	var ae *protocol.APIError
 	if errors.As(err, &ae) {
@@ -168,8 +182,8 @@ func (c *client) GetConnection(ctx context.Context, connID string) (connections.
 		}
 		return connections.Connection{}, fmt.Errorf("getting connection %q: %w", connID, err)
 	}
-	if m.Type() != protocol.TypeConnectionResult {
-		return connections.Connection{}, fmt.Errorf("getting connection %q: the supervisor answered %q, want ConnectionResult", connID, m.Type())
+	if err := checkReply(m, protocol.TypeConnectionResult); err != nil {
+		return connections.Connection{}, fmt.Errorf("getting connection %q: %w", connID, err)
 	}
 	conn, err := connectionFromResult(connID, m.Body)
 	if err == nil && conn.Password != "" && c.onSecret != nil {
@@ -261,6 +275,9 @@ func (c *client) GetVariable(ctx context.Context, key string) (string, error) {
 		}
 		return "", fmt.Errorf("getting variable %q: %w", key, err)
 	}
+	if err := checkReply(m, protocol.TypeVariableResult); err != nil {
+		return "", fmt.Errorf("getting variable %q: %w", key, err)
+	}
 	switch v := m.Body["value"].(type) {
 	case string:
 		return v, nil
@@ -306,6 +323,9 @@ func (c *client) GetXCom(ctx context.Context, ref XComRef) (any, error) {
 		if apiCode(err) == "XCOM_NOT_FOUND" {
 			return nil, fmt.Errorf("%s: %w", name, ErrXComNotFound)
 		}
+		return nil, fmt.Errorf("getting %s: %w", name, err)
+	}
+	if err := checkReply(m, protocol.TypeXComResult); err != nil {
 		return nil, fmt.Errorf("getting %s: %w", name, err)
 	}
 	v, ok := m.Body["value"]

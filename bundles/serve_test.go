@@ -480,3 +480,56 @@ func TestServeBrokenReplyMidTaskIsAProtocolError(t *testing.T) {
 		})
 	}
 }
+
+// A reply of the wrong kind must be an error naming it, never a silent
+// "not found" that a task could take for an absent value.
+func TestServeClientRejectsRepliesOfTheWrongKind(t *testing.T) {
+	var errs []error
+	b := New()
+	b.Register("d", "t", func(ctx context.Context, c Client) error {
+		_, err := c.GetVariable(ctx, "k")
+		errs = append(errs, err)
+		_, err = c.GetXCom(ctx, XComRef{TaskID: "up"})
+		errs = append(errs, err)
+		_, err = c.GetConnection(ctx, "c")
+		errs = append(errs, err)
+		_, err = c.GetVariable(ctx, "empty")
+		errs = append(errs, err)
+		return nil
+	})
+	runFake(t, b, startupFrame(t, "d", "t", nil), func(m protocol.Message) (map[string]any, map[string]any) {
+		if m.Body["key"] == "empty" {
+			return nil, nil
+		}
+		return map[string]any{"type": "OKResponse", "ok": true}, nil
+	}, serveConfig{})
+	for i, want := range []string{`answered "OKResponse", want VariableResult`, `answered "OKResponse", want XComResult`, `answered "OKResponse", want ConnectionResult`, "empty reply, want VariableResult"} {
+		if i >= len(errs) || errs[i] == nil || !strings.Contains(errs[i].Error(), want) {
+			t.Errorf("call %d: got %v, want an error containing %q", i, errs, want)
+			continue
+		}
+		if errors.Is(errs[i], ErrVariableNotFound) || errors.Is(errs[i], ErrXComNotFound) {
+			t.Errorf("call %d: a wrong reply is not a not-found: %v", i, errs[i])
+		}
+	}
+}
+
+// A result body without "type" (exclude_unset) is still read.
+func TestServeClientAcceptsUntypedResults(t *testing.T) {
+	var v string
+	var x any
+	b := New()
+	b.Register("d", "t", func(ctx context.Context, c Client) (err error) {
+		if v, err = c.GetVariable(ctx, "k"); err != nil {
+			return err
+		}
+		x, err = c.GetXCom(ctx, XComRef{TaskID: "up"})
+		return err
+	})
+	s := runFake(t, b, startupFrame(t, "d", "t", nil), func(m protocol.Message) (map[string]any, map[string]any) {
+		return map[string]any{"key": "k", "value": "val"}, nil
+	}, serveConfig{})
+	if s.terminal == nil || s.terminal.Type() != "SucceedTask" || v != "val" || x != "val" {
+		t.Fatalf("terminal %+v, variable %q, xcom %v", s.terminal, v, x)
+	}
+}
