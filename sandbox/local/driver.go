@@ -137,6 +137,9 @@ func New(opts Options) (*Driver, error) {
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return nil, fmt.Errorf("cannot create the local sandbox root %s: %v; choose a writable directory (Options.Root)", root, err)
 	}
+	if root, err = secureRoot(root); err != nil {
+		return nil, err
+	}
 	d := &Driver{
 		root: root, bwrap: bwPath, prlimit: plPath, ignoreImage: opts.IgnoreImage, ignoreCPU: opts.IgnoreCPU,
 		log: log, now: time.Now, running: map[string]map[*exec.Cmd]*execState{},
@@ -152,6 +155,34 @@ func New(opts Options) (*Driver, error) {
 		return nil, err
 	}
 	return d, nil
+}
+
+// secureRoot resolves the sandbox root once and makes sure no other host
+// user controls it. Whoever can write there can swap a sandbox directory for
+// a link to any host path, which the next command would then mount
+// read-write, and read every sandbox's env in meta.json. The default root
+// lies in the shared /tmp, where another user may have made it first.
+func secureRoot(root string) (string, error) {
+	real, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return "", fmt.Errorf("cannot resolve the local sandbox root %s: %v", root, err)
+	}
+	st, err := os.Lstat(real)
+	if err != nil {
+		return "", fmt.Errorf("cannot stat the local sandbox root %s: %v", real, err)
+	}
+	if !st.IsDir() {
+		return "", fmt.Errorf("the local sandbox root %s is not a directory; remove it or choose another directory (Options.Root)", real)
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok && int(sys.Uid) != os.Geteuid() {
+		return "", fmt.Errorf("the local sandbox root %s belongs to uid %d, not to this worker (uid %d), so that user could redirect sandboxes to host paths; remove it or choose a directory of your own (Options.Root)", real, sys.Uid, os.Geteuid())
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		if err := os.Chmod(real, 0o700); err != nil {
+			return "", fmt.Errorf("cannot restrict the local sandbox root %s to this worker (mode %v): %v; chmod 700 it or choose another directory (Options.Root)", real, st.Mode().Perm(), err)
+		}
+	}
+	return real, nil
 }
 
 // probe learns bubblewrap's version and checks that it can create the

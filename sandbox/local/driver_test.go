@@ -556,3 +556,57 @@ func TestHostTLSPrivateKeysAreHidden(t *testing.T) {
 		t.Fatalf("want the CA certificates visible and /etc/ssl/private hidden, got %q", out)
 	}
 }
+
+func TestRootOthersCanWriteIsRestricted(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "shared")
+	if err := os.Mkdir(root, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(root, 0o777) // past the umask
+	d, err := New(Options{Root: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	if st, _ := os.Stat(root); st.Mode().Perm() != 0o700 {
+		t.Fatalf("a world-writable root kept mode %v; other users could swap sandbox directories", st.Mode().Perm())
+	}
+}
+
+func TestRootOwnedByAnotherUserIsRefused(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Log("not root: cannot give a directory to another user here; covered where tests run as root (CI)")
+		return
+	}
+	root := filepath.Join(t.TempDir(), "theirs")
+	if err := os.Mkdir(root, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(root, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	_, err := New(Options{Root: root})
+	if err == nil || !strings.Contains(err.Error(), "belongs to uid 65534") {
+		t.Fatalf("want a refusal naming the other owner, got %v", err)
+	}
+}
+
+func TestRootSymlinkIsResolvedOnce(t *testing.T) {
+	base := t.TempDir()
+	real := filepath.Join(base, "real")
+	if err := os.Mkdir(real, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(base, "link")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	d, err := New(Options{Root: link})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	if d.Root() != real {
+		t.Fatalf("root %q: want the resolved %q, so re-pointing the link later cannot move the sandboxes", d.Root(), real)
+	}
+}
