@@ -168,10 +168,11 @@ func resolveExecutable(flagValue string) (string, error) {
 	return self, nil
 }
 
-// fetchManifest runs `exe --airflow-metadata --format yaml [--bundle-config
-// FILE]` and decodes what it prints (YAML, or JSON from older executables).
+// fetchManifest runs `exe --airflow-metadata [--bundle-config FILE]` and
+// decodes what it prints: YAML by default, or JSON from older executables.
+// It passes no --format, which those older executables do not know.
 func fetchManifest(exe, config string) (footer.Manifest, error) {
-	args := []string{"--airflow-metadata", "--format", "yaml"}
+	args := []string{"--airflow-metadata"}
 	if config != "" {
 		args = append(args, "--bundle-config", config)
 	}

@@ -133,7 +133,7 @@ func TestPackInspectRoundTrip(t *testing.T) {
 		t.Fatalf("pack: %v\n%s", err, stderr)
 	}
 	// First the executable with the config, then the packed bundle on its own.
-	if want := [][]string{{"--airflow-metadata", "--format", "yaml", "--bundle-config", cfg}, {"--airflow-metadata", "--format", "yaml"}}; !reflect.DeepEqual(recordedArgs(t, exe), want) {
+	if want := [][]string{{"--airflow-metadata", "--bundle-config", cfg}, {"--airflow-metadata"}}; !reflect.DeepEqual(recordedArgs(t, exe), want) {
 		t.Errorf("runs %q, want %q", recordedArgs(t, exe), want)
 	}
 	for _, want := range []string{out, "etl: extract, 123, load", "report: render", "supervisor_schema_version 2026-10-30", "(pipeline.yaml)"} {
@@ -220,8 +220,8 @@ func TestPackAcceptsJSONMetadataAndSource(t *testing.T) {
 	if _, stderr, err := pack(t, "--executable", exe, "--output", out, "--source", src); err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
-	if want := []string{"--airflow-metadata", "--format", "yaml"}; !reflect.DeepEqual(recordedArgs(t, exe)[0], want) {
-		t.Errorf("args %q, want %q (no --bundle-config without --config)", recordedArgs(t, exe)[0], want)
+	if want := []string{"--airflow-metadata"}; !reflect.DeepEqual(recordedArgs(t, exe)[0], want) {
+		t.Errorf("args %q, want %q (no --format, which an older executable printing JSON does not know, and no --bundle-config without --config)", recordedArgs(t, exe)[0], want)
 	}
 	man := inspectJSON(t, out)["manifest"].(map[string]any)
 	if man["source"] != "main.go" || man["sdk"].(map[string]any)["supervisor_schema_version"] != defaultSchemaVersion {
