@@ -138,6 +138,9 @@ func resolveDriverRequest(ctx context.Context, d Deps, opts BackendOptions) (Dri
 	case err != nil:
 		return DriverRequest{}, fmt.Errorf("reading Airflow connection %q for the %s backend: %w", id, opts.Backend, err)
 	}
+	if err := maskSecrets(ctx, d, id, map[string]string{"password": conn.Password}); err != nil {
+		return DriverRequest{}, err
+	}
 	req.ConnID = id
 	req.Conn = &conn
 	return req, nil

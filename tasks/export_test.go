@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -268,6 +269,30 @@ func TestExportResolvesTheConnectionTheURLNames(t *testing.T) {
 	e.af.conns["lake"] = connections.Connection{ConnID: "lake", ConnType: "aws"}
 	if _, err := Export(context.Background(), e.deps, ExportInput{Sandbox: SandboxRef{ID: id}, Exports: map[string]string{"a.txt": "s3://lake@out/a.txt"}}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The credentials a task reads for storage and for its backend are
+// registered with Airflow's masker, as the architecture's credentials
+// contract asks, even though they never enter the sandbox.
+func TestConnectionCredentialsAreMasked(t *testing.T) {
+	e := newEnv(t)
+	e.af.conns["lake"] = connections.Connection{ConnID: "lake", ConnType: "aws", Login: "AKIAEXAMPLE", Password: "aws-secret-123",
+		Extra: `{"aws_session_token": "aws-session-456"}`}
+	e.af.conns["modal_default"] = connections.Connection{ConnID: "modal_default", ConnType: "modal", Login: "ak-1", Password: "as-modal-789"}
+	if _, err := resolveAWS(context.Background(), e.deps, "lake", "export_conn_id"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := resolveDriverRequest(context.Background(), e.deps, BackendOptions{Backend: "modal"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, secret := range []string{"aws-secret-123", "aws-session-456", "as-modal-789"} {
+		if !slices.Contains(e.af.masked, secret) {
+			t.Errorf("%s was not registered with the masker (masked: %d values)", secret, len(e.af.masked))
+		}
+	}
+	if slices.Contains(e.af.masked, "AKIAEXAMPLE") {
+		t.Error("the access key id is an identifier, not a secret; masking it would garble logs that name it")
 	}
 }
 

@@ -53,7 +53,26 @@ func resolveAWS(ctx context.Context, d Deps, connID, field string) (*connections
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", field, err)
 	}
+	if err := maskSecrets(ctx, d, connID, map[string]string{"secret access key": cfg.SecretAccessKey, "session token": cfg.SessionToken}); err != nil {
+		return nil, fmt.Errorf("%s: %w", field, err)
+	}
 	return &cfg, nil
+}
+
+// maskSecrets registers a connection's credentials with Airflow's secret
+// masker, so that whatever might echo them (an SDK error, a debug line)
+// shows *** in the task log.
+func maskSecrets(ctx context.Context, d Deps, connID string, secrets map[string]string) error {
+	for _, what := range slices.Sorted(maps.Keys(secrets)) {
+		v := secrets[what]
+		if v == "" {
+			continue
+		}
+		if err := d.Airflow.MaskSecret(ctx, v, connID+" "+what); err != nil {
+			return fmt.Errorf("registering the %s of connection %q with Airflow's secret masker failed (%v); refusing to use an unmasked credential", what, connID, err)
+		}
+	}
+	return nil
 }
 
 // DefaultStorage is package storage: s3:// and file:// URLs.
