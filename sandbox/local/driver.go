@@ -345,8 +345,8 @@ func (d *Driver) checkSpec(spec sandbox.Spec) (string, error) {
 }
 
 // rootfsExposesHost refuses an image directory that would show the sandbox
-// the host itself ("/") or the sandboxes' root, where other sandboxes'
-// files and env (meta.json) live.
+// the host itself ("/") or anything of the sandboxes' root, where other
+// sandboxes' files and env (meta.json) live.
 func (d *Driver) rootfsExposesHost(rootfs string) string {
 	real, err := filepath.EvalSymlinks(rootfs)
 	if err != nil {
@@ -361,6 +361,9 @@ func (d *Driver) rootfsExposesHost(rootfs string) string {
 	}
 	if rel, err := filepath.Rel(real, root); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
 		return fmt.Sprintf("image: %q contains the sandboxes' directory %s, so a sandbox would see the others; unpack the root filesystem elsewhere", rootfs, d.root)
+	}
+	if rel, err := filepath.Rel(root, real); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+		return fmt.Sprintf("image: %q lies inside the sandboxes' directory %s, where another sandbox's files and env live; unpack the root filesystem elsewhere", rootfs, d.root)
 	}
 	return ""
 }

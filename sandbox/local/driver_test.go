@@ -57,6 +57,7 @@ func TestMissingBwrapSaysHowToInstall(t *testing.T) {
 func TestRefusals(t *testing.T) {
 	d := newTestDriver(t)
 	ctx := context.Background()
+	other := create(t, d, sandbox.Spec{Env: map[string]string{"SECRET": "theirs"}})
 	cases := []struct {
 		name string
 		spec sandbox.Spec
@@ -70,6 +71,8 @@ func TestRefusals(t *testing.T) {
 		{"workdir in /usr", sandbox.Spec{Workdir: "/usr/local/work"}, "read-only system directory /usr"},
 		{"host root as image", sandbox.Spec{Image: "/"}, "the host itself"},
 		{"image holding the sandboxes", sandbox.Spec{Image: filepath.Dir(d.Root())}, "contains the sandboxes' directory"},
+		{"another sandbox as image", sandbox.Spec{Image: filepath.Join(d.Root(), other.ID())}, "inside the sandboxes' directory"},
+		{"the generated /etc as image", sandbox.Spec{Image: filepath.Join(d.Root(), ".system")}, "inside the sandboxes' directory"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -82,7 +85,7 @@ func TestRefusals(t *testing.T) {
 			}
 			entries, _ := os.ReadDir(d.Root())
 			for _, e := range entries {
-				if e.Name() != ".system" {
+				if e.Name() != ".system" && e.Name() != other.ID() {
 					t.Fatalf("refused create left %s behind", e.Name())
 				}
 			}
