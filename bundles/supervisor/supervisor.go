@@ -446,6 +446,9 @@ func (s *Supervisor) handle(m protocol.Message, ti protocol.TaskInstance, red *r
 		if !found {
 			return map[string]any{"type": protocol.TypeErrorResponse, "error": "CONNECTION_NOT_FOUND", "detail": map[string]any{"conn_id": id}}, nil
 		}
+		// The supervisor knows the password it hands out: keep it out of
+		// what it shows even when the task prints it to stdout or stderr.
+		red.add(c.Password)
 		return connectionResult(c), nil
 	case protocol.TypeGetVariable:
 		key := str("key")

@@ -635,3 +635,19 @@ func TestBundleExitsNonZeroOnABrokenReplyMidTask(t *testing.T) {
 		t.Fatalf("no frame may follow a broken reply, got %v", rest)
 	}
 }
+
+// A password the supervisor served never shows in the task's output, even
+// when the task prints it without masking it first.
+func TestServedPasswordRedactedFromOutput(t *testing.T) {
+	s, logs := newSup(t, "AIRFLOW_CONN_DB=postgres://u:printed-pw-123@db.internal/x")
+	res := run(t, s, TaskRequest{DagID: "e2e", TaskID: "print_password"})
+	if res.State != StateSuccess {
+		t.Fatalf("state %s\n%s", res.State, logs)
+	}
+	if !slices.Contains(res.Output, "stdout: stdout shows ***") {
+		t.Fatalf("want the redacted line in %q", res.Output)
+	}
+	if strings.Contains(logs.String(), "printed-pw-123") {
+		t.Fatalf("the password was shown:\n%s", logs)
+	}
+}

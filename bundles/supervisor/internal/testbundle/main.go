@@ -32,5 +32,13 @@ func main() {
 		fmt.Println("stdout has s3cr3t-value too")
 		return nil
 	})
+	b.Register("e2e", "print_password", func(ctx context.Context, c bundles.ConnectionGetter) error {
+		conn, err := c.GetConnection(ctx, "db")
+		if err != nil {
+			return err
+		}
+		fmt.Println("stdout shows", conn.Password)
+		return nil
+	})
 	bundles.Main(b)
 }
