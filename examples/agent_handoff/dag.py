@@ -27,8 +27,7 @@ from __future__ import annotations
 from airflow.providers.common.ai.operators.agent import AgentOperator
 from airflow.providers.common.ai.sandbox import ModalSandboxBackend
 from airflow.providers.common.ai.toolsets.sandbox import SandboxToolset
-from airflow.sdk import dag, task
-from airflow.utils.trigger_rule import TriggerRule
+from airflow.sdk import TriggerRule, dag, task
 
 
 @task.stub(queue="golang")

@@ -1,0 +1,191 @@
+package examples_test
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+)
+
+// dagFacts is what dagFactsScript reads from a dag.py with Python's own
+// parser: the file must be valid Python for it to answer at all.
+type dagFacts struct {
+	Imports []string `json:"imports"` // modules imported from
+	Stubs   map[string]struct {
+		Queue       string `json:"queue"`
+		TriggerRule string `json:"trigger_rule"` // "" when not set
+	} `json:"stubs"`
+	Toolsets []struct {
+		Backend  string `json:"backend"`   // the callee of the first argument
+		AttachTo string `json:"attach_to"` // "" when not given
+	} `json:"toolsets"`
+}
+
+// dagFactsScript parses a Dag file (never imports it, so Airflow need not
+// be installed) and prints dagFacts as JSON.
+const dagFactsScript = `
+import ast, json, sys
+
+tree = ast.parse(open(sys.argv[1]).read(), sys.argv[1])
+
+def name(node):
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return name(node.value) + "." + node.attr
+    if isinstance(node, ast.Call):
+        return name(node.func)
+    return ""
+
+def rule(node):
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.Attribute) and name(node.value).endswith("TriggerRule"):
+        return node.attr.lower()
+    return "<not a trigger rule>"
+
+facts = {"imports": [], "stubs": {}, "toolsets": []}
+for node in ast.walk(tree):
+    if isinstance(node, ast.ImportFrom):
+        facts["imports"].append(node.module or "")
+    elif isinstance(node, ast.Import):
+        facts["imports"].extend(a.name for a in node.names)
+    elif isinstance(node, ast.FunctionDef):
+        for dec in node.decorator_list:
+            if isinstance(dec, ast.Call) and name(dec.func) == "task.stub":
+                kw = {k.arg: k.value for k in dec.keywords}
+                q = kw.get("queue")
+                facts["stubs"][node.name] = {
+                    "queue": q.value if isinstance(q, ast.Constant) else "",
+                    "trigger_rule": rule(kw["trigger_rule"]) if "trigger_rule" in kw else "",
+                }
+    elif isinstance(node, ast.Call) and name(node.func) == "SandboxToolset":
+        kw = {k.arg: k.value for k in node.keywords}
+        a = kw.get("attach_to")
+        facts["toolsets"].append({
+            "backend": name(node.args[0]) if node.args else "",
+            "attach_to": a.value if isinstance(a, ast.Constant) else "",
+        })
+print(json.dumps(facts))
+`
+
+func readDagFacts(t *testing.T, path string) dagFacts {
+	t.Helper()
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Fatalf("python3 is needed to check that the example Dags are valid Python (apt-get install -y python3): %v", err)
+	}
+	out, err := exec.Command(python, "-c", dagFactsScript, path).Output()
+	if err != nil {
+		var stderr string
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = string(ee.Stderr)
+		}
+		t.Fatalf("%s is not valid Python: %v\n%s", path, err, stderr)
+	}
+	var f dagFacts
+	if err := json.Unmarshal(out, &f); err != nil {
+		t.Fatalf("reading the facts of %s: %v\n%s", path, err, out)
+	}
+	return f
+}
+
+// The stub Dags are Airflow 3 Python: they parse, they import from the
+// Task SDK rather than from airflow.utils / airflow.decorators / airflow.models
+// (Airflow 2 paths that Airflow 3 deprecates or removed), and every stub
+// runs on the golang queue.
+func TestStubDagsAreValidAirflow3Python(t *testing.T) {
+	files, err := filepath.Glob("*/dag.py")
+	if err != nil || len(files) != 3 {
+		t.Fatalf("want three dag.py files, found %v (%v)", files, err)
+	}
+	for _, file := range files {
+		t.Run(filepath.Dir(file), func(t *testing.T) {
+			f := readDagFacts(t, file)
+			for _, m := range f.Imports {
+				for _, old := range []string{"airflow.utils", "airflow.decorators", "airflow.models", "airflow.operators"} {
+					if m == old || strings.HasPrefix(m, old+".") {
+						t.Errorf("imports from %s, an Airflow 2 path; import it from airflow.sdk", m)
+					}
+				}
+			}
+			if len(f.Stubs) == 0 {
+				t.Fatal("no @task.stub tasks")
+			}
+			for name, s := range f.Stubs {
+				if s.Queue != "golang" {
+					t.Errorf("stub %s is on queue %q, not golang", name, s.Queue)
+				}
+			}
+		})
+	}
+}
+
+// The handoff Dag wires what the interop needs: the agent attaches to a
+// Modal sandbox through the provision task's return_value, the sandbox is
+// created on Modal, and every task that destroys it runs under all_done.
+func TestAgentHandoffDagMatchesItsBundleConfig(t *testing.T) {
+	f := readDagFacts(t, "agent_handoff/dag.py")
+	cfg := readKinds(t, "agent_handoff/bundle.yaml")
+
+	if len(f.Toolsets) != 1 {
+		t.Fatalf("want one SandboxToolset, found %d", len(f.Toolsets))
+	}
+	ts := f.Toolsets[0]
+	if ts.Backend != "ModalSandboxBackend" {
+		t.Errorf("the toolset's backend is %q; only ModalSandboxBackend can attach", ts.Backend)
+	}
+	var provisions []string
+	for task, k := range cfg {
+		switch k.kind {
+		case "provision":
+			provisions = append(provisions, task)
+			if k.backend != "modal" {
+				t.Errorf("%s provisions on %q; a Python agent attaches only to Modal sandboxes", task, k.backend)
+			}
+		case "collect", "destroy":
+			if rule := f.Stubs[task].TriggerRule; rule != "all_done" {
+				t.Errorf("stub %s (kind %s) has trigger rule %q; it must be all_done so the sandbox goes even when the agent fails", task, k.kind, rule)
+			}
+		}
+	}
+	if len(provisions) != 1 {
+		t.Fatalf("want one provision task, found %v", provisions)
+	}
+	want := "{{ ti.xcom_pull(task_ids='" + provisions[0] + "') }}"
+	if ts.AttachTo != want {
+		t.Errorf("attach_to is %q, want %q (the provision task's return_value, a bare sandbox id)", ts.AttachTo, want)
+	}
+}
+
+type taskKind struct{ kind, backend string }
+
+// readKinds maps each task of a bundle config to its kind and backend.
+func readKinds(t *testing.T, path string) map[string]taskKind {
+	t.Helper()
+	var cfg bundleYAML
+	readYAML(t, path, &cfg)
+	out := map[string]taskKind{}
+	for _, dag := range cfg.Dags {
+		for id, task := range dag.Tasks {
+			b, _ := task.Defaults["backend"].(string)
+			out[id] = taskKind{kind: task.Kind, backend: b}
+		}
+	}
+	return out
+}
+
+func readYAML(t *testing.T, path string, v any) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}
