@@ -212,6 +212,7 @@ func (b *Bundle) runTask(ctx context.Context, r *rpc, sd protocol.StartupDetails
 	log := newTaskLogger(sink, "task").With("dag_id", ti.DagID, "task_id", ti.TaskID, "try_number", ti.TryNumber)
 	cl := &client{rpc: r, ti: ti, getenv: cfg.getenv, onSecret: sink.AddSecret}
 
+	shouldRetry := sd.ShouldRetry
 	taskCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	// A comm socket that fails mid-task (a malformed or oversized frame,
@@ -226,10 +227,17 @@ func (b *Bundle) runTask(ctx context.Context, r *rpc, sd protocol.StartupDetails
 	}()
 	var out outcome
 	t := b.lookup(ti.DagID, ti.TaskID)
-	if t == nil {
+	switch {
+	case t == nil:
 		log.Error("task is not registered in this bundle; reporting it removed", "registered", len(b.Tasks()))
 		out.removed = true
-	} else {
+	case !validUUID(ti.ID):
+		// As Airflow's Go SDK does: a TI id that is not a UUID cannot be
+		// Airflow's, so the task body must not run under it.
+		log.Error("the task instance id from the supervisor is not a UUID; failing without running the task", "ti_id", ti.ID)
+		out.err = fmt.Errorf("task instance id %q is not a UUID", ti.ID)
+		shouldRetry = false
+	default:
 		done := make(chan outcome, 1)
 		go func() { done <- b.execute(taskCtx, t, ti, dr, sd, log, cl) }()
 		select {
@@ -248,7 +256,37 @@ func (b *Bundle) runTask(ctx context.Context, r *rpc, sd protocol.StartupDetails
 		log.Error("the comm socket failed during the task; exiting without reporting an outcome", "error", err.Error())
 		return protoErr("the comm socket failed during the task, so no outcome was reported (Airflow records the task failed or up_for_retry): %v", err)
 	}
-	return sendTerminal(r, terminalBody(out, sd.ShouldRetry, log, sink.redact))
+	return sendTerminal(r, terminalBody(out, shouldRetry, log, sink.redact))
+}
+
+// validUUID accepts the canonical 8-4-4-4-12 hex form Airflow sends, and
+// the 32-hex-digit form without dashes.
+func validUUID(s string) bool {
+	switch len(s) {
+	case 36:
+		for i := 0; i < 36; i++ {
+			if i == 8 || i == 13 || i == 18 || i == 23 {
+				if s[i] != '-' {
+					return false
+				}
+			} else if !isHexDigit(s[i]) {
+				return false
+			}
+		}
+		return true
+	case 32:
+		for i := 0; i < 32; i++ {
+			if !isHexDigit(s[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+func isHexDigit(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
 
 // execute binds inputs, calls the function and pushes its result.

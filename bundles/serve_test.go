@@ -533,3 +533,36 @@ func TestServeClientAcceptsUntypedResults(t *testing.T) {
 		t.Fatalf("terminal %+v, variable %q, xcom %v", s.terminal, v, x)
 	}
 }
+
+// A TI id that is not a UUID fails the task (TaskState failed, even with
+// retries left) without running its body, as Airflow's Go SDK does.
+func TestServeNonUUIDTaskInstanceFails(t *testing.T) {
+	ran := false
+	b := New()
+	b.Register("d", "t", func() error { ran = true; return nil })
+	for id, ok := range map[string]bool{
+		"0195c1f2-0000-7000-8000-000000000001": true,
+		"0195C1F200007000800000000000000A":     true,
+		"not-a-uuid":                           false,
+		"0195c1f2-0000-7000-8000_000000000001": false,
+		"0195c1f2-0000-7000-8000-00000000000g": false,
+	} {
+		ran = false
+		s := runFake(t, b, startupFrame(t, "d", "t", func(sd *protocol.StartupDetails) {
+			sd.TI.ID = id
+			sd.ShouldRetry = true
+		}), nil, serveConfig{})
+		if s.err != nil || s.terminal == nil {
+			t.Fatalf("%s: err %v terminal %+v", id, s.err, s.terminal)
+		}
+		if ok {
+			if !ran || s.terminal.Type() != "SucceedTask" {
+				t.Errorf("%s is a UUID: want the task run and SucceedTask, got ran=%v %s", id, ran, s.terminal.Type())
+			}
+			continue
+		}
+		if ran || s.terminal.Type() != "TaskState" || s.terminal.Body["state"] != "failed" {
+			t.Errorf("%s: want TaskState failed without running the task, got ran=%v %+v", id, ran, s.terminal.Body)
+		}
+	}
+}
