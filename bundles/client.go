@@ -103,6 +103,11 @@ func (r *rpc) failure() error {
 // call sends body and waits for its reply. An ErrorResponse (body or third
 // element) becomes a *protocol.APIError.
 func (r *rpc) call(ctx context.Context, body map[string]any) (protocol.Message, error) {
+	// A cancelled caller sends nothing: otherwise whether its request took
+	// effect would depend on which of two ready channels select picks.
+	if err := ctx.Err(); err != nil {
+		return protocol.Message{}, fmt.Errorf("%v not sent: %w", body["type"], err)
+	}
 	ch := make(chan protocol.Message, 1)
 	r.mu.Lock()
 	if r.readErr != nil {

@@ -566,3 +566,29 @@ func TestServeNonUUIDTaskInstanceFails(t *testing.T) {
 		}
 	}
 }
+
+// A call made with a cancelled context fails at once and sends nothing, so
+// a task that returns after SIGTERM never half-pushes its result.
+func TestServeCancelledCallSendsNothing(t *testing.T) {
+	var errs []error
+	b := New()
+	b.Register("d", "t", func(ctx context.Context, c Client) error {
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		_, err := c.GetVariable(cctx, "k")
+		errs = append(errs, err)
+		errs = append(errs, c.SetXCom(cctx, "k", 1))
+		return nil
+	})
+	s := runFake(t, b, startupFrame(t, "d", "t", nil), func(m protocol.Message) (map[string]any, map[string]any) {
+		return map[string]any{"type": "VariableResult", "key": "k", "value": "v"}, nil
+	}, serveConfig{})
+	if len(s.requests) != 0 {
+		t.Fatalf("cancelled calls must send nothing, got %+v", s.requests)
+	}
+	for i, err := range errs {
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("call %d: got %v, want context.Canceled", i, err)
+		}
+	}
+}
