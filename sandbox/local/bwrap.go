@@ -139,7 +139,11 @@ func mountEntry(args []string, src, dest string) ([]string, error) {
 // read, and out of the environment of bwrap and prlimit themselves, which
 // run unsandboxed: LD_PRELOAD or LD_LIBRARY_PATH from a spec must never
 // load host libraries into them.
-func envArgs(m *meta, extra map[string]string) []byte {
+//
+// A NUL inside a name or value would end that argument early and make the
+// rest of it bwrap options of the caller's choosing (--bind / /host): such
+// an environment is refused, as is a name bwrap cannot set.
+func envArgs(m *meta, extra map[string]string) ([]byte, error) {
 	env := map[string]string{"PATH": defaultPath, "HOME": m.Spec.Workdir, "LANG": "C.UTF-8"}
 	for k, v := range m.Spec.Env {
 		env[k] = v
@@ -155,9 +159,15 @@ func envArgs(m *meta, extra map[string]string) []byte {
 	var buf bytes.Buffer
 	buf.WriteString("--clearenv\x00")
 	for _, k := range keys {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return nil, fmt.Errorf("environment variable name %q is not valid (empty, or holds '=' or a NUL byte); rename it", k)
+		}
+		if strings.ContainsRune(env[k], 0) {
+			return nil, fmt.Errorf("the value of environment variable %s holds a NUL byte, which no environment can carry; remove it", k)
+		}
 		buf.WriteString("--setenv\x00" + k + "\x00" + env[k] + "\x00")
 	}
-	return buf.Bytes()
+	return buf.Bytes(), nil
 }
 
 // runSpec is one process to run inside a sandbox.
@@ -199,6 +209,10 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 	if err != nil {
 		return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: err}
 	}
+	envData, err := envArgs(m, rs.env)
+	if err != nil {
+		return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: err}
+	}
 	prog := d.bwrap
 	if m.Spec.MemoryMiB > 0 {
 		// prlimit execs bwrap, so the limit is inherited by every process
@@ -223,7 +237,7 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 	go func(data []byte) {
 		envW.Write(data) // fails only if bwrap died; Wait reports that
 		envW.Close()
-	}(envArgs(m, rs.env))
+	}(envData)
 	extra := []*os.File{statusW, envR}
 	if d.seccomp != nil {
 		// The program is a few hundred bytes: it fits the pipe's buffer, so

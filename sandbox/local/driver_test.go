@@ -613,3 +613,30 @@ func TestRootSymlinkIsResolvedOnce(t *testing.T) {
 		t.Fatalf("root %q: want the resolved %q, so re-pointing the link later cannot move the sandboxes", d.Root(), real)
 	}
 }
+
+// A NUL in the environment must never reach bwrap's NUL-separated
+// argument stream, where the rest of the value would become bwrap options
+// (here: the host's root mounted read-write in the sandbox).
+func TestExecEnvCannotInjectBwrapOptions(t *testing.T) {
+	d := newTestDriver(t)
+	sb := create(t, d, sandbox.Spec{})
+	var out bytes.Buffer
+	req := sandbox.ExecRequest{
+		Command: "ls /hostroot && echo escaped", Timeout: 10 * time.Second,
+		Env:    map[string]string{"X": "y\x00--bind\x00/\x00/hostroot"},
+		Stdout: &out, Stderr: io.Discard,
+	}
+	// Straight to the driver: the portable layer's check must not be the
+	// only wall.
+	res, err := d.Exec(context.Background(), sb.ID(), req)
+	if err == nil || strings.Contains(out.String(), "escaped") {
+		t.Fatalf("a NUL in an env value was run (%+v, %q); it must be refused", res, out.String())
+	}
+	if !strings.Contains(err.Error(), "NUL") {
+		t.Errorf("the error should say what is wrong: %v", err)
+	}
+	req.Env = map[string]string{"A\x00--bind\x00/\x00/hostroot\x00--setenv\x00B": "v"}
+	if _, err := d.Exec(context.Background(), sb.ID(), req); err == nil || strings.Contains(out.String(), "escaped") {
+		t.Fatalf("a NUL in an env name was run: %v %q", err, out.String())
+	}
+}
