@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"path"
+	"strings"
 	"sync"
 	"time"
 )
@@ -110,6 +111,9 @@ type ExecOptions struct {
 // Exec runs command through sh -c. A non-zero exit is a result, not an error;
 // errors mean the command could not be run or its outcome is unknown.
 func (s *Sandbox) Exec(ctx context.Context, command string, opt ExecOptions) (ExecResult, error) {
+	if errs := envProblems(opt.Env); len(errs) > 0 {
+		return ExecResult{}, &Error{Op: "exec", Sandbox: s.id, Err: fmt.Errorf("the command's environment is invalid: %s", strings.Join(errs, "; "))}
+	}
 	timeout := opt.Timeout
 	if timeout <= 0 {
 		timeout = DefaultExecTimeout

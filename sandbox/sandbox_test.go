@@ -160,3 +160,28 @@ func TestDestroyIsIdempotent(t *testing.T) {
 		t.Errorf("info after destroy: %v", err)
 	}
 }
+
+func TestExecRefusesAnInvalidEnvironment(t *testing.T) {
+	ctx := context.Background()
+	drv := newFake()
+	sb, _ := Create(ctx, drv, Spec{})
+	for name, env := range map[string]map[string]string{
+		"NUL in a value": {"TOKEN": "s3cret\x00--bind\x00/\x00/host"},
+		"NUL in a name":  {"A\x00B": "v"},
+		"= in a name":    {"A=B": "v"},
+		"empty name":     {"": "v"},
+	} {
+		drv.lastExec = ExecRequest{}
+		_, err := sb.Exec(ctx, "true", ExecOptions{Env: env})
+		if err == nil || !IsTerminal(err) {
+			t.Errorf("%s: want a terminal error, got %v", name, err)
+			continue
+		}
+		if strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("%s: the error shows the value: %v", name, err)
+		}
+		if drv.lastExec.Command != "" {
+			t.Errorf("%s: the command reached the driver", name)
+		}
+	}
+}

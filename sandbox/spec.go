@@ -91,14 +91,7 @@ func (s Spec) Validate() error {
 	if s.Workdir != "" && (!path.IsAbs(s.Workdir) || path.Clean(s.Workdir) != s.Workdir) {
 		add("workdir: %q must be a clean absolute path such as /workspace", s.Workdir)
 	}
-	for _, k := range slices.Sorted(maps.Keys(s.Env)) {
-		if k == "" || strings.ContainsAny(k, "=\x00") {
-			add("env: %q is not a valid variable name", k)
-		}
-		if strings.ContainsRune(s.Env[k], 0) {
-			add("env: value of %s contains a NUL byte", k)
-		}
-	}
+	errs = append(errs, envProblems(s.Env)...)
 	if n := s.Network; n != nil && !n.Block && (len(n.AllowHosts) > 0 || len(n.AllowCIDRs) > 0) {
 		add("network: allow_hosts/allow_cidrs only narrow a blocked network; set block: true to allow just those, or drop the lists for an open network")
 	}
@@ -114,4 +107,20 @@ func (s Spec) Validate() error {
 		return Refused("sandbox spec is invalid: %s", strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// envProblems lists what is wrong with an environment, naming variables but
+// never their values (which may be secrets). No OS environment can hold a
+// NUL byte, and a name cannot be empty or hold '='.
+func envProblems(env map[string]string) []string {
+	var errs []string
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			errs = append(errs, fmt.Sprintf("env: %q is not a valid variable name", k))
+		}
+		if strings.ContainsRune(env[k], 0) {
+			errs = append(errs, fmt.Sprintf("env: value of %s contains a NUL byte", k))
+		}
+	}
+	return errs
 }
