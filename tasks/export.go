@@ -152,6 +152,11 @@ func stageOut(ctx context.Context, d Deps, sb *sandbox.Sandbox, exp Exporter, p,
 	if err != nil {
 		return err
 	}
+	if n != size {
+		// Something in the sandbox wrote the file while it streamed out: what
+		// was staged is neither the old nor the new content.
+		return fmt.Errorf("it changed while it was exported (%d bytes when the export began, %d read); make sure nothing still writes it (is a command or the agent running?), then export again", size, n)
+	}
 	pr.done()
 	log.Info("staged", "from", p, "to", dest, "bytes", n)
 	return nil

@@ -106,6 +106,30 @@ func TestCollectDestroysEvenWhenExportFails(t *testing.T) {
 	}
 }
 
+// A file that something in the sandbox rewrites while it streams out is
+// not landed: the bytes staged would be neither its old nor its new content.
+func TestExportRefusesAFileThatChangedWhileItStreamed(t *testing.T) {
+	e := newEnv(t)
+	id := provisioned(t, e)
+	writeIn(t, e, id, "/workspace/a.txt", "AAA")
+	writeIn(t, e, id, "/workspace/log.txt", "a long line that is still being rewritten\n")
+	e.st.beforeStage = func(dest string) {
+		if strings.HasSuffix(dest, "log.txt") {
+			if err := os.Truncate(e.drv.host(id, "/workspace/log.txt"), 6); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	_, err := Export(context.Background(), e.deps, ExportInput{Sandbox: SandboxRef{ID: id},
+		Exports: map[string]string{"a.txt": "s3://out/a.txt", "log.txt": "s3://out/log.txt"}})
+	if err == nil || !strings.Contains(err.Error(), "changed while it was exported") || !strings.Contains(err.Error(), "log.txt") {
+		t.Fatalf("want the change reported, naming the file: %v", err)
+	}
+	if len(e.st.objects) != 0 || len(e.st.staged) != 0 {
+		t.Fatalf("a changed file was landed: objects %v, staged %v", e.st.objects, e.st.staged)
+	}
+}
+
 // Collect runs under all_done: a mistake in its export settings must not
 // leave the sandbox running until its lifetime ends.
 func TestCollectDestroysWhenTheExportSettingsAreWrong(t *testing.T) {

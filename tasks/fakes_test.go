@@ -294,6 +294,8 @@ type memStorage struct {
 	staged    map[string][]byte
 	failStage map[string]error // by destination URL
 	aborts    int
+	// beforeStage, when set, runs as a Stage starts, before it reads.
+	beforeStage func(dest string)
 }
 
 func newMemStorage() *memStorage {
@@ -320,6 +322,9 @@ type memExport struct {
 }
 
 func (e *memExport) Stage(_ context.Context, dest string, r io.Reader) (int64, error) {
+	if e.m.beforeStage != nil {
+		e.m.beforeStage(dest)
+	}
 	b, err := io.ReadAll(r)
 	e.m.mu.Lock()
 	defer e.m.mu.Unlock()
