@@ -25,7 +25,10 @@ const (
 	firstFrameTimeout = 60 * time.Second
 	// CancelGrace is how long a cancelled task may take to return before the
 	// runtime reports it failed anyway, so SIGTERM always yields an outcome.
-	CancelGrace = 5 * time.Second
+	// Airflow's supervisor escalates SIGTERM to SIGKILL after 5 s
+	// (escalation_delay), so the grace must end well before that or the
+	// outcome is lost to the kill.
+	CancelGrace = 4 * time.Second
 	// terminalWriteTimeout bounds writing the terminal frame.
 	terminalWriteTimeout = 30 * time.Second
 )

@@ -38,8 +38,9 @@ const (
 const (
 	// DefaultStartupTimeout is Airflow's task_startup_timeout.
 	DefaultStartupTimeout = 10 * time.Second
-	// DefaultKillGrace is how long a SIGTERMed child gets before SIGKILL.
-	DefaultKillGrace = 10 * time.Second
+	// DefaultKillGrace is how long a SIGTERMed child gets before SIGKILL:
+	// Airflow's escalation_delay, so local runs meet the same deadline.
+	DefaultKillGrace = 5 * time.Second
 )
 
 // Supervisor runs tasks of one bundle executable.

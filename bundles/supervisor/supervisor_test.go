@@ -651,3 +651,27 @@ func TestServedPasswordRedactedFromOutput(t *testing.T) {
 		t.Fatalf("the password was shown:\n%s", logs)
 	}
 }
+
+// A task that ignores cancellation still reports an outcome after SIGTERM,
+// before a supervisor with Airflow's escalation delay sends SIGKILL.
+func TestSIGTERMOutcomeBeatsAirflowsKillEscalation(t *testing.T) {
+	started := make(chan struct{})
+	var once sync.Once
+	s, logs := newSup(t)
+	s.KillGrace = 0 // DefaultKillGrace: Airflow's 5 s escalation delay
+	logs.onWrite = func(p string) {
+		if strings.Contains(p, "stubborn task started") {
+			once.Do(func() { close(started) })
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { <-started; cancel() }()
+	res, err := s.RunTask(ctx, TaskRequest{DagID: "e2e", TaskID: "stubborn"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 0 || res.Terminal == nil || res.Terminal["state"] != "failed" {
+		t.Fatalf("want TaskState failed and exit 0 before the SIGKILL, got exit %d terminal %v\n%s", res.ExitCode, res.Terminal, logs)
+	}
+}

@@ -40,5 +40,9 @@ func main() {
 		fmt.Println("stdout shows", conn.Password)
 		return nil
 	})
+	b.Register("e2e", "stubborn", func(log hclog.Logger) error {
+		log.Info("stubborn task started; it ignores cancellation")
+		select {}
+	})
 	bundles.Main(b)
 }
