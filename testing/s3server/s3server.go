@@ -79,6 +79,11 @@ func start(bin, dir string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	return startOn(bin, dir, port)
+}
+
+// startOn runs versitygw on addr (127.0.0.1:port).
+func startOn(bin, dir, port string) (*Server, error) {
 	s := &Server{
 		Endpoint:  "http://" + port,
 		AccessKey: "AKTEST" + randomHex(6),
@@ -107,8 +112,11 @@ func start(bin, dir string) (*Server, error) {
 	return s, nil
 }
 
-// waitReady polls the endpoint until the gateway answers any HTTP request
-// (an unsigned request gets 403, which proves it is serving).
+// waitReady polls the endpoint until our gateway serves it: a request
+// signed with this server's own random keys succeeds. Any answer would not
+// do: the port is chosen before versitygw binds it, so another server
+// (say, another test package's versitygw) may hold it, and its 403 to an
+// unsigned request would pass for ours.
 func (s *Server) waitReady(timeout time.Duration) error {
 	client := &http.Client{Timeout: time.Second}
 	deadline := time.Now().Add(timeout)
@@ -118,7 +126,13 @@ func (s *Server) waitReady(timeout time.Duration) error {
 		resp, err := client.Get(s.Endpoint + "/")
 		if err == nil {
 			resp.Body.Close()
-			return nil
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_, err = s.Client().ListBuckets(ctx, &s3.ListBucketsInput{})
+			cancel()
+			if err == nil {
+				return nil
+			}
+			err = fmt.Errorf("the server on %s refuses this gateway's keys (%v): another server holds the port", s.Endpoint, err)
 		}
 		select {
 		case <-s.exited:

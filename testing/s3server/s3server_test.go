@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -43,4 +44,23 @@ func TestStartServesS3AndStops(t *testing.T) {
 		t.Fatal("server still answers after Stop")
 	}
 	s.Stop() // idempotent
+}
+
+// When another server already holds the port, Start must not mistake its
+// answers for the gateway's: the gateway cannot bind, and that is an error
+// (which Start answers by trying another port).
+func TestAnotherServerOnThePortIsNotTakenForTheGateway(t *testing.T) {
+	bin, err := Binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "AccessDenied", http.StatusForbidden)
+	}))
+	t.Cleanup(other.Close)
+	s, err := startOn(bin, t.TempDir(), other.Listener.Addr().String())
+	if err == nil {
+		s.Stop()
+		t.Fatalf("a gateway was reported ready on %s, a port another server holds", other.URL)
+	}
 }
