@@ -148,9 +148,9 @@ func (r *rpc) call(ctx context.Context, body map[string]any) (protocol.Message, 
 
 // client is the runtime's implementation of Client.
 type client struct {
-	rpc    *rpc
-	ti     TaskInstance
-	getenv func(string) string
+	rpc       *rpc
+	ti        TaskInstance
+	lookupEnv func(string) (string, bool)
 	// onSecret lets the log sink redact what the task asked Airflow to mask.
 	onSecret func(string)
 }
@@ -270,7 +270,9 @@ func toFloat(v any) (float64, bool) {
 func envVarName(key string) string { return "AIRFLOW_VAR_" + strings.ToUpper(key) }
 
 func (c *client) GetVariable(ctx context.Context, key string) (string, error) {
-	if v := c.getenv(envVarName(key)); v != "" {
+	// Set, even to "", wins: Airflow's environment backend and its Go SDK
+	// both take an empty AIRFLOW_VAR_ as the value "".
+	if v, ok := c.lookupEnv(envVarName(key)); ok {
 		return v, nil
 	}
 	m, err := c.rpc.call(ctx, map[string]any{"type": protocol.TypeGetVariable, "key": key})

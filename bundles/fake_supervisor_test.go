@@ -47,8 +47,8 @@ func runFake(t testing.TB, b *Bundle, first []byte, reply replyFunc, cfg serveCo
 // runFakeWith is runFake with the context passed to serve.
 func runFakeWith(t testing.TB, b *Bundle, first []byte, reply replyFunc, cfg serveConfig, parent context.Context) session {
 	t.Helper()
-	if cfg.getenv == nil {
-		cfg.getenv = func(string) string { return "" }
+	if cfg.lookupEnv == nil {
+		cfg.lookupEnv = func(string) (string, bool) { return "", false }
 	}
 	if cfg.cancelGrace == 0 {
 		cfg.cancelGrace = time.Second

@@ -47,7 +47,7 @@ func protoErr(format string, args ...any) error {
 
 // serveConfig holds what tests replace.
 type serveConfig struct {
-	getenv      func(string) string
+	lookupEnv   func(string) (string, bool)
 	signals     bool // cancel on SIGTERM/SIGINT
 	cancelGrace time.Duration
 }
@@ -57,11 +57,11 @@ type serveConfig struct {
 // its outcome, or answers a TaskHandlerParseRequest. SIGTERM and SIGINT
 // cancel the task's context. A nil return means the process should exit 0.
 func (b *Bundle) Serve(ctx context.Context, commAddr, logsAddr string) error {
-	return b.serve(ctx, commAddr, logsAddr, serveConfig{getenv: os.Getenv, signals: true, cancelGrace: CancelGrace})
+	return b.serve(ctx, commAddr, logsAddr, serveConfig{lookupEnv: os.LookupEnv, signals: true, cancelGrace: CancelGrace})
 }
 
 func (b *Bundle) serve(ctx context.Context, commAddr, logsAddr string, cfg serveConfig) error {
-	filter, warnings := LogFilterFromEnv(cfg.getenv)
+	filter, warnings := LogFilterFromEnv(func(k string) string { v, _ := cfg.lookupEnv(k); return v })
 	sink := newAirflowSink(filter)
 	runtimeLog := newTaskLogger(sink, "airflow_go_worker")
 	for _, w := range warnings {
@@ -213,7 +213,7 @@ func (b *Bundle) runTask(ctx context.Context, r *rpc, sd protocol.StartupDetails
 		StartDate: sd.DagRun.StartDate, EndDate: sd.DagRun.EndDate, Conf: sd.DagRun.Conf,
 	}
 	log := newTaskLogger(sink, "task").With("dag_id", ti.DagID, "task_id", ti.TaskID, "try_number", ti.TryNumber)
-	cl := &client{rpc: r, ti: ti, getenv: cfg.getenv, onSecret: sink.AddSecret}
+	cl := &client{rpc: r, ti: ti, lookupEnv: cfg.lookupEnv, onSecret: sink.AddSecret}
 
 	shouldRetry := sd.ShouldRetry
 	taskCtx, cancel := context.WithCancelCause(ctx)

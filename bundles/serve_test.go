@@ -197,7 +197,8 @@ func TestServeCancelGrace(t *testing.T) {
 func TestServeClient(t *testing.T) {
 	var gotConn connections.Connection
 	var errs []error
-	var varVal, envVal string
+	var varVal, envVal, emptyVal string
+	emptyErr := errors.New("not called")
 	var xv any
 	b := New()
 	b.Register("d", "client", func(ctx context.Context, c Client, g ConnectionGetter, log hclog.Logger) error {
@@ -215,6 +216,7 @@ func TestServeClient(t *testing.T) {
 			return err
 		}
 		envVal, _ = c.GetVariable(ctx, "from_env")
+		emptyVal, emptyErr = c.GetVariable(ctx, "empty_env")
 		_, err = c.GetVariable(ctx, "nope")
 		errs = append(errs, err)
 		_, err = c.GetXCom(ctx, XComRef{TaskID: "up"})
@@ -229,7 +231,7 @@ func TestServeClient(t *testing.T) {
 		log.Info("the password is hunter22", "nested", map[string]any{"pw": "hunter22"})
 		return nil
 	})
-	env := map[string]string{"AIRFLOW_VAR_FROM_ENV": "env-value"}
+	env := map[string]string{"AIRFLOW_VAR_FROM_ENV": "env-value", "AIRFLOW_VAR_EMPTY_ENV": ""}
 	s := runFake(t, b, startupFrame(t, "d", "client", nil), func(m protocol.Message) (map[string]any, map[string]any) {
 		switch m.Type() {
 		case "GetConnection":
@@ -255,7 +257,7 @@ func TestServeClient(t *testing.T) {
 			return map[string]any{"type": "XComResult", "key": "return_value", "value": nil}, nil
 		}
 		return nil, nil
-	}, serveConfig{getenv: func(k string) string { return env[k] }})
+	}, serveConfig{lookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
 	if s.terminal == nil || s.terminal.Type() != "SucceedTask" {
 		t.Fatalf("want success, got %+v (logs %v)", s.terminal, s.logs)
 	}
@@ -273,8 +275,11 @@ func TestServeClient(t *testing.T) {
 	if varVal != "rv" || envVal != "env-value" {
 		t.Fatalf("variables: %q %q", varVal, envVal)
 	}
+	if emptyErr != nil || emptyVal != "" {
+		t.Fatalf("an AIRFLOW_VAR_ set to \"\" is the value \"\", as in Airflow: got %q, %v", emptyVal, emptyErr)
+	}
 	for _, r := range s.requests {
-		if r.Type() == "GetVariable" && r.Body["key"] == "from_env" {
+		if r.Type() == "GetVariable" && (r.Body["key"] == "from_env" || r.Body["key"] == "empty_env") {
 			t.Fatal("an AIRFLOW_VAR_ variable must not be asked of the supervisor")
 		}
 	}
@@ -310,7 +315,7 @@ func TestServeLogFilteringAndFormat(t *testing.T) {
 		"AIRFLOW__LOGGING__LOGGING_LEVEL":    "debug",
 		"AIRFLOW__LOGGING__NAMESPACE_LEVELS": "task.noisy=WARNING, task.noisy.deep=DEBUG bogus",
 	}
-	s := runFake(t, b, startupFrame(t, "d", "logs", nil), nil, serveConfig{getenv: func(k string) string { return env[k] }})
+	s := runFake(t, b, startupFrame(t, "d", "logs", nil), nil, serveConfig{lookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
 	got := strings.Join(s.logEvents(), "|")
 	for _, want := range []string{"task debug", "task info", "noisy warning", "deep debug", `ignoring "bogus"`} {
 		if !strings.Contains(got, want) {
