@@ -93,6 +93,11 @@ func runFakeWith(t testing.TB, b *Bundle, first []byte, reply replyFunc, cfg ser
 	}
 	defer comm.Close()
 	var s session
+	// The terminal frame must reuse the first frame's id.
+	firstID := int64(-1)
+	if m, err := protocol.DecodeMessage(first); err == nil {
+		firstID = m.ID
+	}
 	if err := protocol.WriteFrame(comm, first); err != nil {
 		t.Fatal(err)
 	}
@@ -109,8 +114,8 @@ func runFakeWith(t testing.TB, b *Bundle, first []byte, reply replyFunc, cfg ser
 			t.Fatalf("runtime sent a malformed frame: %v", err)
 		}
 		if terminalTypes[m.Type()] {
-			if m.ID != 0 {
-				t.Errorf("terminal frame id = %d, want 0", m.ID)
+			if m.ID != firstID {
+				t.Errorf("terminal frame id = %d, want the StartupDetails id %d", m.ID, firstID)
 			}
 			s.terminal = &m
 			continue // keep reading: the runtime must close without waiting

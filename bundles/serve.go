@@ -122,7 +122,7 @@ func (b *Bundle) serve(ctx context.Context, commAddr, logsAddr string, cfg serve
 			return protoErr("%v", err)
 		}
 		r.start()
-		return b.runTask(ctx, r, sd, sink, cfg)
+		return b.runTask(ctx, r, first.ID, sd, sink, cfg)
 	case protocol.TypeTaskHandlerParseRequest:
 		req, err := protocol.ParseTaskHandlerParseRequest(first.Body)
 		if err != nil {
@@ -200,7 +200,7 @@ type outcome struct {
 	removed bool
 }
 
-func (b *Bundle) runTask(ctx context.Context, r *rpc, sd protocol.StartupDetails, sink *airflowSink, cfg serveConfig) error {
+func (b *Bundle) runTask(ctx context.Context, r *rpc, startupID int64, sd protocol.StartupDetails, sink *airflowSink, cfg serveConfig) error {
 	ti := TaskInstance{
 		ID: sd.TI.ID, DagID: sd.TI.DagID, TaskID: sd.TI.TaskID, RunID: sd.TI.RunID,
 		TryNumber: sd.TI.TryNumber, MapIndex: sd.TI.MapIndex, DagVersionID: sd.TI.DagVersionID,
@@ -259,7 +259,7 @@ func (b *Bundle) runTask(ctx context.Context, r *rpc, sd protocol.StartupDetails
 		log.Error("the comm socket failed during the task; exiting without reporting an outcome", "error", err.Error())
 		return protoErr("the comm socket failed during the task, so no outcome was reported (Airflow records the task failed or up_for_retry): %v", err)
 	}
-	return sendTerminal(r, terminalBody(out, shouldRetry, log, sink.redact))
+	return sendTerminal(r, startupID, terminalBody(out, shouldRetry, log, sink.redact))
 }
 
 // validUUID accepts the canonical 8-4-4-4-12 hex form Airflow sends, and
@@ -340,10 +340,10 @@ func terminalBody(out outcome, shouldRetry bool, log hclog.Logger, redact func(s
 	return map[string]any{"type": protocol.TypeSucceedTask, "end_date": now, "task_outlets": []any{}, "outlet_events": []any{}}
 }
 
-// sendTerminal writes the terminal frame with the StartupDetails id (0) and
-// does not wait for the reply, as Airflow's Go SDK does.
-func sendTerminal(r *rpc, body map[string]any) error {
-	if err := r.send(0, body); err != nil {
+// sendTerminal writes the terminal frame with the StartupDetails frame's id
+// (0 from Airflow) and does not wait for the reply, as Airflow's Go SDK does.
+func sendTerminal(r *rpc, id int64, body map[string]any) error {
+	if err := r.send(id, body); err != nil {
 		if errors.Is(err, net.ErrClosed) {
 			return protoErr("the comm socket closed before the %v frame could be sent", body["type"])
 		}

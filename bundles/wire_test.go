@@ -109,3 +109,21 @@ func TestTerminalFramesMatchAirflowGoSDK(t *testing.T) {
 		}
 	}
 }
+
+// The terminal frame reuses the StartupDetails frame's id (0 from Airflow),
+// whatever it is; request ids still count from 0.
+func TestTerminalReusesTheStartupDetailsID(t *testing.T) {
+	sd := (protocol.StartupDetails{TI: protocol.TaskInstance{ID: "0195c1f2-0000-7000-8000-000000000001", DagID: "d", TaskID: "greet",
+		RunID: "r", TryNumber: 1, MapIndex: -1}}).Body()
+	first, err := protocol.EncodeReply(7, sd, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := runFake(t, testBundle(), first, nil, serveConfig{})
+	if s.terminal == nil || s.terminal.ID != 7 {
+		t.Fatalf("terminal %+v, want id 7", s.terminal)
+	}
+	if len(s.requests) != 1 || s.requests[0].ID != 0 {
+		t.Fatalf("the SetXCom request must have id 0, got %+v", s.requests)
+	}
+}
