@@ -95,6 +95,29 @@ func TestLineLogger(t *testing.T) {
 	}
 }
 
+// A line too long to log whole is cut into pieces; a secret straddling a
+// cut must still be redacted, not logged as two harmless-looking halves.
+func TestLineLoggerRedactsASecretAcrossACut(t *testing.T) {
+	const secret = "sk-live-0123456789abcdef"
+	for _, at := range []int{maxLogLine - 10, maxLogLine - 1, maxLogLine - len(secret)} {
+		var buf logBuffer
+		l := newLineLogger(hclog.New(&hclog.LoggerOptions{Output: &buf}), "stdout", newRedactor([]string{secret}))
+		line := strings.Repeat("x", at) + secret + strings.Repeat("y", maxLogLine) + "\n"
+		for len(line) > 0 { // in uneven writes, as a pipe delivers them
+			n := min(len(line), 4093)
+			l.Write([]byte(line[:n]))
+			line = line[n:]
+		}
+		out := buf.String()
+		if strings.Count(out, "***") != 1 || strings.Contains(out, secret[:8]) || strings.Contains(out, secret[len(secret)-8:]) {
+			t.Errorf("secret at offset %d: the log shows a piece of it, or not exactly one ***", at)
+		}
+		if got := strings.Count(out, "x") + strings.Count(out, "y"); got != at+maxLogLine {
+			t.Errorf("secret at offset %d: %d bytes of output logged, want %d", at, got, at+maxLogLine)
+		}
+	}
+}
+
 func TestProgressReaderLogsEveryInterval(t *testing.T) {
 	var buf logBuffer
 	clock := time.Unix(1000, 0)

@@ -43,7 +43,7 @@ func (l *lineLogger) Write(p []byte) (int, error) {
 		default: // the line is longer than we keep: log what fits
 			l.buf = append(l.buf, p[:room]...)
 			p = p[room:]
-			l.emit()
+			l.emitPiece()
 		}
 	}
 	return n, nil
@@ -56,6 +56,20 @@ func (l *lineLogger) Flush() {
 	if len(l.buf) > 0 {
 		l.emit()
 	}
+}
+
+// emitPiece logs a full buffer that is not a whole line. A secret may
+// straddle the cut, where neither piece would show it whole to the
+// redactor: the bytes that could start one stay in the buffer for the next
+// piece.
+func (l *lineLogger) emitPiece() {
+	s := l.red.redact(string(l.buf))
+	keep := l.red.overlap()
+	if keep == 0 || keep > len(s)/2 {
+		keep = 0
+	}
+	l.log.Info(s[:len(s)-keep], "stream", l.stream)
+	l.buf = append(l.buf[:0], s[len(s)-keep:]...)
 }
 
 func (l *lineLogger) emit() {

@@ -29,7 +29,10 @@ func envFromTag(src map[string]EnvSource) string {
 }
 
 // redactor replaces secret values with ***.
-type redactor struct{ r *strings.Replacer }
+type redactor struct {
+	r      *strings.Replacer
+	maxLen int // length of the longest secret
+}
 
 func newRedactor(secrets []string) *redactor {
 	// Longest first, so a secret containing another is replaced whole.
@@ -44,7 +47,20 @@ func newRedactor(secrets []string) *redactor {
 	for _, v := range vals {
 		pairs = append(pairs, v, "***")
 	}
-	return &redactor{r: strings.NewReplacer(pairs...)}
+	r := &redactor{r: strings.NewReplacer(pairs...)}
+	if len(vals) > 0 {
+		r.maxLen = len(vals[0])
+	}
+	return r
+}
+
+// overlap is how many trailing bytes of a redacted piece of output could
+// still be the start of a secret that the next piece completes.
+func (r *redactor) overlap() int {
+	if r == nil || r.maxLen == 0 {
+		return 0
+	}
+	return r.maxLen - 1
 }
 
 func (r *redactor) redact(s string) string {
