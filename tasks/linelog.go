@@ -2,6 +2,7 @@ package tasks
 
 import (
 	"bytes"
+	"io"
 	"sync"
 
 	"github.com/hashicorp/go-hclog"
@@ -19,6 +20,11 @@ type lineLogger struct {
 	stream string
 	buf    []byte
 	red    *redactor
+	// tail, when set, receives what is logged, redacted. Feeding the
+	// output tail from here rather than from the raw streams keeps a secret
+	// whole for the redactor even when the sandbox delivers it in several
+	// chunks with the other stream's output in between.
+	tail io.Writer
 }
 
 func newLineLogger(log hclog.Logger, stream string, red *redactor) *lineLogger {
@@ -36,7 +42,7 @@ func (l *lineLogger) Write(p []byte) (int, error) {
 		case i >= 0 && i <= room:
 			l.buf = append(l.buf, p[:i]...)
 			p = p[i+1:]
-			l.emit()
+			l.emit("\n")
 		case i < 0 && len(p) < room:
 			l.buf = append(l.buf, p...)
 			p = nil
@@ -54,7 +60,7 @@ func (l *lineLogger) Flush() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.buf) > 0 {
-		l.emit()
+		l.emit("")
 	}
 }
 
@@ -69,11 +75,20 @@ func (l *lineLogger) emitPiece() {
 		keep = 0
 	}
 	l.log.Info(s[:len(s)-keep], "stream", l.stream)
+	l.toTail(s[:len(s)-keep])
 	l.buf = append(l.buf[:0], s[len(s)-keep:]...)
 }
 
-func (l *lineLogger) emit() {
+// emit logs the buffered line; end is what ended it ("\n", or "" at Flush).
+func (l *lineLogger) emit(end string) {
 	line := l.red.redact(string(bytes.TrimSuffix(l.buf, []byte{'\r'})))
 	l.buf = l.buf[:0]
 	l.log.Info(line, "stream", l.stream)
+	l.toTail(line + end)
+}
+
+func (l *lineLogger) toTail(s string) {
+	if l.tail != nil {
+		io.WriteString(l.tail, s)
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -102,27 +101,27 @@ func RunCommands(ctx context.Context, d Deps, in RunInput) (RunResult, error) {
 }
 
 // runOne runs one command, streaming stdout and stderr to the log and
-// keeping the tail of both, interleaved as they arrived.
+// keeping the tail of both, interleaved line by line as they arrived.
 // Secrets the sandbox holds are redacted from both.
 func runOne(ctx context.Context, d Deps, sb *sandbox.Sandbox, cmd string, opt sandbox.ExecOptions, red *redactor) (RunResult, error) {
 	log := d.logger()
 	log.Info("running", "sandbox", sb.ID(), "command", cmd)
 	tail := sandbox.NewTailBuffer(DefaultOutputTail)
 	stdout, stderr := newLineLogger(log, "stdout", red), newLineLogger(log, "stderr", red)
-	opt.Stdout = io.MultiWriter(stdout, tail)
-	opt.Stderr = io.MultiWriter(stderr, tail)
+	stdout.tail, stderr.tail = tail, tail
+	opt.Stdout, opt.Stderr = stdout, stderr
 	r, err := sb.Exec(ctx, cmd, opt)
 	stdout.Flush()
 	stderr.Flush()
 	out := tail.String()
 	if tail.Truncated() {
-		// The cut may fall inside a secret, which the redactor would then
-		// not recognise: start the tail at the next whole line.
+		// The tail holds redacted lines, but its cut may fall inside one (or
+		// inside a ***): start at the next whole line.
 		if i := strings.IndexByte(out, '\n'); i >= 0 {
 			out = out[i+1:]
 		}
 	}
-	res := RunResult{ExitCode: r.ExitCode, OutputTail: red.redact(out), TimedOut: r.TimedOut}
+	res := RunResult{ExitCode: r.ExitCode, OutputTail: out, TimedOut: r.TimedOut}
 	if err != nil {
 		return res, fmt.Errorf("running %q in %s: %w", cmd, sb, err)
 	}

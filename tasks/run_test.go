@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -240,6 +241,60 @@ func TestRunRedactsTheSandboxSecrets(t *testing.T) {
 	_, err = RunCommands(context.Background(), later.deps, RunInput{Sandbox: SandboxRef{ID: id}, Command: Commands{`echo "$API_TOKEN"; exit 3`}})
 	if err == nil || strings.Contains(err.Error(), secret) {
 		t.Fatalf("the failure message leaks the secret: %v", err)
+	}
+}
+
+// chunkDriver delivers a command's output as a remote backend may: in
+// chunks that cut lines anywhere, the two streams interleaved.
+type chunkDriver struct {
+	*dirDriver
+	chunks []struct {
+		stderr bool
+		data   string
+	}
+}
+
+func (d *chunkDriver) Exec(_ context.Context, _ string, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+	for _, c := range d.chunks {
+		w := req.Stdout
+		if c.stderr {
+			w = req.Stderr
+		}
+		io.WriteString(w, c.data)
+	}
+	return sandbox.ExecResult{}, nil
+}
+
+// A secret that reaches the worker in two chunks, with the other stream's
+// output between them, is redacted from the output tail (which goes to
+// XCom) as well as from the log.
+func TestRunRedactsASecretSplitAcrossChunks(t *testing.T) {
+	e := newEnv(t)
+	const secret = "tok-9f8e7d6c5b4a"
+	e.af.conns["api"] = connections.Connection{ConnID: "api", Password: secret}
+	id, err := Provision(context.Background(), e.deps, decodeInput[ProvisionInput](t, `{"env_from": {"API_TOKEN": {"connection": "api"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cd := &chunkDriver{dirDriver: e.drv, chunks: []struct {
+		stderr bool
+		data   string
+	}{
+		{false, "token is tok-9f8e"}, {true, "warming up\n"}, {false, "7d6c5b4a\ndone\n"},
+	}}
+	e.deps.Drivers = func(context.Context, DriverRequest) (sandbox.Driver, error) { return cd, nil }
+	res, err := RunCommands(context.Background(), e.deps, RunInput{Sandbox: SandboxRef{ID: id}, Command: Commands{"print-token"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(res.OutputTail, "tok-9f8e") || strings.Contains(res.OutputTail, "7d6c5b4a") || !strings.Contains(res.OutputTail, "token is ***") {
+		t.Fatalf("output tail %q shows the secret, or lost the line", res.OutputTail)
+	}
+	if !strings.Contains(res.OutputTail, "warming up") || !strings.Contains(res.OutputTail, "done") {
+		t.Fatalf("output tail %q lost the other lines", res.OutputTail)
+	}
+	if log := e.log.String(); strings.Contains(log, "tok-9f8e") || strings.Contains(log, "7d6c5b4a") {
+		t.Fatalf("the log shows the secret:\n%s", log)
 	}
 }
 
