@@ -34,6 +34,13 @@ func Attach(ctx context.Context, drv Driver, id, owner, holder string) (*Sandbox
 	if err != nil {
 		return nil, Attachment{}, err
 	}
+	// Its lifetime is over (the tag is stamped before the backend starts
+	// the clock, so it is never late): claiming it would only hand the
+	// task a sandbox that is gone or about to be.
+	if exp := ExpiresAt(tags); !exp.IsZero() && !time.Now().Before(exp) {
+		return nil, Attachment{}, &Error{Op: "attach", Sandbox: id, Kind: ErrGone,
+			Err: fmt.Errorf("sandbox expired at %s; provision a new one with a lifetime that covers the whole handoff", exp.UTC().Format(time.RFC3339))}
+	}
 	if got := tags[TagOwner]; got != owner {
 		return fail("sandbox is not owned by %q (its owner is %q); attach from a task of the Dag run that provisioned it", owner, got)
 	}

@@ -3,8 +3,10 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestAttachAndRelease(t *testing.T) {
@@ -92,5 +94,19 @@ func TestAttachRefusesAnEmptyOwnerOrHolder(t *testing.T) {
 	}
 	if _, held := drv.boxes[sb.ID()].tags[TagHolder]; held {
 		t.Error("a refused attach wrote a holder tag")
+	}
+}
+
+func TestAttachRefusesAnExpiredSandbox(t *testing.T) {
+	ctx := context.Background()
+	drv := newFake()
+	sb, _ := Create(ctx, drv, Spec{Owner: "dag/run"})
+	drv.boxes[sb.ID()].tags[TagExpiresAt] = strconv.FormatInt(time.Now().Add(-time.Minute).Unix(), 10)
+	_, _, err := Attach(ctx, drv, sb.ID(), "dag/run", "dag/run/t")
+	if !errors.Is(err, ErrGone) || !IsTerminal(err) || !strings.Contains(err.Error(), "expired") {
+		t.Fatalf("want a terminal ErrGone saying it expired, got %v", err)
+	}
+	if _, held := drv.boxes[sb.ID()].tags[TagHolder]; held {
+		t.Error("an expired sandbox was claimed")
 	}
 }
