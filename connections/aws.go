@@ -60,7 +60,7 @@ func AWSFromConnection(c Connection) (AWSConfig, error) {
 	}
 	extra, err := c.ExtraMap()
 	if err != nil {
-		return cfg, err
+		return AWSConfig{}, err
 	}
 	str := func(key string) (string, error) {
 		v, ok := extra[key]
@@ -87,24 +87,24 @@ func AWSFromConnection(c Connection) (AWSConfig, error) {
 
 	extraKey, err := str("aws_access_key_id")
 	if err != nil {
-		return cfg, err
+		return AWSConfig{}, err
 	}
 	extraSecret, err := str("aws_secret_access_key")
 	if err != nil {
-		return cfg, err
+		return AWSConfig{}, err
 	}
 	if cfg.SessionToken, err = str("aws_session_token"); err != nil {
-		return cfg, err
+		return AWSConfig{}, err
 	}
 	if cfg.Region, err = str("region_name"); err != nil {
-		return cfg, err
+		return AWSConfig{}, err
 	}
 	if cfg.EndpointURL, err = str("endpoint_url"); err != nil {
-		return cfg, err
+		return AWSConfig{}, err
 	}
 	if cfg.EndpointURL == "" {
 		if cfg.EndpointURL, err = s3ServiceEndpoint(c.ConnID, extra); err != nil {
-			return cfg, err
+			return AWSConfig{}, err
 		}
 	}
 
@@ -132,7 +132,16 @@ func AWSFromConnection(c Connection) (AWSConfig, error) {
 	if cfg.EndpointURL != "" {
 		u, err := url.Parse(cfg.EndpointURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return AWSConfig{}, fmt.Errorf("connection %q: extra endpoint_url %q is not an http(s) URL such as https://s3.example.com; fix the connection's Extra", c.ConnID, cfg.EndpointURL)
+			shown := fmt.Sprintf(" %q", cfg.EndpointURL)
+			if strings.Contains(cfg.EndpointURL, "@") {
+				shown = "" // may hold credentials
+			}
+			return AWSConfig{}, fmt.Errorf("connection %q: extra endpoint_url%s is not an http(s) URL such as https://s3.example.com; fix the connection's Extra", c.ConnID, shown)
+		}
+		if u.User != nil {
+			// It would be logged and shown in errors as the endpoint.
+			u.User = nil
+			return AWSConfig{}, fmt.Errorf("connection %q: extra endpoint_url carries credentials before the host; write it as %s and put the keys in login/password", c.ConnID, u)
 		}
 	}
 	return cfg, nil

@@ -89,6 +89,21 @@ func TestAWSFromConnection(t *testing.T) {
 			wantErr: []string{`"myaws"`, "endpoint_url", "http(s)"},
 		},
 		{
+			name:    "endpoint with credentials in it",
+			conn:    Connection{ConnID: "myaws", ConnType: "aws", Extra: `{"endpoint_url": "https://AKIA1:` + secret + `@minio.local:9000"}`},
+			wantErr: []string{`"myaws"`, "endpoint_url", "https://minio.local:9000", "login/password"},
+		},
+		{
+			name:    "unparseable endpoint with credentials in it",
+			conn:    Connection{ConnID: "myaws", ConnType: "aws", Extra: `{"endpoint_url": "AKIA1:` + secret + `@minio.local:9000"}`},
+			wantErr: []string{`"myaws"`, "endpoint_url", "http(s)"},
+		},
+		{
+			name:    "a failure after the session token was read",
+			conn:    Connection{ConnID: "myaws", ConnType: "aws", Login: "AKIA1", Password: secret, Extra: `{"aws_session_token": "` + token + `", "region_name": 5}`},
+			wantErr: []string{`"myaws"`, "region_name"},
+		},
+		{
 			name:    "extra not JSON",
 			conn:    Connection{ConnID: "myaws", ConnType: "aws", Extra: `region_name=eu`},
 			wantErr: []string{`"myaws"`, "extra"},
