@@ -212,11 +212,25 @@ type sourced struct {
 	source string
 }
 
-// bindInput builds the input struct value. Priority: arg_bindings, then
-// dag_run.conf keys that name a field, then registered defaults.
+// fromDefault reports whether an arg_binding carries the stub function's own
+// default value rather than something the Dag author passed.
+func fromDefault(ab map[string]any) bool {
+	v, _ := ab["from_default"].(bool)
+	return v && ab["kind"] == "literal"
+}
+
+// bindInput builds the input struct value. Priority: the arguments the Dag
+// author passed (arg_bindings), then dag_run.conf keys that name a field,
+// then the stub's own parameter defaults (literals marked from_default), then
+// the registered defaults. A stub default that no field claims is ignored, as
+// in Airflow's Go SDK: adding a defaulted parameter to a stub must not break
+// the Go task bound to it.
 func (t *task) bindInput(ctx context.Context, src bindSources) (reflect.Value, error) {
 	if t.inputType == nil {
 		for _, ab := range src.argBindings {
+			if fromDefault(ab) {
+				continue
+			}
 			name, _ := ab["name"].(string)
 			return reflect.Value{}, fmt.Errorf("argument %q was passed, but the task takes no input struct", name)
 		}
@@ -225,6 +239,12 @@ func (t *task) bindInput(ctx context.Context, src bindSources) (reflect.Value, e
 	values := map[int]sourced{}
 	for name, v := range t.defaults {
 		values[t.byFold[foldName(name)]] = sourced{v, "bundle defaults"}
+	}
+	for _, ab := range src.argBindings {
+		name, _ := ab["name"].(string)
+		if i, ok := t.byFold[foldName(name)]; ok && fromDefault(ab) {
+			values[i] = sourced{ab["value"], fmt.Sprintf("the stub's default for %q", name)}
+		}
 	}
 	keys := make([]string, 0, len(src.conf))
 	for k := range src.conf {
@@ -240,6 +260,9 @@ func (t *task) bindInput(ctx context.Context, src bindSources) (reflect.Value, e
 		name, _ := ab["name"].(string)
 		if name == "" {
 			return reflect.Value{}, fmt.Errorf("arg_bindings[%d] has no name", n)
+		}
+		if fromDefault(ab) {
+			continue // bound above, below dag_run.conf
 		}
 		i, ok := t.byFold[foldName(name)]
 		if !ok {

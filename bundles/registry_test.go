@@ -174,3 +174,45 @@ func TestLogFilterThreshold(t *testing.T) {
 		}
 	}
 }
+
+// A stub parameter left at its Python default arrives marked from_default:
+// it ranks below dag_run.conf but above the bundle defaults, and one that no
+// field claims is ignored, so adding a defaulted parameter to a stub never
+// breaks the Go task.
+func TestStubDefaultsRankBelowConf(t *testing.T) {
+	stubDefaults := []map[string]any{
+		{"name": "level", "kind": "literal", "value": "stub", "from_default": true},
+		{"name": "added_later", "kind": "literal", "value": 1, "from_default": true},
+	}
+	for _, tc := range []struct {
+		conf map[string]any
+		want string
+	}{
+		{nil, "stub"},
+		{map[string]any{"level": "conf"}, "conf"},
+	} {
+		var got withShared
+		b := New()
+		b.Register("d", "t", func(in withShared) error { got = in; return nil },
+			WithDefaults(map[string]any{"level": "bundle"}))
+		s := runFake(t, b, startupFrame(t, "d", "t", func(sd *protocol.StartupDetails) {
+			sd.DagRun.Conf = tc.conf
+			sd.ArgBindings = stubDefaults
+		}), nil, serveConfig{})
+		if s.err != nil || s.terminal == nil || s.terminal.Type() != "SucceedTask" {
+			t.Fatalf("conf %v: want success, got %+v (%v)", tc.conf, s.terminal, s.err)
+		}
+		if got.Level != tc.want {
+			t.Errorf("conf %v: level = %q, want %q", tc.conf, got.Level, tc.want)
+		}
+	}
+	// A passed argument that no field claims is still an error.
+	b := New()
+	b.Register("d", "t", func(in withShared) error { return nil })
+	s := runFake(t, b, startupFrame(t, "d", "t", func(sd *protocol.StartupDetails) {
+		sd.ArgBindings = []map[string]any{{"name": "added_later", "kind": "literal", "value": 1}}
+	}), nil, serveConfig{})
+	if s.terminal == nil || s.terminal.Type() != "TaskState" {
+		t.Fatalf("an unclaimed passed argument must fail the task, got %+v", s.terminal)
+	}
+}
