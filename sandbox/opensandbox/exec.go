@@ -196,6 +196,15 @@ func (d *Driver) Exec(ctx context.Context, id string, req sandbox.ExecRequest) (
 		Envs:      req.Env,
 	})
 	if err != nil {
+		if stdinPath != "" {
+			// The command never ran to remove it: do not leave the input
+			// (which may be sensitive) lying in the sandbox's /tmp.
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+			if derr := ex.DeleteFile(dctx, stdinPath); derr != nil {
+				d.log.Warn("could not remove the stdin file of a command that did not start", "id", id, "path", stdinPath, "error", derr)
+			}
+			cancel()
+		}
 		if ctx.Err() != nil {
 			return res, fail("exec", id, "", nil, ctx.Err())
 		}

@@ -568,3 +568,20 @@ func TestOverlongOutputLine(t *testing.T) {
 		t.Fatalf("the sandbox should survive: %v", err)
 	}
 }
+
+func TestFailedStartRemovesTheStdinFile(t *testing.T) {
+	e := newEnv(t, fakeopensandbox.Options{}, nil)
+	sb := create(t, e, sandbox.Spec{})
+	e.srv.FailNextWith(fakeopensandbox.RouteCommand, 1, 400)
+	_, err := sb.Exec(ctxT(t), "cat", sandbox.ExecOptions{Stdin: strings.NewReader("input-secret")})
+	if err == nil {
+		t.Fatal("the injected failure did not reach the caller")
+	}
+	var out bytes.Buffer
+	if _, err := sb.Exec(ctxT(t), "ls -A /tmp", sandbox.ExecOptions{Stdout: &out}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), ".airflow-stdin-") {
+		t.Fatalf("a command that never started left its stdin file behind: %q", out.String())
+	}
+}
