@@ -3,7 +3,6 @@ package storage
 import (
 	"fmt"
 	"net/url"
-	"path"
 	"strings"
 )
 
@@ -78,7 +77,11 @@ func parseURL(raw string) (location, error) {
 		if strings.HasSuffix(u.Path, "/") {
 			return location{}, fmt.Errorf("%q ends with /, so it names a directory; give a file name", raw)
 		}
-		loc.key = strings.TrimPrefix(path.Clean(u.Path), "/")
+		// Not path.Clean: "a/../b" would silently write elsewhere than the
+		// URL reads, and with {run_id} filled in from a Dag run it could climb
+		// out of the directory the author chose. checkKey refuses . and ..
+		// segments, as it does for S3 keys.
+		loc.key = strings.TrimPrefix(u.Path, "/")
 		if strings.HasSuffix(loc.key, ".attrs") {
 			// fileblob reserves this suffix for its metadata sidecars.
 			return location{}, fmt.Errorf("%q ends with .attrs, a suffix the file backend reserves; choose another file name", raw)

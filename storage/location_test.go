@@ -17,7 +17,6 @@ func TestParseURL(t *testing.T) {
 		{"s3://aws_prod@bucket/k", location{scheme: "s3", bucket: "bucket", key: "k", connID: "aws_prod"}},
 		{"file:///tmp/out/x.bin", location{scheme: "file", key: "tmp/out/x.bin"}},
 		{"file://localhost/tmp/x", location{scheme: "file", key: "tmp/x"}},
-		{"file:///tmp/a/../b", location{scheme: "file", key: "tmp/b"}},
 	}
 	for _, tt := range ok {
 		got, err := parseURL(tt.in)
@@ -47,6 +46,10 @@ func TestParseURL(t *testing.T) {
 		{"file:relative/x", "not an absolute file URL"},
 		{"file:///tmp/dir/", "names a directory"},
 		{"file:///tmp/x.attrs", ".attrs"},
+		{"file:///tmp/a/../b", "empty, . or .."},
+		{"file:///data/reports/../../etc/x", "empty, . or .."},
+		{"file:///tmp/./b", "empty, . or .."},
+		{"file:///tmp//b", "empty, . or .."},
 		{"file:///", "names a directory"},
 	}
 	for _, tt := range bad {
