@@ -82,7 +82,11 @@ func RunCommands(ctx context.Context, d Deps, in RunInput) (RunResult, error) {
 	if h := tags[sandbox.TagHolder]; h != "" {
 		d.logger().Warn("an agent task holds this sandbox; commands run alongside its work", "holder", h)
 	}
-	red := newRedactor(sandboxSecrets(ctx, d, tags))
+	secrets, err := sandboxSecrets(ctx, d, tags)
+	if err != nil {
+		return RunResult{}, err
+	}
+	red := newRedactor(secrets)
 	var res RunResult
 	for _, cmd := range in.Command {
 		res, err = runOne(ctx, d, sb, cmd, execOptions(in.Timeout, in.Env, in.Workdir), red)

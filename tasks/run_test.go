@@ -298,6 +298,26 @@ func TestRunRedactsASecretSplitAcrossChunks(t *testing.T) {
 	}
 }
 
+// When a secret the sandbox holds can no longer be read, run cannot
+// redact it from the output, so it refuses to run rather than risk
+// printing it to the log and XCom.
+func TestRunRefusesWhenASandboxSecretCannotBeReRead(t *testing.T) {
+	e := newEnv(t)
+	e.af.vars["api_token"] = "tok-9f8e7d6c5b4a"
+	id, err := Provision(context.Background(), e.deps, decodeInput[ProvisionInput](t, `{"env_from": {"API_TOKEN": {"variable": "api_token"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(e.af.vars, "api_token")
+	_, err = RunCommands(context.Background(), e.deps, RunInput{Sandbox: SandboxRef{ID: id}, Command: Commands{`touch ran; echo "$API_TOKEN"`}})
+	if err == nil || !strings.Contains(err.Error(), "env_from.API_TOKEN") || !strings.Contains(err.Error(), "refusing") {
+		t.Fatalf("want a refusal naming the secret's source, got %v", err)
+	}
+	if _, err := os.Stat(e.drv.host(id, "/workspace/ran")); err == nil {
+		t.Fatal("the command ran although its output could not be redacted")
+	}
+}
+
 func TestTruncatedTailStartsAtALine(t *testing.T) {
 	e := newEnv(t)
 	id := provisioned(t, e)

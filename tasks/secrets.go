@@ -3,6 +3,7 @@ package tasks
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"slices"
 	"sort"
@@ -72,31 +73,31 @@ func (r *redactor) redact(s string) string {
 
 // sandboxSecrets re-resolves the env_from values recorded on a sandbox,
 // registers them with the masker of this task and returns them. A source
-// that can no longer be read is logged and skipped: it cannot be redacted,
-// but it also no longer names a live credential.
-func sandboxSecrets(ctx context.Context, d Deps, tags map[string]string) []string {
+// that can no longer be read is an error: its value is still in the
+// sandbox's environment, and without it this task could not keep it out of
+// the command output it logs and returns.
+func sandboxSecrets(ctx context.Context, d Deps, tags map[string]string) ([]string, error) {
 	raw := tags[TagEnvFrom]
 	if raw == "" {
-		return nil
+		return nil, nil
 	}
+	const refuse = "refusing to run commands whose output could show a secret this task cannot redact"
 	var src map[string]EnvSource
 	if err := json.Unmarshal([]byte(raw), &src); err != nil {
-		d.logger().Warn("the sandbox's airflow_env_from tag is unreadable; its secrets cannot be redacted from command output", "error", err)
-		return nil
+		return nil, fmt.Errorf("the sandbox's %s tag, which says where its env_from secrets come from, is unreadable (%v); %s. Provision a new sandbox", TagEnvFrom, err, refuse)
 	}
 	var out []string
 	for _, name := range slices.Sorted(maps.Keys(src)) {
 		v, err := resolveEnvSource(ctx, d, name, src[name])
 		if err != nil {
-			d.logger().Warn("cannot re-read a sandbox secret to redact it", "variable", name, "error", err)
-			continue
+			return nil, fmt.Errorf("re-reading a secret the sandbox holds, to redact it: %w; %s. Restore the source, or provision a new sandbox", err, refuse)
 		}
 		if err := d.Airflow.MaskSecret(ctx, v, name); err != nil {
 			d.logger().Warn("registering a sandbox secret with the masker failed; it is still redacted from output", "variable", name, "error", err)
 		}
 		out = append(out, v)
 	}
-	return out
+	return out, nil
 }
 
 func withTag(tags map[string]string, k, v string) map[string]string {
