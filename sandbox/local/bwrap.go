@@ -106,6 +106,13 @@ func (d *Driver) bwrapArgs(m *meta, dir, cwd string, argv []string) ([]string, e
 	}
 	args = append(args,
 		"--proc", "/proc",
+		// bubblewrap leaves /proc/sys of the new proc writable here, and
+		// sysctl writes are checked against uid 0 alone: a worker running
+		// as root (as in most containers) gave every sandbox the host's
+		// sysctls (kernel.core_pattern = host code execution). The host's
+		// own /proc/sys, read-only, covers it; sysrq-trigger likewise.
+		"--ro-bind", "/proc/sys", "/proc/sys",
+		"--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger",
 		"--dev", "/dev",
 		"--bind", filepath.Join(dir, tmpDir), "/tmp", // before the workdir, which may lie under /tmp
 		"--bind", filepath.Join(dir, workDir), m.Spec.Workdir,

@@ -640,3 +640,16 @@ func TestExecEnvCannotInjectBwrapOptions(t *testing.T) {
 		t.Fatalf("a NUL in an env name was run: %v %q", err, out.String())
 	}
 }
+
+// Sysctl writes are checked against uid 0 alone, so with a root worker a
+// writable /proc/sys in the sandbox is the host's kernel settings. The test
+// never writes: it checks the mount is read-only and that access(2) agrees.
+func TestProcSysIsReadOnly(t *testing.T) {
+	d := newTestDriver(t)
+	sb := create(t, d, sandbox.Spec{})
+	_, out, _ := run(t, sb, `awk '$2 == "/proc/sys" { split($4, o, ","); print o[1] }' /proc/mounts; `+
+		`[ -w /proc/sys/kernel/core_pattern ] && echo writable; cat /proc/sys/kernel/ostype`, 10*time.Second)
+	if out != "ro\nLinux\n" {
+		t.Fatalf("want /proc/sys mounted read-only and still readable, got %q", out)
+	}
+}
