@@ -29,7 +29,7 @@ func Destroy(ctx context.Context, d Deps, in DestroyInput) (string, error) {
 	if err := d.check(); err != nil {
 		return "", err
 	}
-	sb, drv, _, err := openRef(ctx, d, BackendOptions{Backend: in.Backend, ConnID: in.ConnID}, in.Sandbox, in.Owner)
+	sb, drv, tags, err := openRef(ctx, d, BackendOptions{Backend: in.Backend, ConnID: in.ConnID}, in.Sandbox, in.Owner)
 	if err != nil {
 		if errors.Is(err, sandbox.ErrGone) {
 			d.logger().Info("sandbox already gone", "id", in.Sandbox.ID)
@@ -38,6 +38,11 @@ func Destroy(ctx context.Context, d Deps, in DestroyInput) (string, error) {
 		return "", err
 	}
 	defer drv.Close()
+	if h := tags[sandbox.TagHolder]; h != "" {
+		// Python never checks this either; say it, so that an agent failing
+		// on a vanished sandbox can be traced to this task.
+		d.logger().Warn("destroying a sandbox an agent task still holds; if that task is still running, it fails (run destroy after it, with trigger rule all_done)", "holder", h)
+	}
 	if err := sb.Destroy(ctx); err != nil {
 		return "", fmt.Errorf("destroying sandbox %s: %w", sb.ID(), err)
 	}

@@ -148,6 +148,22 @@ func TestDestroyIsIdempotent(t *testing.T) {
 	}
 }
 
+func TestDestroyWarnsWhenAnAgentHoldsTheSandbox(t *testing.T) {
+	e := newEnv(t)
+	id := provisioned(t, e)
+	tags, _ := e.drv.Tags(context.Background(), id)
+	tags[sandbox.TagHolder] = "dag_a/manual__2026-11-29T10:00:00+00:00/analyse"
+	if err := e.drv.SetTags(context.Background(), id, tags); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Destroy(context.Background(), e.deps, DestroyInput{Sandbox: SandboxRef{ID: id}}); err != nil {
+		t.Fatal(err)
+	}
+	if log := e.log.String(); !strings.Contains(log, "still holds") || !strings.Contains(log, "/analyse") {
+		t.Fatalf("the log does not say an agent held the sandbox:\n%s", log)
+	}
+}
+
 func TestSweep(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
