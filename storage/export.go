@@ -110,7 +110,7 @@ func (e *Export) Stage(ctx context.Context, destURL string, r io.Reader) (Writte
 	}
 	if werr != nil {
 		e.failed = append(e.failed, loc.String())
-		return Written{}, fmt.Errorf("staging %s failed: %w; nothing was written to the destination%s; the export will not be committed, call Abort",
+		return Written{}, fmt.Errorf("staging %s failed: %w; nothing was written to the destination%s; the export will not be committed",
 			loc, werr, leftover(left))
 	}
 	return Written{}, fmt.Errorf("staging %s: the export was aborted meanwhile; the partial was removed%s", loc, leftover(left))
