@@ -31,6 +31,7 @@ import (
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/footer"
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/selftest"
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/tasks"
 )
@@ -38,7 +39,10 @@ import (
 // bundleConfig is the YAML file's shape. Unknown keys are errors: a
 // misspelt key would otherwise silently fall back to a default.
 type bundleConfig struct {
-	Dags map[string]dagConfig `yaml:"dags"`
+	// Selftest adds the built-in airflow_go_worker_selftest Dag, so an
+	// operator can check a deployment of this bundle.
+	Selftest bool                 `yaml:"selftest"`
+	Dags     map[string]dagConfig `yaml:"dags"`
 	// order lists dag ids and, per Dag, task ids as the file lists them:
 	// tasks register (and `run --dag` runs them) in the author's order.
 	order []orderedDag `yaml:"-"`
@@ -109,6 +113,9 @@ func loadBundleConfig(b *bundles.Bundle, data []byte, source string) error {
 	cfg, err := parseBundleConfig(data, source)
 	if err != nil {
 		return err
+	}
+	if cfg.Selftest {
+		selftest.Register(b)
 	}
 	for _, od := range cfg.order {
 		dagID, dag := od.id, cfg.Dags[od.id]

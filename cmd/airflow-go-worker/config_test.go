@@ -4,15 +4,18 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles"
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/selftest"
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/tasks"
 )
@@ -178,6 +181,30 @@ func TestOnlyYAMLSourcesAreBundleConfigs(t *testing.T) {
 	} {
 		if got := isYAMLName(name); got != want {
 			t.Errorf("isYAMLName(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
+// A config bundle carries the self-test Dag only when the config asks.
+func TestBundleConfigOptsIntoSelftest(t *testing.T) {
+	for _, with := range []bool{false, true} {
+		b := bundles.New()
+		cfg := fmt.Sprintf("selftest: %v\ndags: {d: {tasks: {t: {kind: destroy}}}}\n", with)
+		if err := loadBundleConfig(b, []byte(cfg), "bundle.yaml"); err != nil {
+			t.Fatal(err)
+		}
+		var dags []string
+		for _, r := range b.Tasks() {
+			if !slices.Contains(dags, r.DagID) {
+				dags = append(dags, r.DagID)
+			}
+		}
+		want := []string{"d"}
+		if with {
+			want = []string{selftest.DagID, "d"}
+		}
+		if !slices.Equal(dags, want) {
+			t.Errorf("selftest: %v registered Dags %v, want %v", with, dags, want)
 		}
 	}
 }

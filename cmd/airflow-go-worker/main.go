@@ -116,11 +116,12 @@ func extractBundleConfig(args []string) (rest []string, path string, err error) 
 	return rest, path, nil
 }
 
-// newBundle registers the selftest Dag and the bundle config's tasks: the
-// file at configPath if given, else the config packed into this binary.
+// newBundle registers the bundle config's tasks (the file at configPath if
+// given, else the config packed into this binary). Without a config the
+// binary is the plain self-test bundle; a config bundle lists exactly the
+// config's tasks, plus the self-test Dag only if the config asks for it.
 func newBundle(configPath string) (*bundles.Bundle, error) {
 	b := bundles.New()
-	selftest.Register(b)
 	var data []byte
 	var source string
 	if configPath != "" {
@@ -135,11 +136,13 @@ func newBundle(configPath string) (*bundles.Bundle, error) {
 			return nil, err
 		}
 	}
-	if data != nil {
-		// loadBundleConfig's errors already start with the source name.
-		if err := loadBundleConfig(b, data, source); err != nil {
-			return nil, err
-		}
+	if data == nil {
+		selftest.Register(b)
+		return b, nil
+	}
+	// loadBundleConfig's errors already start with the source name.
+	if err := loadBundleConfig(b, data, source); err != nil {
+		return nil, err
 	}
 	return b, nil
 }
