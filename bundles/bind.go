@@ -278,6 +278,10 @@ func (t *task) bindInput(ctx context.Context, src bindSources) (reflect.Value, e
 				return reflect.Value{}, fmt.Errorf("argument %q is an xcom binding without task_id", name)
 			}
 			v, err := src.xcom(ctx, up)
+			if errors.Is(err, ErrXComNotFound) {
+				// Typical under trigger rule all_done after the upstream failed.
+				return reflect.Value{}, fmt.Errorf("argument %q: upstream task %q pushed no return_value in this run (did it fail or get skipped?): %w", name, up, err)
+			}
 			if err != nil {
 				return reflect.Value{}, fmt.Errorf("argument %q: reading return_value of upstream task %q: %w", name, up, err)
 			}

@@ -128,7 +128,7 @@ func TestServeBindingErrorsFailBeforeBody(t *testing.T) {
 		{[]map[string]any{{"name": "count", "kind": "literal", "value": "many"}}, nil, `input field "count" from argument "count"`},
 		{nil, map[string]any{"count": "many"}, `input field "count" from dag_run.conf["count"]`},
 		{[]map[string]any{{"name": "name", "kind": "weird"}}, nil, `unknown binding kind "weird"`},
-		{[]map[string]any{{"name": "name", "kind": "xcom", "task_id": "up"}}, nil, `XCom return_value of task up: xcom not found`},
+		{[]map[string]any{{"name": "name", "kind": "xcom", "task_id": "up"}}, nil, `upstream task "up" pushed no return_value in this run (did it fail or get skipped?)`},
 	} {
 		s := runFake(t, testBundle(), startupFrame(t, "d", "greet", func(sd *protocol.StartupDetails) {
 			sd.ShouldRetry = true
