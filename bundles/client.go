@@ -142,6 +142,11 @@ func (r *rpc) call(ctx context.Context, body map[string]any) (protocol.Message, 
 		return m, nil
 	case <-ctx.Done():
 		forget()
+		// A broken comm socket cancels the task too; then both cases are
+		// ready, and the broken socket is the cause worth reporting.
+		if err := r.failure(); err != nil {
+			return protocol.Message{}, fmt.Errorf("waiting for the reply to %v: %w", body["type"], err)
+		}
 		return protocol.Message{}, ctx.Err()
 	}
 }
