@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/airflow-sandbox/airflow-go-worker/testing/waitwriter"
 )
 
 // faultyStore wraps a real store and fails chosen operations, for the
@@ -98,7 +100,7 @@ func TestOpenLogsDownloadProgress(t *testing.T) {
 	if _, err := Put(ctx, b.url("dl.bin"), strings.NewReader(string(data)), Options{}); err != nil {
 		t.Fatal(err)
 	}
-	sink := &signalWriter{want: "transfer progress", seen: make(chan struct{})}
+	sink := waitwriter.New("transfer progress")
 	rc, err := Open(ctx, b.url("dl.bin"), Options{Logger: hclog.New(&hclog.LoggerOptions{Output: sink}), ProgressEvery: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +108,7 @@ func TestOpenLogsDownloadProgress(t *testing.T) {
 	if _, err := io.ReadFull(rc, make([]byte, 1000)); err != nil {
 		t.Fatal(err)
 	}
-	<-sink.seen // the reporter ticks on its own, even while the reader is idle
+	<-sink.Seen() // the reporter ticks on its own, even while the reader is idle
 	rest, err := io.ReadAll(rc)
 	if err != nil || len(rest) != len(data)-1000 {
 		t.Fatalf("read %d more bytes, err %v", len(rest), err)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -15,6 +14,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
+
+	"github.com/airflow-sandbox/airflow-go-worker/testing/waitwriter"
 )
 
 func TestPutOpenRoundTrip(t *testing.T) {
@@ -155,10 +156,10 @@ func TestS3URLNamingAConnectionNeedsIt(t *testing.T) {
 // TestProgressIsLogged drives a transfer that cannot finish until a
 // progress line has been logged, so the assertion does not depend on timing.
 func TestProgressIsLogged(t *testing.T) {
-	sink := &signalWriter{want: "transfer progress", seen: make(chan struct{})}
+	sink := waitwriter.New("transfer progress")
 	log := hclog.New(&hclog.LoggerOptions{Output: sink, Level: hclog.Info})
 	b := fileBackend(t)
-	r := io.MultiReader(strings.NewReader("first chunk"), &waitReader{until: sink.seen}, strings.NewReader("rest"))
+	r := io.MultiReader(strings.NewReader("first chunk"), &waitReader{until: sink.Seen()}, strings.NewReader("rest"))
 	opt := Options{Logger: log, ProgressEvery: 1} // every nanosecond: the ticker fires as soon as it can
 	w, err := Put(context.Background(), b.url("slow.bin"), r, opt)
 	if err != nil {
@@ -172,32 +173,8 @@ func TestProgressIsLogged(t *testing.T) {
 	}
 }
 
-type signalWriter struct {
-	mu   sync.Mutex
-	buf  bytes.Buffer
-	want string
-	seen chan struct{}
-	once sync.Once
-}
-
-func (w *signalWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.buf.Write(p)
-	if strings.Contains(w.buf.String(), w.want) {
-		w.once.Do(func() { close(w.seen) })
-	}
-	return len(p), nil
-}
-
-func (w *signalWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.String()
-}
-
 // waitReader returns EOF once until is closed (blocking until then).
-type waitReader struct{ until chan struct{} }
+type waitReader struct{ until <-chan struct{} }
 
 func (r *waitReader) Read([]byte) (int, error) { <-r.until; return 0, io.EOF }
 

@@ -9,13 +9,14 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/selftest"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/supervisor"
+
+	"github.com/airflow-sandbox/airflow-go-worker/testing/waitwriter"
 )
 
 // asBinaryEnv makes this test binary behave exactly as airflow-go-worker
@@ -109,13 +110,13 @@ func TestRunSIGTERMReportsFailure(t *testing.T) {
 	cmd.Env = append(os.Environ(), asBinaryEnv+"=1")
 	var out bytes.Buffer
 	cmd.Stdout = &out
-	started := make(chan struct{})
-	cmd.Stderr = &watchWriter{want: "sleeping", seen: started}
+	stderr := waitwriter.New("sleeping")
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case <-started:
+	case <-stderr.Seen():
 	case <-time.After(30 * time.Second):
 		cmd.Process.Kill()
 		t.Fatal("the sleep task never started")
@@ -132,24 +133,6 @@ func TestRunSIGTERMReportsFailure(t *testing.T) {
 	if time.Since(begin) > 20*time.Second {
 		t.Fatal("SIGTERM should end the task promptly")
 	}
-}
-
-type watchWriter struct {
-	mu   sync.Mutex
-	buf  bytes.Buffer
-	want string
-	seen chan struct{}
-	once sync.Once
-}
-
-func (w *watchWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.buf.Write(p)
-	if strings.Contains(w.buf.String(), w.want) {
-		w.once.Do(func() { close(w.seen) })
-	}
-	return len(p), nil
 }
 
 func TestCommandLineErrorsNameTheProblem(t *testing.T) {
