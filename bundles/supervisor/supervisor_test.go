@@ -375,36 +375,57 @@ func TestParseTaskHandlers(t *testing.T) {
 // its exit code and stderr once it exits.
 func rawBundle(t *testing.T, first []byte) (int, string) {
 	t.Helper()
+	c := forkRaw(t)
+	c.comm.Write(first)
+	return c.wait(t, "on bad input"), c.stderr.String()
+}
+
+// rawChild is a forked bundle whose comm socket the test drives by hand.
+type rawChild struct {
+	cmd    *exec.Cmd
+	comm   net.Conn
+	stderr *bytes.Buffer // read it only after wait
+	done   chan error
+}
+
+// forkRaw starts the test bundle against two listeners and accepts both of
+// its connections; the logs socket is drained and ignored.
+func forkRaw(t *testing.T) *rawChild {
+	t.Helper()
 	commL, _ := net.Listen("tcp", "127.0.0.1:0")
 	logsL, _ := net.Listen("tcp", "127.0.0.1:0")
 	t.Cleanup(func() { commL.Close(); logsL.Close() })
-	var stderr bytes.Buffer
-	cmd := exec.Command(bundleBin, "--comm="+commL.Addr().String(), "--logs="+logsL.Addr().String())
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
+	c := &rawChild{stderr: &bytes.Buffer{}, done: make(chan error, 1)}
+	c.cmd = exec.Command(bundleBin, "--comm="+commL.Addr().String(), "--logs="+logsL.Addr().String())
+	c.cmd.Stderr = c.stderr
+	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	go func() { c.done <- c.cmd.Wait() }()
 	logs, err := logsL.Accept()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer logs.Close()
-	comm, err := commL.Accept()
-	if err != nil {
+	t.Cleanup(func() { logs.Close() })
+	go io.Copy(io.Discard, logs)
+	if c.comm, err = commL.Accept(); err != nil {
 		t.Fatal(err)
 	}
-	defer comm.Close()
-	comm.Write(first)
+	t.Cleanup(func() { c.comm.Close() })
+	return c
+}
+
+// wait returns the bundle's exit code, failing the test if it hangs.
+func (c *rawChild) wait(t *testing.T, when string) int {
+	t.Helper()
 	select {
-	case err := <-done:
-		return exitCode(err), stderr.String()
+	case err := <-c.done:
+		return exitCode(err)
 	case <-time.After(20 * time.Second):
-		cmd.Process.Kill()
-		t.Fatal("the bundle hung on bad input")
+		c.cmd.Process.Kill()
+		t.Fatalf("the bundle hung %s", when)
 	}
-	return 0, ""
+	return 0
 }
 
 func TestBundleRejectsBadFrames(t *testing.T) {
@@ -570,28 +591,8 @@ func TestConnectionSources(t *testing.T) {
 // A malformed reply after StartupDetails: the forked bundle must print a
 // clear error on stderr and exit non-zero without a terminal frame.
 func TestBundleExitsNonZeroOnABrokenReplyMidTask(t *testing.T) {
-	commL, _ := net.Listen("tcp", "127.0.0.1:0")
-	logsL, _ := net.Listen("tcp", "127.0.0.1:0")
-	t.Cleanup(func() { commL.Close(); logsL.Close() })
-	var stderr bytes.Buffer
-	cmd := exec.Command(bundleBin, "--comm="+commL.Addr().String(), "--logs="+logsL.Addr().String())
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	logs, err := logsL.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logs.Close()
-	go io.Copy(io.Discard, logs)
-	comm, err := commL.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer comm.Close()
+	c := forkRaw(t)
+	comm := c.comm
 	sd := protocol.StartupDetails{
 		TI:     protocol.TaskInstance{ID: newUUID(), DagID: selftest.DagID, TaskID: "connection", RunID: "r", TryNumber: 1, MapIndex: -1},
 		DagRun: protocol.DagRun{Conf: map[string]any{"conn_id": "c"}},
@@ -621,14 +622,8 @@ func TestBundleExitsNonZeroOnABrokenReplyMidTask(t *testing.T) {
 			rest = append(rest, m.Type())
 		}
 	}()
-	select {
-	case err := <-done:
-		if code := exitCode(err); code == 0 || !strings.Contains(stderr.String(), "malformed frame") {
-			t.Fatalf("exit %d, stderr %q; want non-zero and the cause", code, stderr.String())
-		}
-	case <-time.After(20 * time.Second):
-		cmd.Process.Kill()
-		t.Fatal("the bundle hung after a malformed reply")
+	if code := c.wait(t, "after a malformed reply"); code == 0 || !strings.Contains(c.stderr.String(), "malformed frame") {
+		t.Fatalf("exit %d, stderr %q; want non-zero and the cause", code, c.stderr.String())
 	}
 	<-readerDone // the bundle's exit closed its end
 	if len(rest) != 0 {
