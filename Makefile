@@ -11,8 +11,10 @@ PKGS      := ./...
 
 all: build
 
+# -buildvcs=auto stamps the git commit into the binary (bundle version) even
+# where GOFLAGS turns it off; without a .git it stamps nothing.
 build:
-	$(GO) build -trimpath -o $(BIN) ./cmd/airflow-go-worker
+	$(GO) build -trimpath -buildvcs=auto -o $(BIN) ./cmd/airflow-go-worker
 
 # Tools the tests and the demo need that are not Go libraries (bubblewrap,
 # prlimit, PyYAML, versitygw): installed when missing, see the script.
