@@ -94,8 +94,9 @@ func (d *Driver) Exec(ctx context.Context, id string, req sandbox.ExecRequest) (
 	if req.Stdin == nil {
 		// Empty stdin, as the driver contract says. Modal keeps an exec's
 		// stdin open until told otherwise; redirecting here saves the
-		// round trip that would close it.
-		argv = []string{"sh", "-c", `exec sh -c "$1" </dev/null`, "sh", req.Command}
+		// round trip that would close it. A bare `exec` redirect in the same
+		// shell costs no second shell process.
+		argv = []string{"sh", "-c", "exec </dev/null\n" + req.Command}
 	}
 	p, err := d.start(ctx, id, argv,
 		&modal.SandboxExecParams{Workdir: req.Workdir, Env: req.Env, Timeout: budget},

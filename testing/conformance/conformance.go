@@ -224,6 +224,13 @@ func (s *suite) testExitCodesAndStreams(t *testing.T, drv sandbox.Driver) {
 	if o.stdout != "FROM STDIN" {
 		t.Errorf("stdin: got %q", o.stdout)
 	}
+	// No stdin means an empty one: a command reading it ends at once rather
+	// than waiting out its deadline. The script's second line shows it still
+	// runs as a whole script.
+	o = s.exec(t, sb, "wc -c\necho read-all", sandbox.ExecOptions{Timeout: 30 * time.Second})
+	if f := strings.Fields(o.stdout); o.res.TimedOut || o.res.ExitCode != 0 || len(f) == 0 || f[0] != "0" || !strings.HasSuffix(o.stdout, "read-all\n") {
+		t.Errorf("nil stdin: exit %d timed out %v out %q; want 0 bytes read, then read-all", o.res.ExitCode, o.res.TimedOut, o.stdout)
+	}
 	o = s.exec(t, sb, `mkdir -p sub && cd sub && pwd && echo "$PER_EXEC"`, sandbox.ExecOptions{Env: map[string]string{"PER_EXEC": "v 1"}})
 	if !strings.HasSuffix(o.stdout, "/sub\nv 1\n") {
 		t.Errorf("per-exec env: got %q", o.stdout)
