@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"maps"
+	"slices"
 
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
-	"maps"
-	"slices"
 )
 
 // DefaultMaxExportBytes is the per-file export budget, as in Python.
@@ -96,7 +97,7 @@ func planExport(ctx context.Context, d Deps, exports map[string]string, connID s
 // exportFrom is the export shared by Export, Collect and Convert.
 func exportFrom(ctx context.Context, d Deps, sb *sandbox.Sandbox, plan exportPlan) ([]string, error) {
 	log := d.logger()
-	exp := d.storage().NewExport(plan.aws, log)
+	exp := d.storage().NewExport(plan.aws, log, len(plan.exports))
 	abort := func(err error) ([]string, error) {
 		actx, cancel := context.WithTimeout(context.Background(), exportAbortTimeout)
 		defer cancel()
@@ -147,17 +148,39 @@ func stageOut(ctx context.Context, d Deps, sb *sandbox.Sandbox, exp Exporter, p,
 	defer rc.Close()
 	log := d.logger()
 	log.Info("exporting", "from", p, "to", dest, "bytes", size)
-	pr := newProgressReader(rc, log, p+" -> "+dest, size)
+	pr := newProgressReader(&exactReader{r: rc, want: size}, log, p+" -> "+dest, size)
 	n, err := exp.Stage(ctx, dest, pr)
 	if err != nil {
 		return err
 	}
-	if n != size {
-		// Something in the sandbox wrote the file while it streamed out: what
-		// was staged is neither the old nor the new content.
-		return fmt.Errorf("it changed while it was exported (%d bytes when the export began, %d read); make sure nothing still writes it (is a command or the agent running?), then export again", size, n)
-	}
 	pr.done()
 	log.Info("staged", "from", p, "to", dest, "bytes", n)
 	return nil
+}
+
+// exactReader fails the stream, before its end reaches the uploader, when
+// the file turns out longer or shorter than it was when the export began:
+// something in the sandbox wrote it meanwhile, and what streamed is neither
+// the old nor the new content. Failing inside the stream means the upload
+// is aborted, so not even a one-file export lands it.
+type exactReader struct {
+	r    io.Reader
+	want int64
+	got  int64
+}
+
+func (e *exactReader) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	e.got += int64(n)
+	switch {
+	case e.got > e.want:
+		return n, e.changed()
+	case err == io.EOF && e.got < e.want:
+		return n, e.changed()
+	}
+	return n, err
+}
+
+func (e *exactReader) changed() error {
+	return fmt.Errorf("it changed while it was exported (%d bytes when the export began, %d or more read); make sure nothing still writes it (is a command or the agent running?), then export again", e.want, e.got)
 }

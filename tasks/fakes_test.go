@@ -312,7 +312,7 @@ func (m *memStorage) Open(_ context.Context, url string, _ *connections.AWSConfi
 	return io.NopCloser(bytes.NewReader(b)), nil
 }
 
-func (m *memStorage) NewExport(*connections.AWSConfig, hclog.Logger) Exporter {
+func (m *memStorage) NewExport(*connections.AWSConfig, hclog.Logger, int) Exporter {
 	return &memExport{m: m, mine: map[string]bool{}}
 }
 

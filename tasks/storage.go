@@ -5,14 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
+	"slices"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/storage"
-	"maps"
-	"slices"
 )
 
 // Storage is the object storage the tasks read inputs from and export to.
@@ -20,15 +20,17 @@ import (
 type Storage interface {
 	// Open streams the object at url.
 	Open(ctx context.Context, url string, aws *connections.AWSConfig, log hclog.Logger) (io.ReadCloser, error)
-	// NewExport starts an all-or-nothing export.
-	NewExport(aws *connections.AWSConfig, log hclog.Logger) Exporter
+	// NewExport starts an all-or-nothing export of files files.
+	NewExport(aws *connections.AWSConfig, log hclog.Logger, files int) Exporter
 }
 
-// Exporter stages files next to their destinations and moves them into place
-// only on Commit, so a failed export leaves nothing half-written.
+// Exporter lands files at their destinations all or nothing: a failed export
+// leaves nothing half-written anywhere.
 type Exporter interface {
-	// Stage streams r to a staging object beside destURL; it returns the
-	// bytes written.
+	// Stage streams r toward destURL and returns the bytes written. With
+	// several files it writes a staging object beside destURL that Commit
+	// moves into place; a one-file export, which has nothing to land
+	// together with, may land it at once through an atomic upload.
 	Stage(ctx context.Context, destURL string, r io.Reader) (int64, error)
 	// Commit moves every staged object into place and returns their URLs.
 	Commit(ctx context.Context) ([]string, error)
@@ -90,9 +92,37 @@ func (objectStorage) Open(ctx context.Context, url string, aws *connections.AWSC
 	return storage.Open(ctx, url, storageOptions(aws, log))
 }
 
-func (objectStorage) NewExport(aws *connections.AWSConfig, log hclog.Logger) Exporter {
-	return objectExport{storage.NewExport(storageOptions(aws, log))}
+func (objectStorage) NewExport(aws *connections.AWSConfig, log hclog.Logger, files int) Exporter {
+	opt := storageOptions(aws, log)
+	if files == 1 {
+		// A single file needs no staging to land all or nothing: storage.Put
+		// is atomic at its URL (S3 completes a multipart upload only once
+		// every part is in, file:// renames a finished temporary file), and
+		// it saves the staging object's server-side copy.
+		return &directExport{opt: opt}
+	}
+	return objectExport{storage.NewExport(opt)}
 }
+
+// directExport is the one-file export: Stage uploads straight to the
+// destination; a failed upload leaves nothing there, so Abort has nothing
+// to remove.
+type directExport struct {
+	opt  storage.Options
+	urls []string
+}
+
+func (x *directExport) Stage(ctx context.Context, dest string, r io.Reader) (int64, error) {
+	w, err := storage.Put(ctx, dest, r, x.opt)
+	if err != nil {
+		return 0, err
+	}
+	x.urls = append(x.urls, w.URL)
+	return w.Size, nil
+}
+
+func (x *directExport) Commit(context.Context) ([]string, error) { return x.urls, nil }
+func (x *directExport) Abort(context.Context) error              { return nil }
 
 type objectExport struct{ e *storage.Export }
 
