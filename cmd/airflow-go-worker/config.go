@@ -23,6 +23,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -145,6 +146,31 @@ func loadBundleConfig(b *bundles.Bundle, data []byte, source string) error {
 	return nil
 }
 
+// unknownField matches yaml.v3's strict-decoding message, which names our Go
+// types instead of the config's keys.
+var unknownField = regexp.MustCompile(`field (\S+) not found in type main\.(\w+)`)
+
+// allowedKeys says, per config level, which keys a user may write there.
+var allowedKeys = map[string]string{
+	"bundleConfig": "at the top level (allowed: selftest, dags)",
+	"dagConfig":    "in a Dag (allowed: description, tasks)",
+	"taskConfig":   "in a task (allowed: kind, defaults)",
+}
+
+// describeYAMLError rewrites yaml.v3 errors in the config's own terms: an
+// unknown key is named with the keys allowed where it stands.
+func describeYAMLError(err error) string {
+	msg := strings.TrimPrefix(err.Error(), "yaml: unmarshal errors:\n  ")
+	return unknownField.ReplaceAllStringFunc(msg, func(m string) string {
+		sub := unknownField.FindStringSubmatch(m)
+		where, ok := allowedKeys[sub[2]]
+		if !ok {
+			return m
+		}
+		return fmt.Sprintf("unknown key %q %s", sub[1], where)
+	})
+}
+
 // parseBundleConfig decodes the YAML strictly.
 func parseBundleConfig(data []byte, source string) (bundleConfig, error) {
 	var cfg bundleConfig
@@ -154,7 +180,7 @@ func parseBundleConfig(data []byte, source string) (bundleConfig, error) {
 		if errors.Is(err, io.EOF) {
 			return cfg, fmt.Errorf("%s: the bundle config is empty; it needs a dags: mapping", source)
 		}
-		return cfg, fmt.Errorf("%s: %v (the file holds dags: {<dag_id>: {tasks: {<task_id>: {kind: ..., defaults: {...}}}}})", source, err)
+		return cfg, fmt.Errorf("%s: %s (the file holds dags: {<dag_id>: {tasks: {<task_id>: {kind: ..., defaults: {...}}}}})", source, describeYAMLError(err))
 	}
 	if len(cfg.Dags) == 0 {
 		return cfg, fmt.Errorf("%s: no dags declared; add dags: {<dag_id>: {tasks: {...}}}", source)
