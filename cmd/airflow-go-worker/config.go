@@ -307,7 +307,11 @@ func sweepCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		return err
+		// -h printed the usage; that is success, as for run and pack.
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("sweep: %w (see airflow-go-worker sweep -h)", err)
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("sweep: unexpected argument %q; see airflow-go-worker sweep -h", fs.Arg(0))

@@ -154,6 +154,17 @@ func TestSweepCommandArguments(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `"extra"`) {
 		t.Fatalf("stray argument: %v", err)
 	}
+	errOut.Reset()
+	if err := sweepCommand(context.Background(), []string{"-h"}, &out, &errOut); err != nil {
+		t.Fatalf("-h is a request for the usage, not an error: %v", err)
+	}
+	if !strings.Contains(errOut.String(), "usage: airflow-go-worker sweep") {
+		t.Fatalf("-h printed no usage: %q", errOut.String())
+	}
+	err = sweepCommand(context.Background(), []string{"--bogus"}, &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "-bogus") || !strings.Contains(err.Error(), "sweep -h") {
+		t.Fatalf("unknown flag: %v", err)
+	}
 	err = sweepCommand(context.Background(), []string{"--backend", "docker"}, &out, &errOut)
 	if err == nil || !strings.Contains(err.Error(), `"docker"`) {
 		t.Fatalf("bad backend: %v", err)
