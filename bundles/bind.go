@@ -313,12 +313,39 @@ func convertInto(dst reflect.Value, v any) error {
 	if err := dec.Decode(ptr.Interface()); err != nil {
 		var ute *json.UnmarshalTypeError
 		if errors.As(err, &ute) {
-			return fmt.Errorf("cannot use JSON %s %s as %s", ute.Value, abbreviate(data), dst.Type())
+			// Say what the user must write, in JSON/YAML terms, not Go's.
+			if ute.Field != "" {
+				return fmt.Errorf("cannot use %s: %q must be %s, not a JSON %s", abbreviate(data), ute.Field, jsonKind(ute.Type), ute.Value)
+			}
+			return fmt.Errorf("cannot use JSON %s %s: want %s", ute.Value, abbreviate(data), jsonKind(dst.Type()))
 		}
 		return fmt.Errorf("cannot use %s as %s: %v", abbreviate(data), dst.Type(), err)
 	}
 	dst.Set(ptr.Elem())
 	return nil
+}
+
+// jsonKind names a Go type as the JSON (or YAML) value a user writes for it.
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.Map, reflect.Struct:
+		return "a mapping ({key: value, ...})"
+	}
+	return t.String()
 }
 
 func abbreviate(b []byte) string {
