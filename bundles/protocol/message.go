@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"math"
 	"time"
@@ -45,7 +46,24 @@ func (e *APIError) Error() string {
 	if e.Detail == nil {
 		return "supervisor error " + e.Code
 	}
-	return fmt.Sprintf("supervisor error %s: %v", e.Code, e.Detail)
+	return fmt.Sprintf("supervisor error %s: %s", e.Code, describeDetail(e.Detail))
+}
+
+// describeDetail renders an error detail for a person: a lone message as
+// itself, anything else as JSON rather than Go's map[...] syntax.
+func describeDetail(d any) string {
+	switch v := d.(type) {
+	case string:
+		return v
+	case map[string]any:
+		if msg, ok := v["message"].(string); ok && len(v) == 1 {
+			return msg
+		}
+	}
+	if b, err := json.Marshal(d); err == nil {
+		return string(b)
+	}
+	return fmt.Sprint(d)
 }
 
 func apiErrorFrom(m map[string]any) *APIError {

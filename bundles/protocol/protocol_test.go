@@ -302,3 +302,23 @@ func FuzzStartupDetails(f *testing.F) {
 		}
 	})
 }
+
+// An ErrorResponse detail reaches the task log readably: a lone message as
+// itself, a richer detail as JSON, never as Go's map[...] syntax.
+func TestAPIErrorDetailIsReadable(t *testing.T) {
+	cases := []struct {
+		detail any
+		want   string
+	}{
+		{map[string]any{"message": "AIRFLOW_CONN_BAD is not a valid Airflow connection"}, "supervisor error API_SERVER_ERROR: AIRFLOW_CONN_BAD is not a valid Airflow connection"},
+		{map[string]any{"message": "gone", "status_code": 404}, `supervisor error API_SERVER_ERROR: {"message":"gone","status_code":404}`},
+		{"plain text", "supervisor error API_SERVER_ERROR: plain text"},
+		{nil, "supervisor error API_SERVER_ERROR"},
+	}
+	for _, c := range cases {
+		got := (&APIError{Code: "API_SERVER_ERROR", Detail: c.detail}).Error()
+		if got != c.want {
+			t.Errorf("detail %#v: got %q, want %q", c.detail, got, c.want)
+		}
+	}
+}
