@@ -268,7 +268,9 @@ func TestReadCorrupt(t *testing.T) {
 		want string
 	}{
 		{"shorter than a trailer", good[:40], ErrNoFooter, "shorter than the 64-byte trailer"},
+		{"shorter, says what to do", good[:40], ErrNoFooter, "make one with airflow-go-worker pack"},
 		{"truncated", good[:len(good)-100], ErrNoFooter, "not the magic"},
+		{"junk appended", append(append([]byte(nil), good...), "junk\n"...), ErrNoFooter, "cut from or appended to its end"},
 		{"bad magic", mutate(func(b []byte) []byte { b[len(b)-1] = '2'; return b }), ErrNoFooter, `"AFBNDL02", not the magic`},
 		{"footer version 2", setU32(8, 2), ErrCorrupt, "footer version 2, want 1"},
 		{"reserved bytes", mutate(func(b []byte) []byte { b[len(b)-64+50] = 7; return b }), ErrCorrupt, "reserved bytes 44..55 of the trailer are not zero"},

@@ -44,7 +44,7 @@ type regions struct {
 func locate(r io.ReaderAt, size int64) (regions, error) {
 	var g regions
 	if size < TrailerSize {
-		return g, fmt.Errorf("%w: the file is %d bytes, shorter than the %d-byte trailer", ErrNoFooter, size, TrailerSize)
+		return g, fmt.Errorf("%w: the file is %d bytes, shorter than the %d-byte trailer (this is not a bundle; make one with airflow-go-worker pack)", ErrNoFooter, size, TrailerSize)
 	}
 	buf := make([]byte, TrailerSize)
 	if _, err := r.ReadAt(buf, size-TrailerSize); err != nil {

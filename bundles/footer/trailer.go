@@ -84,7 +84,7 @@ func ParseTrailer(b []byte) (Trailer, error) {
 	}
 	copy(t.Magic[:], b[offMagic:])
 	if string(t.Magic[:]) != Magic {
-		return t, fmt.Errorf("%w: the last 8 bytes are %q, not the magic %q (this is not a bundle, or it was truncated; make one with airflow-go-worker pack)", ErrNoFooter, t.Magic[:], Magic)
+		return t, fmt.Errorf("%w: the last 8 bytes are %q, not the magic %q (this is not a bundle, or bytes were cut from or appended to its end; make one with airflow-go-worker pack)", ErrNoFooter, t.Magic[:], Magic)
 	}
 	t.SourceLen = binary.LittleEndian.Uint32(b[offSourceLen:])
 	t.MetadataLen = binary.LittleEndian.Uint32(b[offMetadataLen:])
