@@ -149,7 +149,7 @@ func TestCommandLineErrorsNameTheProblem(t *testing.T) {
 		{[]string{"--airflow-metadata", "--format", "xml"}, `unknown --format "xml"`},
 		{[]string{"--airflow-metadata", "--bundle-config", "/no/such/config.yaml"}, "--bundle-config: open /no/such/config.yaml"},
 		{[]string{"--airflow-metadata", "--bundle-config"}, "--bundle-config needs a file name"},
-		{[]string{"run"}, "--dag is required"},
+		{[]string{"run"}, "--dag is required; this bundle's Dags are: airflow_go_worker_selftest"},
 		{[]string{"run", "--dag", "nope"}, `--dag "nope" is not in this bundle; its Dags are: airflow_go_worker_selftest`},
 		{[]string{"run", "--dag", selftest.DagID, "--task", "nope"}, `--task "nope" is not in Dag`},
 		{[]string{"run", "--dag", selftest.DagID, "--conf", "[1]"}, "--conf must be a JSON object"},

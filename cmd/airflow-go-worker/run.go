@@ -56,9 +56,6 @@ func runCommand(ctx context.Context, args []string, configPath string, stdout, s
 		fmt.Fprintf(stderr, "airflow-go-worker run: "+format+"\n", a...)
 		return bundles.ExitUsage
 	}
-	if *dagID == "" {
-		return fail("--dag is required")
-	}
 	var conf map[string]any
 	if *confJSON != "" {
 		if err := json.Unmarshal([]byte(*confJSON), &conf); err != nil || conf == nil {
@@ -68,6 +65,9 @@ func runCommand(ctx context.Context, args []string, configPath string, stdout, s
 	b, err := newBundle(configPath)
 	if err != nil {
 		return fail("%v", err)
+	}
+	if *dagID == "" {
+		return fail("--dag is required; this bundle's Dags are: %s", strings.Join(dagNames(b), ", "))
 	}
 	taskIDs, err := tasksToRun(b, *dagID, *taskID)
 	if err != nil {
@@ -136,20 +136,13 @@ func errOrNull(err error) error {
 // with the ids that do exist instead of a "removed" task.
 func tasksToRun(b *bundles.Bundle, dagID, taskID string) ([]string, error) {
 	var ids []string
-	dags := map[string]bool{}
 	for _, ref := range b.Tasks() {
-		dags[ref.DagID] = true
 		if ref.DagID == dagID {
 			ids = append(ids, ref.TaskID)
 		}
 	}
 	if len(ids) == 0 {
-		names := make([]string, 0, len(dags))
-		for d := range dags {
-			names = append(names, d)
-		}
-		sort.Strings(names)
-		return nil, fmt.Errorf("--dag %q is not in this bundle; its Dags are: %s", dagID, strings.Join(names, ", "))
+		return nil, fmt.Errorf("--dag %q is not in this bundle; its Dags are: %s", dagID, strings.Join(dagNames(b), ", "))
 	}
 	if taskID == "" {
 		return ids, nil
@@ -160,4 +153,19 @@ func tasksToRun(b *bundles.Bundle, dagID, taskID string) ([]string, error) {
 		}
 	}
 	return nil, fmt.Errorf("--task %q is not in Dag %q; its tasks are: %s", taskID, dagID, strings.Join(ids, ", "))
+}
+
+// dagNames lists the bundle's Dag ids, sorted, for errors that must say
+// which --dag values exist.
+func dagNames(b *bundles.Bundle) []string {
+	seen := map[string]bool{}
+	var names []string
+	for _, ref := range b.Tasks() {
+		if !seen[ref.DagID] {
+			seen[ref.DagID] = true
+			names = append(names, ref.DagID)
+		}
+	}
+	sort.Strings(names)
+	return names
 }
