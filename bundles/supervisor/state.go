@@ -116,7 +116,8 @@ func (s *Supervisor) connection(connID string) (connections.Connection, bool, er
 	}
 	all, err := connections.LoadFile(s.ConnectionsFile)
 	if err != nil {
-		return connections.Connection{}, false, fmt.Errorf("connections file %s: %v", s.ConnectionsFile, err)
+		// LoadFile's errors already name the file; wrapping again repeated it.
+		return connections.Connection{}, false, err
 	}
 	c, ok := all[connID]
 	if ok && c.ConnID == "" {
