@@ -155,6 +155,7 @@ func TestCommandLineErrorsNameTheProblem(t *testing.T) {
 		{[]string{"run", "--dag", selftest.DagID, "--conf", "[1]"}, "--conf must be a JSON object"},
 		{[]string{"run", "--dag", selftest.DagID, "--frob"}, "-frob"},
 		{[]string{"run", "--dag", selftest.DagID, "extra"}, `unexpected argument "extra"`},
+		{[]string{"run", "--dag", selftest.DagID, "--task", "ping", "--connections", "/no/such/conns.yaml"}, "--connections: connections file: open /no/such/conns.yaml: no such file"},
 		{[]string{"version", "x"}, "version takes no arguments"},
 	} {
 		r := cli(t, nil, tc.args...)

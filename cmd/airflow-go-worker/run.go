@@ -17,6 +17,7 @@ import (
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/supervisor"
+	"github.com/airflow-sandbox/airflow-go-worker/connections"
 )
 
 const runUsage = `usage: airflow-go-worker run --dag D [--task T] [flags]
@@ -60,6 +61,13 @@ func runCommand(ctx context.Context, args []string, configPath string, stdout, s
 	if *confJSON != "" {
 		if err := json.Unmarshal([]byte(*confJSON), &conf); err != nil || conf == nil {
 			return fail("--conf must be a JSON object, e.g. '{\"seconds\": 2}': %v", errOrNull(err))
+		}
+	}
+	// Read the connections file now: a typo in its path or its YAML would
+	// otherwise surface only when a task asks for a connection, or never.
+	if *connFile != "" {
+		if _, err := connections.LoadFile(*connFile); err != nil {
+			return fail("--connections: %v", err)
 		}
 	}
 	b, err := newBundle(configPath)
