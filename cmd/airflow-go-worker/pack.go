@@ -196,7 +196,12 @@ func fetchManifest(exe, config string) (footer.Manifest, error) {
 		if msg != "" {
 			msg = "; it said: " + msg
 		}
-		return footer.Manifest{}, fmt.Errorf("running it with %s failed: %v%s (it must print its manifest for --airflow-metadata)", strings.Join(args, " "), err, msg)
+		hint := "it must print its manifest for --airflow-metadata"
+		if config != "" {
+			// The usual cause is the config itself: point the user at it.
+			hint = "with --config it checks " + config + " before printing its manifest; fix what it names there"
+		}
+		return footer.Manifest{}, fmt.Errorf("running it with %s failed: %v%s (%s)", strings.Join(args, " "), err, msg, hint)
 	}
 	if stdout.overflow {
 		return footer.Manifest{}, fmt.Errorf("its --airflow-metadata output is larger than %d bytes; that is not a manifest", maxMetadataBytes)

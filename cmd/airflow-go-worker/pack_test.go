@@ -302,6 +302,7 @@ func TestPackErrorsNameTheCulprit(t *testing.T) {
 		{"bad schema flag", []string{"--executable", good, "--supervisor-schema-version", "2026-13-01"}, []string{"--supervisor-schema-version", "YYYY-MM-DD"}},
 		{"source and config", []string{"--executable", good, "--source", cfg, "--config", cfg}, []string{"--config or --source"}},
 		{"missing config", []string{"--executable", good, "--config", filepath.Join(t.TempDir(), "none.yaml")}, []string{"--config", "no such file"}},
+		{"config rejected", []string{"--executable", fakeExe(t, "", 2, "c.yaml: unknown key \"taks\"\n"), "--config", cfg}, []string{`unknown key "taks"`, "with --config it checks " + cfg + " before printing its manifest; fix what it names there"}},
 		{"positional", []string{"--executable", good, "extra"}, []string{`unexpected argument "extra"`}},
 		{"unknown flag", []string{"--nope"}, []string{"-nope", "pack -h"}},
 		{"output is a directory", []string{"--executable", good, "--output", bundleDir}, []string{"--output " + bundleDir + " is a directory"}},
