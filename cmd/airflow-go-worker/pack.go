@@ -330,6 +330,11 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("inspect: %w", err)
 	}
+	// The coordinator considers only executable files and must exec the one
+	// it picks: a valid bundle without x bits is silently never used.
+	if fi, err := os.Stat(b.Path); err == nil && fi.Mode().Perm()&0o111 == 0 {
+		fmt.Fprintf(stderr, "inspect: warning: %s is not executable; Airflow's coordinator skips or cannot run it (chmod 0755 %s)\n", b.Path, b.Path)
+	}
 	report := inspectReport(b)
 	if *format == "json" {
 		enc := json.NewEncoder(stdout)

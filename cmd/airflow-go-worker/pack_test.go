@@ -326,6 +326,31 @@ func TestPackErrorsNameTheCulprit(t *testing.T) {
 	}
 }
 
+// A valid bundle the coordinator would never run (no x bits) is still
+// valid, but inspect says why Airflow will not use it.
+func TestInspectWarnsOfANonExecutableBundle(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "b")
+	if _, _, err := pack(t, "--executable", fakeExe(t, fakeYAML, 0, ""), "--output", out); err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	if err := runInspect([]string{out}, &bytes.Buffer{}, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	if stderr.Len() != 0 {
+		t.Fatalf("warning for an executable bundle: %q", stderr.String())
+	}
+	if err := os.Chmod(out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := runInspect([]string{out}, &bytes.Buffer{}, &stderr); err != nil {
+		t.Fatalf("a non-executable bundle is still a valid bundle: %v", err)
+	}
+	if !strings.Contains(stderr.String(), "is not executable") || !strings.Contains(stderr.String(), "chmod 0755") {
+		t.Fatalf("no warning that the coordinator skips it: %q", stderr.String())
+	}
+}
+
 func TestInspectCorruptAndUsage(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "b")
 	if _, _, err := pack(t, "--executable", fakeExe(t, fakeYAML, 0, ""), "--output", out); err != nil {
