@@ -27,8 +27,9 @@ const usage = `usage:
   airflow-go-worker sweep [flags]                         remove leftover sandboxes
   airflow-go-worker version                               print versions
 
-Every mode accepts --bundle-config FILE (a YAML bundle config); without it a
-config packed into this bundle is used, if any.
+Task execution, --airflow-metadata and run accept --bundle-config FILE (a YAML
+bundle config) in place of the config packed into this bundle, if any; pack
+takes its config as --config, and inspect, sweep and version take none.
 `
 
 func main() {
@@ -76,6 +77,12 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return runCommand(ctx, rest[1:], configPath, stdout, stderr)
 	}
 	if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+		switch rest[0] {
+		case "pack", "inspect", "sweep", "version":
+			// Only reachable with --bundle-config in front of the command.
+			fmt.Fprintf(stderr, "airflow-go-worker: %s does not take --bundle-config (pack takes --config instead); drop it\n", rest[0])
+			return bundles.ExitUsage
+		}
 		fmt.Fprintf(stderr, "airflow-go-worker: unknown command %q\n\n%s", rest[0], usage)
 		return bundles.ExitUsage
 	}

@@ -157,6 +157,8 @@ func TestCommandLineErrorsNameTheProblem(t *testing.T) {
 		{[]string{"run", "--dag", selftest.DagID, "extra"}, `unexpected argument "extra"`},
 		{[]string{"run", "--dag", selftest.DagID, "--task", "ping", "--connections", "/no/such/conns.yaml"}, "--connections: connections file: open /no/such/conns.yaml: no such file"},
 		{[]string{"version", "x"}, "version takes no arguments"},
+		{[]string{"--bundle-config", "c.yaml", "inspect", "b.bundle"}, "inspect does not take --bundle-config"},
+		{[]string{"--bundle-config", "c.yaml", "pack"}, "pack takes --config instead"},
 	} {
 		r := cli(t, nil, tc.args...)
 		if r.code != 2 || !strings.Contains(r.stderr, tc.want) {
