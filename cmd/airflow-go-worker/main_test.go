@@ -157,6 +157,7 @@ func TestCommandLineErrorsNameTheProblem(t *testing.T) {
 		{[]string{"run", "--dag", selftest.DagID, "extra"}, `unexpected argument "extra"`},
 		{[]string{"run", "--dag", selftest.DagID, "--task", "ping", "--connections", "/no/such/conns.yaml"}, "--connections: connections file: open /no/such/conns.yaml: no such file"},
 		{[]string{"version", "x"}, "version takes no arguments"},
+		{[]string{"run", "--dag", selftest.DagID, "--task", "ping", "--state", "/proc/no-state-here"}, "--state: mkdir /proc/no-state-here"},
 		{[]string{"--bundle-config", "c.yaml", "inspect", "b.bundle"}, "inspect does not take --bundle-config"},
 		{[]string{"--bundle-config", "c.yaml", "pack"}, "pack takes --config instead"},
 	} {

@@ -70,6 +70,13 @@ func runCommand(ctx context.Context, args []string, configPath string, stdout, s
 			return fail("--connections: %v", err)
 		}
 	}
+	// Create --state now: an unusable directory would otherwise fail the
+	// task only after it ran, when it pushes its result.
+	if *stateDir != "" {
+		if err := os.MkdirAll(*stateDir, 0o755); err != nil {
+			return fail("--state: %v (give a directory you can write to)", err)
+		}
+	}
 	b, err := newBundle(configPath)
 	if err != nil {
 		return fail("%v", err)
