@@ -206,3 +206,21 @@ func openRegular(path string) (*os.File, int64, error) {
 	}
 	return f, st.Size(), nil
 }
+
+// CacheDigestMatches recomputes digests.cache (spec 2.3) over this bundle's
+// binary hash, source region and manifest. known is false when the manifest
+// carries no cache digest. The coordinator checks only the binary's hash, so
+// this is how a changed source region or manifest shows up. A bundle packed
+// by another tool may render its manifest differently and so not match.
+func (b *Bundle) CacheDigestMatches() (ok, known bool, err error) {
+	if b.Manifest.Digests.Cache == "" {
+		return false, false, nil
+	}
+	bare := b.Manifest
+	bare.Digests = Digests{}
+	rendered, err := bare.Render()
+	if err != nil {
+		return false, true, fmt.Errorf("rendering the manifest: %w", err)
+	}
+	return cacheDigest(b.Trailer.BinarySHA256, b.Source, rendered) == b.Manifest.Digests.Cache, true, nil
+}

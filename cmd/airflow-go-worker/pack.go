@@ -335,6 +335,11 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 	if fi, err := os.Stat(b.Path); err == nil && fi.Mode().Perm()&0o111 == 0 {
 		fmt.Fprintf(stderr, "inspect: warning: %s is not executable; Airflow's coordinator skips or cannot run it (chmod 0755 %s)\n", b.Path, b.Path)
 	}
+	// The coordinator hashes only the binary; the cache digest also covers
+	// the packed config and the manifest, so an edit to them shows here.
+	if ok, known, err := b.CacheDigestMatches(); known && (err != nil || !ok) {
+		fmt.Fprintf(stderr, "inspect: warning: digests.cache does not match the packed source and manifest; if airflow-go-worker packed %s, they were changed after packing (the coordinator does not check them): pack it again\n", b.Path)
+	}
 	report := inspectReport(b)
 	if *format == "json" {
 		enc := json.NewEncoder(stdout)

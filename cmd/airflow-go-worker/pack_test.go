@@ -437,3 +437,32 @@ func TestPackRelativePaths(t *testing.T) {
 		t.Errorf("inspect names the bundle %v", got)
 	}
 }
+
+// The coordinator checks only the binary's hash: inspect also says when the
+// packed source or manifest changed after packing.
+func TestInspectWarnsOfAnEditedManifest(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "b")
+	if _, _, err := pack(t, "--executable", fakeExe(t, fakeYAML, 0, ""), "--output", out); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Edit the manifest in place (same length): the bundle stays valid.
+	i := bytes.LastIndex(raw, []byte(`"1.0"`))
+	if i < 0 {
+		t.Fatal("no manifest version in the bundle")
+	}
+	copy(raw[i:], `"1.1"`)
+	if err := os.WriteFile(out, raw, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	if err := runInspect([]string{out}, &bytes.Buffer{}, &stderr); err != nil {
+		t.Fatalf("an edited but well-formed manifest is still a valid bundle: %v", err)
+	}
+	if !strings.Contains(stderr.String(), "digests.cache does not match") || !strings.Contains(stderr.String(), "pack it again") {
+		t.Fatalf("no warning about the edited manifest: %q", stderr.String())
+	}
+}
