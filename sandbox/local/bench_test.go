@@ -78,15 +78,8 @@ func BenchmarkStreamRead(b *testing.B) {
 			return err
 		}
 		defer rc.Close()
-		out, err := os.Create(dst)
-		if err != nil {
-			return err
-		}
-		if _, err := io.Copy(out, rc); err != nil {
-			out.Close()
-			return err
-		}
-		return out.Close()
+		_, err = copyToFile(dst, rc)
+		return err
 	})
 }
 
@@ -99,15 +92,10 @@ func BenchmarkStreamReadLimited(b *testing.B) {
 			return err
 		}
 		defer rc.Close()
-		out, err := os.Create(dst)
-		if err != nil {
-			return err
-		}
-		if n, err := io.Copy(out, rc); err != nil || n != size {
-			out.Close()
+		if n, err := copyToFile(dst, rc); err != nil || n != size {
 			return fmt.Errorf("copied %d of %d bytes: %v", n, size, err)
 		}
-		return out.Close()
+		return nil
 	})
 }
 
@@ -180,15 +168,22 @@ func plainCopy(src, dst string) error {
 		return err
 	}
 	defer in.Close()
+	_, err = copyToFile(dst, in)
+	return err
+}
+
+// copyToFile creates dst and copies r into it: the same io.Copy into a file
+// for the plain copy and for reads out of the sandbox.
+func copyToFile(dst string, r io.Reader) (int64, error) {
 	out, err := os.Create(dst)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
+	n, err := io.Copy(out, r)
+	if cerr := out.Close(); err == nil {
+		err = cerr
 	}
-	return out.Close()
+	return n, err
 }
 
 func writePattern(path string, size int64) error {
