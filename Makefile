@@ -7,7 +7,7 @@ BIN       := bin/airflow-go-worker
 BUNDLE    := dist/airflow-go-worker.bundle
 PKGS      := ./...
 
-.PHONY: all build test vet fmt-check demo pack bench fuzz tools clean
+.PHONY: all build test vet fmt-check demo pack bench fuzz tools venv clean
 
 all: build
 
@@ -21,6 +21,11 @@ build:
 tools:
 	@./scripts/ensure-tools.sh
 
+# The pinned Python side (real Airflow task SDK, Modal client, common.ai
+# provider) in .venv; tests that drive real Python packages use its python.
+venv:
+	@./scripts/ensure-venv.sh >/dev/null
+
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
@@ -28,7 +33,7 @@ vet:
 	$(GO) vet $(PKGS)
 
 test: tools fmt-check vet
-	$(GO) test -count=1 -timeout 25m $(PKGS)
+	AIRFLOW_GO_WORKER_PYTHON=$$(./scripts/ensure-venv.sh) $(GO) test -count=1 -timeout 25m $(PKGS)
 
 demo: tools build
 	./scripts/demo.sh
@@ -55,4 +60,4 @@ fuzz:
 	done
 
 clean:
-	rm -rf bin dist bench.out
+	rm -rf bin dist bench.out .venv
