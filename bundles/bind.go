@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/hashicorp/go-hclog"
@@ -53,6 +54,12 @@ type task struct {
 	byFold    map[string]int // fold -> index into fields
 	returnsT  bool
 	defaults  map[string]any // keyed by field name
+	// bound maps a field index to where its value comes from at run time
+	// (bundle config inputs:, WithXCom, WithParam).
+	bound map[int]inputBinding
+	// confAllowed holds the fields a run's dag_run.conf may set under their
+	// own names (bundle config conf:, AllowConf).
+	confAllowed map[int]bool
 }
 
 func newTask(fn any, o taskOptions) (*task, error) {
@@ -125,6 +132,9 @@ func newTask(fn any, o taskOptions) (*task, error) {
 			return nil, fmt.Errorf("input struct %s has no exported fields to bind", t.inputType)
 		}
 	}
+	if err := t.addSources(o); err != nil {
+		return nil, err
+	}
 	if len(o.defaults) > 0 {
 		t.defaults = map[string]any{}
 		for k, v := range o.defaults {
@@ -142,6 +152,49 @@ func newTask(fn any, o taskOptions) (*task, error) {
 		}
 	}
 	return t, nil
+}
+
+// addSources checks and indexes the input bindings and the conf allowlist:
+// each must name an input field, and an input has at most one binding.
+func (t *task) addSources(o taskOptions) error {
+	if t.inputType == nil {
+		if len(o.bindings) > 0 || len(o.allowConf) > 0 {
+			return errors.New("input bindings and conf need an input struct, and the function takes none")
+		}
+		return nil
+	}
+	for _, b := range o.bindings {
+		i, ok := t.byFold[foldName(b.input)]
+		if !ok {
+			return fmt.Errorf("input %q (bound to %s) matches no input field (fields: %s)", b.input, b.describe(), t.fieldList())
+		}
+		switch {
+		case b.param == "" && b.xcomTask == "":
+			return fmt.Errorf("input %q: give {xcom: <upstream task_id>} or {param: <name>}", b.input)
+		case b.xcomTask != "" && !validID(b.xcomTask):
+			return fmt.Errorf("input %q: xcom %q is not a task id (1-250 letters, digits, '_', '-' or '.')", b.input, b.xcomTask)
+		case b.xcomTask != "" && b.xcomKey == "":
+			return fmt.Errorf("input %q: the XCom key is empty; leave key out for return_value", b.input)
+		}
+		if prev, dup := t.bound[i]; dup {
+			return fmt.Errorf("input %q is bound twice (%s and %s); keep one", t.fields[i].name, prev.describe(), b.describe())
+		}
+		if t.bound == nil {
+			t.bound = map[int]inputBinding{}
+		}
+		t.bound[i] = b
+	}
+	for _, name := range o.allowConf {
+		i, ok := t.byFold[foldName(name)]
+		if !ok {
+			return fmt.Errorf("conf lists %q, which matches no input field (fields: %s)", name, t.fieldList())
+		}
+		if t.confAllowed == nil {
+			t.confAllowed = map[int]bool{}
+		}
+		t.confAllowed[i] = true
+	}
+	return nil
 }
 
 func (t *task) indexFields() error {
@@ -200,10 +253,11 @@ func (t *task) fieldList() string {
 
 // bindSources are where input values come from, in priority order.
 type bindSources struct {
+	ref         TaskRef // for messages that say where to allow a conf key
 	argBindings []map[string]any
 	conf        map[string]any
-	// xcom resolves an upstream task's return_value in the current run.
-	xcom func(ctx context.Context, taskID string) (any, error)
+	// xcom resolves an XCom of another task in the current run.
+	xcom func(ctx context.Context, taskID, key string) (any, error)
 }
 
 // sourced is a value and where it came from, for error messages.
@@ -219,12 +273,18 @@ func fromDefault(ab map[string]any) bool {
 	return v && ab["kind"] == "literal"
 }
 
-// bindInput builds the input struct value. Priority: the arguments the Dag
-// author passed (arg_bindings), then dag_run.conf keys that name a field,
-// then the stub's own parameter defaults (literals marked from_default), then
-// the registered defaults. A stub default that no field claims is ignored, as
-// in Airflow's Go SDK: adding a defaulted parameter to a stub must not break
-// the Go task bound to it.
+// bindInput builds the input struct value. Priority, highest first: the
+// arguments the Dag author passed in the stub call (arg_bindings; Airflow
+// 3.4), the task's input bindings (an upstream XCom, a Dag param), the
+// dag_run.conf keys the task allows, the stub's own parameter defaults
+// (literals marked from_default), the registered defaults.
+//
+// dag_run.conf is whatever the triggering user typed, so by default it sets
+// nothing: a conf key that names an input the task neither allows nor binds
+// to a param fails the task here, before anything ran. Conf keys naming no
+// input are ignored (other tasks of the Dag may use them). A stub default
+// that no field claims is ignored too, as in Airflow's Go SDK: adding a
+// defaulted parameter to a stub must not break the Go task bound to it.
 func (t *task) bindInput(ctx context.Context, src bindSources) (reflect.Value, error) {
 	if t.inputType == nil {
 		for _, ab := range src.argBindings {
@@ -246,38 +306,24 @@ func (t *task) bindInput(ctx context.Context, src bindSources) (reflect.Value, e
 			values[i] = sourced{ab["value"], fmt.Sprintf("the stub's default for %q", name)}
 		}
 	}
-	keys := make([]string, 0, len(src.conf))
-	for k := range src.conf {
-		keys = append(keys, k)
+	if err := t.bindConf(src, values); err != nil {
+		return reflect.Value{}, err
 	}
-	sort.Strings(keys) // deterministic when two conf keys fold to one field
-	for _, k := range keys {
-		if i, ok := t.byFold[foldName(k)]; ok {
-			values[i] = sourced{src.conf[k], fmt.Sprintf("dag_run.conf[%q]", k)}
-		}
+	passed, err := t.passedArgs(src.argBindings)
+	if err != nil {
+		return reflect.Value{}, err
 	}
-	for n, ab := range src.argBindings {
+	if err := t.bindSources(ctx, src, passed, values); err != nil {
+		return reflect.Value{}, err
+	}
+	for i, ab := range passed {
 		name, _ := ab["name"].(string)
-		if name == "" {
-			return reflect.Value{}, fmt.Errorf("arg_bindings[%d] has no name", n)
-		}
-		if fromDefault(ab) {
-			continue // bound above, below dag_run.conf
-		}
-		i, ok := t.byFold[foldName(name)]
-		if !ok {
-			return reflect.Value{}, fmt.Errorf("argument %q matches no input field (fields: %s)", name, t.fieldList())
-		}
-		kind, _ := ab["kind"].(string)
-		switch kind {
+		switch kind, _ := ab["kind"].(string); kind {
 		case "literal":
 			values[i] = sourced{ab["value"], fmt.Sprintf("argument %q", name)}
 		case "xcom":
 			up, _ := ab["task_id"].(string)
-			if up == "" {
-				return reflect.Value{}, fmt.Errorf("argument %q is an xcom binding without task_id", name)
-			}
-			v, err := src.xcom(ctx, up)
+			v, err := src.xcom(ctx, up, ReturnValueKey)
 			if errors.Is(err, ErrXComNotFound) {
 				// Typical under trigger rule all_done after the upstream failed.
 				return reflect.Value{}, fmt.Errorf("argument %q: upstream task %q pushed no return_value in this run (did it fail or get skipped?): %w", name, up, err)
@@ -286,8 +332,6 @@ func (t *task) bindInput(ctx context.Context, src bindSources) (reflect.Value, e
 				return reflect.Value{}, fmt.Errorf("argument %q: reading return_value of upstream task %q: %w", name, up, err)
 			}
 			values[i] = sourced{v, fmt.Sprintf("argument %q (XCom return_value of %q)", name, up)}
-		default:
-			return reflect.Value{}, fmt.Errorf("argument %q has unknown binding kind %q (want literal or xcom)", name, kind)
 		}
 	}
 	out := reflect.New(t.inputType).Elem()
@@ -298,6 +342,131 @@ func (t *task) bindInput(ctx context.Context, src bindSources) (reflect.Value, e
 		}
 	}
 	return out, nil
+}
+
+// bindConf applies the dag_run.conf keys the task allows and refuses the
+// ones that name an input it does not allow. Param-bound keys are left to
+// bindSources.
+func (t *task) bindConf(src bindSources, values map[int]sourced) error {
+	params := map[string]bool{}
+	for _, b := range t.bound {
+		if b.param != "" {
+			params[b.param] = true
+		}
+	}
+	keys := make([]string, 0, len(src.conf))
+	for k := range src.conf {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys) // deterministic when two conf keys fold to one field
+	var refused []string
+	for _, k := range keys {
+		i, ok := t.byFold[foldName(k)]
+		switch {
+		case !ok:
+		case t.confAllowed[i]:
+			values[i] = sourced{src.conf[k], fmt.Sprintf("dag_run.conf[%q]", k)}
+		case !params[k]:
+			refused = append(refused, k)
+		}
+	}
+	if len(refused) == 0 {
+		return nil
+	}
+	fields := make([]string, len(refused))
+	for n, k := range refused {
+		fields[n] = t.fields[t.byFold[foldName(k)]].name
+	}
+	return &ConfNotAllowedError{Task: src.ref, Keys: refused, Inputs: fields}
+}
+
+// ConfNotAllowedError is a dag_run.conf that tries to set inputs the task
+// does not let a run set. The task fails before it runs.
+type ConfNotAllowedError struct {
+	Task   TaskRef
+	Keys   []string // the conf keys, as written
+	Inputs []string // the input fields they name
+}
+
+func (e *ConfNotAllowedError) Error() string {
+	quoted := make([]string, len(e.Keys))
+	for i, k := range e.Keys {
+		quoted[i] = strconv.Quote(k)
+	}
+	what := "key " + quoted[0] + " names an input"
+	if len(quoted) > 1 {
+		what = "keys " + strings.Join(quoted, ", ") + " name inputs"
+	}
+	goNames := make([]string, len(e.Inputs))
+	for i, n := range e.Inputs {
+		goNames[i] = strconv.Quote(n)
+	}
+	return fmt.Sprintf("dag_run.conf %s of task %s.%s that a Dag run may not set (by default dag_run.conf sets nothing, so whoever triggers a run cannot choose what the task reads, runs or touches); "+
+		"if the Dag author wants triggers to set them, add conf: [%s] under dags.%s.tasks.%s in the bundle config (Go bundles: bundles.AllowConf(%s)), otherwise remove them from the run's conf",
+		what, e.Task.DagID, e.Task.TaskID, strings.Join(e.Inputs, ", "), e.Task.DagID, e.Task.TaskID, strings.Join(goNames, ", "))
+}
+
+// passedArgs checks the arguments the Dag author passed (arg_bindings that
+// are not stub defaults) and indexes them by field.
+func (t *task) passedArgs(argBindings []map[string]any) (map[int]map[string]any, error) {
+	passed := map[int]map[string]any{}
+	for n, ab := range argBindings {
+		name, _ := ab["name"].(string)
+		if name == "" {
+			return nil, fmt.Errorf("arg_bindings[%d] has no name", n)
+		}
+		if fromDefault(ab) {
+			continue // bound below dag_run.conf
+		}
+		i, ok := t.byFold[foldName(name)]
+		if !ok {
+			return nil, fmt.Errorf("argument %q matches no input field (fields: %s)", name, t.fieldList())
+		}
+		switch kind, _ := ab["kind"].(string); kind {
+		case "literal":
+		case "xcom":
+			if up, _ := ab["task_id"].(string); up == "" {
+				return nil, fmt.Errorf("argument %q is an xcom binding without task_id", name)
+			}
+		default:
+			return nil, fmt.Errorf("argument %q has unknown binding kind %q (want literal or xcom)", name, kind)
+		}
+		passed[i] = ab
+	}
+	return passed, nil
+}
+
+// bindSources resolves the task's input bindings, except for inputs the
+// stub call passed (those win, and their XCom need not be read twice).
+func (t *task) bindSources(ctx context.Context, src bindSources, passed map[int]map[string]any, values map[int]sourced) error {
+	idx := make([]int, 0, len(t.bound))
+	for i := range t.bound {
+		idx = append(idx, i)
+	}
+	sort.Ints(idx) // read XComs in field order: deterministic requests
+	for _, i := range idx {
+		b := t.bound[i]
+		if _, ok := passed[i]; ok {
+			continue
+		}
+		name := t.fields[i].name
+		if b.param != "" {
+			if v, ok := src.conf[b.param]; ok {
+				values[i] = sourced{v, fmt.Sprintf("dag_run.conf[%q] (%s)", b.param, b.describe())}
+			}
+			continue
+		}
+		v, err := src.xcom(ctx, b.xcomTask, b.xcomKey)
+		if errors.Is(err, ErrXComNotFound) {
+			// Typical under trigger rule all_done after the upstream failed.
+			return fmt.Errorf("input %q is bound to %s, but task %q pushed no %s XCom in this run (did it fail or get skipped? see its log): %w", name, b.describe(), b.xcomTask, b.xcomKey, err)
+		}
+		if err != nil {
+			return fmt.Errorf("input %q (bound to %s): reading the %s XCom of task %q: %w", name, b.describe(), b.xcomKey, b.xcomTask, err)
+		}
+		values[i] = sourced{v, fmt.Sprintf("the %s XCom of %q (%s)", b.xcomKey, b.xcomTask, b.describe())}
+	}
+	return nil
 }
 
 // convertInto sets dst from v through a JSON round trip, so nested maps,

@@ -16,12 +16,36 @@ type TaskRef struct {
 type TaskOption func(*taskOptions)
 
 type taskOptions struct {
-	defaults map[string]any
+	defaults  map[string]any
+	bindings  []inputBinding
+	allowConf []string
 }
 
-// WithDefaults gives input values of the lowest priority: arg_bindings and
-// dag_run.conf override them. Keys must name fields of the task's input
-// struct (matched like bindings), so a typo is caught at registration.
+// inputBinding says where one input's value comes from at run time: an
+// upstream task's XCom or a Dag param (a dag_run.conf key a trigger sets).
+type inputBinding struct {
+	input string
+	// xcomTask and xcomKey name an XCom of the current run; param a
+	// dag_run.conf key. Exactly one of xcomTask and param is set.
+	xcomTask, xcomKey string
+	param             string
+}
+
+// describe names the binding for messages, in the bundle config's syntax.
+func (b inputBinding) describe() string {
+	if b.param != "" {
+		return fmt.Sprintf("{param: %s}", b.param)
+	}
+	if b.xcomKey != ReturnValueKey {
+		return fmt.Sprintf("{xcom: %s, key: %s}", b.xcomTask, b.xcomKey)
+	}
+	return fmt.Sprintf("{xcom: %s}", b.xcomTask)
+}
+
+// WithDefaults gives input values of the lowest priority: arg_bindings,
+// input bindings and allowed dag_run.conf keys override them. Keys must
+// name fields of the task's input struct (matched like bindings), so a typo
+// is caught at registration.
 func WithDefaults(defaults map[string]any) TaskOption {
 	return func(o *taskOptions) {
 		if o.defaults == nil {
@@ -30,6 +54,42 @@ func WithDefaults(defaults map[string]any) TaskOption {
 		for k, v := range defaults {
 			o.defaults[k] = v
 		}
+	}
+}
+
+// WithXCom binds input to the return_value XCom of upstream task taskID in
+// the same Dag run, read with GetXCom when the task starts. It works on
+// Airflow 3.3, which drops a stub call's arguments, as on 3.4, where an
+// argument passed in the stub call (arg_bindings) takes precedence.
+func WithXCom(input, taskID string) TaskOption {
+	return WithXComKey(input, taskID, ReturnValueKey)
+}
+
+// WithXComKey is WithXCom for an XCom key other than return_value.
+func WithXComKey(input, taskID, key string) TaskOption {
+	return func(o *taskOptions) {
+		o.bindings = append(o.bindings, inputBinding{input: input, xcomTask: taskID, xcomKey: key})
+	}
+}
+
+// WithParam binds input to the Dag param (dag_run.conf key) param: a run
+// whose conf sets it sets the input. It ranks below arg_bindings and above
+// AllowConf and the defaults; a run that does not set it leaves the input
+// to those.
+func WithParam(input, param string) TaskOption {
+	return func(o *taskOptions) {
+		o.bindings = append(o.bindings, inputBinding{input: input, param: param})
+	}
+}
+
+// AllowConf lets a run's dag_run.conf set the named inputs under their own
+// names. By default dag_run.conf sets nothing: whoever triggers a Dag run
+// must not choose, say, the files a task reads or the sandbox it acts on.
+// A conf key naming any other input of the task fails the task before it
+// runs.
+func AllowConf(inputs ...string) TaskOption {
+	return func(o *taskOptions) {
+		o.allowConf = append(o.allowConf, inputs...)
 	}
 }
 

@@ -85,7 +85,7 @@ func TestEmbeddedFieldsBindByName(t *testing.T) {
 	var got withShared
 	b := New()
 	b.Register("d", "t", func(in withShared) error { got = in; return nil },
-		WithDefaults(map[string]any{"level": "info", "name": "n0"}))
+		WithDefaults(map[string]any{"level": "info", "name": "n0"}), AllowConf("verbose"))
 	if names, _ := b.InputFields("d", "t"); strings.Join(names, ",") != "level,verbose,name" {
 		t.Fatalf("input fields = %v, want the embedded fields promoted", names)
 	}
@@ -194,7 +194,7 @@ func TestStubDefaultsRankBelowConf(t *testing.T) {
 		var got withShared
 		b := New()
 		b.Register("d", "t", func(in withShared) error { got = in; return nil },
-			WithDefaults(map[string]any{"level": "bundle"}))
+			WithDefaults(map[string]any{"level": "bundle"}), AllowConf("level"))
 		s := runFake(t, b, startupFrame(t, "d", "t", func(sd *protocol.StartupDetails) {
 			sd.DagRun.Conf = tc.conf
 			sd.ArgBindings = stubDefaults

@@ -301,10 +301,11 @@ func (b *Bundle) execute(ctx context.Context, t *task, ti TaskInstance, dr DagRu
 		}
 	}()
 	input, err := t.bindInput(ctx, bindSources{
+		ref:         TaskRef{DagID: ti.DagID, TaskID: ti.TaskID},
 		argBindings: sd.ArgBindings,
 		conf:        dr.Conf,
-		xcom: func(ctx context.Context, taskID string) (any, error) {
-			return cl.GetXCom(ctx, XComRef{TaskID: taskID, Key: ReturnValueKey})
+		xcom: func(ctx context.Context, taskID, key string) (any, error) {
+			return cl.GetXCom(ctx, XComRef{TaskID: taskID, Key: key})
 		},
 	})
 	if err != nil {

@@ -31,7 +31,7 @@ func testBundle() *Bundle {
 	b := New()
 	b.Register("d", "greet", func(ctx context.Context, in greetIn) (greetOut, error) {
 		return greetOut{Text: strings.Repeat(in.Name, in.Count) + "|" + strings.Join(in.Tags, ",")}, nil
-	}, WithDefaults(map[string]any{"name": "def", "count": 1}))
+	}, WithDefaults(map[string]any{"name": "def", "count": 1}), AllowConf("count"))
 	b.Register("d", "fail", func() error { return errors.New("boom") })
 	b.Register("d", "panic", func() error { panic("kaboom") })
 	b.Register("d", "nilptr", func() (*greetOut, error) { return nil, nil })

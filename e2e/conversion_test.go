@@ -24,7 +24,13 @@ func TestConversionExample(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			w := newWorld(t, backend)
 			w.putObject("incoming/orders.csv", ordersCSV)
-			sup := w.supervisor(workerBin, "../examples/conversion/bundle.yaml")
+			// The example lets a run choose backend and ignore_image; on
+			// OpenSandbox the connection must change too.
+			cfg := "../examples/conversion/bundle.yaml"
+			if backend == "opensandbox" {
+				cfg = w.allowConf(cfg, map[string][]string{"convert": {"conn_id"}})
+			}
+			sup := w.supervisor(workerBin, cfg)
 			run := "manual__conversion_" + backend
 			w.runTask(sup, supervisor.TaskRequest{DagID: "sandbox_conversion", TaskID: "convert", RunID: run, Conf: backendConf(backend)}, supervisor.StateSuccess)
 
@@ -79,6 +85,7 @@ func TestModalFallsBackToEnvironmentCredentials(t *testing.T) {
 	// Any other missing connection id is an error that names it.
 	conf := backendConf("modal")
 	conf["conn_id"] = "modal_prod"
+	sup = w.supervisor(workerBin, w.allowConf("../examples/conversion/bundle.yaml", map[string][]string{"convert": {"conn_id"}}))
 	res := w.runTask(sup, supervisor.TaskRequest{DagID: "sandbox_conversion", TaskID: "convert", RunID: "manual__missing_conn", Conf: conf}, supervisor.StateFailed)
 	if !strings.Contains(fmt.Sprint(res.LogLines), `needs Airflow connection "modal_prod", which does not exist`) {
 		t.Errorf("the failure does not name the missing connection: %v", res.LogLines)

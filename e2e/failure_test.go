@@ -19,14 +19,20 @@ const lifecycleConfig = `
 dags:
   e2e_lifecycle:
     tasks:
-      provision: {kind: provision, defaults: {backend: local, lifetime: 10m}}
-      work: {kind: run}
-      collect: {kind: collect, defaults: {backend: local, export_conn_id: aws_default}}
+      provision: {kind: provision, defaults: {backend: local, lifetime: 10m}, conf: [backend]}
+      work: {kind: run, conf: [backend, command]}
+      collect: {kind: collect, defaults: {backend: local, export_conn_id: aws_default}, conf: [backend, exports, max_bytes]}
 `
 
 func (w *world) lifecycleSupervisor() *supervisor.Supervisor {
-	cfg := filepath.Join(w.dir, "lifecycle.yaml")
-	if err := os.WriteFile(cfg, []byte(lifecycleConfig), 0o644); err != nil {
+	return w.configSupervisor("lifecycle.yaml", lifecycleConfig)
+}
+
+// configSupervisor forks the standard bundle with a bundle config the test
+// writes.
+func (w *world) configSupervisor(name, config string) *supervisor.Supervisor {
+	cfg := filepath.Join(w.dir, name)
+	if err := os.WriteFile(cfg, []byte(config), 0o644); err != nil {
 		w.t.Fatal(err)
 	}
 	return w.supervisor(workerBin, cfg)

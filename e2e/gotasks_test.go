@@ -17,10 +17,10 @@ func TestGoTasksExample(t *testing.T) {
 			const dag, run = "go_tasks_example", "manual__go_tasks"
 			conf := map[string]any{"backend": backend}
 			w.runTask(sup, supervisor.TaskRequest{DagID: dag, TaskID: "fetch_orders", RunID: run, Conf: conf}, supervisor.StateSuccess)
-			w.runTask(sup, supervisor.TaskRequest{DagID: dag, TaskID: "rank_customers", RunID: run, Conf: conf,
-				ArgBindings: []map[string]any{{"name": "totals", "kind": "xcom", "task_id": "fetch_orders"}}}, supervisor.StateSuccess)
-			w.runTask(sup, supervisor.TaskRequest{DagID: dag, TaskID: "publish_ranking", RunID: run, Conf: conf,
-				ArgBindings: []map[string]any{{"name": "ranking", "kind": "xcom", "task_id": "rank_customers"}}}, supervisor.StateSuccess)
+			// No arg_bindings, as on Airflow 3.3: the tasks read their
+			// upstream's return_value through their WithXCom bindings.
+			w.runTask(sup, supervisor.TaskRequest{DagID: dag, TaskID: "rank_customers", RunID: run, Conf: conf}, supervisor.StateSuccess)
+			w.runTask(sup, supervisor.TaskRequest{DagID: dag, TaskID: "publish_ranking", RunID: run, Conf: conf}, supervisor.StateSuccess)
 
 			if got := w.xcom(sup, dag, run, "publish_ranking", "return_value"); got != "s3://airflow-artifacts/reports/ranking.txt" {
 				t.Fatalf("publish_ranking returned %v", got)

@@ -41,7 +41,10 @@ func TestAgentHandoffExample(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			w := newWorld(t, backend)
 			w.putObject("incoming/orders.csv", ordersCSV)
-			sup := w.supervisor(workerBin, "../examples/agent_handoff/bundle.yaml")
+			// The example pins its backend (Modal, which the Python agent
+			// reaches); the test, as a Dag author, lets a run change it.
+			sup := w.supervisor(workerBin, w.allowConf("../examples/agent_handoff/bundle.yaml",
+				map[string][]string{"provision": {"backend", "ignore_image"}, "collect": {"backend"}}))
 			const dag, run = "sandbox_agent_handoff", "scheduled__2026-11-29T00:00:00+00:00"
 			conf := backendConf(backend)
 			before := time.Now()
@@ -135,9 +138,10 @@ func TestAgentHandoffExample(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			// collect (trigger rule all_done) binds the handle from provision's XCom.
-			w.runTask(sup, supervisor.TaskRequest{DagID: dag, TaskID: "collect", RunID: run, Conf: conf,
-				ArgBindings: []map[string]any{{"name": "sandbox", "kind": "xcom", "task_id": "provision"}}}, supervisor.StateSuccess)
+			// collect (trigger rule all_done) reads the handle from
+			// provision's XCom through its inputs: binding, with no
+			// arg_bindings, as on Airflow 3.3, which drops collect(sandbox=...).
+			w.runTask(sup, supervisor.TaskRequest{DagID: dag, TaskID: "collect", RunID: run, Conf: conf}, supervisor.StateSuccess)
 			if got, ok := w.getObject("reports/" + run + "/report.md"); !ok || got != "# Top customers\numbrella\n" {
 				t.Fatalf("report.md in S3: %q, %v (bucket: %v)", got, ok, w.keys())
 			}

@@ -16,10 +16,11 @@ func TestEnvFromSecretsStayOutOfLogsAndXCom(t *testing.T) {
 	const secret = "sk-live-0123456789abcdef"
 	w.conns["payments_api"] = map[string]any{"conn_type": "http", "host": "api.example.com", "password": secret}
 	w.writeConnections()
-	sup := w.lifecycleSupervisor()
+	// The Dag author maps the secret in; a run cannot (see trust_conf_test.go).
+	sup := w.configSupervisor("secrets.yaml", strings.Replace(lifecycleConfig, "defaults: {backend: local, lifetime: 10m}",
+		"defaults: {backend: local, lifetime: 10m, env_from: {PAYMENTS_TOKEN: {connection: payments_api}}}", 1))
 	const run = "manual__secrets"
-	w.runTask(sup, supervisor.TaskRequest{DagID: "e2e_lifecycle", TaskID: "provision", RunID: run,
-		Conf: map[string]any{"env_from": map[string]any{"PAYMENTS_TOKEN": map[string]any{"connection": "payments_api"}}}}, supervisor.StateSuccess)
+	w.runTask(sup, supervisor.TaskRequest{DagID: "e2e_lifecycle", TaskID: "provision", RunID: run}, supervisor.StateSuccess)
 	w.runTask(sup, supervisor.TaskRequest{DagID: "e2e_lifecycle", TaskID: "work", RunID: run,
 		Conf:        map[string]any{"command": `test -n "$PAYMENTS_TOKEN" && echo "token=$PAYMENTS_TOKEN" && echo "len=${#PAYMENTS_TOKEN}"`},
 		ArgBindings: []map[string]any{{"name": "sandbox", "kind": "xcom", "task_id": "provision"}}}, supervisor.StateSuccess)

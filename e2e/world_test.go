@@ -21,6 +21,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"gopkg.in/yaml.v3"
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/supervisor"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
@@ -243,7 +244,58 @@ func (w *world) alive(backend string) []string {
 	return ids
 }
 
-// localConf makes an example that names a registry image runnable on the
+// allowConf copies the bundle config at path with more inputs a run's
+// dag_run.conf may set (task id -> input names), as a Dag author who wants
+// triggers to choose them would write it, and returns the copy's path. The
+// examples allow little: tests that move them to another backend say so.
+func (w *world) allowConf(path string, allow map[string][]string) string {
+	w.t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		w.t.Fatal(err)
+	}
+	value := func(n *yaml.Node, key string) *yaml.Node {
+		for i := 0; n != nil && i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == key {
+				return n.Content[i+1]
+			}
+		}
+		return nil
+	}
+	dags := value(doc.Content[0], "dags")
+	for i := 1; i < len(dags.Content); i += 2 {
+		tasks := value(dags.Content[i], "tasks")
+		for j := 0; j+1 < len(tasks.Content); j += 2 {
+			keys, task := allow[tasks.Content[j].Value], tasks.Content[j+1]
+			if len(keys) == 0 {
+				continue
+			}
+			conf := value(task, "conf")
+			if conf == nil {
+				conf = &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}
+				task.Content = append(task.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: "conf"}, conf)
+			}
+			for _, k := range keys {
+				conf.Content = append(conf.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: k})
+			}
+		}
+	}
+	out, err := yaml.Marshal(&doc)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	copyPath := filepath.Join(w.dir, "conf-allowed-"+filepath.Base(path))
+	if err := os.WriteFile(copyPath, out, 0o644); err != nil {
+		w.t.Fatal(err)
+	}
+	return copyPath
+}
+
+// backendConf makes an example that names a registry image runnable on the
 // local backend.
 func backendConf(backend string) map[string]any {
 	switch backend {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -23,6 +24,11 @@ type dagFacts struct {
 		Backend  string `json:"backend"`   // the callee of the first argument
 		AttachTo string `json:"attach_to"` // "" when not given
 	} `json:"toolsets"`
+	// Args maps each stub called with arguments to them: argument name ->
+	// the stub task whose result it passes ("" when it is not one).
+	// Positional lists arguments passed by position, which nothing binds.
+	Args       map[string]map[string]string `json:"args"`
+	Positional []string                     `json:"positional"`
 }
 
 // dagFactsScript parses a Dag file (never imports it, so Airflow need not
@@ -48,8 +54,17 @@ def rule(node):
         return node.attr.lower()
     return "<not a trigger rule>"
 
-facts = {"imports": [], "stubs": {}, "toolsets": []}
+facts = {"imports": [], "stubs": {}, "toolsets": [], "args": {}, "positional": []}
+results = {}  # variable -> the function whose call result it holds
 for node in ast.walk(tree):
+    if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+        for target in node.targets:
+            if isinstance(target, ast.Name):
+                results[target.id] = name(node.value.func)
+calls = []
+for node in ast.walk(tree):
+    if isinstance(node, ast.Call) and (node.args or node.keywords):
+        calls.append(node)
     if isinstance(node, ast.ImportFrom):
         facts["imports"].append(node.module or "")
     elif isinstance(node, ast.Import):
@@ -70,6 +85,22 @@ for node in ast.walk(tree):
             "backend": name(node.args[0]) if node.args else "",
             "attach_to": a.value if isinstance(a, ast.Constant) else "",
         })
+for call in calls:
+    callee = name(call.func)
+    if callee not in facts["stubs"]:
+        continue
+    if call.args:
+        facts["positional"].append(callee)
+    args = facts["args"].setdefault(callee, {})
+    for k in call.keywords:
+        v = k.value
+        if isinstance(v, ast.Call):
+            up = name(v.func)
+        elif isinstance(v, ast.Name):
+            up = results.get(v.id, "")
+        else:
+            up = ""
+        args[k.arg] = up if up in facts["stubs"] else ""
 print(json.dumps(facts))
 `
 
@@ -160,6 +191,101 @@ func TestAgentHandoffDagMatchesItsBundleConfig(t *testing.T) {
 	if ts.AttachTo != want {
 		t.Errorf("attach_to is %q, want %q (the provision task's return_value, a bare sandbox id)", ts.AttachTo, want)
 	}
+}
+
+// Airflow 3.3 drops the arguments of a stub call, so every upstream result
+// a stub Dag passes must also be bound on the Go side to the same upstream
+// XCom (bundle config inputs: {xcom: ...}, or bundles.WithXCom): then the
+// Dag runs unchanged on 3.3, and on 3.4, where the arguments arrive.
+func TestStubArgumentsAreBoundForAirflow33(t *testing.T) {
+	files, err := filepath.Glob("*/dag.py")
+	if err != nil || len(files) != 3 {
+		t.Fatalf("want three dag.py files, found %v (%v)", files, err)
+	}
+	checked := 0
+	for _, file := range files {
+		dir := filepath.Dir(file)
+		t.Run(dir, func(t *testing.T) {
+			f := readDagFacts(t, file)
+			if len(f.Positional) > 0 {
+				t.Errorf("stubs %v get positional arguments; pass them by name, as the Go inputs bind by name", f.Positional)
+			}
+			bound := goXComBindings(t, dir)
+			for task, args := range f.Args {
+				for arg, up := range args {
+					checked++
+					if up == "" {
+						t.Errorf("%s(%s=...) passes something other than a stub task's result; Airflow 3.3 drops it and nothing on the Go side can read it", task, arg)
+						continue
+					}
+					if got := bound[task][arg]; got != up {
+						t.Errorf("%s(%s=%s()) is dropped by Airflow 3.3; bind it on the Go side (inputs: {%s: {xcom: %s}} or bundles.WithXCom(%q, %q)), found %q", task, arg, up, arg, up, arg, up, got)
+					}
+				}
+			}
+		})
+	}
+	if checked == 0 {
+		t.Fatal("no stub call passes an argument; the check checked nothing")
+	}
+}
+
+var (
+	registerRe = regexp.MustCompile(`\.Register\(\w+, "(\w+)"`)
+	withXComRe = regexp.MustCompile(`bundles\.WithXCom\("(\w+)", "(\w+)"\)`)
+)
+
+// goXComBindings reads task -> input -> upstream task of the return_value
+// XCom bindings, from bundle.yaml or from the Go example's main.go.
+func goXComBindings(t *testing.T, dir string) map[string]map[string]string {
+	t.Helper()
+	out := map[string]map[string]string{}
+	if _, err := os.Stat(filepath.Join(dir, "bundle.yaml")); err == nil {
+		var cfg struct {
+			Dags map[string]struct {
+				Tasks map[string]struct {
+					Inputs map[string]struct {
+						XCom string `yaml:"xcom"`
+						Key  string `yaml:"key"`
+					} `yaml:"inputs"`
+				} `yaml:"tasks"`
+			} `yaml:"dags"`
+		}
+		readYAML(t, filepath.Join(dir, "bundle.yaml"), &cfg)
+		for _, dag := range cfg.Dags {
+			for task, tc := range dag.Tasks {
+				for in, src := range tc.Inputs {
+					if src.XCom != "" && (src.Key == "" || src.Key == "return_value") {
+						if out[task] == nil {
+							out[task] = map[string]string{}
+						}
+						out[task][in] = src.XCom
+					}
+				}
+			}
+		}
+		return out
+	}
+	src, err := os.ReadFile(filepath.Join(dir, "main.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each Register call runs up to the next one.
+	locs := registerRe.FindAllStringSubmatchIndex(string(src), -1)
+	for i, loc := range locs {
+		end := len(src)
+		if i+1 < len(locs) {
+			end = locs[i+1][0]
+		}
+		task := string(src[loc[2]:loc[3]])
+		for _, m := range withXComRe.FindAllStringSubmatch(string(src[loc[0]:end]), -1) {
+			if out[task] == nil {
+				out[task] = map[string]string{}
+			}
+			out[task][m[1]] = m[2]
+		}
+	}
+	return out
 }
 
 type taskKind struct{ kind, backend string }

@@ -146,10 +146,10 @@ func openRef(ctx context.Context, d Deps, opts BackendOptions, ref SandboxRef, o
 	if ref.ID == "" || ref.ID == "None" {
 		// Under all_done this is usually a provision task that failed
 		// before it returned an id: say so, not only how to bind it.
-		return nil, nil, nil, fmt.Errorf("sandbox: %q is not a sandbox id, so there is no sandbox to work on: either the provision task returned none (it failed or was skipped; see its log), or sandbox is not bound to its XCom (pass the provision task's result, e.g. collect(sandbox=provision()); under airflow-go-worker run, which has no stub Dag, give it as --conf '{\"sandbox\": \"<id>\"}')", ref.ID)
+		return nil, nil, nil, fmt.Errorf("sandbox: %q is not a sandbox id, so there is no sandbox to work on: either the provision task returned none (it failed or was skipped; see its log), or sandbox is not bound to its XCom (bind it in the bundle config with inputs: {sandbox: {xcom: <provision task_id>}}, which works on every Airflow and under airflow-go-worker run; passing it in the stub call, collect(sandbox=provision()), reaches the task only on Airflow 3.4)", ref.ID)
 	}
 	if strings.Contains(ref.ID, "{{") {
-		return nil, nil, nil, fmt.Errorf("sandbox: %q is a template that nothing rendered (the Go task receives values as they are); pass the provision task's result in the stub call instead, e.g. collect(sandbox=provision())", ref.ID)
+		return nil, nil, nil, fmt.Errorf("sandbox: %q is a template that nothing rendered (the Go task receives values as they are); bind it to the provision task's XCom instead: inputs: {sandbox: {xcom: <provision task_id>}} in the bundle config", ref.ID)
 	}
 	opts, err := mergeRef(opts, ref)
 	if err != nil {

@@ -25,16 +25,20 @@ const DefaultXComKey = "selftest_roundtrip"
 // ErrDeliberate is what the fail task returns.
 var ErrDeliberate = errors.New("selftest: deliberate failure (the fail task always fails)")
 
-// Register adds the self-test tasks to b in a fixed order.
+// Register adds the self-test tasks to b in a fixed order. Their inputs
+// come from dag_run.conf: a self-test is triggered by the operator checking
+// a deployment, who names the connection to check. So whoever may trigger
+// the self-test Dag learns a named connection's non-secret fields (type,
+// host, port, login); the password is masked and never returned.
 func Register(b *bundles.Bundle) {
 	b.Register(DagID, "ping", Ping)
-	b.Register(DagID, "connection", Connection)
+	b.Register(DagID, "connection", Connection, bundles.AllowConf("conn_id"))
 	b.Register(DagID, "xcom_roundtrip", XComRoundTrip, bundles.WithDefaults(map[string]any{
 		"key":   DefaultXComKey,
 		"value": map[string]any{"hello": "airflow", "n": 42},
-	}))
+	}), bundles.AllowConf("key", "value"))
 	b.Register(DagID, "fail", Fail)
-	b.Register(DagID, "sleep", Sleep, bundles.WithDefaults(map[string]any{"seconds": 1}))
+	b.Register(DagID, "sleep", Sleep, bundles.WithDefaults(map[string]any{"seconds": 1}), bundles.AllowConf("seconds"))
 }
 
 // PingResult identifies the running bundle.

@@ -11,6 +11,13 @@ package main
 //	      convert:
 //	        kind: convert
 //	        defaults: {backend: local, command: "...", exports: {...}}
+//	        inputs: {sandbox: {xcom: provision}, note: {param: note}}
+//	        conf: [timeout]
+//
+// defaults are the Dag author's values; inputs bind an input to an upstream
+// task's XCom or a Dag param at run time (so Dags work on Airflow 3.3, which
+// drops a stub call's arguments); conf lists the inputs a run's dag_run.conf
+// may set under their own names. By default dag_run.conf sets nothing.
 
 import (
 	"bytes"
@@ -60,8 +67,37 @@ type dagConfig struct {
 }
 
 type taskConfig struct {
-	Kind     string         `yaml:"kind"`
-	Defaults map[string]any `yaml:"defaults"`
+	Kind     string                 `yaml:"kind"`
+	Defaults map[string]any         `yaml:"defaults"`
+	Inputs   map[string]inputConfig `yaml:"inputs"`
+	Conf     []string               `yaml:"conf"`
+}
+
+// inputConfig is one entry of a task's inputs: where the input's value
+// comes from when the task runs.
+type inputConfig struct {
+	XCom  string `yaml:"xcom"`  // upstream task id in the same Dag run
+	Key   string `yaml:"key"`   // its XCom key; return_value when empty
+	Param string `yaml:"param"` // a Dag param: the dag_run.conf key a trigger sets
+}
+
+// option turns the entry into the registry option it stands for.
+func (in inputConfig) option(name string) (bundles.TaskOption, error) {
+	switch {
+	case in.XCom != "" && in.Param != "":
+		return nil, fmt.Errorf("inputs.%s: give xcom or param, not both", name)
+	case in.XCom != "":
+		key := in.Key
+		if key == "" {
+			key = bundles.ReturnValueKey
+		}
+		return bundles.WithXComKey(name, in.XCom, key), nil
+	case in.Key != "":
+		return nil, fmt.Errorf("inputs.%s: key %q needs xcom: <upstream task_id> beside it", name, in.Key)
+	case in.Param != "":
+		return bundles.WithParam(name, in.Param), nil
+	}
+	return nil, fmt.Errorf("inputs.%s: give {xcom: <upstream task_id>} (optionally with key: <xcom key>) or {param: <name>}", name)
 }
 
 // taskKind is one entry of the catalogue as the config exposes it.
@@ -134,7 +170,18 @@ func loadBundleConfig(b *bundles.Bundle, data []byte, source string) error {
 			if len(tc.Defaults) > 0 {
 				opts = append(opts, bundles.WithDefaults(tc.Defaults))
 			}
-			// Add checks each default names an input field and has its type.
+			for _, name := range sortedKeys(tc.Inputs) {
+				opt, err := tc.Inputs[name].option(name)
+				if err != nil {
+					return fmt.Errorf("%s.%w", where, err)
+				}
+				opts = append(opts, opt)
+			}
+			if len(tc.Conf) > 0 {
+				opts = append(opts, bundles.AllowConf(tc.Conf...))
+			}
+			// Add checks each default, input and conf entry names an input
+			// field, and each default has its type.
 			if err := b.Add(dagID, taskID, kind.fn, opts...); err != nil {
 				return fmt.Errorf("%s: %w", where, err)
 			}
@@ -154,13 +201,32 @@ var unknownField = regexp.MustCompile(`field (\S+) not found in type main\.(\w+)
 var allowedKeys = map[string]string{
 	"bundleConfig": "at the top level (allowed: selftest, dags)",
 	"dagConfig":    "in a Dag (allowed: description, tasks)",
-	"taskConfig":   "in a task (allowed: kind, defaults)",
+	"taskConfig":   "in a task (allowed: kind, defaults, inputs, conf)",
+	"inputConfig":  "in an input binding (allowed: xcom, key, param)",
+}
+
+// wrongShape matches yaml.v3's message for a value of the wrong kind.
+var wrongShape = regexp.MustCompile("cannot unmarshal !!\\w+ `([^`]*)` into main\\.(\\w+)")
+
+// expectedShape says, per config type, what a user must write there.
+var expectedShape = map[string]string{
+	"inputConfig": "an entry of inputs must be a mapping such as {xcom: <upstream task_id>} or {param: <name>}",
+	"taskConfig":  "a task must be a mapping such as {kind: run, defaults: {...}}",
+	"dagConfig":   "a Dag must be a mapping such as {tasks: {<task_id>: {kind: ...}}}",
 }
 
 // describeYAMLError rewrites yaml.v3 errors in the config's own terms: an
-// unknown key is named with the keys allowed where it stands.
+// unknown key is named with the keys allowed where it stands, a value of
+// the wrong kind with what to write instead.
 func describeYAMLError(err error) string {
 	msg := strings.TrimPrefix(err.Error(), "yaml: unmarshal errors:\n  ")
+	msg = wrongShape.ReplaceAllStringFunc(msg, func(m string) string {
+		sub := wrongShape.FindStringSubmatch(m)
+		if want, ok := expectedShape[sub[2]]; ok {
+			return fmt.Sprintf("%s, not %q", want, sub[1])
+		}
+		return m
+	})
 	return unknownField.ReplaceAllStringFunc(msg, func(m string) string {
 		sub := unknownField.FindStringSubmatch(m)
 		where, ok := allowedKeys[sub[2]]
@@ -199,6 +265,16 @@ func parseBundleConfig(data []byte, source string) (bundleConfig, error) {
 		cfg.order = append(cfg.order, orderedDag{id: dagID, tasks: mappingKeys(tasksNode)})
 	}
 	return cfg, nil
+}
+
+// sortedKeys lists a map's keys in order, so registration is deterministic.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // mappingValue returns the value under key in a YAML mapping node, or nil.

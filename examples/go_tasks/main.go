@@ -44,13 +44,18 @@ func main() {
 		"orders_url":  "s3://airflow-artifacts/incoming/orders.csv",
 		"aws_conn_id": "aws_default",
 	}))
+	// Values flow through XCom: each task reads its upstream's return_value
+	// (WithXCom), which works on Airflow 3.3, where the stub call's
+	// arguments are dropped, and on 3.4, where they arrive and win.
+	// dag_run.conf sets nothing unless allowed: a run may move the ranking
+	// onto the worker's local backend (its command is fixed) and choose top.
 	b.Register(dagID, "rank_customers", rankCustomers, bundles.WithDefaults(map[string]any{
 		"backend": "modal", "conn_id": "modal_default", "top": 3,
-	}))
+	}), bundles.WithXCom("totals", "fetch_orders"), bundles.AllowConf("backend", "top"))
 	b.Register(dagID, "publish_ranking", publishRanking, bundles.WithDefaults(map[string]any{
 		"ranking_url": "s3://airflow-artifacts/reports/ranking.txt",
 		"aws_conn_id": "aws_default",
-	}))
+	}), bundles.WithXCom("ranking", "rank_customers"))
 	bundles.Main(b)
 }
 

@@ -23,7 +23,7 @@ func main() {
 	b.Register("e2e", "panic", func() error { panic("deliberate panic") })
 	b.Register("e2e", "echo", func(in echoIn) (map[string]any, error) {
 		return map[string]any{"msg": in.Msg, "times": in.Times}, nil
-	}, bundles.WithDefaults(map[string]any{"times": 1}))
+	}, bundles.WithDefaults(map[string]any{"times": 1}), bundles.AllowConf("times"))
 	b.Register("e2e", "leak", func(ctx context.Context, c bundles.Client, log hclog.Logger) error {
 		if err := c.MaskSecret(ctx, "s3cr3t-value", "demo"); err != nil {
 			return err
