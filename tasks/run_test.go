@@ -119,7 +119,7 @@ func TestNoSandboxIDIsExplained(t *testing.T) {
 	cases := map[string][]string{
 		"":     {"returned none", "failed"},
 		"None": {"returned none", "failed"},
-		"{{ ti.xcom_pull(task_ids='provision') }}": {"template", "collect(sandbox=provision())"},
+		"{{ ti.xcom_pull(task_ids='provision') }}": {"template", "inputs: {sandbox: {xcom: <provision task_id>}}"},
 	}
 	for id, want := range cases {
 		_, err := Collect(context.Background(), e.deps, CollectInput{Sandbox: SandboxRef{ID: id}, Exports: map[string]string{"a": "s3://out/a"}})
