@@ -51,9 +51,17 @@ func (sb *fakeSandbox) info() SandboxInfo {
 		Tags: maps.Clone(sb.tags), CreatedAt: sb.created, Timeout: sb.timeout}
 }
 
+const imageBuilderVersion = "2025.06"
+
 type control struct {
 	pb.UnimplementedModalClientServer
 	s *Server
+}
+
+// ClientHello is what the Python client's Client.hello() and
+// Client.verify() send (the Modal provider's test_connection uses them).
+func (c *control) ClientHello(ctx context.Context, _ *emptypb.Empty) (*pb.ClientHelloResponse, error) {
+	return pb.ClientHelloResponse_builder{ImageBuilderVersion: imageBuilderVersion}.Build(), nil
 }
 
 func (c *control) AuthTokenGet(ctx context.Context, _ *pb.AuthTokenGetRequest) (*pb.AuthTokenGetResponse, error) {
@@ -69,7 +77,7 @@ func (c *control) AppGetOrCreate(ctx context.Context, req *pb.AppGetOrCreateRequ
 		if req.GetObjectCreationType() != pb.ObjectCreationType_OBJECT_CREATION_TYPE_CREATE_IF_MISSING {
 			return nil, status.Errorf(codes.NotFound, "App '%s' not found in environment '%s'", req.GetAppName(), req.GetEnvironmentName())
 		}
-		id = c.s.nextIDLocked("ap-", 22)
+		id = newObjectID("ap")
 		c.s.apps[key] = id
 	}
 	return pb.AppGetOrCreateResponse_builder{AppId: id}.Build(), nil
@@ -83,7 +91,7 @@ func (s *Server) AddApp(environment, name string) string {
 	if id, ok := s.apps[key]; ok {
 		return id
 	}
-	id := s.nextIDLocked("ap-", 22)
+	id := newObjectID("ap")
 	s.apps[key] = id
 	return id
 }
@@ -93,20 +101,20 @@ func (c *control) EnvironmentGetOrCreate(ctx context.Context, req *pb.Environmen
 		EnvironmentId: "en-fake",
 		Metadata: pb.EnvironmentMetadata_builder{
 			Name:     req.GetDeploymentName(),
-			Settings: pb.EnvironmentSettings_builder{ImageBuilderVersion: "2025.06"}.Build(),
+			Settings: pb.EnvironmentSettings_builder{ImageBuilderVersion: imageBuilderVersion}.Build(),
 		}.Build(),
 	}.Build(), nil
 }
 
 func (c *control) ImageGetOrCreate(ctx context.Context, req *pb.ImageGetOrCreateRequest) (*pb.ImageGetOrCreateResponse, error) {
 	return pb.ImageGetOrCreateResponse_builder{
-		ImageId: c.s.nextID("im-", 22),
+		ImageId: newObjectID("im"),
 		Result:  pb.GenericResult_builder{Status: pb.GenericResult_GENERIC_STATUS_SUCCESS}.Build(),
 	}.Build(), nil
 }
 
 func (c *control) SecretGetOrCreate(ctx context.Context, req *pb.SecretGetOrCreateRequest) (*pb.SecretGetOrCreateResponse, error) {
-	id := c.s.nextID("st-", 22)
+	id := newObjectID("st")
 	c.s.mu.Lock()
 	c.s.secretEnv(id, req.GetEnvDict())
 	c.s.mu.Unlock()
@@ -184,13 +192,10 @@ func (s *Server) create(ctx context.Context, v2 bool, appID string, def *pb.Sand
 			}
 		}
 	}
-	var id string
+	id, taskID := newV1SandboxID(), newV1TaskID()
 	if v2 {
-		id = s.nextIDLocked("sb-", 26) // 29 chars: never the V1 shape
-	} else {
-		id = s.nextIDLocked("sb-", 22) // exactly the V1 shape
+		id, taskID = newV2SandboxID(), newV2TaskID()
 	}
-	taskID := s.nextIDLocked("ta-", 22)
 	delay := s.createDelay
 	failAfter := s.failAfterCreate > 0
 	if failAfter {
@@ -261,6 +266,9 @@ func (s *Server) finish(sb *fakeSandbox, st pb.GenericResult_GenericStatus, code
 }
 
 func (s *Server) lookup(id string) (*fakeSandbox, error) {
+	if !wellFormedSandboxID(id) {
+		return nil, status.Errorf(codes.InvalidArgument, "%q is not a Modal sandbox id (sb- followed by 22 base62 characters, or by a 26-character ULID)", id)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sb := s.sandboxes[id]
@@ -299,6 +307,12 @@ func (c *control) SandboxGetCommandRouterAccess(ctx context.Context, req *pb.San
 }
 
 func (c *control) TaskGetCommandRouterAccess(ctx context.Context, req *pb.TaskGetCommandRouterAccessRequest) (*pb.TaskGetCommandRouterAccessResponse, error) {
+	c.s.mu.Lock()
+	sb := c.s.byTask[req.GetTaskId()]
+	c.s.mu.Unlock()
+	if sb == nil {
+		return nil, status.Errorf(codes.NotFound, "task %s not found", req.GetTaskId())
+	}
 	return pb.TaskGetCommandRouterAccessResponse_builder{Url: "https://" + c.s.addr, Jwt: c.s.routerJWT}.Build(), nil
 }
 
@@ -387,6 +401,12 @@ func tagList(tags map[string]string) []*pb.SandboxTag {
 
 // listPage is small so that tests exercise paging.
 const listPage = 25
+
+// SandboxList is the classic listing the Python client uses when
+// sandbox_v2 is off; it answers like SandboxListV2.
+func (c *control) SandboxList(ctx context.Context, req *pb.SandboxListRequest) (*pb.SandboxListResponse, error) {
+	return c.SandboxListV2(ctx, req)
+}
 
 func (c *control) SandboxListV2(ctx context.Context, req *pb.SandboxListRequest) (*pb.SandboxListResponse, error) {
 	want := map[string]string{}

@@ -192,6 +192,24 @@ func (r *router) TaskExecWait(ctx context.Context, req *pb.TaskExecWaitRequest) 
 	return pb.TaskExecWaitResponse_builder{Code: e.code}.Build(), nil
 }
 
+// TaskExecPoll is TaskExecWait without the wait: the exit status once the
+// command has ended, neither code nor signal while it runs.
+func (r *router) TaskExecPoll(ctx context.Context, req *pb.TaskExecPollRequest) (*pb.TaskExecPollResponse, error) {
+	_, e, err := r.exec(req.GetTaskId(), req.GetExecId())
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-e.exited:
+	default:
+		return &pb.TaskExecPollResponse{}, nil
+	}
+	if e.signal != nil {
+		return pb.TaskExecPollResponse_builder{Signal: e.signal}.Build(), nil
+	}
+	return pb.TaskExecPollResponse_builder{Code: e.code}.Build(), nil
+}
+
 func (r *router) TaskExecStdioRead(req *pb.TaskExecStdioReadRequest, stream grpc.ServerStreamingServer[pb.TaskExecStdioReadResponse]) error {
 	_, e, err := r.exec(req.GetTaskId(), req.GetExecId())
 	if err != nil {

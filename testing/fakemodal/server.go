@@ -55,9 +55,18 @@ type Options struct {
 	// Exec runs the sandboxes' commands and holds their files. Nil: the
 	// local bubblewrap driver (sandbox/local) rooted at Root.
 	Exec sandbox.Driver
+	// Addr is the loopback host:port to listen on ("" = 127.0.0.1 and a
+	// free port). Clients dial the router in plaintext or with unverified
+	// TLS only when the control plane is on localhost, so nothing else is
+	// accepted.
+	Addr string
 	// Root is where the default exec driver keeps sandboxes ("" = a temp dir).
 	Root   string
 	Logger hclog.Logger
+	// AllowUnimplemented stops Start from failing the test when a client
+	// called an RPC the fake does not serve (it still answers UNIMPLEMENTED,
+	// naming the method). Only for tests of that answer itself.
+	AllowUnimplemented bool
 }
 
 // Server is a running fake. All methods are safe for concurrent use.
@@ -75,7 +84,6 @@ type Server struct {
 	routerJWT string
 
 	mu              sync.Mutex
-	seq             int
 	apps            map[string]string       // env + "/" + name -> app id
 	sandboxes       map[string]*fakeSandbox // by sandbox id
 	byTask          map[string]*fakeSandbox
@@ -90,6 +98,7 @@ type Server struct {
 	closed          bool
 	lastCreated     time.Time
 	secrets         map[string]map[string]string
+	unimplemented   map[string]bool // full method names a client called that the fake does not serve
 }
 
 // CreateRecord is what a sandbox-create call carried, for assertions.
@@ -120,7 +129,12 @@ func Start(tb testing.TB, opts Options) *Server {
 	if err != nil {
 		tb.Fatalf("fakemodal: %v", err)
 	}
-	tb.Cleanup(s.Close)
+	tb.Cleanup(func() {
+		s.Close()
+		if m := s.Unimplemented(); len(m) > 0 && !opts.AllowUnimplemented {
+			tb.Errorf("fakemodal: a client called RPCs the fake does not serve (it answered UNIMPLEMENTED): %s; serve them in testing/fakemodal", strings.Join(m, ", "))
+		}
+	})
 	return s
 }
 
@@ -141,6 +155,7 @@ func New(opts Options) (*Server, error) {
 		apps:      map[string]string{},
 		sandboxes: map[string]*fakeSandbox{}, byTask: map[string]*fakeSandbox{},
 		calls: map[string]int{}, faults: map[string][]error{}, idempotent: map[string]*fakeSandbox{},
+		unimplemented: map[string]bool{},
 	}
 	if s.exec == nil {
 		root := opts.Root
@@ -163,11 +178,23 @@ func New(opts Options) (*Server, error) {
 	s.authJWT = makeJWT(map[string]any{"sub": "fake-auth", "exp": exp})
 	s.routerJWT = makeJWT(map[string]any{"sub": "fake-router", "exp": exp})
 
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("listen on 127.0.0.1: %w", err)
+	addr := opts.Addr
+	if addr == "" {
+		addr = "127.0.0.1:0"
 	}
-	s.lis, s.addr = lis, lis.Addr().String()
+	if host, _, err := net.SplitHostPort(addr); err != nil || host != "127.0.0.1" {
+		return nil, fmt.Errorf("fakemodal: listen address %q must be 127.0.0.1:PORT: the Modal clients trust a plaintext or unverified router only on localhost", addr)
+	}
+	inner, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	lis, err := newSniffListener(inner)
+	if err != nil {
+		inner.Close()
+		return nil, fmt.Errorf("fakemodal: router TLS certificate: %w", err)
+	}
+	s.lis, s.addr = lis, inner.Addr().String()
 	s.grpc = grpc.NewServer(
 		// The SDK pings idle connections every 30 s; grpc's default policy
 		// answers that with GOAWAY too_many_pings.
@@ -175,6 +202,7 @@ func New(opts Options) (*Server, error) {
 		grpc.MaxRecvMsgSize(100<<20),
 		grpc.ChainUnaryInterceptor(s.unaryInterceptor),
 		grpc.ChainStreamInterceptor(s.streamInterceptor),
+		grpc.UnknownServiceHandler(s.unknownMethod),
 	)
 	pb.RegisterModalClientServer(s.grpc, &control{s: s})
 	pb.RegisterTaskCommandRouterServer(s.grpc, &router{s: s})
@@ -236,6 +264,19 @@ func (s *Server) Close() {
 	if s.tmpRoot != "" {
 		os.RemoveAll(s.tmpRoot)
 	}
+}
+
+// Unimplemented lists the RPCs (full method names) clients called that the
+// fake does not serve.
+func (s *Server) Unimplemented() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.unimplemented))
+	for m := range s.unimplemented {
+		out = append(out, m)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Sandboxes lists the sandboxes that are still running (for leak checks).
@@ -314,17 +355,6 @@ func (s *Server) KillSandbox(id string) error {
 	return nil
 }
 
-func (s *Server) nextID(prefix string, width int) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.nextIDLocked(prefix, width)
-}
-
-func (s *Server) nextIDLocked(prefix string, width int) string {
-	s.seq++
-	return fmt.Sprintf("%s%0*d", prefix, width, s.seq)
-}
-
 func makeJWT(claims map[string]any) string {
 	enc := base64.RawURLEncoding
 	head, _ := json.Marshal(map[string]string{"alg": "none", "typ": "JWT"})
@@ -340,6 +370,7 @@ const (
 // admit counts the call, checks credentials and applies injected faults.
 func (s *Server) admit(ctx context.Context, full string) error {
 	method := path.Base(full)
+	s.log.Debug("rpc", "method", full)
 	s.mu.Lock()
 	s.calls[method]++
 	var fault error
@@ -370,23 +401,53 @@ func (s *Server) authorize(ctx context.Context, full string) error {
 		if get("x-modal-token-id") != s.opts.TokenID || get("x-modal-token-secret") != s.opts.TokenSecret {
 			return status.Error(codes.Unauthenticated, "fakemodal: token id/secret rejected")
 		}
-		if !strings.HasSuffix(full, "/AuthTokenGet") && get("x-modal-auth-token") != s.authJWT {
+		tok, sent := md["x-modal-auth-token"]
+		if (sent || needsAuthToken(path.Base(full))) && (len(tok) != 1 || tok[0] != s.authJWT) {
 			return status.Error(codes.Unauthenticated, "fakemodal: missing or wrong x-modal-auth-token")
 		}
 	}
 	return nil
 }
 
+// needsAuthToken: the RPCs both clients send x-modal-auth-token (the JWT
+// from AuthTokenGet) with. modal-go sends it on every call but AuthTokenGet;
+// the Python client only on the V2 sandbox RPCs and
+// SandboxGetCommandRouterAccess (modal 1.6.4 sandbox/_impl_v2.py), not on
+// the classic ones (AppGetOrCreate, SandboxWait, ...).
+func needsAuthToken(method string) bool {
+	return strings.HasSuffix(method, "V2") || method == "SandboxGetCommandRouterAccess"
+}
+
 func (s *Server) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	if err := s.admit(ctx, info.FullMethod); err != nil {
 		return nil, err
 	}
-	return handler(ctx, req)
+	resp, err := handler(ctx, req)
+	return resp, s.noteUnimplemented(info.FullMethod, err)
 }
 
 func (s *Server) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	if err := s.admit(ss.Context(), info.FullMethod); err != nil {
 		return err
 	}
-	return handler(srv, ss)
+	return s.noteUnimplemented(info.FullMethod, handler(srv, ss))
+}
+
+// noteUnimplemented records a call the generated Unimplemented*Server
+// answered, and says in the answer which fake it reached.
+func (s *Server) noteUnimplemented(full string, err error) error {
+	if status.Code(err) != codes.Unimplemented {
+		return err
+	}
+	s.mu.Lock()
+	s.unimplemented[full] = true
+	s.mu.Unlock()
+	return status.Errorf(codes.Unimplemented, "fakemodal does not serve %s (it is not needed by the flows the fake models; add it to testing/fakemodal)", full)
+}
+
+// unknownMethod answers RPCs of services or methods the generated code does
+// not know at all (a client newer than the fake's protos).
+func (s *Server) unknownMethod(_ any, ss grpc.ServerStream) error {
+	full, _ := grpc.MethodFromServerStream(ss)
+	return s.noteUnimplemented(full, status.Error(codes.Unimplemented, "unknown method"))
 }
