@@ -44,7 +44,7 @@ pack: build
 # Benchmarks print a table: name, then each reported metric. Transfers of
 # 1 GiB and fork-heavy benchmarks run twice (both orders of an A/B pair);
 # micro-benchmarks run for go test's default second.
-HEAVY_BENCH := ./sandbox/local ./sandbox/modal ./storage ./e2e
+HEAVY_BENCH := ./sandbox/local ./sandbox/modal ./storage ./e2e ./e2e/startup
 bench: tools
 	@{ $(GO) test -run '^$$' -bench . -benchtime 2x -timeout 60m $(HEAVY_BENCH) && \
 	   $(GO) test -run '^$$' -bench . -timeout 30m $$($(GO) list $(PKGS) | grep -v -e /sandbox/local -e /sandbox/modal -e /storage -e /e2e); } \

@@ -106,6 +106,9 @@ type Result struct {
 	Output []string
 	// Terminal is the terminal message body, nil when none was sent.
 	Terminal map[string]any
+	// Usage is the child's resource usage (CPU time, peak RSS) from
+	// wait4, nil when it never started; the start-up benchmarks read it.
+	Usage *syscall.Rusage
 }
 
 func (s *Supervisor) env() []string {
@@ -141,6 +144,7 @@ type child struct {
 	logs   net.Conn
 	exited chan struct{} // closed when Wait returns
 	exit   int
+	usage  *syscall.Rusage
 	out    *outputSink
 }
 
@@ -178,6 +182,9 @@ func (s *Supervisor) start(ctx context.Context, red *redactor, show *shower) (*c
 		stdout.flush()
 		stderr.flush()
 		c.exit = exitCode(err)
+		if ps := cmd.ProcessState; ps != nil {
+			c.usage, _ = ps.SysUsage().(*syscall.Rusage)
+		}
 		close(c.exited)
 	}()
 
@@ -337,6 +344,7 @@ func (s *Supervisor) RunTask(ctx context.Context, req TaskRequest) (Result, erro
 	c.logs.SetReadDeadline(time.Now().Add(2 * time.Second)) // a grandchild may hold it open
 	res.LogLines = <-logsDone
 	res.ExitCode = c.exit
+	res.Usage = c.usage
 	res.Output = c.out.lines()
 	res.State = finalState(res, req.ShouldRetry)
 	return res, nil

@@ -30,6 +30,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles"
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/selftest"
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 	"github.com/airflow-sandbox/airflow-go-worker/storage"
@@ -40,6 +41,8 @@ const dagID = "go_tasks_example"
 
 func main() {
 	b := bundles.New()
+	// The self-test Dag lets an operator check a deployment of this bundle.
+	selftest.Register(b)
 	b.Register(dagID, "fetch_orders", fetchOrders, bundles.WithDefaults(map[string]any{
 		"orders_url":  "s3://airflow-artifacts/incoming/orders.csv",
 		"aws_conn_id": "aws_default",

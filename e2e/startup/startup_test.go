@@ -1,0 +1,216 @@
+// Package startup_test measures what a bundle costs to start, since Airflow
+// forks it once per task instance: CPU time (user+sys, from the child's
+// rusage) of --airflow-metadata and of a whole self-test task forked by the
+// local supervisor, peak RSS of --airflow-metadata, binary size and the
+// number of package initialisers, each beside the same figure for a trivial
+// Go binary built in the same run.
+//
+// Targets (issue 11): a bundle of plain Go tasks within 2.5x of the trivial
+// binary, the standard airflow-go-worker binary within 4x.
+package startup_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/selftest"
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/supervisor"
+)
+
+// RoundsEnv sets how many interleaved rounds are measured (default 41).
+const RoundsEnv = "AIRFLOW_GO_WORKER_BENCH_STARTUP_ROUNDS"
+
+// subject is one binary under measurement.
+type subject struct {
+	name string
+	pkg  string // package to build; "" = the trivial program
+	bin  string
+	task bool // speaks the coordinator protocol (runs the self-test ping)
+
+	metaCPU, taskCPU []time.Duration
+	rss              []int64 // peak of --airflow-metadata, bytes
+	size             int64
+	inits            int
+}
+
+const trivialMain = `package main
+
+import "os"
+
+func main() { os.Stdout.WriteString("dags: {}\n") }
+`
+
+// build compiles every subject the way `make build` does.
+func build(b *testing.B, subjects []*subject) {
+	dir := b.TempDir()
+	for _, s := range subjects {
+		s.bin = filepath.Join(dir, s.name)
+		var cmd *exec.Cmd
+		if s.pkg == "" {
+			src := filepath.Join(dir, "trivial-src")
+			if err := os.MkdirAll(src, 0o755); err != nil {
+				b.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(src, "go.mod"), []byte("module trivial\n\ngo 1.22\n"), 0o644); err != nil {
+				b.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(src, "main.go"), []byte(trivialMain), 0o644); err != nil {
+				b.Fatal(err)
+			}
+			cmd = exec.Command("go", "build", "-trimpath", "-o", s.bin, ".")
+			cmd.Dir = src
+			cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=")
+		} else {
+			cmd = exec.Command("go", "build", "-trimpath", "-o", s.bin, s.pkg)
+		}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("building %s: %v\n%s", s.name, err, out)
+		}
+		st, err := os.Stat(s.bin)
+		if err != nil {
+			b.Fatal(err)
+		}
+		s.size = st.Size()
+	}
+}
+
+func cpuOf(ru *syscall.Rusage) time.Duration {
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// metadata runs the binary with --airflow-metadata once.
+func (s *subject) metadata(b *testing.B) *syscall.Rusage {
+	cmd := exec.Command(s.bin, "--airflow-metadata")
+	cmd.Env = []string{}
+	cmd.Stdout = io.Discard
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		b.Fatalf("%s --airflow-metadata: %v\n%s", s.name, err, stderr.Bytes())
+	}
+	return cmd.ProcessState.SysUsage().(*syscall.Rusage)
+}
+
+// countInits counts the package initialisers the runtime runs at start.
+func (s *subject) countInits(b *testing.B) {
+	cmd := exec.Command(s.bin, "--airflow-metadata")
+	cmd.Env = []string{"GODEBUG=inittrace=1"}
+	cmd.Stdout = io.Discard
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		b.Fatalf("%s with inittrace: %v", s.name, err)
+	}
+	sc := bufio.NewScanner(&stderr)
+	for sc.Scan() {
+		if bytes.HasPrefix(sc.Bytes(), []byte("init ")) {
+			s.inits++
+		}
+	}
+}
+
+// forkToExit runs the self-test ping through the supervisor (the trivial
+// binary just runs to its exit) and returns the child's usage.
+func (s *subject) forkToExit(b *testing.B, sup *supervisor.Supervisor) *syscall.Rusage {
+	if !s.task {
+		cmd := exec.Command(s.bin)
+		cmd.Env = []string{}
+		cmd.Stdout = io.Discard
+		if err := cmd.Run(); err != nil {
+			b.Fatalf("%s: %v", s.name, err)
+		}
+		return cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	}
+	sup.Executable = s.bin
+	res, err := sup.RunTask(context.Background(), supervisor.TaskRequest{DagID: selftest.DagID, TaskID: "ping", RunID: "bench"})
+	if err != nil || res.State != supervisor.StateSuccess || res.Usage == nil {
+		b.Fatalf("%s: ping ended %s (%v)\n%v", s.name, res.State, err, res.Output)
+	}
+	return res.Usage
+}
+
+func median[T int64 | time.Duration](v []T) T {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func rounds(b *testing.B) int {
+	n := 41
+	if v := os.Getenv(RoundsEnv); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1 {
+			b.Fatalf("%s=%q: give a positive number of rounds", RoundsEnv, v)
+		}
+	}
+	return n
+}
+
+// BenchmarkStartup reports one row per binary: medians over interleaved
+// rounds (so load on the machine hits every binary alike) and each figure
+// as a ratio to the trivial binary's.
+func BenchmarkStartup(b *testing.B) {
+	subjects := []*subject{
+		{name: "trivial"},
+		{name: "plain_bundle", pkg: "./internal/plainbundle", task: true},
+		{name: "go_tasks", pkg: "../../examples/go_tasks", task: true},
+		{name: "standard", pkg: "../../cmd/airflow-go-worker", task: true},
+	}
+	build(b, subjects)
+	sup := &supervisor.Supervisor{Env: []string{}}
+	for _, s := range subjects {
+		s.countInits(b)
+	}
+	for range rounds(b) {
+		for _, s := range subjects {
+			s.metaCPU = append(s.metaCPU, cpuOf(s.metadata(b)))
+			s.taskCPU = append(s.taskCPU, cpuOf(s.forkToExit(b, sup)))
+		}
+	}
+	// Peak RSS barely varies between runs; a few traced runs suffice.
+	for range 5 {
+		for _, s := range subjects {
+			n, err := peakRSS(s.bin, "--airflow-metadata")
+			if err != nil {
+				b.Fatalf("%s: measuring peak RSS: %v", s.name, err)
+			}
+			s.rss = append(s.rss, n)
+		}
+	}
+	base := subjects[0]
+	ratio := func(a, b float64) float64 { return a / b }
+	for _, s := range subjects {
+		b.Run(s.name, func(b *testing.B) {
+			for b.Loop() {
+				s.metadata(b)
+			}
+			ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+			mib := func(n int64) float64 { return float64(n) / (1 << 20) }
+			b.ReportMetric(ms(median(s.metaCPU)), "meta-cpu-ms")
+			b.ReportMetric(ratio(ms(median(s.metaCPU)), ms(median(base.metaCPU))), "meta-x")
+			b.ReportMetric(ms(median(s.taskCPU)), "task-cpu-ms")
+			b.ReportMetric(ratio(ms(median(s.taskCPU)), ms(median(base.taskCPU))), "task-x")
+			b.ReportMetric(mib(median(s.rss)), "rss-MiB")
+			b.ReportMetric(ratio(mib(median(s.rss)), mib(median(base.rss))), "rss-x")
+			b.ReportMetric(mib(s.size), "size-MiB")
+			b.ReportMetric(ratio(mib(s.size), mib(base.size)), "size-x")
+			b.ReportMetric(float64(s.inits), "inits")
+		})
+	}
+	if testing.Verbose() {
+		for _, s := range subjects {
+			fmt.Fprintf(os.Stderr, "%s: metadata cpu %v, task cpu %v\n", s.name, median(s.metaCPU), median(s.taskCPU))
+		}
+	}
+}
