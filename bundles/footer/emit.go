@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"reflect"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,8 +15,19 @@ import (
 // yes/on/off and dates are not strings; emitting ourselves keeps every string
 // double-quoted and every key order sorted, byte for byte reproducible.
 
-// plainKey matches keys that PyYAML reads back as the same string unquoted.
-var plainKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]*$`)
+// plainKey reports whether PyYAML reads k back as the same string unquoted:
+// a letter or '_', then letters, digits, '_', '.' or '-'. (A loop, not a
+// package-level regexp, which every bundle would compile at start-up.)
+func plainKey(k string) bool {
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		letter := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '_'
+		if !letter && (i == 0 || !('0' <= c && c <= '9' || c == '.' || c == '-')) {
+			return false
+		}
+	}
+	return k != ""
+}
 
 // yaml11Words are plain scalars PyYAML resolves to bool or null.
 var yaml11Words = map[string]bool{
@@ -25,7 +35,7 @@ var yaml11Words = map[string]bool{
 }
 
 func emitKey(k string) string {
-	if plainKey.MatchString(k) && !yaml11Words[strings.ToLower(k)] {
+	if plainKey(k) && !yaml11Words[strings.ToLower(k)] {
 		return k
 	}
 	return quote(k)

@@ -424,7 +424,7 @@ func (d *Driver) ListSandboxes(ctx context.Context, match map[string]string) ([]
 	}
 	var out []sandbox.Info
 	for _, e := range entries {
-		if !e.IsDir() || !validName.MatchString(e.Name()) {
+		if !e.IsDir() || !validName(e.Name()) {
 			continue
 		}
 		m, _, err := d.readMeta("list sandboxes", e.Name())

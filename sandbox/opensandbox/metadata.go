@@ -4,7 +4,6 @@ import (
 	"encoding/base32"
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,15 +38,45 @@ const (
 	maxChunks     = 99
 )
 
-var (
-	labelRe        = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
-	continuationRe = regexp.MustCompile(`^(.+)--([0-9]+)$`)
-	b32            = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
-)
+var b32 = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// isLabel reports whether s is a label: letters, digits, '-', '_' and '.',
+// starting and ending with a letter or digit. (Loops rather than regexps
+// here: package-level regexps are compiled at every process start.)
+func isLabel(s string) bool {
+	if s == "" || !isAlnum(s[0]) || !isAlnum(s[len(s)-1]) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !isAlnum(c) && c != '-' && c != '_' && c != '.' {
+			return false
+		}
+	}
+	return true
+}
+
+func isAlnum(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+}
+
+// isContinuation reports whether key has the shape "<base>--<digits>" of
+// a long value's continuation chunk.
+func isContinuation(key string) bool {
+	i := strings.LastIndex(key, "--")
+	if i < 1 || i+2 == len(key) {
+		return false
+	}
+	for _, c := range []byte(key[i+2:]) {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
 
 // isLabelValue reports whether v may be stored as is.
 func isLabelValue(v string) bool {
-	return v == "" || len(v) <= maxLabelLen && labelRe.MatchString(v)
+	return v == "" || len(v) <= maxLabelLen && isLabel(v)
 }
 
 // checkTagKey says why key cannot be a tag, or "" when it can.
@@ -55,9 +84,9 @@ func checkTagKey(key string) string {
 	switch {
 	case key == metaCreatedBy || key == metaName:
 		return fmt.Sprintf("tag %q is reserved for the Python provider's metadata; choose another name", key)
-	case len(key) > maxTagKeyLen || !labelRe.MatchString(key):
+	case len(key) > maxTagKeyLen || !isLabel(key):
 		return fmt.Sprintf("tag %q cannot be OpenSandbox metadata: names must be at most %d letters, digits, '-', '_' or '.', starting and ending with a letter or digit", key, maxTagKeyLen)
-	case continuationRe.MatchString(key):
+	case isContinuation(key):
 		return fmt.Sprintf("tag %q ends in --<digits>, which this driver uses for long values; choose another name", key)
 	}
 	return ""

@@ -2,6 +2,7 @@ package opensandbox
 
 import (
 	"maps"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +26,7 @@ func TestTagsRoundTripThroughLabelSafeMetadata(t *testing.T) {
 		t.Fatal(err)
 	}
 	for k, v := range meta {
-		if len(k) > 63 || !labelRe.MatchString(k) {
+		if len(k) > 63 || !isLabel(k) {
 			t.Errorf("metadata key %q is not label-safe", k)
 		}
 		if !isLabelValue(v) {
@@ -169,5 +170,21 @@ func TestCreateRequestMapping(t *testing.T) {
 	}
 	if req.Metadata[metaCreatedBy] != "airflow" || req.Metadata[metaName] != "n" || req.Metadata["k"] != "v" {
 		t.Errorf("metadata %v", req.Metadata)
+	}
+}
+
+// The label checks are loops (no regexp compiled at start-up); they must
+// accept exactly what the patterns they replaced accept.
+func TestLabelChecksMatchTheirPatterns(t *testing.T) {
+	label := regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
+	continuation := regexp.MustCompile(`^(.+)--([0-9]+)$`)
+	for _, s := range []string{"", "a", "-", "a-", "-a", "a.b", "a_b-c.d9", "A", "a b", "é", "a--1", "--1", "a--", "a---1",
+		"a--1x", "a--1--2", "a--x", "x--12345", "a-1", "a--1-", ".", "a.", "0", "a/b", "a--01"} {
+		if got, want := isLabel(s), label.MatchString(s); got != want {
+			t.Errorf("isLabel(%q) = %v, pattern says %v", s, got, want)
+		}
+		if got, want := isContinuation(s), continuation.MatchString(s); got != want {
+			t.Errorf("isContinuation(%q) = %v, pattern says %v", s, got, want)
+		}
 	}
 }
