@@ -114,12 +114,33 @@ func (d *Driver) bwrapArgs(m *meta, dir, cwd string, argv []string) ([]string, e
 		"--ro-bind", "/proc/sys", "/proc/sys",
 		"--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger",
 		"--dev", "/dev",
+		// /dev/shm is a directory of the /dev tmpfs, and bubblewrap's own
+		// root is a tmpfs too: neither has a size, and neither counts
+		// against RLIMIT_AS, so writing there took host memory without
+		// bound. / and /dev are made read-only below; /dev/shm gets a tmpfs
+		// of its own, no larger than the memory limit.
+		"--size", strconv.FormatInt(shmBytes(m.Spec), 10), "--perms", "1777", "--tmpfs", "/dev/shm",
 		"--bind", filepath.Join(dir, tmpDir), "/tmp", // before the workdir, which may lie under /tmp
 		"--bind", filepath.Join(dir, workDir), m.Spec.Workdir,
+		// Last: every mount point exists by now.
+		"--remount-ro", "/", "--remount-ro", "/dev",
 		"--chdir", cwd,
 		"--json-status-fd", strconv.Itoa(statusFD),
 		"--")
 	return append(args, argv...), nil
+}
+
+// defaultShmMiB sizes /dev/shm when the spec sets no memory limit, as
+// Docker does.
+const defaultShmMiB = 64
+
+// shmBytes is the size of a sandbox's /dev/shm: its memory limit when it has
+// one, so the only writable tmpfs stays within memory_mib.
+func shmBytes(spec sandbox.Spec) int64 {
+	if spec.MemoryMiB > 0 {
+		return int64(spec.MemoryMiB) << 20
+	}
+	return defaultShmMiB << 20
 }
 
 // mountEntry mounts host path src read-only at dest, recreating a symlink as

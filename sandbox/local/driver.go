@@ -265,8 +265,9 @@ func (d *Driver) Create(ctx context.Context, name string, spec sandbox.Spec) (sa
 			return fail(err)
 		}
 	}
-	// /tmp is world-writable with the sticky bit, as programs expect.
-	if err := os.Chmod(filepath.Join(staging, tmpDir), 0o1777); err != nil {
+	// /tmp is world-writable with the sticky bit, as programs expect. Go's
+	// sticky bit is os.ModeSticky: the octal 0o1777 would drop it.
+	if err := os.Chmod(filepath.Join(staging, tmpDir), os.ModeSticky|0o777); err != nil {
 		return fail(err)
 	}
 	now := d.now()
