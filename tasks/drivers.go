@@ -3,6 +3,8 @@ package tasks
 import (
 	"context"
 	"fmt"
+	"os"
+	"strings"
 
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
@@ -10,6 +12,12 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/modal"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/opensandbox"
 )
+
+// ImageRootsEnv names the worker setting that allows local-backend image
+// directories: colon-separated absolute directories under which an image
+// directory must lie. Unset or empty: none is allowed. It belongs to the
+// operator, like the worker's environment, never to a Dag run.
+const ImageRootsEnv = "AIRFLOW_GO_WORKER_IMAGE_ROOTS"
 
 // DefaultDrivers builds the driver for a resolved request: the one place
 // where a backend name and a connection become a driver.
@@ -20,7 +28,10 @@ import (
 func DefaultDrivers(ctx context.Context, req DriverRequest) (sandbox.Driver, error) {
 	switch req.Backend {
 	case BackendLocal:
-		return local.New(local.Options{IgnoreImage: req.Options.IgnoreImage, Logger: req.Logger})
+		return local.New(local.Options{
+			IgnoreImage: req.Options.IgnoreImage, Logger: req.Logger,
+			ImageRoots: splitRoots(os.Getenv(ImageRootsEnv)),
+		})
 	case BackendOpenSandbox:
 		if req.Conn == nil {
 			return nil, fmt.Errorf("the opensandbox backend needs a connection")
@@ -44,4 +55,16 @@ func DefaultDrivers(ctx context.Context, req DriverRequest) (sandbox.Driver, err
 		})
 	}
 	return nil, fmt.Errorf("backend %q is not one of local, modal, opensandbox", req.Backend)
+}
+
+// splitRoots splits a colon-separated list of directories, dropping empty
+// entries; the driver checks that each is an existing absolute directory.
+func splitRoots(v string) []string {
+	var roots []string
+	for _, r := range strings.Split(v, ":") {
+		if r = strings.TrimSpace(r); r != "" {
+			roots = append(roots, r)
+		}
+	}
+	return roots
 }

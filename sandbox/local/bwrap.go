@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path"
@@ -17,6 +18,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 )
@@ -42,24 +45,59 @@ var hostEtc = []string{
 // name resolution works as on the host.
 var hostEtcNetwork = []string{"resolv.conf", "hosts", "host.conf", "gai.conf"}
 
-// File descriptors passed to bwrap through exec.Cmd.ExtraFiles (3 + index).
-const (
-	statusFD  = 3 // --json-status-fd
-	envFD     = 4 // --args: the environment, as --setenv arguments
-	seccompFD = 5 // --seccomp
-)
+// fdList collects the files bwrap inherits through exec.Cmd.ExtraFiles:
+// the i-th is fd 3+i in bwrap.
+type fdList []*os.File
 
-// bwrapArgs builds bubblewrap's arguments for one command in sandbox m.
-func (d *Driver) bwrapArgs(m *meta, dir, cwd string, argv []string) ([]string, error) {
+// add passes f and returns its fd number in bwrap.
+func (l *fdList) add(f *os.File) string {
+	*l = append(*l, f)
+	return strconv.Itoa(2 + len(*l))
+}
+
+// addData passes data as a pipe, written whole and closed before bwrap
+// starts: only for data smaller than a pipe's buffer (64 KiB).
+func (l *fdList) addData(data []byte) (string, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return "", err
+	}
+	_, err = w.Write(data)
+	w.Close()
+	if err != nil {
+		r.Close()
+		return "", err
+	}
+	return l.add(r), nil
+}
+
+func (l fdList) close() {
+	for _, f := range l {
+		f.Close()
+	}
+}
+
+// bwrapArgs builds bubblewrap's arguments for one command in sandbox m;
+// the files they name by fd are added to fds.
+func (d *Driver) bwrapArgs(m *meta, dir, cwd string, argv []string, fds *fdList) ([]string, error) {
 	args := []string{
-		"--args", strconv.Itoa(envFD),
 		"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
 		"--cap-drop", "ALL",
 		"--die-with-parent", "--new-session",
 		"--hostname", "sandbox",
 	}
+	// data passes a small generated file, read-only at dest.
+	data := func(b []byte, dest string) error {
+		fd, err := fds.addData(b)
+		args = append(args, "--ro-bind-data", fd, dest)
+		return err
+	}
 	if d.seccomp != nil {
-		args = append(args, "--seccomp", strconv.Itoa(seccompFD))
+		fd, err := fds.addData(d.seccomp)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, "--seccomp", fd)
 	}
 	if d.disableUserns {
 		args = append(args, "--disable-userns") // no nested namespaces to climb out of
@@ -69,19 +107,9 @@ func (d *Driver) bwrapArgs(m *meta, dir, cwd string, argv []string) ([]string, e
 		args = append(args, "--unshare-net")
 	}
 	if m.Rootfs != "" {
-		entries, err := os.ReadDir(m.Rootfs)
-		if err != nil {
-			return nil, fmt.Errorf("cannot read the image directory %s: %v", m.Rootfs, err)
-		}
-		for _, e := range entries {
-			switch e.Name() {
-			case "proc", "dev", "sys", "tmp":
-				continue // provided fresh below
-			}
-			var err error
-			if args, err = mountEntry(args, filepath.Join(m.Rootfs, e.Name()), "/"+e.Name()); err != nil {
-				return nil, err
-			}
+		var err error
+		if args, err = mountImage(args, m.Rootfs, fds); err != nil {
+			return nil, err
 		}
 	} else {
 		for _, p := range hostSystemDirs {
@@ -93,15 +121,15 @@ func (d *Driver) bwrapArgs(m *meta, dir, cwd string, argv []string) ([]string, e
 		for _, name := range hostEtc {
 			args = append(args, "--ro-bind-try", "/etc/"+name, "/etc/"+name)
 		}
-		args = append(args,
-			"--ro-bind", filepath.Join(d.system, "passwd"), "/etc/passwd",
-			"--ro-bind", filepath.Join(d.system, "group"), "/etc/group")
+		if err := errors.Join(data(d.passwd, "/etc/passwd"), data(d.group, "/etc/group")); err != nil {
+			return nil, err
+		}
 		if open {
 			for _, name := range hostEtcNetwork {
 				args = append(args, "--ro-bind-try", "/etc/"+name, "/etc/"+name)
 			}
-		} else {
-			args = append(args, "--ro-bind", filepath.Join(d.system, "hosts"), "/etc/hosts")
+		} else if err := data([]byte(sandboxHosts), "/etc/hosts"); err != nil {
+			return nil, err
 		}
 	}
 	args = append(args,
@@ -125,7 +153,6 @@ func (d *Driver) bwrapArgs(m *meta, dir, cwd string, argv []string) ([]string, e
 		// Last: every mount point exists by now.
 		"--remount-ro", "/", "--remount-ro", "/dev",
 		"--chdir", cwd,
-		"--json-status-fd", strconv.Itoa(statusFD),
 		"--")
 	return append(args, argv...), nil
 }
@@ -141,6 +168,94 @@ func shmBytes(spec sandbox.Spec) int64 {
 		return int64(spec.MemoryMiB) << 20
 	}
 	return defaultShmMiB << 20
+}
+
+// openImage opens image directory rootfs (already resolved) without
+// following a symlink anywhere on its path, and refuses it when another host
+// user could change it: its owner, or anyone with write access to it, could
+// otherwise swap an entry for a symlink to a host path between our check
+// and bubblewrap's mount, which bubblewrap would follow with the worker's
+// rights.
+func openImage(rootfs string) (*os.File, error) {
+	f, err := openDirNoFollow(rootfs)
+	if err != nil {
+		return nil, fmt.Errorf("image: cannot open the image directory: %v", err)
+	}
+	st, err := f.Stat()
+	if err == nil {
+		err = checkControlled("image: the image directory", rootfs, st)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// mountImage mounts the top-level entries of image directory rootfs
+// read-only, each through a file descriptor opened without following
+// symlinks: bubblewrap binds exactly what was checked, whatever has been
+// renamed or replaced since. Symlinks are recreated as symlinks (resolved
+// inside the sandbox); devices, fifos and sockets are left out.
+func mountImage(args []string, rootfs string, fds *fdList) ([]string, error) {
+	dir, err := openImage(rootfs)
+	if err != nil {
+		return nil, err
+	}
+	defer dir.Close()
+	names, err := dir.Readdirnames(-1)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read the image directory %s: %v", rootfs, err)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		switch name {
+		case "proc", "dev", "sys", "tmp":
+			continue // provided fresh
+		}
+		p := filepath.Join(rootfs, name)
+		fd, err := unix.Openat(int(dir.Fd()), name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if errors.Is(err, unix.ENOENT) {
+			continue // removed since it was listed
+		}
+		if err != nil {
+			return nil, fmt.Errorf("cannot open %s: %v", p, err)
+		}
+		f := os.NewFile(uintptr(fd), p)
+		st, err := f.Stat()
+		switch {
+		case err != nil:
+		case st.Mode()&fs.ModeSymlink != 0:
+			var target string
+			if target, err = readlinkFd(fd); err == nil {
+				args = append(args, "--symlink", target, "/"+name)
+			}
+		case st.IsDir() || st.Mode().IsRegular():
+			if err = checkControlled("image: the entry", p, st); err == nil {
+				args = append(args, "--ro-bind-fd", fds.add(f), "/"+name)
+				continue // fds owns f now
+			}
+		}
+		f.Close()
+		if err != nil {
+			return nil, err
+		}
+	}
+	return args, nil
+}
+
+// readlinkFd reads the target of the symlink that O_PATH|O_NOFOLLOW fd is.
+func readlinkFd(fd int) (string, error) {
+	for size := 256; ; size *= 2 {
+		buf := make([]byte, size)
+		n, err := unix.Readlinkat(fd, "", buf)
+		if err != nil {
+			return "", err
+		}
+		if n < size {
+			return string(buf[:n]), nil
+		}
+	}
 }
 
 // mountEntry mounts host path src read-only at dest, recreating a symlink as
@@ -233,14 +348,37 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 	} else if !path.IsAbs(cwd) {
 		cwd = path.Join(m.Spec.Workdir, cwd)
 	}
-	args, err := d.bwrapArgs(m, dir, path.Clean(cwd), rs.argv)
-	if err != nil {
-		return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: err}
-	}
 	envData, err := envArgs(m, rs.env)
 	if err != nil {
 		return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: err}
 	}
+	// Our copies of everything bwrap inherits close once it has started
+	// (or failed to).
+	var fds fdList
+	defer func() { fds.close() }()
+	statusR, statusW, err := os.Pipe()
+	if err != nil {
+		return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: err}
+	}
+	defer statusR.Close()
+	// The environment can be larger than a pipe's buffer: it is written
+	// while bwrap reads (below).
+	envR, envW, err := os.Pipe()
+	if err != nil {
+		statusW.Close()
+		return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: err}
+	}
+	args := []string{"--json-status-fd", fds.add(statusW), "--args", fds.add(envR)}
+	more, err := d.bwrapArgs(m, dir, path.Clean(cwd), rs.argv, &fds)
+	if err != nil {
+		envW.Close()
+		return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: err}
+	}
+	args = append(args, more...)
+	go func(data []byte) {
+		envW.Write(data) // fails only if bwrap died; Wait reports that
+		envW.Close()
+	}(envData)
 	prog := d.bwrap
 	if m.Spec.MemoryMiB > 0 {
 		// prlimit execs bwrap, so the limit is inherited by every process
@@ -248,41 +386,6 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 		limit := strconv.FormatInt(int64(m.Spec.MemoryMiB)<<20, 10)
 		args = append([]string{"--as=" + limit + ":" + limit, "--", d.bwrap}, args...)
 		prog = d.prlimit
-	}
-	statusR, statusW, err := os.Pipe()
-	if err != nil {
-		return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: err}
-	}
-	defer statusR.Close()
-	// The environment can be larger than a pipe's buffer: write it while
-	// bwrap reads.
-	envR, envW, err := os.Pipe()
-	if err != nil {
-		statusW.Close()
-		return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: err}
-	}
-	defer envR.Close()
-	go func(data []byte) {
-		envW.Write(data) // fails only if bwrap died; Wait reports that
-		envW.Close()
-	}(envData)
-	extra := []*os.File{statusW, envR}
-	if d.seccomp != nil {
-		// The program is a few hundred bytes: it fits the pipe's buffer, so
-		// it can be written whole before bwrap starts.
-		r, w, err := os.Pipe()
-		if err != nil {
-			statusW.Close()
-			return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: err}
-		}
-		_, err = w.Write(d.seccomp)
-		w.Close()
-		defer r.Close()
-		if err != nil {
-			statusW.Close()
-			return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: err}
-		}
-		extra = append(extra, r)
 	}
 	// Keep the end of stderr: when bubblewrap itself fails, its reason is there.
 	diag := sandbox.NewTailBuffer(2048)
@@ -298,7 +401,7 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 	cmd.Stdin = rs.stdin
 	cmd.Stdout = stdout
 	cmd.Stderr = io.MultiWriter(stderr, diag)
-	cmd.ExtraFiles = extra
+	cmd.ExtraFiles = fds
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	// The namespace dies with bwrap, so pipes close promptly; this only
 	// bounds the wait if something unexpected keeps them open.
@@ -308,12 +411,17 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 	d.mu.Lock()
 	if _, err := os.Stat(filepath.Join(dir, metaFile)); err != nil {
 		d.mu.Unlock()
-		statusW.Close()
 		return res, &sandbox.Error{Op: "exec", Sandbox: id, Kind: sandbox.ErrGone, Err: errors.New("sandbox was destroyed")}
+	}
+	if d.beforeStart != nil {
+		d.beforeStart()
 	}
 	start := time.Now()
 	err = cmd.Start()
-	statusW.Close()
+	// bwrap has its copies now; closing ours lets the status pipe report
+	// EOF when bwrap ends.
+	fds.close()
+	fds = nil
 	if err != nil {
 		d.mu.Unlock()
 		return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: fmt.Errorf("cannot start %s: %v", prog, err)}

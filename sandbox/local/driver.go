@@ -12,8 +12,13 @@
 //     memory than they use (the JVM, Go, some allocators) need headroom;
 //   - cpu: refused; the local backend cannot limit cpu;
 //   - image: "" runs on the host's userland; an absolute path to an unpacked
-//     root filesystem runs on that instead; a registry tag is refused (nothing
-//     is pulled) unless Options.IgnoreImage, which then uses the host's tools.
+//     root filesystem runs on that instead, if it lies under one of
+//     Options.ImageRoots (none by default) and neither it nor its top-level
+//     entries can be changed by another host user; a registry tag is refused
+//     (nothing is pulled) unless Options.IgnoreImage, which then uses the
+//     host's tools;
+//   - tmpfs: / and /dev are read-only; /dev/shm is a tmpfs of memory_mib
+//     (64 MiB without a memory limit).
 //
 // Each command is its own process tree: background processes die when the
 // command ends. The workdir and /tmp persist between commands (both are
@@ -58,7 +63,9 @@ const Backend = "local"
 type Options struct {
 	// Root is where sandbox directories live. Default:
 	// $XDG_STATE_HOME/airflow-go-worker/sandboxes, else
-	// /tmp/airflow-go-worker-sandboxes.
+	// /tmp/airflow-go-worker-sandboxes. It must belong to the worker, be
+	// closed to other users (mode 0700; created so when missing) and lie
+	// where no other user can replace it; New refuses it otherwise.
 	Root string
 	// Bwrap is the bubblewrap binary. Default: "bwrap" looked up on PATH.
 	Bwrap string
@@ -73,7 +80,14 @@ type Options struct {
 	// warning, instead of refusing them. For demos of Dags written for
 	// Modal; never the default, since a limit must not be dropped silently.
 	IgnoreCPU bool
-	Logger    hclog.Logger
+	// ImageRoots are the directories under which an image directory (an
+	// unpacked root filesystem given as image) may lie, after resolving
+	// symlinks. None by default: then every image directory is refused, so
+	// whoever writes a spec cannot mount a host directory such as /usr or
+	// /home as a sandbox's root. The operator's setting: the worker reads it
+	// from AIRFLOW_GO_WORKER_IMAGE_ROOTS.
+	ImageRoots []string
+	Logger     hclog.Logger
 }
 
 // Driver implements sandbox.Driver with bubblewrap.
@@ -84,11 +98,17 @@ type Driver struct {
 	ignoreImage bool
 	ignoreCPU   bool
 	log         hclog.Logger
-	system      string // generated /etc files shared by all sandboxes
+	imageRoots  []string // resolved Options.ImageRoots
+	// passwd and group replace the host's /etc files in every sandbox.
+	passwd, group []byte
 	// disableUserns: bwrap is new enough (0.8+) for --disable-userns.
 	disableUserns bool
 	seccomp       []byte // compiled filter for --seccomp; nil = none
 	now           func() time.Time
+	// beforeStart, when set (by tests), runs after a command's bwrap
+	// arguments are built and just before bwrap starts: where a race
+	// against the host paths it was given would be won.
+	beforeStart func()
 
 	mu      sync.Mutex
 	running map[string]map[*exec.Cmd]*execState // by sandbox id, for Destroy
@@ -134,9 +154,6 @@ func New(opts Options) (*Driver, error) {
 	if root, err = filepath.Abs(root); err != nil {
 		return nil, fmt.Errorf("local sandbox root %q: %v", opts.Root, err)
 	}
-	if err := os.MkdirAll(root, 0o700); err != nil {
-		return nil, fmt.Errorf("cannot create the local sandbox root %s: %v; choose a writable directory (Options.Root)", root, err)
-	}
 	if root, err = secureRoot(root); err != nil {
 		return nil, err
 	}
@@ -145,11 +162,16 @@ func New(opts Options) (*Driver, error) {
 		log: log, now: time.Now, running: map[string]map[*exec.Cmd]*execState{},
 		seccomp: seccompProgram(),
 	}
+	d.passwd, d.group = systemFiles(os.Getuid(), os.Getgid())
+	for _, r := range opts.ImageRoots {
+		real, err := filepath.EvalSymlinks(r)
+		if !filepath.IsAbs(r) || err != nil {
+			return nil, fmt.Errorf("image root %q is not an existing absolute directory (%v); fix or remove it in the image roots (AIRFLOW_GO_WORKER_IMAGE_ROOTS)", r, err)
+		}
+		d.imageRoots = append(d.imageRoots, real)
+	}
 	if d.seccomp == nil {
 		log.Warn("no seccomp filter for this architecture; sandboxes rely on namespaces and dropped capabilities alone")
-	}
-	if err := d.writeSystemFiles(); err != nil {
-		return nil, fmt.Errorf("cannot prepare %s: %v", d.system, err)
 	}
 	if err := d.probe(); err != nil {
 		return nil, err
@@ -157,15 +179,27 @@ func New(opts Options) (*Driver, error) {
 	return d, nil
 }
 
-// secureRoot resolves the sandbox root once and makes sure no other host
-// user controls it. Whoever can write there can swap a sandbox directory for
-// a link to any host path, which the next command would then mount
-// read-write, and read every sandbox's env in meta.json. The default root
-// lies in the shared /tmp, where another user may have made it first.
+// secureRoot returns the resolved sandbox root, creating it (mode 0700)
+// when missing, and refuses a root another host user controls. Whoever can
+// write there can swap a sandbox directory for a link to any host path,
+// which the next command would then mount read-write, and read every
+// sandbox's env in meta.json. The default root lies in the shared /tmp,
+// where another user may have made it first or left a symlink to a
+// directory of their choosing. It never changes the mode of a directory it
+// did not create: that directory may be someone else's (or /tmp itself).
 func secureRoot(root string) (string, error) {
-	real, err := filepath.EvalSymlinks(root)
+	if _, err := os.Lstat(root); errors.Is(err, fs.ErrNotExist) {
+		err := os.MkdirAll(filepath.Dir(root), 0o755)
+		if err == nil {
+			err = os.Mkdir(root, 0o700) // the umask can only narrow it
+		}
+		if err != nil && !errors.Is(err, fs.ErrExist) {
+			return "", fmt.Errorf("cannot create the local sandbox root %s: %v; choose a writable directory (Options.Root)", root, err)
+		}
+	}
+	real, err := resolveTrusted(root)
 	if err != nil {
-		return "", fmt.Errorf("cannot resolve the local sandbox root %s: %v", root, err)
+		return "", fmt.Errorf("refusing the local sandbox root %s: %v; remove it or choose a directory of your own (Options.Root)", root, err)
 	}
 	st, err := os.Lstat(real)
 	if err != nil {
@@ -174,13 +208,16 @@ func secureRoot(root string) (string, error) {
 	if !st.IsDir() {
 		return "", fmt.Errorf("the local sandbox root %s is not a directory; remove it or choose another directory (Options.Root)", real)
 	}
-	if sys, ok := st.Sys().(*syscall.Stat_t); ok && int(sys.Uid) != os.Geteuid() {
-		return "", fmt.Errorf("the local sandbox root %s belongs to uid %d, not to this worker (uid %d), so that user could redirect sandboxes to host paths; remove it or choose a directory of your own (Options.Root)", real, sys.Uid, os.Geteuid())
+	if uid := ownerOf(st); int(uid) != os.Geteuid() {
+		return "", fmt.Errorf("the local sandbox root %s belongs to uid %d, not to this worker (uid %d), so that user could redirect sandboxes to host paths; remove it or choose a directory of your own (Options.Root)", real, uid, os.Geteuid())
 	}
-	if st.Mode().Perm()&0o077 != 0 {
-		if err := os.Chmod(real, 0o700); err != nil {
-			return "", fmt.Errorf("cannot restrict the local sandbox root %s to this worker (mode %v): %v; chmod 700 it or choose another directory (Options.Root)", real, st.Mode().Perm(), err)
-		}
+	// Sandbox directories are 0700 and meta.json 0600: others may list
+	// the root, but must not write it.
+	if st.Mode().Perm()&0o022 != 0 {
+		return "", fmt.Errorf("the local sandbox root %s is writable by other users (mode %v), who could replace sandboxes with links to host paths; chmod go-w it if it is yours, or choose another directory (Options.Root)", real, st.Mode().Perm())
+	}
+	if err := checkAncestors(real); err != nil {
+		return "", fmt.Errorf("refusing the local sandbox root %s: %v; choose a directory whose parents only this worker or root can write (Options.Root)", real, err)
 	}
 	return real, nil
 }
@@ -323,17 +360,11 @@ func (d *Driver) checkSpec(spec sandbox.Spec) (string, error) {
 	switch img := spec.Image; {
 	case img == "":
 	case filepath.IsAbs(img):
-		st, err := os.Stat(img)
-		if err != nil || !st.IsDir() {
-			errs = append(errs, fmt.Sprintf("image: %q is not a directory on this host; the local backend takes an unpacked root filesystem directory, or no image for the host's userland", img))
-			break
-		}
-		rootfs = filepath.Clean(img)
-		if msg := d.rootfsExposesHost(rootfs); msg != "" {
-			errs = append(errs, msg)
-		} else if msg := workdirFitsRootfs(rootfs, wd); msg != "" {
+		real, msg := d.checkImageDir(img, wd)
+		if msg != "" {
 			errs = append(errs, msg)
 		}
+		rootfs = real
 	case d.ignoreImage:
 		d.log.Warn("local backend cannot pull images; running on the host's userland instead", "image", img)
 	default:
@@ -345,28 +376,52 @@ func (d *Driver) checkSpec(spec sandbox.Spec) (string, error) {
 	return rootfs, nil
 }
 
-// rootfsExposesHost refuses an image directory that would show the sandbox
-// the host itself ("/") or anything of the sandboxes' root, where other
-// sandboxes' files and env (meta.json) live.
-func (d *Driver) rootfsExposesHost(rootfs string) string {
-	real, err := filepath.EvalSymlinks(rootfs)
+// checkImageDir vets an image directory and returns it resolved, or says
+// why it is refused: it must lie under an operator-configured image root,
+// must not show the sandbox the host itself or the sandboxes' directory
+// (where other sandboxes' files and env live), and must be safe from other
+// host users (openImage).
+func (d *Driver) checkImageDir(img, wd string) (string, string) {
+	real, err := filepath.EvalSymlinks(img)
+	if err == nil {
+		var st fs.FileInfo
+		if st, err = os.Stat(real); err == nil && !st.IsDir() {
+			err = errors.New("not a directory")
+		}
+	}
 	if err != nil {
-		return fmt.Sprintf("image: cannot resolve %q: %v", rootfs, err)
+		return "", fmt.Sprintf("image: %q is not a directory on this host (%v); the local backend takes an unpacked root filesystem directory, or no image for the host's userland", img, err)
 	}
 	if real == "/" {
-		return "image: \"/\" is the host itself; leave image empty to run on the host's userland (read-only system directories only)"
+		return "", "image: \"/\" is the host itself; leave image empty to run on the host's userland (read-only system directories only)"
 	}
-	root, err := filepath.EvalSymlinks(d.root)
+	allowed := false
+	for _, r := range d.imageRoots {
+		allowed = allowed || within(real, r)
+	}
+	switch {
+	case len(d.imageRoots) == 0:
+		return "", fmt.Sprintf("image: %q is a host directory, and this worker allows no image directories (a spec could otherwise mount any host directory as a sandbox's root); leave image empty to run on the host's userland, or have the operator list the directories holding unpacked root filesystems in AIRFLOW_GO_WORKER_IMAGE_ROOTS (colon-separated)", img)
+	case !allowed:
+		return "", fmt.Sprintf("image: %q (%s) is not under the image roots this worker allows (%s); unpack the root filesystem under one of them, or have the operator add its directory to AIRFLOW_GO_WORKER_IMAGE_ROOTS", img, real, strings.Join(d.imageRoots, ":"))
+	}
+	if within(d.root, real) {
+		return "", fmt.Sprintf("image: %q contains the sandboxes' directory %s, so a sandbox would see the others; unpack the root filesystem elsewhere", img, d.root)
+	}
+	if within(real, d.root) {
+		return "", fmt.Sprintf("image: %q lies inside the sandboxes' directory %s, where another sandbox's files and env live; unpack the root filesystem elsewhere", img, d.root)
+	}
+	// Open and check every entry as a command would.
+	var fds fdList
+	_, err = mountImage(nil, real, &fds)
+	fds.close()
 	if err != nil {
-		root = d.root
+		return "", err.Error()
 	}
-	if rel, err := filepath.Rel(real, root); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
-		return fmt.Sprintf("image: %q contains the sandboxes' directory %s, so a sandbox would see the others; unpack the root filesystem elsewhere", rootfs, d.root)
+	if msg := workdirFitsRootfs(real, wd); msg != "" {
+		return "", msg
 	}
-	if rel, err := filepath.Rel(root, real); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
-		return fmt.Sprintf("image: %q lies inside the sandboxes' directory %s, where another sandbox's files and env live; unpack the root filesystem elsewhere", rootfs, d.root)
-	}
-	return ""
+	return real, ""
 }
 
 // workdirFitsRootfs: the rootfs's top-level entries are mounted read-only,
@@ -547,38 +602,25 @@ func forceRemoveAll(dir string) error {
 	return os.RemoveAll(dir)
 }
 
-// writeSystemFiles writes the small /etc files every sandbox gets in place
-// of the host's: the host's passwd and hosts would leak its users and names.
-func (d *Driver) writeSystemFiles() error {
-	d.system = filepath.Join(d.root, ".system")
-	if err := os.MkdirAll(d.system, 0o755); err != nil {
-		return err
-	}
-	uid, gid := os.Getuid(), os.Getgid()
-	passwd := "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
-	group := "root:x:0:\nnogroup:x:65534:\n"
+// systemFiles are the /etc/passwd and /etc/group every sandbox gets in
+// place of the host's, which would leak its users. They are handed to
+// bubblewrap as data, never as host files: a file another user could swap
+// (a shared root's .system directory once was) would be read by bubblewrap
+// with the worker's rights.
+func systemFiles(uid, gid int) (passwd, group []byte) {
+	p := "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+	g := "root:x:0:\nnogroup:x:65534:\n"
 	if uid != 0 {
-		passwd += fmt.Sprintf("sandbox:x:%d:%d:sandbox:/tmp:/bin/sh\n", uid, gid)
+		p += fmt.Sprintf("sandbox:x:%d:%d:sandbox:/tmp:/bin/sh\n", uid, gid)
 	}
 	if gid != 0 {
-		group += fmt.Sprintf("sandbox:x:%d:\n", gid)
+		g += fmt.Sprintf("sandbox:x:%d:\n", gid)
 	}
-	files := map[string]string{
-		"passwd": passwd,
-		"group":  group,
-		"hosts":  "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n",
-	}
-	for name, content := range files {
-		p := filepath.Join(d.system, name)
-		if old, err := os.ReadFile(p); err == nil && string(old) == content {
-			continue
-		}
-		if err := writeFileAtomic(p, []byte(content), 0o644); err != nil {
-			return err
-		}
-	}
-	return nil
+	return []byte(p), []byte(g)
 }
+
+// sandboxHosts is /etc/hosts in a sandbox without network.
+const sandboxHosts = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
 
 // execState tracks one running command so Destroy and timeouts can kill it.
 type execState struct {
