@@ -22,7 +22,7 @@
 # override the deployment's airflow.cfg.
 
 ARG GO_IMAGE=golang:1.26
-ARG AIRFLOW_IMAGE=apache/airflow:3.3.0
+ARG AIRFLOW_IMAGE=apache/airflow:3.3.2
 
 # ---- build: compile, then pack -------------------------------------------
 # pack runs the new binary with --airflow-metadata, so this stage must run on
@@ -44,9 +44,10 @@ RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/airflow-go-worker 
 # context, whose tasks the bundle registers; it is packed into the bundle's
 # source region, which the bundle reads at run time.
 ARG BUNDLE_CONFIG=""
-# The supervisor schema version the bundle declares; it must be one the
-# Airflow in AIRFLOW_IMAGE knows, or the coordinator rejects the bundle.
-ARG SUPERVISOR_SCHEMA_VERSION=2026-10-30
+# The Airflow release in AIRFLOW_IMAGE, which decides the supervisor schema
+# version the bundle declares (3.3: 2026-06-16, 3.4: 2026-10-30): the
+# coordinator rejects a bundle whose version it does not know.
+ARG AIRFLOW_VERSION=3.3
 ARG BUNDLE_NAME=airflow-go-worker.bundle
 # The stripped binary is packed as it is: the footer hashes the exact bytes,
 # so nothing may modify the binary after this step.
@@ -56,9 +57,9 @@ RUN set -eu; \
     /out/airflow-go-worker pack \
         --executable /out/airflow-go-worker \
         --output "/out/bundle/${BUNDLE_NAME}" \
-        --supervisor-schema-version "${SUPERVISOR_SCHEMA_VERSION}" \
+        --airflow "${AIRFLOW_VERSION}" \
         "$@"; \
-    /out/airflow-go-worker inspect "/out/bundle/${BUNDLE_NAME}" > /dev/null
+    /out/airflow-go-worker inspect --airflow "${AIRFLOW_VERSION}" "/out/bundle/${BUNDLE_NAME}" > /dev/null
 
 # ---- runtime: the Airflow worker with the bundle installed ---------------
 FROM ${AIRFLOW_IMAGE}

@@ -10,10 +10,12 @@ import (
 )
 
 const (
-	// SupervisorSchemaVersion is the supervisor message schema this runtime
-	// speaks by default (spec 3.8). Airflow accepts a bundle only when its
-	// declared version exactly matches one it knows; `pack` may override it.
-	SupervisorSchemaVersion = "2026-10-30"
+	// SupervisorSchemaVersion is the supervisor schema version a bundle
+	// declares unless packed for another Airflow (spec 3.8): Airflow 3.3's,
+	// the only one released Airflow knows. Airflow accepts a bundle only when
+	// its declared version exactly matches one it knows; `pack --airflow` or
+	// `--supervisor-schema-version` chooses another (see SchemaVersions).
+	SupervisorSchemaVersion = Schema33
 	// MetadataVersion is airflow_bundle_metadata_version.
 	MetadataVersion = "1.0"
 	// ModulePath is this module, whose version the manifest reports.

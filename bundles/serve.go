@@ -50,6 +50,10 @@ type serveConfig struct {
 	lookupEnv   func(string) (string, bool)
 	signals     bool // cancel on SIGTERM/SIGINT
 	cancelGrace time.Duration
+	// schema is the supervisor schema version to speak (the declared one;
+	// Schema33 when empty): the runtime sends no field it lacks.
+	schema        string
+	schemaWarning string
 }
 
 // Serve runs one task instance in coordinator mode: it dials commAddr and
@@ -57,7 +61,8 @@ type serveConfig struct {
 // its outcome, or answers a TaskHandlerParseRequest. SIGTERM and SIGINT
 // cancel the task's context. A nil return means the process should exit 0.
 func (b *Bundle) Serve(ctx context.Context, commAddr, logsAddr string) error {
-	return b.serve(ctx, commAddr, logsAddr, serveConfig{lookupEnv: os.LookupEnv, signals: true, cancelGrace: CancelGrace})
+	schema, warning := declaredSchema()
+	return b.serve(ctx, commAddr, logsAddr, serveConfig{lookupEnv: os.LookupEnv, signals: true, cancelGrace: CancelGrace, schema: schema, schemaWarning: warning})
 }
 
 func (b *Bundle) serve(ctx context.Context, commAddr, logsAddr string, cfg serveConfig) error {
@@ -66,6 +71,12 @@ func (b *Bundle) serve(ctx context.Context, commAddr, logsAddr string, cfg serve
 	runtimeLog := newTaskLogger(sink, "airflow_go_worker")
 	for _, w := range warnings {
 		runtimeLog.Warn(w)
+	}
+	if cfg.schemaWarning != "" {
+		runtimeLog.Warn(cfg.schemaWarning)
+	}
+	if cfg.schema == "" {
+		cfg.schema = SupervisorSchemaVersion
 	}
 	// Handle SIGTERM/SIGINT from the very start, so a signal during
 	// start-up is a clean protocol exit rather than an abrupt kill, and one
@@ -259,7 +270,7 @@ func (b *Bundle) runTask(ctx context.Context, r *rpc, startupID int64, sd protoc
 		log.Error("the comm socket failed during the task; exiting without reporting an outcome", "error", err.Error())
 		return protoErr("the comm socket failed during the task, so no outcome was reported (Airflow records the task failed or up_for_retry): %v", err)
 	}
-	return sendTerminal(r, startupID, terminalBody(out, shouldRetry, log, sink.redact))
+	return sendTerminal(r, startupID, terminalBody(out, shouldRetry, cfg.schema, log, sink.redact))
 }
 
 // validUUID accepts the canonical 8-4-4-4-12 hex form Airflow sends, and
@@ -325,7 +336,11 @@ func (b *Bundle) execute(ctx context.Context, t *task, ti TaskInstance, dr DagRu
 	return outcome{}
 }
 
-func terminalBody(out outcome, shouldRetry bool, log hclog.Logger, redact func(string) string) map[string]any {
+// terminalBody is the outcome as the terminal message of the given
+// supervisor schema version: only 2026-10-30 (Airflow 3.4) has
+// TaskState.retry_reason, so a failure's reason goes there only then; on
+// 3.3 it is in the task log.
+func terminalBody(out outcome, shouldRetry bool, schema string, log hclog.Logger, redact func(string) string) map[string]any {
 	now := time.Now().UTC()
 	switch {
 	case out.removed:
@@ -335,7 +350,11 @@ func terminalBody(out outcome, shouldRetry bool, log hclog.Logger, redact func(s
 		return map[string]any{"type": protocol.TypeRetryTask, "end_date": now, "retry_reason": redact(out.err.Error())}
 	case out.err != nil:
 		log.Error("task failed", "error", out.err.Error())
-		return map[string]any{"type": protocol.TypeTaskState, "state": "failed", "end_date": now}
+		body := map[string]any{"type": protocol.TypeTaskState, "state": "failed", "end_date": now}
+		if schemaAtLeast(schema, Schema34) {
+			body["retry_reason"] = redact(out.err.Error())
+		}
+		return body
 	}
 	log.Info("task succeeded")
 	return map[string]any{"type": protocol.TypeSucceedTask, "end_date": now, "task_outlets": []any{}, "outlet_events": []any{}}

@@ -141,31 +141,45 @@ func Read(path string) (*Bundle, error) {
 // before launching, and re-hashing a large binary on every task start is
 // wasted time. A file without a footer gives ok=false and no error.
 func ReadSource(path string) (source []byte, sourceName string, ok bool, err error) {
+	m, src, ok, err := readUnhashed(path, true)
+	return src, m.Source, ok, err
+}
+
+// ReadManifest returns the manifest of the bundle at path without hashing
+// the binary, for an executable reading its own declarations (such as its
+// supervisor schema version) at start-up. A file without a footer gives
+// ok=false and no error.
+func ReadManifest(path string) (m Manifest, ok bool, err error) {
+	m, _, ok, err = readUnhashed(path, false)
+	return m, ok, err
+}
+
+func readUnhashed(path string, withSource bool) (m Manifest, source []byte, ok bool, err error) {
 	f, size, err := openRegular(path)
 	if err != nil {
-		return nil, "", false, err
+		return m, nil, false, err
 	}
 	defer f.Close()
 	g, err := locate(f, size)
 	if errors.Is(err, ErrNoFooter) {
-		return nil, "", false, nil
+		return m, nil, false, nil
 	}
 	if err != nil {
-		return nil, "", false, fmt.Errorf("%s: %w", path, err)
+		return m, nil, false, fmt.Errorf("%s: %w", path, err)
 	}
 	meta, err := readRegion(f, g.metadataStart, g.trailerStart, "metadata")
 	if err != nil {
-		return nil, "", false, fmt.Errorf("%s: %w", path, err)
+		return m, nil, false, fmt.Errorf("%s: %w", path, err)
 	}
-	m, err := DecodeManifest(meta)
-	if err != nil {
-		return nil, "", false, fmt.Errorf("%s: %w: %v", path, ErrCorrupt, err)
+	if m, err = DecodeManifest(meta); err != nil {
+		return m, nil, false, fmt.Errorf("%s: %w: %v", path, ErrCorrupt, err)
 	}
-	src, err := readRegion(f, g.sourceStart, g.metadataStart, "source")
-	if err != nil {
-		return nil, "", false, fmt.Errorf("%s: %w", path, err)
+	if withSource {
+		if source, err = readRegion(f, g.sourceStart, g.metadataStart, "source"); err != nil {
+			return m, nil, false, fmt.Errorf("%s: %w", path, err)
+		}
 	}
-	return src, m.Source, true, nil
+	return m, source, true, nil
 }
 
 // HasFooter reports whether the file at path ends in the AFBNDL01 magic,

@@ -1,7 +1,7 @@
 // Package selftest registers the airflow_go_worker_selftest Dag, shipped in
 // the binary so an operator can check a deployment end to end: the protocol
 // (ping), connections and secret masking (connection), XCom (xcom_roundtrip),
-// failure reporting (fail) and cancellation (sleep).
+// variables (variable), failure reporting (fail) and cancellation (sleep).
 package selftest
 
 import (
@@ -22,6 +22,10 @@ const DagID = "airflow_go_worker_selftest"
 // DefaultXComKey is the key xcom_roundtrip uses unless told otherwise.
 const DefaultXComKey = "selftest_roundtrip"
 
+// DefaultVariableKey is the variable the variable task reads unless told
+// otherwise.
+const DefaultVariableKey = "airflow_go_worker_selftest"
+
 // ErrDeliberate is what the fail task returns.
 var ErrDeliberate = errors.New("selftest: deliberate failure (the fail task always fails)")
 
@@ -37,6 +41,7 @@ func Register(b *bundles.Bundle) {
 		"key":   DefaultXComKey,
 		"value": map[string]any{"hello": "airflow", "n": 42},
 	}), bundles.AllowConf("key", "value"))
+	b.Register(DagID, "variable", Variable, bundles.WithDefaults(map[string]any{"key": DefaultVariableKey}), bundles.AllowConf("key"))
 	b.Register(DagID, "fail", Fail)
 	b.Register(DagID, "sleep", Sleep, bundles.WithDefaults(map[string]any{"seconds": 1}), bundles.AllowConf("seconds"))
 }
@@ -51,7 +56,7 @@ type PingResult struct {
 
 // Ping proves the protocol path works and says what is deployed.
 func Ping(ti bundles.TaskInstance, log hclog.Logger) (PingResult, error) {
-	r := PingResult{BundleVersion: bundles.Version(), GoVersion: runtime.Version(), SupervisorSchemaVersion: bundles.SupervisorSchemaVersion, Hostname: ti.Hostname}
+	r := PingResult{BundleVersion: bundles.Version(), GoVersion: runtime.Version(), SupervisorSchemaVersion: bundles.DeclaredSchemaVersion(), Hostname: ti.Hostname}
 	log.Info("pong", "bundle_version", r.BundleVersion, "go_version", r.GoVersion)
 	return r, nil
 }
@@ -120,6 +125,38 @@ func XComRoundTrip(ctx context.Context, c bundles.Client, ti bundles.TaskInstanc
 		return nil, fmt.Errorf("reading back XCom %q: %w", in.Key, err)
 	}
 	return got, nil
+}
+
+// VariableInput names the variable to read.
+type VariableInput struct {
+	Key string `json:"key"`
+}
+
+// VariableResult says whether the variable exists, never its value:
+// variables may hold secrets, which must not reach XCom.
+type VariableResult struct {
+	Key    string `json:"key"`
+	Found  bool   `json:"found"`
+	Length int    `json:"length"`
+}
+
+// Variable reads an Airflow variable (AIRFLOW_VAR_<KEY> first, then the
+// supervisor). A missing variable is an answer too, so it succeeds with
+// found false; any other error fails the task.
+func Variable(ctx context.Context, c bundles.Client, log hclog.Logger, in VariableInput) (VariableResult, error) {
+	if in.Key == "" {
+		return VariableResult{}, errors.New("input key is empty: name the variable to read")
+	}
+	v, err := c.GetVariable(ctx, in.Key)
+	if errors.Is(err, bundles.ErrVariableNotFound) {
+		log.Info("variable not found", "key", in.Key)
+		return VariableResult{Key: in.Key}, nil
+	}
+	if err != nil {
+		return VariableResult{}, err
+	}
+	log.Info("variable read", "key", in.Key, "length", len(v))
+	return VariableResult{Key: in.Key, Found: true, Length: len(v)}, nil
 }
 
 // Fail always fails, to check failure and retry reporting.

@@ -17,6 +17,7 @@ import (
 
 // fakeClient is an in-memory bundles.Client.
 type fakeClient struct {
+	vars   map[string]string
 	conns  map[string]connections.Connection
 	xcoms  map[string]any
 	masked []string
@@ -29,8 +30,11 @@ func (f *fakeClient) GetConnection(_ context.Context, id string) (connections.Co
 	}
 	return c, nil
 }
-func (f *fakeClient) GetVariable(context.Context, string) (string, error) {
-	return "", bundles.ErrVariableNotFound
+func (f *fakeClient) GetVariable(_ context.Context, key string) (string, error) {
+	if v, ok := f.vars[key]; ok {
+		return v, nil
+	}
+	return "", fmt.Errorf("variable %q: %w", key, bundles.ErrVariableNotFound)
 }
 func (f *fakeClient) GetXCom(_ context.Context, ref bundles.XComRef) (any, error) {
 	v, ok := f.xcoms[ref.TaskID+"/"+ref.Key]
@@ -98,7 +102,24 @@ func TestRegisterOrder(t *testing.T) {
 	for _, r := range b.Tasks() {
 		ids = append(ids, r.TaskID)
 	}
-	if strings.Join(ids, ",") != "ping,connection,xcom_roundtrip,fail,sleep" {
+	if strings.Join(ids, ",") != "ping,connection,xcom_roundtrip,variable,fail,sleep" {
 		t.Fatal(ids)
+	}
+}
+
+// variable reports whether a variable exists and its length, never its
+// value; a missing one is an answer, not a failure.
+func TestVariableNeverReturnsTheValue(t *testing.T) {
+	c := &fakeClient{vars: map[string]string{"api_token": "tok-98765"}}
+	r, err := Variable(context.Background(), c, hclog.NewNullLogger(), VariableInput{Key: "api_token"})
+	if err != nil || r != (VariableResult{Key: "api_token", Found: true, Length: 9}) {
+		t.Fatalf("%+v %v", r, err)
+	}
+	r, err = Variable(context.Background(), c, hclog.NewNullLogger(), VariableInput{Key: "missing"})
+	if err != nil || r != (VariableResult{Key: "missing"}) {
+		t.Fatalf("a missing variable: %+v %v", r, err)
+	}
+	if _, err := Variable(context.Background(), c, hclog.NewNullLogger(), VariableInput{}); err == nil {
+		t.Fatal("an empty key must fail")
 	}
 }

@@ -361,8 +361,8 @@ func TestParseTaskHandlers(t *testing.T) {
 	}
 	th := body["task_handlers"].(map[string]any)
 	st := th[selftest.DagID].([]any)
-	if len(st) != 5 {
-		t.Fatalf("selftest declares 5 tasks, got %v", st)
+	if len(st) != 6 {
+		t.Fatalf("selftest declares 6 tasks, got %v", st)
 	}
 	conn := st[1].(map[string]any)
 	params := conn["params"].([]any)

@@ -157,5 +157,5 @@ func newBundle(configPath string) (*bundles.Bundle, error) {
 func printVersion(w io.Writer) {
 	fmt.Fprintf(w, "airflow-go-worker %s\n", bundles.Version())
 	fmt.Fprintf(w, "go %s %s/%s\n", strings.TrimPrefix(runtime.Version(), "go"), runtime.GOOS, runtime.GOARCH)
-	fmt.Fprintf(w, "supervisor schema %s\n", bundles.SupervisorSchemaVersion)
+	fmt.Fprintf(w, "supervisor schema %s (declared; speaks %s)\n", bundles.DeclaredSchemaVersion(), bundles.KnownSchemaVersions())
 }

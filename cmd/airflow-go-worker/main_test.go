@@ -177,14 +177,14 @@ func TestMetadataAndVersion(t *testing.T) {
 	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &m) != nil {
 		t.Fatalf("exit %d: %s %s", r.code, r.stdout, r.stderr)
 	}
-	if got := strings.Join(m.Dags[selftest.DagID]["tasks"], ","); got != "ping,connection,xcom_roundtrip,fail,sleep" {
+	if got := strings.Join(m.Dags[selftest.DagID]["tasks"], ","); got != "ping,connection,xcom_roundtrip,variable,fail,sleep" {
 		t.Fatalf("selftest tasks %q", got)
 	}
-	if m.SDK["supervisor_schema_version"] != "2026-10-30" || m.SDK["language"] != "go" {
+	if m.SDK["supervisor_schema_version"] != "2026-06-16" || m.SDK["language"] != "go" {
 		t.Fatalf("sdk %v", m.SDK)
 	}
 	r = cli(t, nil, "version")
-	if r.code != 0 || !strings.Contains(r.stdout, "supervisor schema 2026-10-30") || !strings.Contains(r.stdout, "go 1.") {
+	if r.code != 0 || !strings.Contains(r.stdout, "supervisor schema 2026-06-16 (declared; speaks 2026-06-16 (Airflow 3.3), 2026-10-30 (Airflow 3.4))") || !strings.Contains(r.stdout, "go 1.") {
 		t.Fatalf("version: %q", r.stdout)
 	}
 }
@@ -203,7 +203,7 @@ func TestCoordinatorModeThroughSupervisor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if decl := body["task_handlers"].(map[string]any)[selftest.DagID].([]any); len(decl) != 5 {
+	if decl := body["task_handlers"].(map[string]any)[selftest.DagID].([]any); len(decl) != 6 {
 		t.Fatalf("declarations %v", decl)
 	}
 }

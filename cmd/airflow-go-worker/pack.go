@@ -13,14 +13,16 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
+	"github.com/airflow-sandbox/airflow-go-worker/bundles"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/footer"
 )
 
-// defaultSchemaVersion is the supervisor schema version pack declares when
-// neither --supervisor-schema-version nor the executable names one.
-const defaultSchemaVersion = "2026-10-30"
+// defaultAirflow is the Airflow release pack targets by default: the
+// released one (3.3 knows only schema 2026-06-16 and rejects any other).
+const defaultAirflow = "3.3"
 
 // Bounds on running the executable for its manifest: it must only print
 // metadata, so a minute and a few MiB are generous.
@@ -54,7 +56,8 @@ func runPack(args []string, stdout, stderr io.Writer) error {
 	output := fs.String("output", "", "where to write the bundle (default: dist/<executable name>.bundle)")
 	sourcePath := fs.String("source", "", "file to embed as the source region (shown to Airflow as the bundle's source)")
 	configPath := fs.String("config", "", "YAML bundle config: its tasks are registered (--bundle-config) and it is embedded as the source region, which the packed bundle reads at run time")
-	schema := fs.String("supervisor-schema-version", "", "supervisor schema version (YYYY-MM-DD) to declare; it must be one the target Airflow knows (default: the executable's own, else "+defaultSchemaVersion+")")
+	airflow := fs.String("airflow", defaultAirflow, "Airflow release the bundle targets: 3.3 (schema "+bundles.Schema33+") or 3.4 (schema "+bundles.Schema34+"); it decides the supervisor schema version the bundle declares")
+	schema := fs.String("supervisor-schema-version", "", "declare this supervisor schema version instead of --airflow's (one of: "+bundles.KnownSchemaVersions()+")")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -64,10 +67,9 @@ func runPack(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("pack: unexpected argument %q; pack takes only flags (see pack -h)", fs.Arg(0))
 	}
-	if *schema != "" {
-		if err := checkSchemaVersion(*schema); err != nil {
-			return fmt.Errorf("pack: --supervisor-schema-version: %w", err)
-		}
+	target, err := packSchema(fs, *airflow, *schema)
+	if err != nil {
+		return fmt.Errorf("pack: %w", err)
 	}
 	if *sourcePath != "" && *configPath != "" {
 		return errors.New("pack: use --config or --source, not both: the source region holds one file, and with --config it must be the config the bundle reads at run time")
@@ -107,7 +109,7 @@ func runPack(args []string, stdout, stderr io.Writer) error {
 	if len(m.Dags) == 0 {
 		return fmt.Errorf("pack: %s declares no dags in its --airflow-metadata output; register tasks (or pass --config with a bundle config) before packing", exeFlag)
 	}
-	if err := fillManifest(&m, exePath, *schema, stderr); err != nil {
+	if err := fillManifest(&m, exePath, target, stderr); err != nil {
 		return fmt.Errorf("pack: %s: %w", exeFlag, err)
 	}
 	m.Source = sourceName
@@ -228,11 +230,42 @@ func checkPackedBundle(path string, want footer.Manifest) error {
 	return nil
 }
 
+// schemaTarget is the supervisor schema version pack declares, and whether
+// the user named it explicitly (which lets it override the executable's).
+type schemaTarget struct {
+	version  string
+	explicit bool
+	from     string // the flag that chose it, for messages
+}
+
+// packSchema resolves --airflow and --supervisor-schema-version. An
+// explicit version must be one this runtime speaks; with an explicit
+// --airflow too, both must agree.
+func packSchema(fs *flag.FlagSet, airflow, schema string) (schemaTarget, error) {
+	airflowSet := false
+	fs.Visit(func(f *flag.Flag) { airflowSet = airflowSet || f.Name == "airflow" })
+	forAirflow, err := bundles.SchemaForAirflow(airflow)
+	if err != nil {
+		return schemaTarget{}, fmt.Errorf("--airflow: %w", err)
+	}
+	if schema == "" {
+		return schemaTarget{version: forAirflow, explicit: airflowSet, from: "--airflow " + airflow}, nil
+	}
+	if err := checkSchemaVersion(schema); err != nil {
+		return schemaTarget{}, fmt.Errorf("--supervisor-schema-version: %w", err)
+	}
+	if airflowSet && schema != forAirflow {
+		return schemaTarget{}, fmt.Errorf("--airflow %s declares supervisor schema %s, but --supervisor-schema-version says %s; pass one of them", airflow, forAirflow, schema)
+	}
+	return schemaTarget{version: schema, explicit: true, from: "--supervisor-schema-version " + schema}, nil
+}
+
 // fillManifest completes what the executable printed with what only the
-// packer knows. An explicit --supervisor-schema-version wins; otherwise the
-// executable's own declaration is kept, because it knows which messages it
-// speaks.
-func fillManifest(m *footer.Manifest, exe, schemaFlag string, stderr io.Writer) error {
+// packer knows. The declared schema version is the target's. An executable
+// built with this module's runtime speaks every version it knows, so its
+// own declaration is just a default; another executable speaks only what it
+// declares, so a different target must be asked for explicitly.
+func fillManifest(m *footer.Manifest, exe string, target schemaTarget, stderr io.Writer) error {
 	if m.MetadataVersion == "" {
 		m.MetadataVersion = footer.MetadataVersion
 	}
@@ -244,19 +277,36 @@ func fillManifest(m *footer.Manifest, exe, schemaFlag string, stderr io.Writer) 
 	}
 	declared := m.SDK.SupervisorSchemaVersion
 	switch {
-	case schemaFlag != "":
-		if declared != "" && declared != schemaFlag {
-			fmt.Fprintf(stderr, "pack: warning: the executable declares supervisor_schema_version %s; --supervisor-schema-version %s overrides it\n", declared, schemaFlag)
-		}
-		m.SDK.SupervisorSchemaVersion = schemaFlag
-	case declared != "":
-		if err := checkSchemaVersion(declared); err != nil {
-			return fmt.Errorf("it declares supervisor_schema_version %q: %v; pass --supervisor-schema-version", declared, err)
-		}
+	case declared == "" || declared == target.version || speaksEverySchema(exe):
+	case target.explicit:
+		fmt.Fprintf(stderr, "pack: warning: the executable declares supervisor_schema_version %s; %s overrides it, so the executable must speak %s\n", declared, target.from, target.version)
 	default:
-		m.SDK.SupervisorSchemaVersion = defaultSchemaVersion
+		if err := checkSchemaVersion(declared); err != nil {
+			return fmt.Errorf("it declares supervisor_schema_version %q: %v; pack it for a schema it speaks with --supervisor-schema-version", declared, err)
+		}
+		return fmt.Errorf("it declares supervisor_schema_version %s, the schema it speaks, but pack targets %s (%s); pass --airflow or --supervisor-schema-version for the Airflow it was built for (schemas: %s)", declared, target.version, target.from, bundles.KnownSchemaVersions())
 	}
+	m.SDK.SupervisorSchemaVersion = target.version
 	return nil
+}
+
+// speaksEverySchema reports whether exe was built with this module's bundle
+// runtime, which speaks every version in bundles.SchemaVersions and reads
+// the declared one from its own footer at start-up.
+func speaksEverySchema(exe string) bool {
+	bi, err := buildinfo.ReadFile(exe)
+	if err != nil {
+		return false
+	}
+	if bi.Main.Path == bundles.ModulePath {
+		return true
+	}
+	for _, d := range bi.Deps {
+		if d.Path == bundles.ModulePath {
+			return true
+		}
+	}
+	return false
 }
 
 // buildVersion reads the main module version from a Go executable's build
@@ -269,11 +319,13 @@ func buildVersion(exe string) string {
 	return bi.Main.Version
 }
 
+// checkSchemaVersion accepts a version this runtime knows, and says which
+// those are otherwise.
 func checkSchemaVersion(v string) error {
 	if _, err := time.Parse("2006-01-02", v); err != nil || len(v) != len("2006-01-02") {
-		return fmt.Errorf("%q is not a date in the form YYYY-MM-DD (e.g. %s)", v, defaultSchemaVersion)
+		return fmt.Errorf("%q is not a date in the form YYYY-MM-DD; known versions: %s", v, bundles.KnownSchemaVersions())
 	}
-	return nil
+	return bundles.CheckSchemaVersion(v)
 }
 
 // cappedBuffer keeps at most max bytes, so a runaway executable cannot
@@ -295,16 +347,17 @@ func (c *cappedBuffer) Write(p []byte) (int, error) {
 	return c.Buffer.Write(p)
 }
 
-// runInspect implements `airflow-go-worker inspect BUNDLE [--format yaml|json]`.
+// runInspect implements `airflow-go-worker inspect BUNDLE [--format yaml|json] [--airflow 3.3|3.4]`.
 func runInspect(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {
-		fmt.Fprint(stderr, "usage: airflow-go-worker inspect BUNDLE [--format yaml|json]\n\nValidates an AFBNDL01 bundle as Airflow's coordinator does and prints its manifest and regions.\n\nFlags:\n")
+		fmt.Fprint(stderr, "usage: airflow-go-worker inspect BUNDLE [--format yaml|json] [--airflow 3.3|3.4]\n\nValidates an AFBNDL01 bundle as the ExecutableCoordinator of the target Airflow does, refuses it for the reason that coordinator would, and prints its manifest and regions.\n\nFlags:\n")
 		fs.SetOutput(stderr)
 		fs.PrintDefaults()
 	}
 	format := fs.String("format", "yaml", "output format: yaml or json")
+	airflow := fs.String("airflow", defaultAirflow, "Airflow release whose coordinator must accept the bundle: 3.3 or 3.4")
 	// Flags may come before or after the bundle path.
 	var paths []string
 	for rest := args; ; {
@@ -326,14 +379,16 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 	if *format != "yaml" && *format != "json" {
 		return fmt.Errorf("inspect: --format %q: use yaml or json", *format)
 	}
+	accepted, err := bundles.AirflowSchemaVersions(*airflow)
+	if err != nil {
+		return fmt.Errorf("inspect: --airflow: %w", err)
+	}
 	b, err := footer.Read(paths[0])
 	if err != nil {
 		return fmt.Errorf("inspect: %w", err)
 	}
-	// The coordinator considers only executable files and must exec the one
-	// it picks: a valid bundle without x bits is silently never used.
-	if fi, err := os.Stat(b.Path); err == nil && fi.Mode().Perm()&0o111 == 0 {
-		fmt.Fprintf(stderr, "inspect: warning: %s is not executable; Airflow's coordinator skips or cannot run it (chmod 0755 %s)\n", b.Path, b.Path)
+	if err := coordinatorRefusal(b, *airflow, accepted); err != nil {
+		return fmt.Errorf("inspect: %w", err)
 	}
 	// The coordinator hashes only the binary; the cache digest also covers
 	// the packed config and the manifest, so an edit to them shows here.
@@ -352,6 +407,29 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "# %s: valid AFBNDL01 bundle\n%s", b.Path, text)
 	return nil
+}
+
+// coordinatorRefusal says why Airflow's ExecutableCoordinator (of release
+// airflow, which accepts the schema versions in accepted) would not run a
+// bundle that is otherwise well formed, quoting the reason it gives.
+func coordinatorRefusal(b *footer.Bundle, airflow string, accepted []string) error {
+	// It considers only regular files the worker may execute (os.access
+	// X_OK) and skips any other without a word: the task then fails with
+	// "cannot find executable bundle containing dag_id=...".
+	if err := syscall.Access(b.Path, 1 /* X_OK */); err != nil {
+		return fmt.Errorf("%s is not executable (%v): Airflow's coordinator considers only files the worker user can execute and skips this one silently, so its tasks fail with \"cannot find executable bundle containing dag_id=...\"; chmod 0755 %s", b.Path, err, b.Path)
+	}
+	v := b.Manifest.SDK.SupervisorSchemaVersion
+	for _, a := range accepted {
+		if v == a {
+			return nil
+		}
+	}
+	hint := "pack it again with --airflow " + airflow
+	if newer, err := bundles.SchemaForAirflow("3.4"); err == nil && v == newer && airflow != "3.4" {
+		hint += ", or check it with inspect --airflow 3.4 if it is meant for Airflow 3.4"
+	}
+	return fmt.Errorf("%s: Airflow %s's coordinator rejects this bundle: \"Version '%s' not found in supervisor schema bundle\" (it knows %s), so its tasks fail with \"cannot find executable bundle with usable supervisor_schema_version\"; %s", b.Path, airflow, v, strings.Join(accepted, ", "), hint)
 }
 
 func inspectReport(b *footer.Bundle) map[string]any {

@@ -14,6 +14,8 @@ import (
 	"testing"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/footer"
 )
 
 // fakeMetadataEnv turns this test binary into an executable that answers
@@ -32,7 +34,7 @@ const fakeYAML = `airflow_bundle_metadata_version: "1.0"
 sdk:
   language: go
   version: v9.9.9
-  supervisor_schema_version: "2026-10-30"
+  supervisor_schema_version: "2026-06-16"
   build: abc
 dags:
   etl:
@@ -107,10 +109,10 @@ func pack(t *testing.T, args ...string) (string, string, error) {
 	return out.String(), errb.String(), err
 }
 
-func inspectJSON(t *testing.T, path string) map[string]any {
+func inspectJSON(t *testing.T, path string, flags ...string) map[string]any {
 	t.Helper()
 	var out bytes.Buffer
-	if err := runInspect([]string{path, "--format", "json"}, &out, &bytes.Buffer{}); err != nil {
+	if err := runInspect(append([]string{path, "--format", "json"}, flags...), &out, &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
 	var got map[string]any
@@ -136,7 +138,7 @@ func TestPackInspectRoundTrip(t *testing.T) {
 	if want := [][]string{{"--airflow-metadata", "--bundle-config", cfg}, {"--airflow-metadata"}}; !reflect.DeepEqual(recordedArgs(t, exe), want) {
 		t.Errorf("runs %q, want %q", recordedArgs(t, exe), want)
 	}
-	for _, want := range []string{out, "etl: extract, 123, load", "report: render", "supervisor_schema_version 2026-10-30", "(pipeline.yaml)"} {
+	for _, want := range []string{out, "etl: extract, 123, load", "report: render", "supervisor_schema_version 2026-06-16", "(pipeline.yaml)"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("pack output does not mention %q:\n%s", want, stdout)
 		}
@@ -224,28 +226,35 @@ func TestPackAcceptsJSONMetadataAndSource(t *testing.T) {
 		t.Errorf("args %q, want %q (no --format, which an older executable printing JSON does not know, and no --bundle-config without --config)", recordedArgs(t, exe)[0], want)
 	}
 	man := inspectJSON(t, out)["manifest"].(map[string]any)
-	if man["source"] != "main.go" || man["sdk"].(map[string]any)["supervisor_schema_version"] != defaultSchemaVersion {
+	if man["source"] != "main.go" || man["sdk"].(map[string]any)["supervisor_schema_version"] != "2026-06-16" {
 		t.Errorf("manifest %v", man)
 	}
 }
 
+// The declared schema follows the target Airflow: 3.3 by default, the only
+// released one. An executable that is not built with this module's runtime
+// speaks only what it declares, so packing it for another schema must be
+// asked for explicitly.
 func TestPackSchemaVersion(t *testing.T) {
-	declares := strings.Replace(fakeYAML, "2026-10-30", "2026-07-30", 1)
-	none := strings.Replace(fakeYAML, "  supervisor_schema_version: \"2026-10-30\"\n", "", 1)
+	declares34 := strings.Replace(fakeYAML, "2026-06-16", "2026-10-30", 1)
+	none := strings.Replace(fakeYAML, "  supervisor_schema_version: \"2026-06-16\"\n", "", 1)
 	cases := []struct {
-		name, metadata, flag, want, warning string
+		name, metadata string
+		flags          []string
+		want, warning  string
 	}{
-		{"flag wins", declares, "2026-09-30", "2026-09-30", "overrides it"},
-		{"executable's own", declares, "", "2026-07-30", ""},
-		{"default", none, "", defaultSchemaVersion, ""},
+		{"default is Airflow 3.3", none, nil, "2026-06-16", ""},
+		{"--airflow 3.4", none, []string{"--airflow", "3.4"}, "2026-10-30", ""},
+		{"--airflow patch release", none, []string{"--airflow", "3.3.2"}, "2026-06-16", ""},
+		{"explicit version", none, []string{"--supervisor-schema-version", "2026-10-30"}, "2026-10-30", ""},
+		{"executable's own agrees", declares34, []string{"--airflow", "3.4"}, "2026-10-30", ""},
+		{"explicit flag overrides the executable", declares34, []string{"--supervisor-schema-version", "2026-06-16"}, "2026-06-16", "overrides it"},
+		{"explicit --airflow overrides the executable", declares34, []string{"--airflow", "3.3"}, "2026-06-16", "overrides it"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "b")
-			args := []string{"--executable", fakeExe(t, c.metadata, 0, ""), "--output", out}
-			if c.flag != "" {
-				args = append(args, "--supervisor-schema-version", c.flag)
-			}
+			args := append([]string{"--executable", fakeExe(t, c.metadata, 0, ""), "--output", out}, c.flags...)
 			_, stderr, err := pack(t, args...)
 			if err != nil {
 				t.Fatal(err)
@@ -253,9 +262,29 @@ func TestPackSchemaVersion(t *testing.T) {
 			if c.warning != "" && !strings.Contains(stderr, c.warning) {
 				t.Errorf("no warning %q in %q", c.warning, stderr)
 			}
-			got := inspectJSON(t, out)["manifest"].(map[string]any)["sdk"].(map[string]any)["supervisor_schema_version"]
+			got := inspectJSON(t, out, "--airflow", "3.4")["manifest"].(map[string]any)["sdk"].(map[string]any)["supervisor_schema_version"]
 			if got != c.want {
 				t.Errorf("supervisor_schema_version %v, want %s", got, c.want)
+			}
+		})
+	}
+	for _, c := range []struct {
+		name, metadata string
+		flags, want    []string
+	}{
+		{"the executable speaks another schema", declares34, nil, []string{"declares supervisor_schema_version 2026-10-30", "targets 2026-06-16 (--airflow 3.3)", "--airflow or --supervisor-schema-version"}},
+		{"unknown version", none, []string{"--supervisor-schema-version", "2026-07-30"}, []string{`"2026-07-30" is not one this bundle speaks`, "2026-06-16 (Airflow 3.3), 2026-10-30 (Airflow 3.4)"}},
+		{"not a date", none, []string{"--supervisor-schema-version", "2026-13-01"}, []string{"YYYY-MM-DD", "known versions: 2026-06-16 (Airflow 3.3)"}},
+		{"unknown Airflow", none, []string{"--airflow", "2.10"}, []string{`Airflow "2.10"`, "3.3 or 3.4"}},
+		{"both disagree", none, []string{"--airflow", "3.3", "--supervisor-schema-version", "2026-10-30"}, []string{"--airflow 3.3 declares supervisor schema 2026-06-16", "pass one of them"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			args := append([]string{"--executable", fakeExe(t, c.metadata, 0, ""), "--output", filepath.Join(t.TempDir(), "b")}, c.flags...)
+			_, _, err := pack(t, args...)
+			for _, w := range c.want {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("error %v does not say %q", err, w)
+				}
 			}
 		})
 	}
@@ -296,10 +325,10 @@ func TestPackErrorsNameTheCulprit(t *testing.T) {
 		{"executable fails", []string{"--executable", fakeExe(t, "", 3, "unknown flag --airflow-metadata\n")}, []string{"--executable", "exit status 3", "unknown flag --airflow-metadata"}},
 		{"garbage metadata", []string{"--executable", fakeExe(t, "- just\n- a list\n", 0, "")}, []string{"--executable", "not a manifest", "list, not a mapping"}},
 		{"no dags", []string{"--executable", fakeExe(t, "sdk: {language: go}\n", 0, "")}, []string{"--executable", "declares no dags"}},
-		{"bad declared schema", []string{"--executable", fakeExe(t, strings.Replace(fakeYAML, "2026-10-30", "soon", 1), 0, "")}, []string{"supervisor_schema_version \"soon\"", "--supervisor-schema-version"}},
+		{"bad declared schema", []string{"--executable", fakeExe(t, strings.Replace(fakeYAML, "2026-06-16", "soon", 1), 0, "")}, []string{"supervisor_schema_version \"soon\"", "--supervisor-schema-version"}},
 		{"already a bundle", []string{"--executable", bundle}, []string{bundle, "already an AFBNDL01 bundle", "plain binary"}},
 		{"missing executable", []string{"--executable", filepath.Join(t.TempDir(), "nope")}, []string{"--executable", "no such file"}},
-		{"bad schema flag", []string{"--executable", good, "--supervisor-schema-version", "2026-13-01"}, []string{"--supervisor-schema-version", "YYYY-MM-DD"}},
+		{"bad schema flag", []string{"--executable", good, "--supervisor-schema-version", "2026-13-01"}, []string{"--supervisor-schema-version", "YYYY-MM-DD", "known versions"}},
 		{"source and config", []string{"--executable", good, "--source", cfg, "--config", cfg}, []string{"--config or --source"}},
 		{"missing config", []string{"--executable", good, "--config", filepath.Join(t.TempDir(), "none.yaml")}, []string{"--config", "no such file"}},
 		{"config rejected", []string{"--executable", fakeExe(t, "", 2, "c.yaml: unknown key \"taks\"\n"), "--config", cfg}, []string{`unknown key "taks"`, "with --config it checks " + cfg + " before printing its manifest; fix what it names there"}},
@@ -326,28 +355,60 @@ func TestPackErrorsNameTheCulprit(t *testing.T) {
 	}
 }
 
-// A valid bundle the coordinator would never run (no x bits) is still
-// valid, but inspect says why Airflow will not use it.
-func TestInspectWarnsOfANonExecutableBundle(t *testing.T) {
-	out := filepath.Join(t.TempDir(), "b")
-	if _, _, err := pack(t, "--executable", fakeExe(t, fakeYAML, 0, ""), "--output", out); err != nil {
+// inspect refuses what Airflow's coordinator would not run, for the reason
+// it gives: a file the worker cannot execute (skipped silently), and a
+// supervisor schema version the target Airflow does not know.
+func TestInspectRefusesWhatTheCoordinatorRejects(t *testing.T) {
+	packed := func(flags ...string) string {
+		out := filepath.Join(t.TempDir(), "b")
+		if _, _, err := pack(t, append([]string{"--executable", fakeExe(t, fakeYAML, 0, ""), "--output", out}, flags...)...); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	inspect := func(flags ...string) (string, error) {
+		var stderr bytes.Buffer
+		err := runInspect(flags, &bytes.Buffer{}, &stderr)
+		return stderr.String(), err
+	}
+	for3 := packed()
+	if warn, err := inspect(for3); err != nil || warn != "" {
+		t.Fatalf("a bundle for Airflow 3.3: %v %q", err, warn)
+	}
+	if err := os.Chmod(for3, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var stderr bytes.Buffer
-	if err := runInspect([]string{out}, &bytes.Buffer{}, &stderr); err != nil {
+	if _, err := inspect(for3); err == nil || !strings.Contains(err.Error(), "is not executable") || !strings.Contains(err.Error(), "chmod 0755") || !strings.Contains(err.Error(), "cannot find executable bundle containing dag_id=") {
+		t.Fatalf("a non-executable bundle: %v", err)
+	}
+
+	for4 := packed("--supervisor-schema-version", "2026-10-30")
+	_, err := inspect(for4)
+	for _, w := range []string{"Airflow 3.3's coordinator rejects", `"Version '2026-10-30' not found in supervisor schema bundle"`, "it knows 2026-06-16", "--airflow 3.3", "inspect --airflow 3.4"} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("a 3.4 bundle under 3.3: error %v does not say %q", err, w)
+		}
+	}
+	if _, err := inspect(for4, "--airflow", "3.4"); err != nil {
+		t.Errorf("a 3.4 bundle under 3.4: %v", err)
+	}
+	if _, err := inspect(for3, "--airflow", "2.10"); err == nil || !strings.Contains(err.Error(), "--airflow") {
+		t.Errorf("an unknown --airflow: %v", err)
+	}
+
+	// A version no Airflow knows cannot be packed; write one directly.
+	m, err := footer.DecodeManifest([]byte(strings.Replace(fakeYAML, "2026-06-16", "2026-07-30", 1)))
+	if err != nil {
 		t.Fatal(err)
 	}
-	if stderr.Len() != 0 {
-		t.Fatalf("warning for an executable bundle: %q", stderr.String())
-	}
-	if err := os.Chmod(out, 0o644); err != nil {
+	unknown := filepath.Join(t.TempDir(), "unknown")
+	if _, err := footer.Pack(unknown, fakeExe(t, fakeYAML, 0, ""), nil, m); err != nil {
 		t.Fatal(err)
 	}
-	if err := runInspect([]string{out}, &bytes.Buffer{}, &stderr); err != nil {
-		t.Fatalf("a non-executable bundle is still a valid bundle: %v", err)
-	}
-	if !strings.Contains(stderr.String(), "is not executable") || !strings.Contains(stderr.String(), "chmod 0755") {
-		t.Fatalf("no warning that the coordinator skips it: %q", stderr.String())
+	for _, target := range []string{"3.3", "3.4"} {
+		if _, err := inspect(unknown, "--airflow", target); err == nil || !strings.Contains(err.Error(), `"Version '2026-07-30' not found in supervisor schema bundle"`) {
+			t.Errorf("an unknown schema under %s: %v", target, err)
+		}
 	}
 }
 

@@ -1,0 +1,233 @@
+"""Run task instances through Airflow's own ExecutableCoordinator.
+
+Driven by e2e/realsdk (go test). Everything between the coordinator and
+the bundle is Airflow's code from apache-airflow-task-sdk: the bundle
+search in executables_root, the subprocess start and its connection
+checks, the comm frames, schema handling, request handling and the final
+state. Only the Execution API server is a stand-in: the real
+airflow.sdk.api.client.Client talks to it through an httpx MockTransport,
+and it records every call so the Go test can assert on them.
+
+Usage: run_coordinator.py CASES.json RESULTS.json
+
+CASES.json is a list of cases:
+  {"name", "executables_root": [dir, ...], "dag_id", "task_id",
+   "run_id", "try_number", "max_tries", "should_retry", "conf",
+   "connections": {conn_id: {conn_type, host, login, password, ...}},
+   "variables": {key: value}, "xcoms": {"task_id/key": value},
+   "sigterm_on_event": "<log event>"  (SIGTERM this supervisor when the
+       bundle logs it; the supervisor forwards it to the bundle as Airflow
+       does on a worker shutdown),
+   "timeout": seconds}
+RESULTS.json gets one result per case; see run_case.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+import traceback
+import uuid
+from datetime import datetime, timezone
+
+import httpx
+import structlog
+
+# Everything logged while a case runs: the supervisor's own records and the
+# bundle's, which the supervisor re-emits.
+LOG: list[dict] = []
+
+
+def _record(_logger, method, event_dict):
+    rec = {k: v for k, v in event_dict.items() if not k.startswith("__")}
+    rec.setdefault("level", method)
+    LOG.append(json.loads(json.dumps(rec, default=str)))
+    raise structlog.DropEvent
+
+
+def _capture_logs(*processors):
+    # Airflow configures structlog when it is imported; take it over after.
+    structlog.configure(
+        processors=[*processors, _record],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG),
+        cache_logger_on_first_use=False,
+    )
+
+
+from airflow.sdk.api.client import Client  # noqa: E402
+from airflow.sdk.api.datamodels._generated import (  # noqa: E402
+    BundleInfo,
+    ConnectionResponse,
+    DagRun,
+    TaskInstance,
+    TIRunContext,
+    VariableResponse,
+    XComResponse,
+)
+from airflow.sdk.coordinators.executable import ExecutableCoordinator  # noqa: E402
+from airflow.sdk.execution_time import supervisor as supervisor_mod  # noqa: E402
+
+# Observe (never change) what crosses the comm socket: the raw request
+# bodies the bundle sends, before Airflow validates them, and the bodies
+# Airflow sends back, after its schema downgrade.
+REQUESTS: list[dict] = []
+REPLIES: list[dict] = []
+_orig_deserialize = supervisor_mod.WatchedSubprocess._deserialize_request
+_orig_serialize = supervisor_mod.WatchedSubprocess._serialize_response
+
+
+def _observe_request(self, body):
+    REQUESTS.append(json.loads(json.dumps(body, default=str)))
+    return _orig_deserialize(self, body)
+
+
+def _observe_reply(self, msg, **dump_opts):
+    out = _orig_serialize(self, msg, **dump_opts)
+    REPLIES.append(json.loads(json.dumps(out, default=str)))
+    return out
+
+
+supervisor_mod.WatchedSubprocess._deserialize_request = _observe_request
+supervisor_mod.WatchedSubprocess._serialize_response = _observe_reply
+
+
+class ExecutionAPI:
+    """A strict stand-in for Airflow's Execution API server: it serves what
+    the case defines and records every call; an unexpected call is an error."""
+
+    def __init__(self, case: dict, ti: TaskInstance):
+        self.case = case
+        self.ti = ti
+        self.calls: list[dict] = []
+        self.xcoms = dict(case.get("xcoms") or {})
+        self.child_pid = None
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        path = request.url.path.removeprefix("/execution/")
+        parts = path.split("/")
+        body = json.loads(request.content) if request.content else None
+        call = {"method": request.method, "path": path, "body": body, "params": dict(request.url.params)}
+        self.calls.append(call)
+        ti_id = str(self.ti.id)
+        if parts[:1] == ["task-instances"] and parts[1:2] == [ti_id]:
+            what = parts[2] if len(parts) > 2 else ""
+            if request.method == "PATCH" and what == "run":
+                self.child_pid = body.get("pid")
+                return httpx.Response(200, content=self.run_context().model_dump_json())
+            if request.method == "PUT" and what == "heartbeat":
+                return httpx.Response(204)
+            if request.method == "PATCH" and what == "state":
+                return httpx.Response(204)
+        if request.method == "GET" and parts[0] == "connections" and len(parts) == 2:
+            conn = (self.case.get("connections") or {}).get(parts[1])
+            if conn is None:
+                return httpx.Response(404, json={"detail": {"reason": "not_found"}})
+            full = {"conn_id": parts[1], "host": None, "schema": None, "login": None, "password": None, "port": None, "extra": None, **conn}
+            return httpx.Response(200, content=ConnectionResponse.model_validate(full).model_dump_json(by_alias=True))
+        if request.method == "GET" and parts[0] == "variables" and len(parts) == 2:
+            variables = self.case.get("variables") or {}
+            if parts[1] not in variables:
+                return httpx.Response(404, json={"detail": {"reason": "not_found"}})
+            return httpx.Response(200, content=VariableResponse(key=parts[1], value=variables[parts[1]]).model_dump_json())
+        if parts[0] == "xcoms" and len(parts) == 5:
+            _, dag_id, run_id, task_id, key = parts
+            if dag_id == self.ti.dag_id and run_id == self.ti.run_id:
+                if request.method == "GET":
+                    if f"{task_id}/{key}" not in self.xcoms:
+                        return httpx.Response(404, json={"detail": {"reason": "not_found"}})
+                    return httpx.Response(200, content=XComResponse(key=key, value=self.xcoms[f"{task_id}/{key}"]).model_dump_json())
+                if request.method == "POST":
+                    self.xcoms[f"{task_id}/{key}"] = body
+                    return httpx.Response(201, json={"ok": True})
+        call["unexpected"] = True
+        return httpx.Response(400, json={"detail": f"the stand-in Execution API does not serve {request.method} {path}"})
+
+    def run_context(self) -> TIRunContext:
+        now = datetime.now(timezone.utc)
+        case = self.case
+        return TIRunContext(
+            dag_run=DagRun(
+                dag_id=self.ti.dag_id, run_id=self.ti.run_id, logical_date=now, data_interval_start=now,
+                data_interval_end=now, run_after=now, start_date=now, end_date=None, clear_number=0,
+                run_type="manual", state="running", conf=case.get("conf") or {}, consumed_asset_events=[],
+                partition_key=None,
+            ),
+            max_tries=case.get("max_tries", 0),
+            should_retry=case.get("should_retry", False),
+        )
+
+
+def run_case(case: dict) -> dict:
+    _capture_logs()
+    LOG.clear()
+    REQUESTS.clear()
+    REPLIES.clear()
+    ti = TaskInstance(
+        id=uuid.uuid4(), task_id=case["task_id"], dag_id=case["dag_id"],
+        run_id=case.get("run_id", "manual__2026-12-01T00:00:00+00:00"), try_number=case.get("try_number", 1),
+        dag_version_id=uuid.uuid4(), map_index=-1, queue="golang",
+    )
+    api = ExecutionAPI(case, ti)
+    client = Client(base_url="http://execution-api.test/execution/", token="stand-in", transport=httpx.MockTransport(api))
+    coordinator = ExecutableCoordinator(executables_root=case["executables_root"], task_startup_timeout=case.get("startup_timeout", 10.0))
+
+    sigterm_on = case.get("sigterm_on_event")
+    sent = {"sigterm": False}
+    if sigterm_on:
+        # Like a worker being shut down: SIGTERM reaches the supervisor,
+        # whose own handler forwards it to the task process.
+        def on_event(_logger, method, event_dict):
+            if not sent["sigterm"] and event_dict.get("event") == sigterm_on:
+                sent["sigterm"] = True
+                os.kill(os.getpid(), signal.SIGTERM)
+            return event_dict
+
+        _capture_logs(on_event)
+
+    def on_alarm(signum, frame):
+        raise TimeoutError(f"the task did not finish within {case.get('timeout', 60)} s")
+
+    signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(int(case.get("timeout", 60)))
+    result = {"name": case.get("name", ""), "ti_id": str(ti.id)}
+    try:
+        res = coordinator.execute_task(
+            what=ti, dag_rel_path="dags/stub_dag.py", bundle_info=BundleInfo(name="dags-folder", version=None),
+            client=client, subprocess_logs_to_stdout=False,
+        )
+        result["exit_code"] = int(res.exit_code) if res.exit_code is not None else None
+        result["final_state"] = str(res.final_state.value if hasattr(res.final_state, "value") else res.final_state)
+    except BaseException as e:  # the coordinator's own refusal is a result too
+        if api.child_pid:
+            try:
+                os.kill(api.child_pid, signal.SIGKILL)
+            except OSError:
+                pass
+        result["error_type"] = type(e).__name__
+        result["error"] = str(e)
+        result["traceback"] = traceback.format_exc()
+    finally:
+        signal.alarm(0)
+    result["sigterm_sent"] = sent["sigterm"]
+    result["api_calls"] = api.calls
+    result["xcoms"] = api.xcoms
+    result["requests"] = list(REQUESTS)
+    result["replies"] = list(REPLIES)
+    result["logs"] = list(LOG)
+    return result
+
+
+def main() -> int:
+    with open(sys.argv[1]) as f:
+        cases = json.load(f)
+    results = [run_case(c) for c in cases]
+    with open(sys.argv[2], "w") as f:
+        json.dump(results, f, indent=1, default=str)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
