@@ -33,6 +33,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/hashicorp/go-hclog"
 	"gopkg.in/yaml.v3"
@@ -195,7 +196,11 @@ func loadBundleConfig(b *bundles.Bundle, data []byte, source string) error {
 
 // unknownField matches yaml.v3's strict-decoding message, which names our Go
 // types instead of the config's keys.
-var unknownField = regexp.MustCompile(`field (\S+) not found in type main\.(\w+)`)
+// Compiled on first use: only a broken config needs them, and every task
+// start would pay for compiling them at init.
+var unknownField = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`field (\S+) not found in type main\.(\w+)`)
+})
 
 // allowedKeys says, per config level, which keys a user may write there.
 var allowedKeys = map[string]string{
@@ -206,7 +211,9 @@ var allowedKeys = map[string]string{
 }
 
 // wrongShape matches yaml.v3's message for a value of the wrong kind.
-var wrongShape = regexp.MustCompile("cannot unmarshal !!\\w+ `([^`]*)` into main\\.(\\w+)")
+var wrongShape = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile("cannot unmarshal !!\\w+ `([^`]*)` into main\\.(\\w+)")
+})
 
 // expectedShape says, per config type, what a user must write there.
 var expectedShape = map[string]string{
@@ -220,15 +227,15 @@ var expectedShape = map[string]string{
 // the wrong kind with what to write instead.
 func describeYAMLError(err error) string {
 	msg := strings.TrimPrefix(err.Error(), "yaml: unmarshal errors:\n  ")
-	msg = wrongShape.ReplaceAllStringFunc(msg, func(m string) string {
-		sub := wrongShape.FindStringSubmatch(m)
+	msg = wrongShape().ReplaceAllStringFunc(msg, func(m string) string {
+		sub := wrongShape().FindStringSubmatch(m)
 		if want, ok := expectedShape[sub[2]]; ok {
 			return fmt.Sprintf("%s, not %q", want, sub[1])
 		}
 		return m
 	})
-	return unknownField.ReplaceAllStringFunc(msg, func(m string) string {
-		sub := unknownField.FindStringSubmatch(m)
+	return unknownField().ReplaceAllStringFunc(msg, func(m string) string {
+		sub := unknownField().FindStringSubmatch(m)
 		where, ok := allowedKeys[sub[2]]
 		if !ok {
 			return m
