@@ -128,6 +128,9 @@ func readGoBundle(t *testing.T, dir string) goSide {
 	}
 	g := goSide{tasks: map[string][]string{}, connIDs: map[string][]string{}}
 	for dagID, d := range m.Dags {
+		if dagID == "airflow_go_worker_selftest" {
+			continue // the deployment check every bundle may ship, not the example's Dag
+		}
 		g.tasks[dagID] = append([]string(nil), d.Tasks...)
 		sort.Strings(g.tasks[dagID])
 	}
