@@ -184,21 +184,29 @@ func TestSweep(t *testing.T) {
 	expired := mk("d/r1", time.Minute, true)
 	finished := mk("d/r2", time.Hour, true)
 	live := mk("d/r3", time.Hour, true)
-	foreign := mk("d/r1", time.Minute, false) // the Python provider's: never ours to touch
+	// The Python provider's: its name and expiry tag, no created-by mark.
+	// It never sweeps its own, so sweep does.
+	pyExpired := mk("d/r1", time.Minute, false)
+	// Anyone else's: no airflow tags at all. Never touched.
+	stranger, err := e.drv.Create(ctx, "someone-elses-sandbox", sandbox.Spec{Timeout: time.Minute, Tags: map[string]string{"team": "x"}}.WithDefaults())
+	if err != nil {
+		t.Fatal(err)
+	}
 	later := now.Add(2 * time.Minute)
 
 	res, err := sweepAt(ctx, e.deps, SweepInput{DryRun: true, FinishedRuns: []string{"d/r2"}}, later)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Found) != 2 || len(res.Destroyed) != 0 || res.Kept != 1 || len(e.drv.alive()) != 4 {
+	if len(res.Found) != 3 || len(res.Destroyed) != 0 || res.Kept != 1 || len(e.drv.alive()) != 5 {
 		t.Fatalf("dry run: %+v, alive %v", res, e.drv.alive())
 	}
 	reasons := map[string]string{}
 	for _, f := range res.Found {
-		reasons[f.ID] = f.Reason
+		reasons[f.ID] = f.Reason + " by " + f.Creator
 	}
-	if reasons[expired] != "expired" || reasons[finished] != "run finished" {
+	if reasons[expired] != "expired by "+CreatorGoWorker || reasons[finished] != "run finished by "+CreatorGoWorker ||
+		reasons[pyExpired] != "expired by "+CreatorPythonProvider {
 		t.Fatalf("reasons %v", reasons)
 	}
 
@@ -207,8 +215,8 @@ func TestSweep(t *testing.T) {
 		t.Fatal(err)
 	}
 	alive := strings.Join(e.drv.alive(), ",")
-	if len(res.Destroyed) != 2 || strings.Contains(alive, expired) || strings.Contains(alive, finished) ||
-		!strings.Contains(alive, live) || !strings.Contains(alive, foreign) {
+	if len(res.Destroyed) != 3 || strings.Contains(alive, expired) || strings.Contains(alive, finished) || strings.Contains(alive, pyExpired) ||
+		!strings.Contains(alive, live) || !strings.Contains(alive, stranger.ID) {
 		t.Fatalf("sweep destroyed %v, alive now %s", res.Destroyed, alive)
 	}
 

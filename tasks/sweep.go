@@ -3,6 +3,7 @@ package tasks
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -29,6 +30,32 @@ type SweptSandbox struct {
 	Owner     string `json:"owner,omitempty"`
 	ExpiresAt string `json:"expires_at,omitempty"`
 	Reason    string `json:"reason"` // "expired" or "run finished"
+	// Creator is who made it: CreatorGoWorker or CreatorPythonProvider.
+	Creator string `json:"creator"`
+}
+
+// Who made a sandbox sweep found.
+const (
+	CreatorGoWorker       = "airflow-go-worker"
+	CreatorPythonProvider = "common.ai provider"
+)
+
+// pythonSandboxName is the name the common.ai provider gives its sandboxes
+// (sandbox/base.py _new_sandbox_name: airflow-sandbox- + 12 hex).
+var pythonSandboxName = regexp.MustCompile(`^airflow-sandbox-[0-9a-f]{12}$`)
+
+// creator tells whose sandbox this is from its tags, "" for neither. The
+// Python provider marks none as its own, but it stamps its name in
+// airflow_sandbox and always an airflow_expires_at (ModalSandboxBackend
+// _create_tags), which no one else writes together.
+func creator(tags map[string]string) string {
+	switch {
+	case tags[sandbox.TagCreatedBy] == sandbox.CreatedByValue:
+		return CreatorGoWorker
+	case tags[sandbox.TagCreatedBy] == "" && pythonSandboxName.MatchString(tags[sandbox.TagSandbox]) && !sandbox.ExpiresAt(tags).IsZero():
+		return CreatorPythonProvider
+	}
+	return ""
 }
 
 // SweepResult lists what sweep found and what it destroyed.
@@ -41,9 +68,13 @@ type SweepResult struct {
 	Kept int `json:"kept"`
 }
 
-// Sweep destroys sandboxes this bundle created (tag airflow_created_by) that
-// have expired or whose Dag run is over. It never touches sandboxes it did not
-// create. A sandbox it fails to destroy makes it fail, after trying the rest.
+// Sweep destroys Airflow's sandboxes that have expired or whose Dag run is
+// over: those this bundle created (tag airflow_created_by), and those the
+// Python common.ai provider created (its airflow-sandbox-<12 hex> name and
+// expiry tag), which it never sweeps itself. A Python sandbox with no owner
+// (one a SandboxToolset provisioned for its own run) goes only once expired.
+// Sweep never touches any other sandbox. A sandbox it fails to destroy makes
+// it fail, after trying the rest.
 func Sweep(ctx context.Context, d Deps, in SweepInput) (SweepResult, error) {
 	return sweepAt(ctx, d, in, time.Now())
 }
@@ -65,16 +96,18 @@ func sweepAt(ctx context.Context, d Deps, in SweepInput, now time.Time) (SweepRe
 		}
 		finished[o] = true
 	}
-	list, err := drv.ListSandboxes(ctx, map[string]string{sandbox.TagCreatedBy: sandbox.CreatedByValue})
+	// Unfiltered: the Python provider's sandboxes share no tag value a
+	// backend could filter on. Modal lists one app (app_name), which is the
+	// provider's default app too.
+	list, err := drv.ListSandboxes(ctx, nil)
 	if err != nil {
 		return SweepResult{}, fmt.Errorf("listing %s sandboxes: %w", req.Backend, err)
 	}
 	res := SweepResult{Backend: req.Backend, DryRun: in.DryRun, Found: []SweptSandbox{}, Destroyed: []string{}}
 	var failed []string
 	for _, info := range list {
-		// The driver filtered by tag, but a wrong answer here destroys
-		// someone else's work: check again.
-		if info.Tags[sandbox.TagCreatedBy] != sandbox.CreatedByValue {
+		who := creator(info.Tags)
+		if who == "" {
 			continue
 		}
 		exp := info.ExpiresAt
@@ -82,7 +115,7 @@ func sweepAt(ctx context.Context, d Deps, in SweepInput, now time.Time) (SweepRe
 			exp = sandbox.ExpiresAt(info.Tags)
 		}
 		owner := info.Tags[sandbox.TagOwner]
-		s := SweptSandbox{ID: info.ID, Name: info.Name, Owner: owner}
+		s := SweptSandbox{ID: info.ID, Name: info.Name, Owner: owner, Creator: who}
 		if !exp.IsZero() {
 			s.ExpiresAt = exp.UTC().Format(time.RFC3339)
 		}
@@ -97,7 +130,7 @@ func sweepAt(ctx context.Context, d Deps, in SweepInput, now time.Time) (SweepRe
 		}
 		res.Found = append(res.Found, s)
 		if in.DryRun {
-			log.Info("would destroy", "id", s.ID, "owner", s.Owner, "reason", s.Reason, "expires_at", s.ExpiresAt)
+			log.Info("would destroy", "id", s.ID, "owner", s.Owner, "creator", s.Creator, "reason", s.Reason, "expires_at", s.ExpiresAt)
 			continue
 		}
 		if err := sandbox.Open(drv, info.ID).Destroy(ctx); err != nil {
@@ -105,7 +138,7 @@ func sweepAt(ctx context.Context, d Deps, in SweepInput, now time.Time) (SweepRe
 			failed = append(failed, fmt.Sprintf("%s (%v)", s.ID, err))
 			continue
 		}
-		log.Info("destroyed", "id", s.ID, "owner", s.Owner, "reason", s.Reason)
+		log.Info("destroyed", "id", s.ID, "owner", s.Owner, "creator", s.Creator, "reason", s.Reason)
 		res.Destroyed = append(res.Destroyed, s.ID)
 	}
 	if len(failed) > 0 {
