@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
@@ -19,6 +20,24 @@ import (
 // operator, like the worker's environment, never to a Dag run.
 const ImageRootsEnv = "AIRFLOW_GO_WORKER_IMAGE_ROOTS"
 
+// LocalMaxProcessesEnv is the operator's cap on the processes and threads
+// of each local sandbox command: a number, or -1 for none (on a host that
+// cannot enforce one: a root worker without a writable pids cgroup). Unset:
+// local.DefaultMaxProcesses.
+const LocalMaxProcessesEnv = "AIRFLOW_GO_WORKER_LOCAL_MAX_PROCESSES"
+
+func localMaxProcesses() (int, error) {
+	v := strings.TrimSpace(os.Getenv(LocalMaxProcessesEnv))
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n == 0 || n < -1 {
+		return 0, fmt.Errorf("%s=%q is not a process limit; give a positive number such as 1024, or -1 for no limit", LocalMaxProcessesEnv, v)
+	}
+	return n, nil
+}
+
 // DefaultDrivers builds the driver for a resolved request: the one place
 // where a backend name and a connection become a driver.
 //
@@ -28,9 +47,13 @@ const ImageRootsEnv = "AIRFLOW_GO_WORKER_IMAGE_ROOTS"
 func DefaultDrivers(ctx context.Context, req DriverRequest) (sandbox.Driver, error) {
 	switch req.Backend {
 	case BackendLocal:
+		maxProcs, err := localMaxProcesses()
+		if err != nil {
+			return nil, err
+		}
 		return local.New(local.Options{
 			IgnoreImage: req.Options.IgnoreImage, Logger: req.Logger,
-			ImageRoots: splitRoots(os.Getenv(ImageRootsEnv)),
+			ImageRoots: splitRoots(os.Getenv(ImageRootsEnv)), MaxProcesses: maxProcs,
 		})
 	case BackendOpenSandbox:
 		if req.Conn == nil {

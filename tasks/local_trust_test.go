@@ -2,6 +2,7 @@ package tasks
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -65,5 +66,31 @@ func TestProvisionImageDirectoryNeedsAnOperatorImageRoot(t *testing.T) {
 	defer drv.Close()
 	if err := drv.Destroy(ctx, id); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The operator's process limit reaches the local driver; a malformed value
+// fails the task with what to write instead.
+func TestLocalMaxProcessesEnv(t *testing.T) {
+	ctx := context.Background()
+	d, _, _ := localDeps(t)
+	t.Setenv(LocalMaxProcessesEnv, "lots")
+	if _, err := Provision(ctx, d, ProvisionInput{}); err == nil || !strings.Contains(err.Error(), LocalMaxProcessesEnv) {
+		t.Fatalf("want an error naming %s, got %v", LocalMaxProcessesEnv, err)
+	}
+	t.Setenv(LocalMaxProcessesEnv, "16")
+	id, err := Provision(ctx, d, ProvisionInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A bounded fork bomb stops at the limit of 16.
+	res, err := RunCommands(ctx, d, RunInput{Sandbox: SandboxRef{ID: id}, Command: Commands{
+		`( i=0; while [ $i -lt 100 ]; do sleep 30 & i=$((i+1)); done ) 2>/dev/null; n=0; for p in /proc/[0-9]*; do n=$((n+1)); done; echo "procs=$n"`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if _, err := fmt.Sscanf(strings.TrimSpace(res.OutputTail), "procs=%d", &n); err != nil || n > 16 || n < 8 {
+		t.Fatalf("want the fork bomb stopped at 16 processes, got %q", res.OutputTail)
 	}
 }

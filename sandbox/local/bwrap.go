@@ -352,6 +352,9 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 	if err != nil {
 		return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: err}
 	}
+	if d.maxProcs > 0 && d.procs == nil {
+		return res, &sandbox.Error{Op: "exec", Sandbox: id, Kind: sandbox.ErrRefused, Err: d.noProcLimit()}
+	}
 	// Our copies of everything bwrap inherits close once it has started
 	// (or failed to).
 	var fds fdList
@@ -368,7 +371,17 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 		statusW.Close()
 		return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: err}
 	}
-	args := []string{"--json-status-fd", fds.add(statusW), "--args", fds.add(envR)}
+	// bwrap's init waits on --block-fd, inside the sandbox's namespaces,
+	// until the process limit is in place.
+	blockR, blockW, err := os.Pipe()
+	if err != nil {
+		statusW.Close()
+		envR.Close()
+		envW.Close()
+		return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: err}
+	}
+	defer blockW.Close()
+	args := []string{"--json-status-fd", fds.add(statusW), "--args", fds.add(envR), "--block-fd", fds.add(blockR)}
 	more, err := d.bwrapArgs(m, dir, path.Clean(cwd), rs.argv, &fds)
 	if err != nil {
 		envW.Close()
@@ -440,6 +453,9 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 		d.mu.Unlock()
 	}()
 
+	// The first status document names bwrap's init (host pid), which
+	// then waits on the block fd; the last one holds the exit code.
+	pidc := make(chan int, 1)
 	statusc := make(chan bwrapStatus, 1)
 	go func() {
 		var got bwrapStatus
@@ -449,13 +465,15 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 			if dec.Decode(&s) != nil {
 				break
 			}
-			if s.ChildPID != nil {
+			if s.ChildPID != nil && got.ChildPID == nil {
 				got.ChildPID = s.ChildPID
+				pidc <- *s.ChildPID
 			}
 			if s.ExitCode != nil {
 				got.ExitCode = s.ExitCode
 			}
 		}
+		close(pidc)
 		statusc <- got
 	}()
 
@@ -464,6 +482,18 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 	defer timer.Stop()
 	stopCtx := context.AfterFunc(ctx, st.kill)
 	defer stopCtx()
+
+	var limitErr error
+	if pid, ok := <-pidc; ok && d.maxProcs > 0 {
+		var release func()
+		if release, limitErr = d.procs.apply(pid, d.maxProcs); limitErr != nil {
+			st.kill() // never run the command without its limit
+		} else {
+			defer release()
+		}
+	}
+	blockW.Write([]byte{1}) // fails only if bwrap died; Wait reports that
+	blockW.Close()
 
 	waitErr := cmd.Wait()
 	timer.Stop()
@@ -474,6 +504,8 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 	d.mu.Unlock()
 
 	switch {
+	case limitErr != nil:
+		return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: limitErr}
 	case lost:
 		res.SandboxLost = true
 		return res, nil

@@ -11,6 +11,11 @@
 //     command, through prlimit(1); programs that reserve far more virtual
 //     memory than they use (the JVM, Go, some allocators) need headroom;
 //   - cpu: refused; the local backend cannot limit cpu;
+//   - processes: each command's sandbox may run Options.MaxProcesses
+//     processes and threads (DefaultMaxProcesses); see pids.go for how, and
+//     Create refuses when this host offers no way;
+//   - disk: not limited; the workdir and /tmp are directories under Root,
+//     so put Root on a filesystem of its own to bound them;
 //   - image: "" runs on the host's userland; an absolute path to an unpacked
 //     root filesystem runs on that instead, if it lies under one of
 //     Options.ImageRoots (none by default) and neither it nor its top-level
@@ -87,7 +92,13 @@ type Options struct {
 	// /home as a sandbox's root. The operator's setting: the worker reads it
 	// from AIRFLOW_GO_WORKER_IMAGE_ROOTS.
 	ImageRoots []string
-	Logger     hclog.Logger
+	// MaxProcesses caps the processes and threads of each command's
+	// sandbox, so a fork bomb cannot take the host's pids. 0 means
+	// DefaultMaxProcesses; negative means no limit (an operator's choice on
+	// a host that offers no way to enforce one: a root worker without a
+	// writable pids cgroup).
+	MaxProcesses int
+	Logger       hclog.Logger
 }
 
 // Driver implements sandbox.Driver with bubblewrap.
@@ -101,6 +112,9 @@ type Driver struct {
 	imageRoots  []string // resolved Options.ImageRoots
 	// passwd and group replace the host's /etc files in every sandbox.
 	passwd, group []byte
+	maxProcs      int         // 0 = no process limit
+	procs         procLimiter // nil: this host cannot enforce maxProcs
+	procsErr      error       // why procs is nil
 	// disableUserns: bwrap is new enough (0.8+) for --disable-userns.
 	disableUserns bool
 	seccomp       []byte // compiled filter for --seccomp; nil = none
@@ -172,6 +186,19 @@ func New(opts Options) (*Driver, error) {
 	}
 	if d.seccomp == nil {
 		log.Warn("no seccomp filter for this architecture; sandboxes rely on namespaces and dropped capabilities alone")
+	}
+	switch d.maxProcs = opts.MaxProcesses; {
+	case d.maxProcs == 0:
+		d.maxProcs = DefaultMaxProcesses
+	case d.maxProcs < 0:
+		d.maxProcs = 0
+		log.Warn("local sandboxes run without a process limit (MaxProcesses < 0): a fork bomb can exhaust the host's pids")
+	}
+	if d.maxProcs > 0 {
+		d.procs, d.procsErr = procLimiterFor()
+		if cg, ok := d.procs.(cgroupProcs); ok {
+			removeStaleCgroups(cg.parent, time.Now())
+		}
 	}
 	if err := d.probe(); err != nil {
 		return nil, err
@@ -327,6 +354,11 @@ func (d *Driver) Create(ctx context.Context, name string, spec sandbox.Spec) (sa
 	return m.info(), nil
 }
 
+// noProcLimit says why this host cannot cap a sandbox's processes.
+func (d *Driver) noProcLimit() error {
+	return fmt.Errorf("processes: the local backend cannot limit the number of processes here: the worker runs as root, for whom the kernel ignores RLIMIT_NPROC, and no writable pids cgroup is available (%v); run the worker as a non-root user (recommended), give it a delegated pids cgroup, or have the operator turn the limit off (AIRFLOW_GO_WORKER_LOCAL_MAX_PROCESSES=-1)", d.procsErr)
+}
+
 // systemDirs may not hold the workdir: they are mounted read-only (or are
 // kernel filesystems), so bubblewrap could not mount the workdir there.
 var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/proc", "/dev", "/sys"}
@@ -343,6 +375,9 @@ func (d *Driver) checkSpec(spec sandbox.Spec) (string, error) {
 		d.log.Warn("local backend cannot limit cpu; running without a cpu limit", "cpu", spec.CPU)
 	} else if spec.CPU > 0 {
 		errs = append(errs, fmt.Sprintf("cpu: the local backend cannot limit cpu (asked for %v cores); leave cpu unset for local runs", spec.CPU))
+	}
+	if d.maxProcs > 0 && d.procs == nil {
+		errs = append(errs, d.noProcLimit().Error())
 	}
 	if spec.MemoryMiB > 0 && d.prlimit == "" {
 		errs = append(errs, "memory_mib: prlimit(1) is not installed, so the local backend cannot enforce a memory limit; install util-linux or leave memory_mib unset")

@@ -1,10 +1,15 @@
 package local
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -52,5 +57,190 @@ head -c `+strconv.Itoa((c.wantMiB+8)<<20)+` /dev/zero > /dev/shm/big; wc -c < /d
 		if n > c.wantMiB<<20 || n < (c.wantMiB<<20)/2 {
 			t.Fatalf("memory_mib %d: /dev/shm took %d bytes, want a tmpfs of %d MiB", c.memMiB, n, c.wantMiB)
 		}
+	}
+}
+
+// forkBomb starts sleeps until fork fails (at most 300, so the test ends
+// even with no limit), then counts the sandbox's processes with shell
+// builtins alone: no fork is left to spare.
+const forkBomb = `( i=0; while [ $i -lt 300 ]; do sleep 30 & i=$((i+1)); done ) 2>/dev/null
+n=0; for p in /proc/[0-9]*; do n=$((n+1)); done; echo "$n"`
+
+// runForkBomb runs forkBomb in a new sandbox of d and returns the count.
+func runForkBomb(t *testing.T, d *Driver) int {
+	t.Helper()
+	sb := create(t, d, sandbox.Spec{})
+	res, out, errs := run(t, sb, forkBomb, time.Minute)
+	n, err := strconv.Atoi(strings.TrimSpace(out))
+	if res.ExitCode != 0 || err != nil {
+		t.Fatalf("fork bomb: exit %d, out %q, err %q", res.ExitCode, out, errs)
+	}
+	t.Logf("the fork bomb reached %d processes", n)
+	// The limit is per command: the next one starts afresh.
+	if res, out, _ := run(t, sb, "echo after", 10*time.Second); res.ExitCode != 0 || out != "after\n" {
+		t.Fatalf("the command after the fork bomb: exit %d, out %q", res.ExitCode, out)
+	}
+	return n
+}
+
+// checkBombCount: the bomb stopped at the limit (not below it, which
+// would mean something else failed, and never above it).
+func checkBombCount(t *testing.T, n, limit int) {
+	t.Helper()
+	if n > limit || n < limit/2 {
+		t.Fatalf("the fork bomb reached %d processes, want at most the limit %d (and near it)", n, limit)
+	}
+}
+
+// Hole 9: a fork bomb ran to 3000+ processes on the local backend. Here the
+// worker is root (as the tests run in CI), so the limit is a pids cgroup.
+func TestForkBombStopsAtProcessLimit(t *testing.T) {
+	const limit = 32
+	d, err := New(Options{Root: t.TempDir(), MaxProcesses: limit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	if d.procs == nil {
+		t.Fatalf("this host offers no way to limit processes: %v", d.procsErr)
+	}
+	t.Logf("process limit enforced with %v", d.procs)
+	checkBombCount(t, runForkBomb(t, d), limit)
+	if cg, ok := d.procs.(cgroupProcs); ok {
+		if left, _ := filepath.Glob(filepath.Join(cg.parent, cgroupPrefix+"*")); len(left) > 0 {
+			t.Fatalf("per-command cgroups left behind: %v", left)
+		}
+	}
+}
+
+// The same bomb under an unprivileged worker, where the limit is
+// RLIMIT_NPROC in the sandbox's user namespace. The worker's user already
+// runs more processes on the host than the limit: they must not count.
+func TestForkBombStopsAtProcessLimitAsUnprivilegedWorker(t *testing.T) {
+	if os.Getenv(helperRootEnv) != "" || !needRoot(t) {
+		return
+	}
+	const limit = 32
+	// The test binary and the root, where the other user can reach them.
+	base := t.TempDir()
+	os.Chmod(filepath.Dir(base), 0o755)
+	os.Chmod(base, 0o755)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(base, "local.test")
+	if err := copyFile(self, bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join(base, "sandboxes")
+	if err := os.Mkdir(root, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(root, nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	as := &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{}}}
+	for range limit + 8 {
+		c := exec.Command("sleep", "60")
+		c.SysProcAttr = as
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+	}
+	c := exec.Command(bin, "-test.run=^TestUnprivilegedForkBombHelper$", "-test.count=1")
+	c.Env = []string{"PATH=" + os.Getenv("PATH"), helperRootEnv + "=" + root, "HOME=/nonexistent"}
+	c.SysProcAttr = as
+	out, err := c.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the unprivileged worker failed: %v\n%s", err, out)
+	}
+	var n int
+	for _, line := range strings.Split(string(out), "\n") {
+		if v, ok := strings.CutPrefix(line, "procs="); ok {
+			n, _ = strconv.Atoi(v)
+		}
+	}
+	t.Logf("the fork bomb reached %d processes under the unprivileged worker", n)
+	checkBombCount(t, n, limit)
+}
+
+// helperRootEnv carries the sandbox root to the unprivileged helper.
+const helperRootEnv = "LOCAL_TEST_UNPRIVILEGED_ROOT"
+
+// TestUnprivilegedForkBombHelper is the unprivileged worker of the test
+// above; run on its own, without helperRootEnv, it has nothing to do.
+func TestUnprivilegedForkBombHelper(t *testing.T) {
+	root := os.Getenv(helperRootEnv)
+	if root == "" {
+		return
+	}
+	d, err := New(Options{Root: root, MaxProcesses: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if _, ok := d.procs.(rlimitProcs); !ok {
+		t.Fatalf("an unprivileged worker should limit with RLIMIT_NPROC, got %v (%v)", d.procs, d.procsErr)
+	}
+	fmt.Printf("procs=%d\n", runForkBomb(t, d))
+}
+
+func copyFile(src, dst string, perm os.FileMode) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, b, perm)
+}
+
+// A root worker with no writable pids cgroup cannot cap processes: specs
+// are refused, not run unlimited, unless the operator turns the limit off.
+func TestNoProcessLimitAvailableIsRefused(t *testing.T) {
+	d := newTestDriver(t)
+	d.procs, d.procsErr = nil, errors.New("no pids cgroup is mounted")
+	_, err := sandbox.Create(context.Background(), d, sandbox.Spec{})
+	if !errors.Is(err, sandbox.ErrRefused) || !strings.Contains(err.Error(), "cannot limit the number of processes") ||
+		!strings.Contains(err.Error(), "AIRFLOW_GO_WORKER_LOCAL_MAX_PROCESSES=-1") {
+		t.Fatalf("want a refusal saying how to proceed, got %v", err)
+	}
+	off, err := New(Options{Root: t.TempDir(), MaxProcesses: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer off.Close()
+	off.procs = nil
+	create(t, off, sandbox.Spec{})
+}
+
+func TestFindPidsCgroup(t *testing.T) {
+	ok := func(string) error { return nil }
+	v1 := "8:pids:/docker/abc\n4:memory:/docker/abc\n0::/\n"
+	mounts := "39 31 0:36 /docker/abc /sys/fs/cgroup/pids rw,relatime - cgroup cgroup rw,pids\n" +
+		"41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n"
+	// The unified hierarchy here offers no pids (no cgroup.subtree_control
+	// at that path), so v1's pids hierarchy is used, under the mount root.
+	got, err := findPidsCgroup([]byte(v1), []byte(mounts), ok)
+	if err != nil || got.parent != "/sys/fs/cgroup/pids" || got.version != "v1" {
+		t.Fatalf("v1: got %+v, %v", got, err)
+	}
+	_, err = findPidsCgroup([]byte(v1), []byte(mounts), func(string) error { return syscall.EROFS })
+	if err == nil || !strings.Contains(err.Error(), "not writable") {
+		t.Fatalf("read-only v1: want an error saying so, got %v", err)
+	}
+	// cgroup v2 whose subtree offers pids.
+	cg := t.TempDir()
+	self := filepath.Join(cg, "worker.slice")
+	os.Mkdir(self, 0o755)
+	os.WriteFile(filepath.Join(self, "cgroup.subtree_control"), []byte("cpu pids\n"), 0o644)
+	v2mounts := "30 23 0:26 / " + strings.ReplaceAll(cg, " ", `\040`) + " rw - cgroup2 cgroup2 rw\n"
+	got, err = findPidsCgroup([]byte("0::/worker.slice\n"), []byte(v2mounts), ok)
+	if err != nil || got.parent != self || got.version != "v2" {
+		t.Fatalf("v2: got %+v, %v", got, err)
+	}
+	os.WriteFile(filepath.Join(self, "cgroup.subtree_control"), []byte("cpu\n"), 0o644)
+	if _, err := findPidsCgroup([]byte("0::/worker.slice\n"), []byte(v2mounts), ok); err == nil || !strings.Contains(err.Error(), "does not offer the pids controller") {
+		t.Fatalf("v2 without pids: want an error saying so, got %v", err)
 	}
 }
