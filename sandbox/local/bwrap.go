@@ -489,7 +489,12 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 		if release, limitErr = d.procs.apply(pid, d.maxProcs); limitErr != nil {
 			st.kill() // never run the command without its limit
 		} else {
-			defer release()
+			// Removing a cgroup takes milliseconds: off the command's path,
+			// finished by Close.
+			defer func() {
+				d.cleanups.Add(1)
+				go func() { defer d.cleanups.Done(); release() }()
+			}()
 		}
 	}
 	blockW.Write([]byte{1}) // fails only if bwrap died; Wait reports that

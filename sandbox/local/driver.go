@@ -126,6 +126,8 @@ type Driver struct {
 
 	mu      sync.Mutex
 	running map[string]map[*exec.Cmd]*execState // by sandbox id, for Destroy
+	// cleanups are per-command cgroups being removed; Close waits for them.
+	cleanups sync.WaitGroup
 }
 
 var _ sandbox.Driver = (*Driver)(nil)
@@ -288,12 +290,13 @@ func (d *Driver) Root() string { return d.root }
 // Close kills commands still running; sandboxes stay on disk.
 func (d *Driver) Close() error {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	for _, cmds := range d.running {
 		for _, st := range cmds {
 			st.kill()
 		}
 	}
+	d.mu.Unlock()
+	d.cleanups.Wait()
 	return nil
 }
 
