@@ -1,15 +1,12 @@
 package fakeopensandbox
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"net/http"
-	"path"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,15 +15,54 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 )
 
+// Execd, as the real builds behave (spec section 2 and its appendix):
+//
+//   - With Options.ExecdToken every route, /ping included, wants
+//     X-EXECD-ACCESS-TOKEN and answers 401 {"error": ...} without it.
+//   - Unknown routes and wrong methods: 404 text/plain "404 page not found".
+//   - POST /command runs bash -c in its own process group. The stream is
+//     bare JSON objects each followed by a blank line: init (the command
+//     id), a ping, output polled every 100 ms per stream and sent one event
+//     per line, then the terminal event; after it a ping and the stream
+//     stays open Options.Linger (1 s). Pings come every 3 s. A timeout
+//     (ms; below 0 a 400, 0 or absent none) SIGKILLs the process group:
+//     error -1 "signal: killed". A client that disconnects does not stop
+//     the command. Commands inherit execd's environment
+//     (EXECD_ACCESS_TOKEN included with Options.ExecdTokenInEnv).
+//   - DELETE /command?id= sends SIGTERM to the process group, polls for
+//     about 3 s, then SIGKILLs it, and answers only when it is gone. The
+//     stream then reports the command's own end: -1 "signal: terminated"
+//     when TERM killed it, its own exit status when it trapped TERM and
+//     exited. A finished command: 500 RUNTIME_ERROR "... is not running";
+//     an unknown id: 500 RUNTIME_ERROR "no such session".
+//   - GET /command/status/{id}: {id, content, running, exit_code, error,
+//     started_at, finished_at}.
+//
+// Not imitated: background commands (400 NOT_SUPPORTED), sessions, /code,
+// /pty, /metrics, command logs; execd's own logging of command text and
+// output.
+
 // command is one command run through POST /command.
 type command struct {
-	content     string
-	cancel      context.CancelFunc
-	done        chan struct{}
+	content    string
+	ctl        *os.File           // write end of the wrapper's control pipe: a line asks for SIGTERM
+	kill       context.CancelFunc // SIGKILLs the command's whole tree at once
+	done       chan struct{}
+	startedAt  time.Time
+	finishedAt time.Time
+	// Set under Server.mu.
 	interrupted bool
 	exitCode    int
-	err         string
-	startedAt   time.Time
+	errText     string
+}
+
+func (c *command) running() bool {
+	select {
+	case <-c.done:
+		return false
+	default:
+		return true
+	}
 }
 
 // event is one execd stream event.
@@ -44,245 +80,376 @@ type eventError struct {
 	Traceback []string `json:"traceback"`
 }
 
+// Timing of real execd.
+const (
+	pingEvery      = 3 * time.Second
+	outputPoll     = 100 * time.Millisecond
+	interruptGrace = 3 * time.Second // SIGTERM, then SIGKILL
+)
+
 func execdError(w http.ResponseWriter, status int, code, msg string) {
 	writeJSON(w, status, apiError{Code: code, Message: msg})
 }
 
-// fileError maps a backing driver's error onto execd's answers.
-func fileError(w http.ResponseWriter, err error) {
-	switch {
-	case errors.Is(err, sandbox.ErrNotFound):
-		execdError(w, http.StatusNotFound, "FILE_NOT_FOUND", err.Error())
-	case errors.Is(err, sandbox.ErrGone):
-		http.Error(w, "Bad Gateway", http.StatusBadGateway)
-	default:
-		execdError(w, http.StatusInternalServerError, "RUNTIME_ERROR", err.Error())
-	}
+// unknownRoute answers as Gin does for a route or method it does not know.
+func unknownRoute(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/plain")
+	w.WriteHeader(http.StatusNotFound)
+	w.Write([]byte("404 page not found"))
 }
 
 func (s *Server) serveExecd(w http.ResponseWriter, r *http.Request, b *sbx, sub string) {
-	route := func(name string) bool { return s.injected(name, w) }
+	if tok := s.opts.ExecdToken; tok != "" && r.Header.Get(ExecdTokenHeader) != tok {
+		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "Unauthorized: invalid or missing header " + ExecdTokenHeader})
+		return
+	}
+	type route struct {
+		name  string
+		serve func(http.ResponseWriter, *http.Request, *sbx)
+	}
+	var rt route
 	switch {
 	case r.Method == http.MethodGet && sub == "/ping":
-		if !route(RoutePing) {
-			w.WriteHeader(http.StatusOK)
-		}
+		rt = route{RoutePing, func(w http.ResponseWriter, _ *http.Request, _ *sbx) { w.WriteHeader(http.StatusOK) }}
 	case r.Method == http.MethodPost && sub == "/command":
-		if !route(RouteCommand) {
-			s.runCommand(w, r, b)
-		}
+		rt = route{RouteCommand, s.runCommand}
 	case r.Method == http.MethodDelete && sub == "/command":
-		if !route(RouteInterrupt) {
-			s.interrupt(w, r, b)
-		}
+		rt = route{RouteInterrupt, s.interrupt}
 	case r.Method == http.MethodGet && strings.HasPrefix(sub, "/command/status/"):
-		s.status(w, b, strings.TrimPrefix(sub, "/command/status/"))
+		rt = route{"status", func(w http.ResponseWriter, _ *http.Request, b *sbx) {
+			s.status(w, b, strings.TrimPrefix(sub, "/command/status/"))
+		}}
 	case r.Method == http.MethodPost && sub == "/files/upload":
-		if !route(RouteUpload) {
-			s.upload(w, r, b)
-		}
+		rt = route{RouteUpload, s.upload}
 	case r.Method == http.MethodGet && sub == "/files/download":
-		if !route(RouteDownload) {
-			s.download(w, r, b)
-		}
+		rt = route{RouteDownload, s.download}
 	case r.Method == http.MethodGet && sub == "/files/info":
-		if !route(RouteInfo) {
-			s.info(w, r, b)
-		}
+		rt = route{RouteInfo, s.info}
 	case r.Method == http.MethodGet && sub == "/directories/list":
-		if !route(RouteListDir) {
-			s.listDir(w, r, b)
-		}
+		rt = route{RouteListDir, s.listDir}
 	case r.Method == http.MethodPost && sub == "/directories":
-		if !route(RouteMkdir) {
-			s.mkdir(w, r, b)
-		}
-	case r.Method == http.MethodDelete && (sub == "/files" || sub == "/directories"):
-		if !route(RouteDeleteFiles) {
-			s.deleteFiles(w, r, b, sub == "/directories")
-		}
+		rt = route{RouteMkdir, s.mkdir}
+	case r.Method == http.MethodDelete && sub == "/files":
+		rt = route{RouteDeleteFiles, s.deleteFiles}
+	case r.Method == http.MethodDelete && sub == "/directories":
+		rt = route{RouteDeleteDirs, s.deleteDirs}
 	default:
-		w.WriteHeader(http.StatusNotFound) // execd: empty body for unknown routes
+		unknownRoute(w)
+		return
+	}
+	if !s.injected(rt.name, w, r) {
+		rt.serve(w, r, b)
 	}
 }
 
-// lineSplitter turns a byte stream into one event per line, as execd does:
-// the newline is dropped, an empty line is sent as "\n", and a final
-// partial line is flushed at the end.
-type lineSplitter struct {
-	typ  string
-	emit func(event) error
-	buf  []byte
+// outputPoller collects one output stream and hands out whole lines, as
+// execd does when it tails the stream's file every 100 ms: the newline is
+// dropped, \r\n and \r end lines too, an empty line is sent as "\n", and
+// a final partial line only at the end.
+type outputPoller struct {
+	typ string
+	mu  sync.Mutex
+	buf []byte
 }
 
-func (l *lineSplitter) Write(p []byte) (int, error) {
-	l.buf = append(l.buf, p...)
+func (p *outputPoller) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	p.buf = append(p.buf, b...)
+	p.mu.Unlock()
+	return len(b), nil
+}
+
+// lines takes the whole lines buffered so far; final also takes the rest.
+func (p *outputPoller) lines(final bool) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []string
 	for {
-		i := bytes.IndexAny(l.buf, "\r\n")
+		i := strings.IndexAny(string(p.buf), "\r\n")
 		if i < 0 {
-			return len(p), nil
+			break
 		}
-		line := string(l.buf[:i])
 		skip := 1
-		if l.buf[i] == '\r' && i+1 < len(l.buf) && l.buf[i+1] == '\n' {
-			skip = 2
-		} else if l.buf[i] == '\r' && i+1 == len(l.buf) {
-			return len(p), nil // wait: this \r may start a \r\n
+		if p.buf[i] == '\r' {
+			if i+1 == len(p.buf) && !final {
+				break // this \r may start a \r\n
+			}
+			if i+1 < len(p.buf) && p.buf[i+1] == '\n' {
+				skip = 2
+			}
 		}
-		l.buf = l.buf[i+skip:]
+		line := string(p.buf[:i])
+		p.buf = p.buf[i+skip:]
 		if line == "" {
 			line = "\n"
 		}
-		if err := l.emit(event{Type: l.typ, Text: line}); err != nil {
-			return 0, err
-		}
+		out = append(out, line)
 	}
+	if final && len(p.buf) > 0 {
+		out = append(out, string(p.buf))
+		p.buf = nil
+	}
+	return out
 }
 
-func (l *lineSplitter) flush() error {
-	rest := strings.TrimSuffix(string(l.buf), "\r")
-	l.buf = nil
-	if rest == "" {
-		return nil
-	}
-	return l.emit(event{Type: l.typ, Text: rest})
-}
-
-var errStreamClosed = errors.New("stream closed")
+// interruptible runs the command in $FAKE_EXECD_COMMAND with bash (sh
+// when there is none) in its own session and process group, and waits for
+// it. A line on fd 0 asks for an interrupt: SIGTERM to the group, up to 3 s
+// of polling, then SIGKILL, as execd's DELETE /command. The command gets
+// /dev/null as stdin and an environment without the variable.
+const interruptible = `set -- "$FAKE_EXECD_COMMAND"; unset FAKE_EXECD_COMMAND
+exec 3<&0 </dev/null
+if command -v bash >/dev/null 2>&1; then sh=bash; else sh=sh; fi
+setsid "$sh" -c "$1" &
+pid=$!
+(
+  read -r _ <&3 || exit 0
+  kill -TERM -$pid 2>/dev/null
+  n=0
+  while kill -0 -$pid 2>/dev/null && [ $n -lt 30 ]; do sleep 0.1; n=$((n+1)); done
+  kill -KILL -$pid 2>/dev/null
+) &
+watch=$!
+wait $pid 2>/dev/null
+rc=$?
+kill $watch 2>/dev/null
+exit $rc`
 
 func (s *Server) runCommand(w http.ResponseWriter, r *http.Request, b *sbx) {
 	var req struct {
-		Command string            `json:"command"`
-		Cwd     string            `json:"cwd"`
-		Timeout int64             `json:"timeout"`
-		Envs    map[string]string `json:"envs"`
+		Command    string            `json:"command"`
+		Cwd        string            `json:"cwd"`
+		Background bool              `json:"background"`
+		Timeout    *int64            `json:"timeout"`
+		Envs       map[string]string `json:"envs"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		execdError(w, http.StatusBadRequest, "INVALID_REQUEST_BODY", "invalid request body: "+err.Error())
 		return
 	}
-	if req.Command == "" {
+	switch {
+	case req.Command == "":
 		execdError(w, http.StatusBadRequest, "INVALID_REQUEST_BODY", "command is required")
 		return
+	case req.Timeout != nil && *req.Timeout < 0:
+		execdError(w, http.StatusBadRequest, "INVALID_REQUEST_BODY", fmt.Sprintf("timeout %d must be at least 1 (milliseconds), or 0 for none", *req.Timeout))
+		return
+	case req.Background:
+		execdError(w, http.StatusBadRequest, "NOT_SUPPORTED", "the fake execd runs no background commands")
+		return
 	}
+	cwd := s.resolve(req.Cwd)
 	if req.Cwd != "" {
-		fi, err := s.drv.Stat(r.Context(), b.id, req.Cwd)
-		if err != nil || !fi.IsDir() {
+		fi, err := s.drv.Stat(r.Context(), b.id, cwd)
+		if err == nil && fi.Mode&os.ModeSymlink != 0 {
+			err = s.sh(r.Context(), b, `[ -d "$1" ]`, nil, cwd).err()
+		} else if err == nil && !fi.IsDir() {
+			err = errors.New("not a directory")
+		}
+		if err != nil {
 			execdError(w, http.StatusBadRequest, "INVALID_REQUEST_BODY", fmt.Sprintf("cwd %s is not a directory", req.Cwd))
 			return
 		}
 	}
-	timeout := time.Duration(req.Timeout) * time.Millisecond
-	if timeout <= 0 {
-		timeout = sandbox.MaxTimeout
+	timeout := sandbox.MaxTimeout
+	if req.Timeout != nil && *req.Timeout > 0 {
+		timeout = time.Duration(*req.Timeout) * time.Millisecond
+	}
+	env := map[string]string{}
+	if s.opts.ExecdTokenInEnv && s.opts.ExecdToken != "" {
+		env["EXECD_ACCESS_TOKEN"] = s.opts.ExecdToken // execd's own environment, inherited
+	}
+	for k, v := range req.Envs {
+		env[k] = v
+	}
+	ctlR, ctlW, err := os.Pipe()
+	if err != nil {
+		execdError(w, http.StatusInternalServerError, "RUNTIME_ERROR", err.Error())
+		return
 	}
 	s.mu.Lock()
-	dropAfter := s.drop
-	s.drop = 0
+	fault := s.stream
+	s.stream = streamFault{}
 	vanish := s.vanish
 	s.vanish = false
 	s.mu.Unlock()
 
 	cmdID := randHex(16)
-	ctx, cancel := context.WithCancel(context.Background()) // a disconnect does not stop it, as in execd
-	cmd := &command{content: req.Command, cancel: cancel, done: make(chan struct{}), startedAt: time.Now()}
+	ctx, kill := context.WithCancel(context.Background()) // a disconnect does not stop it, as in execd
+	cmd := &command{content: req.Command, ctl: ctlW, kill: kill, done: make(chan struct{}), startedAt: time.Now()}
 	s.mu.Lock()
 	b.cmds[cmdID] = cmd
 	s.mu.Unlock()
 
-	// Events go from the command's writers to this handler through a
-	// bounded channel; once the handler has gone, they are dropped.
+	// Events go from the command's goroutine to this handler through a
+	// channel; once the handler has gone, they are dropped.
 	events := make(chan event, 64)
 	handlerGone := make(chan struct{})
 	defer close(handlerGone)
-	var emitMu sync.Mutex
-	emit := func(ev event) error {
-		emitMu.Lock()
-		defer emitMu.Unlock()
-		ev.Timestamp = time.Now().UnixMilli()
+	emit := func(ev event) bool {
 		select {
 		case events <- ev:
-			return nil
+			return true
 		case <-handlerGone:
-			return errStreamClosed
+			return false
 		}
 	}
-	stdout := &lineSplitter{typ: "stdout", emit: emit}
-	stderr := &lineSplitter{typ: "stderr", emit: emit}
+	stdout, stderr := &outputPoller{typ: "stdout"}, &outputPoller{typ: "stderr"}
+	flush := func(final bool) bool {
+		for _, p := range []*outputPoller{stdout, stderr} {
+			for _, line := range p.lines(final) {
+				if !emit(event{Type: p.typ, Text: line}) {
+					return false
+				}
+			}
+		}
+		return true
+	}
 	go func() {
-		defer cancel()
-		defer close(cmd.done)
+		defer kill()
+		defer ctlR.Close()
 		emit(event{Type: "init", Text: cmdID})
 		emit(event{Type: "ping", Text: "pong"})
+		polling := make(chan struct{})
+		go func() {
+			t := time.NewTicker(outputPoll)
+			defer t.Stop()
+			for {
+				select {
+				case <-t.C:
+					if !flush(false) {
+						return
+					}
+				case <-polling:
+					return
+				}
+			}
+		}()
 		res, err := s.drv.Exec(ctx, b.id, sandbox.ExecRequest{
-			Command: req.Command, Timeout: timeout, Env: req.Envs, Workdir: req.Cwd,
-			Stdout: stdout, Stderr: stderr,
+			Command: interruptible, Timeout: timeout, Workdir: cwd, Stdin: ctlR, Stdout: stdout, Stderr: stderr,
+			Env: withCommand(env, req.Command),
 		})
-		stdout.flush()
-		stderr.flush()
-		s.mu.Lock()
-		interrupted := cmd.interrupted
-		s.mu.Unlock()
-		var final event
-		switch {
-		case res.SandboxLost || errors.Is(err, sandbox.ErrGone):
+		close(polling)
+		final, lost := s.finish(cmd, res, err)
+		ctlW.Close()
+		close(cmd.done)
+		if lost {
 			return // the sandbox is gone: no terminal event, the stream breaks
-		case interrupted:
-			final = event{Type: "error", Error: &eventError{Name: "CommandExecError", Value: "-1", Traceback: []string{"signal: terminated"}}}
-			cmd.exitCode = -1
-		case res.TimedOut:
-			final = event{Type: "error", Error: &eventError{Name: "CommandExecError", Value: "-1", Traceback: []string{"signal: killed"}}}
-			cmd.exitCode = -1
-		case err != nil:
-			final = event{Type: "error", Error: &eventError{Name: "CommandExecError", Value: err.Error(), Traceback: []string{err.Error()}}}
-			cmd.err = err.Error()
-		case res.ExitCode != 0:
-			final = event{Type: "error", Error: &eventError{Name: "CommandExecError", Value: strconv.Itoa(res.ExitCode), Traceback: []string{fmt.Sprintf("exit status %d", res.ExitCode)}}}
-			cmd.exitCode = res.ExitCode
-		default:
-			final = event{Type: "execution_complete", ExecutionTime: res.Duration.Milliseconds()}
 		}
-		emit(final)
-		close(events)
+		if flush(true) && emit(final) {
+			close(events)
+		}
 	}()
 
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	flusher, _ := w.(http.Flusher)
-	if flusher != nil {
-		flusher.Flush()
-	}
 	sent := 0
+	write := func(ev event) {
+		if ev.Timestamp == 0 {
+			ev.Timestamp = time.Now().UnixMilli()
+		}
+		data, _ := json.Marshal(ev)
+		data = append(data, '\n', '\n')
+		if fault.kind != 0 && sent >= fault.after {
+			switch fault.kind {
+			case cutMidEvent:
+				w.Write(data[:len(data)/2])
+				flusher.Flush()
+				panic(http.ErrAbortHandler)
+			case cutBetween:
+				panic(http.ErrAbortHandler)
+			case stall:
+				s.hold(r, b) // the connection stays open, nothing more comes
+				panic(http.ErrAbortHandler)
+			}
+		}
+		if _, err := w.Write(data); err != nil {
+			panic(http.ErrAbortHandler)
+		}
+		flusher.Flush()
+		sent++
+	}
+	flusher.Flush()
+	pings := time.NewTicker(pingEvery)
+	defer pings.Stop()
 	for {
 		select {
 		case ev, ok := <-events:
 			if !ok {
+				// After the terminal event execd keeps the stream open for
+				// its graceful-shutdown time; a ping may come in it.
+				write(event{Type: "ping", Text: "pong"})
+				t := time.NewTimer(s.opts.Linger)
+				defer t.Stop()
+				select {
+				case <-t.C:
+				case <-r.Context().Done():
+				case <-s.closing:
+				case <-b.gone:
+				}
 				return
 			}
 			if vanish && (ev.Type == "stdout" || ev.Type == "stderr") {
 				s.remove(b.id)
 			}
-			data, _ := json.Marshal(ev)
-			if _, err := w.Write(append(data, '\n', '\n')); err != nil {
-				return
-			}
-			if flusher != nil {
-				flusher.Flush()
-			}
-			sent++
-			if dropAfter > 0 && sent >= dropAfter {
-				panic(http.ErrAbortHandler) // cut the connection mid-stream
-			}
+			write(ev)
+		case <-pings.C:
+			write(event{Type: "ping", Text: "pong"})
 		case <-b.gone:
 			panic(http.ErrAbortHandler)
 		case <-s.closing:
-			cancel()
+			kill()
 			panic(http.ErrAbortHandler)
 		case <-r.Context().Done():
 			return
 		}
 	}
+}
+
+// withCommand is env plus the command for the interruptible wrapper,
+// which takes it out of the environment before the command starts.
+func withCommand(env map[string]string, command string) map[string]string {
+	out := make(map[string]string, len(env)+1)
+	for k, v := range env {
+		out[k] = v
+	}
+	out[commandVar] = command
+	return out
+}
+
+const commandVar = "FAKE_EXECD_COMMAND"
+
+// finish records how the command ended and builds its terminal event;
+// lost means the sandbox went away under it.
+func (s *Server) finish(cmd *command, res sandbox.ExecResult, err error) (final event, lost bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cmd.finishedAt = time.Now()
+	killed := func(signal string) event {
+		cmd.exitCode, cmd.errText = -1, "signal: "+signal
+		return event{Type: "error", Error: &eventError{Name: "CommandExecError", Value: "-1", Traceback: []string{"signal: " + signal}}}
+	}
+	switch {
+	case res.SandboxLost || errors.Is(err, sandbox.ErrGone):
+		return event{}, true
+	case res.TimedOut:
+		return killed("killed"), false
+	case err != nil && cmd.interrupted:
+		return killed("killed"), false // SIGKILLed by the interrupt's last resort
+	case err != nil:
+		cmd.exitCode, cmd.errText = -1, err.Error()
+		return event{Type: "error", Error: &eventError{Name: "CommandExecError", Value: err.Error(), Traceback: []string{err.Error()}}}, false
+	case cmd.interrupted && res.ExitCode == 128+15:
+		return killed("terminated"), false
+	case cmd.interrupted && res.ExitCode == 128+9:
+		return killed("killed"), false
+	case res.ExitCode != 0:
+		cmd.exitCode, cmd.errText = res.ExitCode, fmt.Sprintf("exit status %d", res.ExitCode)
+		return event{Type: "error", Error: &eventError{Name: "CommandExecError", Value: strconv.Itoa(res.ExitCode), Traceback: []string{cmd.errText}}}, false
+	}
+	return event{Type: "execution_complete", ExecutionTime: res.Duration.Milliseconds()}, false
 }
 
 func (s *Server) interrupt(w http.ResponseWriter, r *http.Request, b *sbx) {
@@ -293,334 +460,58 @@ func (s *Server) interrupt(w http.ResponseWriter, r *http.Request, b *sbx) {
 	}
 	s.mu.Lock()
 	cmd, ok := b.cmds[id]
-	running := false
-	if ok {
-		select {
-		case <-cmd.done:
-		default:
-			running = true
-			cmd.interrupted = true
-		}
+	running := ok && cmd.running()
+	if running {
+		cmd.interrupted = true
 	}
 	s.mu.Unlock()
 	switch {
 	case !ok:
 		execdError(w, http.StatusInternalServerError, "RUNTIME_ERROR", "no such session: "+id)
+		return
 	case !running:
 		execdError(w, http.StatusInternalServerError, "RUNTIME_ERROR", "command "+id+" is not running")
-	default:
-		cmd.cancel()
-		w.WriteHeader(http.StatusOK)
+		return
 	}
+	cmd.ctl.Write([]byte("\n")) // the wrapper sends SIGTERM, then SIGKILL after 3 s
+	// execd answers only once the process group is gone.
+	t := time.NewTimer(interruptGrace + 2*time.Second)
+	defer t.Stop()
+	select {
+	case <-cmd.done:
+	case <-t.C:
+		cmd.kill()
+		<-cmd.done
+	}
+	w.WriteHeader(http.StatusOK)
 }
 
 func (s *Server) status(w http.ResponseWriter, b *sbx, id string) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	cmd, ok := b.cmds[id]
-	s.mu.Unlock()
 	if !ok {
 		execdError(w, http.StatusNotFound, "INVALID_REQUEST_BODY", "command not found: "+id)
 		return
 	}
-	running := true
-	select {
-	case <-cmd.done:
-		running = false
-	default:
-	}
-	out := map[string]any{"id": id, "content": cmd.content, "running": running, "started_at": cmd.startedAt}
-	if !running {
+	out := map[string]any{"id": id, "content": cmd.content, "running": cmd.running(), "started_at": cmd.startedAt}
+	if !cmd.running() {
 		out["exit_code"] = cmd.exitCode
-		if cmd.err != "" {
-			out["error"] = cmd.err
+		out["finished_at"] = cmd.finishedAt
+		if cmd.errText != "" {
+			out["error"] = cmd.errText
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
-// modeFromDigits reads execd's mode convention (octal digits as a decimal
-// number, 644).
-func modeFromDigits(n int) (fs.FileMode, error) {
-	v, err := strconv.ParseUint(strconv.Itoa(n), 8, 32)
-	if err != nil {
-		return 0, fmt.Errorf("mode %d is not octal digits", n)
+// hold keeps a response open without sending anything more, until the
+// client leaves, the sandbox goes or the fake closes: what a client that
+// trusts a Content-Length sees from execd's body-less answers.
+func (s *Server) hold(r *http.Request, b *sbx) {
+	select {
+	case <-r.Context().Done():
+	case <-s.closing:
+	case <-b.gone:
 	}
-	return fs.FileMode(v) & fs.ModePerm, nil
-}
-
-func modeDigits(m fs.FileMode) int {
-	n, _ := strconv.Atoi(strconv.FormatUint(uint64(m.Perm()), 8))
-	return n
-}
-
-func (s *Server) upload(w http.ResponseWriter, r *http.Request, b *sbx) {
-	mr, err := r.MultipartReader()
-	if err != nil {
-		execdError(w, http.StatusBadRequest, "INVALID_FILE", "request is not multipart/form-data: "+err.Error())
-		return
-	}
-	for {
-		part, err := mr.NextPart()
-		if err == io.EOF {
-			w.WriteHeader(http.StatusOK)
-			return
-		}
-		if err != nil {
-			execdError(w, http.StatusBadRequest, "INVALID_FILE", err.Error())
-			return
-		}
-		if part.FormName() != "metadata" || part.FileName() == "" {
-			execdError(w, http.StatusBadRequest, "INVALID_FILE_METADATA", "metadata file is missing")
-			return
-		}
-		var meta struct {
-			Path string `json:"path"`
-			Mode int    `json:"mode"`
-		}
-		if err := json.NewDecoder(io.LimitReader(part, 1<<16)).Decode(&meta); err != nil || meta.Path == "" {
-			execdError(w, http.StatusBadRequest, "INVALID_FILE_METADATA", "metadata is not {path, mode}")
-			return
-		}
-		mode := fs.FileMode(0o755) // execd without a mode: 0777 &^ umask
-		if meta.Mode != 0 {
-			if mode, err = modeFromDigits(meta.Mode); err != nil {
-				execdError(w, http.StatusBadRequest, "INVALID_FILE_METADATA", err.Error())
-				return
-			}
-		}
-		file, err := mr.NextPart()
-		if err != nil || file.FormName() != "file" {
-			execdError(w, http.StatusBadRequest, "INVALID_FILE", "file part is missing after metadata")
-			return
-		}
-		if err := s.drv.WriteFile(r.Context(), b.id, meta.Path, file, mode); err != nil {
-			fileError(w, err)
-			return
-		}
-	}
-}
-
-func (s *Server) download(w http.ResponseWriter, r *http.Request, b *sbx) {
-	p := r.URL.Query().Get("path")
-	if p == "" {
-		execdError(w, http.StatusBadRequest, "MISSING_QUERY", "missing query parameter path")
-		return
-	}
-	rc, size, err := s.drv.OpenFile(r.Context(), b.id, p, -1)
-	if err != nil {
-		fileError(w, err)
-		return
-	}
-	defer rc.Close()
-	s.mu.Lock()
-	cut := s.cutDown
-	s.cutDown = 0
-	s.mu.Unlock()
-	if cut > 0 {
-		defer func() { panic(http.ErrAbortHandler) }()
-		w = &cutWriter{ResponseWriter: w, left: cut}
-	}
-	w.Header().Set("Accept-Ranges", "bytes")
-	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", path.Base(p)))
-	rng := r.Header.Get("Range")
-	if rng == "" {
-		w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
-		w.WriteHeader(http.StatusOK)
-		io.CopyN(w, rc, size)
-		return
-	}
-	from, to, ok := parseRange(rng, size)
-	if !ok {
-		w.Header().Set("Content-Range", fmt.Sprintf("bytes */%d", size))
-		execdError(w, http.StatusRequestedRangeNotSatisfiable, "INVALID_REQUEST_BODY", "range not satisfiable: "+rng)
-		return
-	}
-	if _, err := io.CopyN(io.Discard, rc, from); err != nil {
-		execdError(w, http.StatusInternalServerError, "RUNTIME_ERROR", err.Error())
-		return
-	}
-	w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", from, to, size))
-	w.Header().Set("Content-Length", strconv.FormatInt(to-from+1, 10))
-	w.WriteHeader(http.StatusPartialContent)
-	io.CopyN(w, rc, to-from+1)
-}
-
-// cutWriter stops passing bytes on after left of them.
-type cutWriter struct {
-	http.ResponseWriter
-	left int64
-}
-
-func (c *cutWriter) Write(p []byte) (int, error) {
-	if c.left <= 0 {
-		return 0, errStreamClosed
-	}
-	if int64(len(p)) > c.left {
-		p = p[:c.left]
-	}
-	n, err := c.ResponseWriter.Write(p)
-	c.left -= int64(n)
-	if f, ok := c.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-	if err == nil && c.left <= 0 {
-		err = errStreamClosed
-	}
-	return n, err
-}
-
-// parseRange reads "bytes=a-b" or "bytes=a-" (first range only).
-func parseRange(h string, size int64) (from, to int64, ok bool) {
-	spec, found := strings.CutPrefix(h, "bytes=")
-	if !found {
-		return 0, 0, false
-	}
-	spec, _, _ = strings.Cut(spec, ",")
-	a, bs, found := strings.Cut(strings.TrimSpace(spec), "-")
-	if !found {
-		return 0, 0, false
-	}
-	from, err := strconv.ParseInt(a, 10, 64)
-	if err != nil || from < 0 || from >= size {
-		return 0, 0, false
-	}
-	to = size - 1
-	if bs != "" {
-		if to, err = strconv.ParseInt(bs, 10, 64); err != nil || to < from {
-			return 0, 0, false
-		}
-		to = min(to, size-1)
-	}
-	return from, to, true
-}
-
-type fileInfo struct {
-	Path       string    `json:"path"`
-	Type       string    `json:"type"`
-	Size       int64     `json:"size"`
-	ModifiedAt time.Time `json:"modified_at"`
-	CreatedAt  time.Time `json:"created_at"`
-	Owner      string    `json:"owner"`
-	Group      string    `json:"group"`
-	Mode       int       `json:"mode"`
-}
-
-func toInfo(fi sandbox.FileInfo, p string) fileInfo {
-	t := "other"
-	switch {
-	case fi.Mode.IsRegular():
-		t = "file"
-	case fi.Mode.IsDir():
-		t = "directory"
-	case fi.Mode&fs.ModeSymlink != 0:
-		t = "symlink"
-	}
-	if fi.Path != "" {
-		p = fi.Path
-	}
-	return fileInfo{Path: p, Type: t, Size: fi.Size, ModifiedAt: fi.ModTime, CreatedAt: fi.ModTime, Owner: "root", Group: "root", Mode: modeDigits(fi.Mode)}
-}
-
-func (s *Server) info(w http.ResponseWriter, r *http.Request, b *sbx) {
-	paths := r.URL.Query()["path"]
-	if len(paths) == 0 {
-		execdError(w, http.StatusBadRequest, "MISSING_QUERY", "missing query parameter path")
-		return
-	}
-	out := map[string]fileInfo{}
-	for _, p := range paths {
-		fi, err := s.drv.Stat(r.Context(), b.id, p)
-		if err != nil {
-			fileError(w, err)
-			return
-		}
-		out[p] = toInfo(fi, p)
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-func (s *Server) listDir(w http.ResponseWriter, r *http.Request, b *sbx) {
-	p := r.URL.Query().Get("path")
-	if p == "" {
-		execdError(w, http.StatusBadRequest, "MISSING_QUERY", "missing query parameter path")
-		return
-	}
-	if d := r.URL.Query().Get("depth"); d == "0" {
-		writeJSON(w, http.StatusOK, []fileInfo{})
-		return
-	}
-	entries, err := s.drv.List(r.Context(), b.id, p)
-	if err != nil {
-		fileError(w, err)
-		return
-	}
-	out := make([]fileInfo, 0, len(entries))
-	for _, e := range entries {
-		out = append(out, toInfo(e, path.Join(p, e.Name)))
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-// shell runs a helper command in the backing sandbox.
-func (s *Server) shell(ctx context.Context, b *sbx, script string) error {
-	var errOut bytes.Buffer
-	res, err := s.drv.Exec(ctx, b.id, sandbox.ExecRequest{Command: script, Timeout: 30 * time.Second, Workdir: "/", Stdout: io.Discard, Stderr: &errOut})
-	if err != nil {
-		return err
-	}
-	if res.ExitCode != 0 || res.TimedOut {
-		return fmt.Errorf("%s", strings.TrimSpace(errOut.String()))
-	}
-	return nil
-}
-
-func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-
-func (s *Server) mkdir(w http.ResponseWriter, r *http.Request, b *sbx) {
-	var body map[string]struct {
-		Mode int `json:"mode"`
-	}
-	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || len(body) == 0 {
-		execdError(w, http.StatusBadRequest, "INVALID_REQUEST_BODY", "body must map paths to {mode}")
-		return
-	}
-	for p, o := range body {
-		mode := fs.FileMode(0o755)
-		if o.Mode != 0 {
-			var err error
-			if mode, err = modeFromDigits(o.Mode); err != nil {
-				execdError(w, http.StatusBadRequest, "INVALID_REQUEST_BODY", err.Error())
-				return
-			}
-		}
-		script := fmt.Sprintf("[ -d %[1]s ] || mkdir -p -m %[2]o -- %[1]s", quote(p), mode)
-		if err := s.shell(r.Context(), b, script); err != nil {
-			execdError(w, http.StatusInternalServerError, "RUNTIME_ERROR", err.Error())
-			return
-		}
-	}
-	w.WriteHeader(http.StatusOK)
-}
-
-func (s *Server) deleteFiles(w http.ResponseWriter, r *http.Request, b *sbx, dirs bool) {
-	paths := r.URL.Query()["path"]
-	if len(paths) == 0 {
-		execdError(w, http.StatusBadRequest, "MISSING_QUERY", "missing query parameter path")
-		return
-	}
-	for _, p := range paths {
-		script := "rm -f -- " + quote(p)
-		if dirs {
-			script = "rm -rf -- " + quote(p)
-		} else if fi, err := s.drv.Stat(r.Context(), b.id, p); err == nil && fi.IsDir() {
-			execdError(w, http.StatusInternalServerError, "RUNTIME_ERROR", p+": path is a directory")
-			return
-		}
-		if err := s.shell(r.Context(), b, script); err != nil {
-			execdError(w, http.StatusInternalServerError, "RUNTIME_ERROR", err.Error())
-			return
-		}
-	}
-	w.WriteHeader(http.StatusOK)
 }

@@ -3,11 +3,13 @@
 // execd-compatible API and the egress sidecar's GET /policy, backed by real
 // sandboxes of a sandbox.Driver (the local bubblewrap backend by default).
 //
-// It follows shared/specs/opensandbox-api.md where tests can tell: 202 on
+// It follows shared/specs/opensandbox-api.md, and its appendix of what real
+// execd builds do (observed 2026-12-01), where tests can tell: 202 on
 // create, Pending before Running, 404 after delete or expiry, endpoints
 // without a scheme, {code,message} errors, 422 {detail} for malformed
-// bodies, execd's blank-line-separated JSON event stream, multipart uploads
-// whose metadata part needs a filename, Range downloads.
+// bodies; and for execd, Options.Version picks the 1.0.18 or 1.0.19
+// behaviour where the two differ. See execd.go and files.go for the execd
+// details (streams, interrupts, symlinks, Range answers, 404 text bodies).
 //
 // Execd is reachable two ways, as on a real server: through the server
 // proxy route /sandboxes/{id}/proxy/{port}/... (use_server_proxy=true; no
@@ -15,8 +17,16 @@
 // demands the header the endpoint lookup returned, so tests see whether a
 // client forwards endpoint headers.
 //
-// Backing sandboxes always have a blocked network (loopback only) whatever
-// policy was asked for; the policy is only stored and reported back.
+// The network policy is enforced, not just stored: a sandbox created with
+// a policy that denies by default runs every command in its own network
+// namespace (loopback only: bubblewrap's --unshare-net), and one without a
+// policy, as on a real server without an egress sidecar, shares the host's
+// network. A deny-by-default policy's allow rules are reported back but
+// reach nothing (there is no internet here); a policy that allows by
+// default but denies some targets cannot be enforced and is refused with a
+// 400. Options.UnenforcedNetworkPolicy turns enforcement off while still
+// reporting the policy as enforced, so tests can prove their network
+// probes would notice.
 package fakeopensandbox
 
 import (
@@ -48,10 +58,20 @@ import (
 const (
 	APIKeyHeader      = "OPEN-SANDBOX-API-KEY"
 	EgressAuthHeader  = "OPENSANDBOX-EGRESS-AUTH"
+	ExecdTokenHeader  = "X-EXECD-ACCESS-TOKEN"
 	DirectTokenHeader = "X-Fake-Endpoint-Token"
 	ExecdPort         = 44772
 	EgressPort        = 18080
 )
+
+// The execd builds the fake can imitate (Options.Version).
+const (
+	Version1018 = "1.0.18"
+	Version1019 = "1.0.19"
+)
+
+// Versions lists the execd builds the fake imitates, oldest first.
+var Versions = []string{Version1018, Version1019}
 
 // Routes that fault hooks can target.
 const (
@@ -71,6 +91,7 @@ const (
 	RouteListDir     = "listdir"
 	RouteMkdir       = "mkdir"
 	RouteDeleteFiles = "deletefiles"
+	RouteDeleteDirs  = "deletedirs"
 	RoutePolicy      = "policy"
 )
 
@@ -80,19 +101,39 @@ type Options struct {
 	// the check off, as a server without server.api_key.
 	APIKey string
 	NoAuth bool
+	// Version is the execd build to imitate: Version1018 or Version1019
+	// (the default).
+	Version string
 	// Driver backs the sandboxes; default sandbox/local in a temporary
-	// directory (closed with the server).
+	// directory (closed with the server). It must enforce Network.Block.
 	Driver sandbox.Driver
 	// Workdir of the backing sandboxes; default /workspace. With the local
-	// backend only it and /tmp are writable.
+	// backend only it and /tmp are writable; relative execd paths resolve
+	// against it.
 	Workdir string
 	// PendingFor keeps new sandboxes Pending this long (slow create).
 	PendingFor time.Duration
 	// IgnoreNetworkPolicy simulates a server without an egress sidecar:
-	// policies are accepted and reported back as allow-all.
+	// policies are accepted, not enforced, and reported back as allow-all.
 	IgnoreNetworkPolicy bool
+	// UnenforcedNetworkPolicy simulates an egress sidecar that reports the
+	// policy it was given but does not enforce it (it lacks CAP_NET_ADMIN):
+	// the sandbox keeps the host's network. Only for proving that network
+	// tests can fail; no client can detect it.
+	UnenforcedNetworkPolicy bool
 	// EgressMode is the enforcementMode reported by GET /policy; default "dns+nft".
 	EgressMode string
+	// ExecdToken, when set, is the access token execd demands in
+	// X-EXECD-ACCESS-TOKEN on every route (/ping included); the endpoint
+	// lookup of port 44772 hands it out in its headers, as a gateway that
+	// injects it would.
+	ExecdToken string
+	// ExecdTokenInEnv: execd got its token from EXECD_ACCESS_TOKEN, so, as
+	// on real execd, every command inherits it in its environment.
+	ExecdTokenInEnv bool
+	// Linger is how long execd keeps a command stream open after its
+	// terminal event; default 1 s (execd's --graceful-shutdown-timeout).
+	Linger time.Duration
 	// Lifetime, when set, replaces every requested timeout (which the API
 	// requires to be at least 60 s), so tests can watch sandboxes expire.
 	Lifetime time.Duration
@@ -110,15 +151,17 @@ type Server struct {
 	log     hclog.Logger
 	hs      *httptest.Server
 	closing chan struct{}
+	spool   string // host directory for upload bodies
 
 	mu        sync.Mutex
 	sandboxes map[string]*sbx
-	faults    map[string][]int // route -> statuses for the next calls
-	calls     map[string]int   // route -> calls received
-	drop      int              // >0: the next command stream is cut after this many events
-	vanish    bool             // the next command's sandbox vanishes after its first output
-	loseAns   bool             // the next create succeeds but its answer is lost
-	cutDown   int64            // >0: the next download is cut after this many bytes
+	faults    map[string][]Fault // route -> what the next calls do
+	calls     map[string]int     // route -> calls received
+	stream    streamFault        // for the next command stream
+	downFault downloadFault      // for the next download
+	cutUp     int64              // >0: the next upload is cut after this many bytes
+	vanish    bool               // the next command's sandbox vanishes after its first output
+	loseAns   bool               // the next create succeeds but its answer is lost
 	creates   []json.RawMessage
 	ignorePol bool
 	pending   time.Duration
@@ -169,8 +212,18 @@ func Start(tb testing.TB, opts Options) *Server {
 	tb.Helper()
 	s := &Server{
 		opts: opts, closing: make(chan struct{}),
-		sandboxes: map[string]*sbx{}, faults: map[string][]int{}, calls: map[string]int{},
-		ignorePol: opts.IgnoreNetworkPolicy, pending: opts.PendingFor,
+		sandboxes: map[string]*sbx{}, faults: map[string][]Fault{}, calls: map[string]int{},
+		ignorePol: opts.IgnoreNetworkPolicy, pending: opts.PendingFor, spool: tb.TempDir(),
+	}
+	switch s.opts.Version {
+	case "":
+		s.opts.Version = Version1019
+	case Version1018, Version1019:
+	default:
+		tb.Fatalf("fakeopensandbox: unknown execd version %q; use one of %v", s.opts.Version, Versions)
+	}
+	if s.opts.Linger == 0 {
+		s.opts.Linger = time.Second
 	}
 	s.log = opts.Logger
 	if s.log == nil {
@@ -222,6 +275,9 @@ func randHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
+// Version is the execd build the fake imitates.
+func (s *Server) Version() string { return s.opts.Version }
+
 // Sandboxes lists the live sandboxes, oldest first.
 func (s *Server) Sandboxes() []Sandbox {
 	s.mu.Lock()
@@ -265,58 +321,6 @@ func (s *Server) CreateRequests() []json.RawMessage {
 	return append([]json.RawMessage(nil), s.creates...)
 }
 
-// FailNext makes the next n calls of route answer HTTP 500.
-func (s *Server) FailNext(route string, n int) {
-	s.FailNextWith(route, n, http.StatusInternalServerError)
-}
-
-// FailNextWith makes the next n calls of route answer status.
-func (s *Server) FailNextWith(route string, n, status int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for range n {
-		s.faults[route] = append(s.faults[route], status)
-	}
-}
-
-// DropNextStream cuts the next command stream after n events (init and
-// ping included), as a broken connection would; the command keeps running.
-func (s *Server) DropNextStream(n int) {
-	s.mu.Lock()
-	s.drop = n
-	s.mu.Unlock()
-}
-
-// VanishDuringNextCommand removes the sandbox of the next command once the
-// command has printed its first line, as an expiry or an operator would.
-func (s *Server) VanishDuringNextCommand() {
-	s.mu.Lock()
-	s.vanish = true
-	s.mu.Unlock()
-}
-
-// Calls counts the requests a route has received (injected failures included).
-func (s *Server) Calls(route string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.calls[route]
-}
-
-// LoseNextCreateAnswer makes the next create succeed on the server but cut
-// the connection before answering, as a timeout or a proxy failure would.
-func (s *Server) LoseNextCreateAnswer() {
-	s.mu.Lock()
-	s.loseAns = true
-	s.mu.Unlock()
-}
-
-// CutNextDownload cuts the next file download after n bytes of body.
-func (s *Server) CutNextDownload(n int64) {
-	s.mu.Lock()
-	s.cutDown = n
-	s.mu.Unlock()
-}
-
 // SetState forces a sandbox's reported state (e.g. "Failed" with a reason),
 // as the runtime would after a crash; it reports whether the sandbox exists.
 func (s *Server) SetState(id, state, reason string) bool {
@@ -352,22 +356,6 @@ func (s *Server) SetIgnoreNetworkPolicy(v bool) {
 // Vanish removes a sandbox at once (backing sandbox destroyed, running
 // commands' streams cut), as expiry does; it reports whether it existed.
 func (s *Server) Vanish(id string) bool { return s.remove(id) }
-
-// injected answers with a pending fault for route, if any.
-func (s *Server) injected(route string, w http.ResponseWriter) bool {
-	s.mu.Lock()
-	s.calls[route]++
-	q := s.faults[route]
-	if len(q) == 0 {
-		s.mu.Unlock()
-		return false
-	}
-	status := q[0]
-	s.faults[route] = q[1:]
-	s.mu.Unlock()
-	writeJSON(w, status, apiError{Code: "GENERAL::UNKNOWN_ERROR", Message: fmt.Sprintf("injected failure of %s", route)})
-	return true
-}
 
 func (s *Server) state(b *sbx) string {
 	if b.forced != nil {
@@ -546,7 +534,7 @@ func ptrs(m map[string]string) map[string]*string {
 }
 
 func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
-	if s.injected(RouteCreate, w) {
+	if s.injected(RouteCreate, w, r) {
 		return
 	}
 	raw, err := readBody(r)
@@ -592,15 +580,27 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.creates = append(s.creates, raw)
 	pending := s.pending
+	ignore := s.ignorePol
 	s.mu.Unlock()
+	block, refusal := s.backingNetwork(body.NetworkPolicy, ignore)
+	if refusal != "" {
+		writeJSON(w, http.StatusBadRequest, apiError{Code: "SANDBOX::INVALID_PARAMETER", Message: refusal})
+		return
+	}
 
 	id := randHex(16)
 	now := time.Now().UTC()
-	spec := sandbox.Spec{Env: body.Env, Workdir: s.opts.Workdir, Timeout: sandbox.MaxTimeout}
+	spec := sandbox.Spec{Env: body.Env, Workdir: s.opts.Workdir, Timeout: sandbox.MaxTimeout, Network: &sandbox.NetworkPolicy{Block: block}}
 	if body.Timeout != nil && time.Duration(*body.Timeout)*time.Second+time.Minute < sandbox.MaxTimeout {
 		spec.Timeout = time.Duration(*body.Timeout)*time.Second + time.Minute
 	}
 	if _, err := s.drv.Create(r.Context(), id, spec); err != nil {
+		if errors.Is(err, sandbox.ErrRefused) {
+			// The backing driver cannot give what was asked (the network
+			// policy among it): refuse rather than run it weaker.
+			writeJSON(w, http.StatusBadRequest, apiError{Code: "SANDBOX::INVALID_PARAMETER", Message: "the sandbox cannot be provided as requested: " + err.Error()})
+			return
+		}
 		writeJSON(w, http.StatusInternalServerError, apiError{Code: "DOCKER::SANDBOX_START_FAILED", Message: err.Error()})
 		return
 	}
@@ -630,6 +630,30 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		panic(http.ErrAbortHandler)
 	}
 	writeJSON(w, http.StatusAccepted, resp)
+}
+
+// backingNetwork decides how the backing sandbox's network is set up for
+// a create-time policy: blocked (its own network namespace) or the host's.
+// A policy it cannot enforce is refused (refusal != "").
+func (s *Server) backingNetwork(p *NetworkPolicy, ignore bool) (block bool, refusal string) {
+	switch {
+	case p == nil:
+		return false, "" // no policy, no sidecar: unrestricted, as on a real server
+	case ignore || s.opts.UnenforcedNetworkPolicy:
+		return false, ""
+	}
+	if p.DefaultAction == "allow" {
+		for _, r := range p.Egress {
+			if r.Action == "deny" {
+				return false, fmt.Sprintf("networkPolicy: this server cannot enforce a deny rule (%q) under defaultAction allow: it can block the whole network but not single targets; deny by default and allow what is needed instead", r.Target)
+			}
+		}
+		return false, ""
+	}
+	// Deny by default (a missing defaultAction is deny on the sidecar):
+	// no network at all. Allow rules are reported back but reach nothing;
+	// there is nothing to reach from here anyway.
+	return true, ""
 }
 
 func readBody(r *http.Request) ([]byte, error) {
@@ -663,7 +687,7 @@ func (s *Server) record(b *sbx) map[string]any {
 }
 
 func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
-	if s.injected(RouteGet, w) {
+	if s.injected(RouteGet, w, r) {
 		return
 	}
 	id := r.PathValue("id")
@@ -678,7 +702,7 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
-	if s.injected(RouteList, w) {
+	if s.injected(RouteList, w, r) {
 		return
 	}
 	q := r.URL.Query()
@@ -769,7 +793,7 @@ func contains(xs []string, x string) bool {
 }
 
 func (s *Server) handlePatch(w http.ResponseWriter, r *http.Request) {
-	if s.injected(RoutePatch, w) {
+	if s.injected(RoutePatch, w, r) {
 		return
 	}
 	id := r.PathValue("id")
@@ -800,7 +824,7 @@ func (s *Server) handlePatch(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
-	if s.injected(RouteDelete, w) {
+	if s.injected(RouteDelete, w, r) {
 		return
 	}
 	id := r.PathValue("id")
@@ -812,7 +836,7 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleRenew(w http.ResponseWriter, r *http.Request) {
-	if s.injected(RouteRenew, w) {
+	if s.injected(RouteRenew, w, r) {
 		return
 	}
 	id := r.PathValue("id")
@@ -841,7 +865,7 @@ func (s *Server) handleRenew(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleEndpoint(w http.ResponseWriter, r *http.Request) {
-	if s.injected(RouteEndpoint, w) {
+	if s.injected(RouteEndpoint, w, r) {
 		return
 	}
 	id := r.PathValue("id")
@@ -867,6 +891,9 @@ func (s *Server) handleEndpoint(w http.ResponseWriter, r *http.Request) {
 	}
 	if port == EgressPort {
 		headers[EgressAuthHeader] = b.egressToken
+	}
+	if port == ExecdPort && s.opts.ExecdToken != "" {
+		headers[ExecdTokenHeader] = s.opts.ExecdToken
 	}
 	resp := map[string]any{"endpoint": ep}
 	if len(headers) > 0 {
@@ -909,7 +936,7 @@ func (s *Server) handleInSandbox(w http.ResponseWriter, r *http.Request, direct 
 
 // serveEgress is the sidecar's GET /policy.
 func (s *Server) serveEgress(w http.ResponseWriter, r *http.Request, b *sbx, sub string) {
-	if s.injected(RoutePolicy, w) {
+	if s.injected(RoutePolicy, w, r) {
 		return
 	}
 	s.mu.Lock()
