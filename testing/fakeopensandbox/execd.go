@@ -20,7 +20,8 @@ import (
 //   - With Options.ExecdToken every route, /ping included, wants
 //     X-EXECD-ACCESS-TOKEN and answers 401 {"error": ...} without it.
 //   - Unknown routes and wrong methods: 404 text/plain "404 page not found".
-//   - POST /command runs bash -c in its own process group. The stream is
+//   - POST /command runs bash -c in its own process group (the backing
+//     sandbox needs bash 5.1 or later for the fake's own wrapper). The stream is
 //     bare JSON objects each followed by a blank line: init (the command
 //     id), a ping, output polled every 100 ms per stream and sent one event
 //     per line, then the terminal event; after it a ping and the stream
@@ -30,7 +31,8 @@ import (
 //     the command. Commands inherit execd's environment
 //     (EXECD_ACCESS_TOKEN included with Options.ExecdTokenInEnv).
 //   - DELETE /command?id= sends SIGTERM to the process group, polls for
-//     about 3 s, then SIGKILLs it, and answers only when it is gone. The
+//     about 3 s, then SIGKILLs it, and answers only when the whole group is
+//     gone. The
 //     stream then reports the command's own end: -1 "signal: terminated"
 //     when TERM killed it, its own exit status when it trapped TERM and
 //     exited. A finished command: 500 RUNTIME_ERROR "... is not running";
@@ -192,28 +194,29 @@ func (p *outputPoller) lines(final bool) []string {
 	return out
 }
 
-// interruptible runs the command in $FAKE_EXECD_COMMAND with bash (sh
-// when there is none) in its own session and process group, and waits for
-// it. A line on fd 0 asks for an interrupt: SIGTERM to the group, up to 3 s
-// of polling, then SIGKILL, as execd's DELETE /command. The command gets
-// /dev/null as stdin and an environment without the variable.
-const interruptible = `set -- "$FAKE_EXECD_COMMAND"; unset FAKE_EXECD_COMMAND
+// interruptible runs the command in $FAKE_EXECD_COMMAND with bash -c in
+// its own session and process group, and waits for it. A line on fd 0 asks
+// for an interrupt as execd's DELETE /command does it: SIGTERM to the
+// group, polling for up to 3 s until the whole group (not only its leader)
+// is gone, then SIGKILL; the leader's status is the command's. The command
+// gets /dev/null as stdin and an environment without the variable.
+var interruptible = "exec bash -c " + quote(`cmd=$FAKE_EXECD_COMMAND; unset FAKE_EXECD_COMMAND
 exec 3<&0 </dev/null
-if command -v bash >/dev/null 2>&1; then sh=bash; else sh=sh; fi
-setsid "$sh" -c "$1" &
+setsid bash -c "$cmd" &
 pid=$!
-(
-  read -r _ <&3 || exit 0
-  kill -TERM -$pid 2>/dev/null
-  n=0
-  while kill -0 -$pid 2>/dev/null && [ $n -lt 30 ]; do sleep 0.1; n=$((n+1)); done
-  kill -KILL -$pid 2>/dev/null
-) &
-watch=$!
-wait $pid 2>/dev/null
+(read -r _ <&3) &
+reader=$!
+wait -n -p ended $pid $reader 2>/dev/null
 rc=$?
-kill $watch 2>/dev/null
-exit $rc`
+if [ "$ended" = "$pid" ]; then
+  kill $reader 2>/dev/null
+  exit $rc
+fi
+kill -TERM -$pid 2>/dev/null
+for ((n = 0; n < 30; n++)); do kill -0 -$pid 2>/dev/null || break; sleep 0.1; done
+kill -KILL -$pid 2>/dev/null
+wait $pid 2>/dev/null
+exit $?`)
 
 func (s *Server) runCommand(w http.ResponseWriter, r *http.Request, b *sbx) {
 	var req struct {

@@ -491,6 +491,8 @@ func TestInterruptBlocksAndReportsOwnStatus(t *testing.T) {
 		{"plain", "echo started; sleep 60", "-1", "signal: terminated"},
 		{"traps TERM", "trap 'echo got-term; exit 7' TERM; echo started; sleep 60 & wait", "7", "exit status 7"},
 		{"ignores TERM", "trap '' TERM; echo started; sleep 60", "-1", "signal: killed"},
+		// The leader dies at once; a member of its group takes a second.
+		{"group outlives its leader", "(trap 'sleep 1; touch /workspace/late; exit 0' TERM; sleep 60 & wait) & echo started; wait", "-1", "signal: terminated"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -506,6 +508,9 @@ func TestInterruptBlocksAndReportsOwnStatus(t *testing.T) {
 			st := e.do("GET", "/command/status/"+id, nil, nil).json(t)
 			if st["running"] != false || st["finished_at"] == nil {
 				t.Errorf("status right after the interrupt: %v", st)
+			}
+			if tc.name == "group outlives its leader" && e.sh("test -e late && echo late") != "late" {
+				t.Errorf("the interrupt answered before the whole process group was gone")
 			}
 			tail, _ := io.ReadAll(stream)
 			fin := terminal(parseEvents(t, append(rest.Bytes(), tail...)))
