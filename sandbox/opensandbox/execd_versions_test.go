@@ -1,0 +1,243 @@
+package opensandbox_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/opensandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/testing/fakeopensandbox"
+)
+
+// Behaviour that differs between real execd builds (the spec's appendix of
+// 2026-12-01): the driver must give the same results on every version the
+// fake imitates.
+
+func forVersions(t *testing.T, fn func(t *testing.T, version string)) {
+	for _, v := range fakeopensandbox.Versions {
+		t.Run("execd "+v, func(t *testing.T) { fn(t, v) })
+	}
+}
+
+// sh runs a command that must succeed and returns its stdout.
+func sh(t *testing.T, sb *sandbox.Sandbox, command string) string {
+	t.Helper()
+	var out, errb bytes.Buffer
+	res, err := sb.Exec(ctxT(t), command, sandbox.ExecOptions{Stdout: &out, Stderr: &errb})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("%q: %+v %v, stderr %q", command, res, err, errb.String())
+	}
+	return out.String()
+}
+
+// The Driver contract: an existing file or symlink at the path is
+// replaced. execd's DELETE /files leaves a dangling link in place and
+// refuses a link to a directory, and its upload follows links.
+func TestWriteFileReplacesSymlinks(t *testing.T) {
+	forVersions(t, func(t *testing.T, version string) {
+		e := newEnv(t, fakeopensandbox.Options{Version: version}, nil)
+		ctx := ctxT(t)
+		sb := create(t, e, sandbox.Spec{})
+		sh(t, sb, "mkdir d && echo keep > d/inside && ln -s d dlink && ln -s victim.txt dangling && mkdir out && ln -s out/deep/file.txt dangling-deep")
+		for _, p := range []string{"dangling", "dlink", "dangling-deep"} {
+			if err := sb.WriteFile(ctx, p, strings.NewReader("new "+p), 0o644); err != nil {
+				t.Errorf("write onto the symlink %s: %v", p, err)
+			}
+		}
+		got := sh(t, sb, `for p in dangling dlink dangling-deep; do if [ -L $p ]; then echo "$p: still a link"; else echo "$p: $(cat $p)"; fi; done
+test -e victim.txt && echo "victim.txt written through the link"
+test -e out/deep && echo "out/deep created through the link"
+cat d/inside`)
+		want := "dangling: new dangling\ndlink: new dlink\ndangling-deep: new dangling-deep\nkeep\n"
+		if got != want {
+			t.Errorf("after writing onto symlinks:\n%s\nwant:\n%s", got, want)
+		}
+	})
+}
+
+// Create makes the workdir only when it is missing: execd 1.0.18 re-applies
+// the mode of an existing directory (a /tmp of 1777 became 0755).
+func TestCreateLeavesAnExistingWorkdirAlone(t *testing.T) {
+	forVersions(t, func(t *testing.T, version string) {
+		e := newEnv(t, fakeopensandbox.Options{Version: version}, nil)
+		ref := create(t, e, sandbox.Spec{})
+		before := sh(t, ref, "stat -c %a /tmp")
+		sb := create(t, e, sandbox.Spec{Workdir: "/tmp"})
+		if got := sh(t, sb, "stat -c %a /tmp; pwd"); got != before+"/tmp\n" {
+			t.Errorf("a sandbox with workdir /tmp: %q, want /tmp's mode %q unchanged and commands in /tmp", got, before)
+		}
+		sb = create(t, e, sandbox.Spec{Workdir: "/tmp/new/job"})
+		if got := sh(t, sb, "stat -c %a /tmp/new/job; pwd"); got != "755\n/tmp/new/job\n" {
+			t.Errorf("a new workdir: %q", got)
+		}
+	})
+}
+
+// 500 RUNTIME_ERROR is execd's answer for failures that no retry fixes.
+func TestDeterministicExecdFailuresAreTerminal(t *testing.T) {
+	e := newEnv(t, fakeopensandbox.Options{}, nil)
+	ctx := ctxT(t)
+	sb := create(t, e, sandbox.Spec{})
+	sh(t, sb, "echo x > afile")
+	err := sb.WriteFile(ctx, "afile/child.txt", strings.NewReader("x"), 0o644)
+	if err == nil || sandbox.IsRetryable(err) || strings.Contains(err.Error(), "retry later") {
+		t.Errorf("write below a file: want a terminal error without retry advice, got %v", err)
+	}
+	for _, tc := range []struct {
+		msg       string
+		retryable bool
+	}{
+		{"path is a directory: /workspace/x", false},
+		{"no such session: abc", false},
+		{"mkdir /workspace/x: not a directory", false},
+		{"invalid mode 999: not octal digits", false},
+		{"open /workspace/x: too many open files", true},
+		{"read /workspace/x: resource temporarily unavailable", true},
+	} {
+		e.srv.Inject(fakeopensandbox.RouteInfo, 1, fakeopensandbox.Fault{Status: 500, Code: "RUNTIME_ERROR", Message: tc.msg})
+		_, err := sb.Stat(ctx, "afile")
+		if err == nil || sandbox.IsRetryable(err) != tc.retryable {
+			t.Errorf("500 RUNTIME_ERROR %q: retryable %v, want %v (%v)", tc.msg, sandbox.IsRetryable(err), tc.retryable, err)
+		}
+	}
+	// Other 5xx still may pass.
+	e.srv.FailNext(fakeopensandbox.RouteInfo, 1)
+	if _, err := sb.Stat(ctx, "afile"); !sandbox.IsRetryable(err) {
+		t.Errorf("a 500 that is not execd's RUNTIME_ERROR must stay retryable: %v", err)
+	}
+}
+
+// When execd got its token by environment, commands inherit it: the
+// driver must not hand it to them.
+func TestCommandsCannotReadTheExecdToken(t *testing.T) {
+	forVersions(t, func(t *testing.T, version string) {
+		const token = "execd-secret-7f3a"
+		e := newEnv(t, fakeopensandbox.Options{Version: version, ExecdToken: token, ExecdTokenInEnv: true}, nil)
+		sb := create(t, e, sandbox.Spec{})
+		for _, cmd := range []string{"env", "cat /proc/self/environ | tr '\\0' '\\n'", "sh -c env", "echo \"$EXECD_ACCESS_TOKEN\""} {
+			if got := sh(t, sb, cmd); strings.Contains(got, token) {
+				t.Errorf("%s shows the execd token:\n%s", cmd, got)
+			}
+		}
+		// Stdin goes through a file and a wrapper too; it must still work.
+		var out bytes.Buffer
+		if _, err := sb.Exec(ctxT(t), "env; cat", sandbox.ExecOptions{Stdin: strings.NewReader("in"), Stdout: &out}); err != nil || strings.Contains(out.String(), token) || !strings.HasSuffix(out.String(), "in") {
+			t.Errorf("with stdin: %q %v", out.String(), err)
+		}
+		// A variable the caller maps explicitly is the caller's to give.
+		var mine bytes.Buffer
+		if _, err := sb.Exec(ctxT(t), `echo "$EXECD_ACCESS_TOKEN"`, sandbox.ExecOptions{Env: map[string]string{"EXECD_ACCESS_TOKEN": "mapped"}, Stdout: &mine}); err != nil || mine.String() != "mapped\n" {
+			t.Errorf("an explicitly mapped EXECD_ACCESS_TOKEN: %q %v", mine.String(), err)
+		}
+	})
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers (a logger).
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// An interrupt blocks while execd waits for the process group (SIGTERM,
+// up to ~3 s, SIGKILL): a short request timeout must not cut it off and
+// leave the command running behind the caller.
+func TestCancelWaitsForTheInterrupt(t *testing.T) {
+	forVersions(t, func(t *testing.T, version string) {
+		logs := &syncBuffer{}
+		log := hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Warn})
+		e := newEnv(t, fakeopensandbox.Options{Version: version}, func(o *opensandbox.Options) {
+			o.Config.RequestTimeout = time.Second
+			o.Logger = log
+		})
+		sb := create(t, e, sandbox.Spec{})
+		ctx, cancel := context.WithCancel(ctxT(t))
+		out := newLineSignal("started")
+		go func() {
+			<-out.seen
+			cancel()
+		}()
+		_, err := sb.Exec(ctx, "trap 'sleep 2; exit 7' TERM; echo started; sleep 60 & wait", sandbox.ExecOptions{Stdout: out, Timeout: 2 * time.Minute})
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("err = %v", err)
+		}
+		if n := e.srv.RunningCommands(); n != 0 {
+			t.Errorf("%d command(s) still running when Exec returned", n)
+		}
+		if strings.Contains(logs.String(), "could not interrupt") {
+			t.Errorf("the interrupt failed:\n%s", logs.String())
+		}
+	})
+}
+
+// A download of a path that turned into a directory answers 200 with a
+// Content-Length of 2^63-1 and no body, held open; a malformed Range is
+// answered the same way with a 416. Neither may hang the client.
+func TestBodylessExecdAnswersDoNotHang(t *testing.T) {
+	forVersions(t, func(t *testing.T, version string) {
+		e := newEnv(t, fakeopensandbox.Options{Version: version}, nil)
+		ctx := ctxT(t)
+		sb := create(t, e, sandbox.Spec{})
+		sh(t, sb, "mkdir adir")
+		ep, err := e.drv.Lifecycle().Endpoint(ctx, sb.ID(), opensandbox.ExecdPort, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ex := opensandbox.NewExecdClient(ep.URL("http"), ep.Headers, http.DefaultClient, http.DefaultClient)
+		done := make(chan error, 1)
+		go func() {
+			rc, err := ex.Download(ctx, "/workspace/adir", -1)
+			if err == nil {
+				_, err = io.Copy(io.Discard, rc)
+				rc.Close()
+			}
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if !errors.Is(err, sandbox.ErrIsDir) {
+				t.Errorf("download of a directory: want ErrIsDir, got %v", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("the download of a directory hung")
+		}
+	})
+}
+
+// After the terminal event execd keeps the stream open about a second and
+// may send a ping: a command's result must not wait for the stream to
+// close.
+func TestResultDoesNotWaitForTheLingeringStream(t *testing.T) {
+	e := newEnv(t, fakeopensandbox.Options{Linger: time.Hour}, nil)
+	sb := create(t, e, sandbox.Spec{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sh(t, sb, "true")
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Exec waited for the stream to close after the terminal event")
+	}
+}
