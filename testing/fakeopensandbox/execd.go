@@ -198,25 +198,26 @@ func (p *outputPoller) lines(final bool) []string {
 // its own session and process group, and waits for it. A line on fd 0 asks
 // for an interrupt as execd's DELETE /command does it: SIGTERM to the
 // group, polling for up to 3 s until the whole group (not only its leader)
-// is gone, then SIGKILL; the leader's status is the command's. The command
-// gets /dev/null as stdin and an environment without the variable.
+// is gone, then SIGKILL; the leader's status is the command's. The line is
+// read by a helper that signals the wrapper (USR1), whose wait then
+// returns. The command gets /dev/null as stdin and an environment without
+// the variable.
 var interruptible = "exec bash -c " + quote(`cmd=$FAKE_EXECD_COMMAND; unset FAKE_EXECD_COMMAND
 exec 3<&0 </dev/null
+interrupted= signalled=
+trap 'interrupted=1' USR1
 setsid bash -c "$cmd" &
 pid=$!
-(read -r _ <&3) &
-reader=$!
-wait -n -p ended $pid $reader 2>/dev/null
-rc=$?
-if [ "$ended" = "$pid" ]; then
-  kill $reader 2>/dev/null
-  exit $rc
-fi
-kill -TERM -$pid 2>/dev/null
-for ((n = 0; n < 30; n++)); do kill -0 -$pid 2>/dev/null || break; sleep 0.1; done
-kill -KILL -$pid 2>/dev/null
-wait $pid 2>/dev/null
-exit $?`)
+me=$$
+(trap - USR1; read -r _ <&3 && kill -USR1 $me 2>/dev/null) &
+disown $!
+until wait $pid 2>/dev/null; rc=$?; [ -z "$interrupted" ] || [ -n "$signalled" ] || ! kill -0 $pid 2>/dev/null; do
+  signalled=1
+  kill -TERM -$pid 2>/dev/null
+  for ((n = 0; n < 30; n++)); do kill -0 -$pid 2>/dev/null || break; sleep 0.1; done
+  kill -KILL -$pid 2>/dev/null
+done
+exit $rc`)
 
 func (s *Server) runCommand(w http.ResponseWriter, r *http.Request, b *sbx) {
 	var req struct {
