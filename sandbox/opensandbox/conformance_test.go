@@ -2,6 +2,9 @@ package opensandbox_test
 
 import (
 	"context"
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,27 +14,63 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/testing/fakeopensandbox"
 )
 
-// The driver against the fake server, through both ways of reaching execd.
+// The driver against the fake server, for every execd build the fake
+// imitates and through both ways of reaching execd.
 func TestConformance(t *testing.T) {
-	for _, proxy := range []bool{true, false} {
-		name := map[bool]string{true: "ServerProxy", false: "DirectEndpoint"}[proxy]
-		t.Run(name, func(t *testing.T) {
-			var srv *fakeopensandbox.Server
-			opts := conformance.Options{
-				SupportsTags: true,
-				RefusedSpec:  &sandbox.Spec{Network: &sandbox.NetworkPolicy{Block: true, AllowCIDRs: []string{"10.0.0.0/8"}}},
-				// Count on the server, not through the driver under test.
-				CountProvisioned: func(context.Context, sandbox.Driver) (int, error) { return len(srv.Sandboxes()), nil },
-				CallBound:        time.Minute,
-			}
-			if !proxy {
-				opts.BigFileSize = -1 // the same bytes and code path; once is enough
-			}
-			conformance.Run(t, func(t *testing.T) sandbox.Driver {
-				e := newEnv(t, fakeopensandbox.Options{}, func(o *opensandbox.Options) { o.Config.UseServerProxy = proxy })
-				srv = e.srv
-				return e.drv
-			}, opts)
-		})
+	for _, version := range fakeopensandbox.Versions {
+		for _, proxy := range []bool{true, false} {
+			name := "execd " + version + "/" + map[bool]string{true: "ServerProxy", false: "DirectEndpoint"}[proxy]
+			t.Run(name, func(t *testing.T) {
+				runConformance(t, fakeopensandbox.Options{Version: version}, proxy,
+					// The same bytes and code path each time; once is enough.
+					version == fakeopensandbox.Version1019 && proxy)
+			})
+		}
+	}
+}
+
+func runConformance(t *testing.T, fo fakeopensandbox.Options, proxy, bigFile bool) {
+	var srv *fakeopensandbox.Server
+	opts := conformance.Options{
+		SupportsTags: true,
+		RefusedSpec:  &sandbox.Spec{Network: &sandbox.NetworkPolicy{Block: true, AllowCIDRs: []string{"10.0.0.0/8"}}},
+		// Count on the server, not through the driver under test.
+		CountProvisioned: func(context.Context, sandbox.Driver) (int, error) { return len(srv.Sandboxes()), nil },
+		// Without a policy the fake, like a server without an egress
+		// sidecar, gives the host's network: the no-network test's
+		// positive control.
+		OpenNetworkReachesHost: true,
+		CallBound:              time.Minute,
+	}
+	if !bigFile {
+		opts.BigFileSize = -1
+	}
+	conformance.Run(t, func(t *testing.T) sandbox.Driver {
+		e := newEnv(t, fo, func(o *opensandbox.Options) { o.Config.UseServerProxy = proxy })
+		srv = e.srv
+		return e.drv
+	}, opts)
+}
+
+// unenforcedEnv asks TestConformanceAgainstUnenforcedPolicy's child run to
+// use a fake whose egress sidecar reports policies without enforcing them.
+const unenforcedEnv = "OPENSANDBOX_TEST_UNENFORCED_POLICY"
+
+// The conformance suite's no-network test can fail against the fake: with
+// a sidecar that reports the policy but does not enforce it (which no
+// client can detect) the suite must report the open network.
+func TestConformanceNoNetworkCanFail(t *testing.T) {
+	if os.Getenv(unenforcedEnv) == "1" {
+		runConformance(t, fakeopensandbox.Options{UnenforcedNetworkPolicy: true}, true, false)
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestConformanceNoNetworkCanFail$/^NoNetworkByDefault$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), unenforcedEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("the no-network test passed against a sandbox with an open network:\n%s", out)
+	}
+	if !strings.Contains(string(out), "--- FAIL: TestConformanceNoNetworkCanFail/NoNetworkByDefault") || !strings.Contains(string(out), "a default sandbox connected to the host's 127.0.0.1") {
+		t.Fatalf("the child run failed for another reason:\n%s", out)
 	}
 }

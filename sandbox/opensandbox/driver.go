@@ -44,6 +44,10 @@ const (
 	cleanupTimeout = 30 * time.Second
 )
 
+// SupportedExecdVersions are the execd builds the driver is tested
+// against (through testing/fakeopensandbox, which imitates each).
+var SupportedExecdVersions = []string{"1.0.18", "1.0.19"}
+
 // DefaultEntrypoint keeps the sandbox's main process alive; work runs
 // through execd.
 var DefaultEntrypoint = []string{"tail", "-f", "/dev/null"}
@@ -64,7 +68,11 @@ type Options struct {
 	// get out. With it off, such servers are accepted with a warning, as
 	// the Python provider accepts them.
 	RequireIPEgressEnforcement bool
-	Logger                     hclog.Logger
+	// StallTimeout is how long a command stream or a download may deliver
+	// nothing before it is called broken (a retryable error, the command
+	// interrupted); default 2 minutes. execd pings streams every 3 s.
+	StallTimeout time.Duration
+	Logger       hclog.Logger
 	// Transport, when set, replaces the HTTP transport (tests, proxies).
 	Transport http.RoundTripper
 }
@@ -114,6 +122,9 @@ func New(opts Options) (*Driver, error) {
 	}
 	if opts.DefaultMemory == "" {
 		opts.DefaultMemory = DefaultMemory
+	}
+	if opts.StallTimeout <= 0 {
+		opts.StallTimeout = DefaultStallTimeout
 	}
 	if opts.Logger == nil {
 		opts.Logger = hclog.NewNullLogger()
@@ -275,13 +286,40 @@ func (d *Driver) Create(ctx context.Context, name string, spec sandbox.Spec) (sa
 			return abort(err)
 		}
 	}
-	if err := ex.Mkdir(ctx, spec.Workdir, 0o755); err != nil {
-		return abort(fail("create", id, spec.Workdir, nil, fmt.Errorf("creating the workdir: %w", err)))
+	if err := d.ensureWorkdir(ctx, ex, id, spec.Workdir); err != nil {
+		return abort(err)
 	}
 	d.mu.Lock()
 	d.workdir[id] = spec.Workdir
 	d.mu.Unlock()
 	return d.info(rec), nil
+}
+
+// ensureWorkdir creates the workdir when it is missing, and only then:
+// execd 1.0.18 re-applies the mode of an existing directory and chowns it
+// (a workdir of /tmp would lose its 1777).
+func (d *Driver) ensureWorkdir(ctx context.Context, ex *ExecdClient, id, wd string) error {
+	fi, err := ex.Info(ctx, wd)
+	if err == nil {
+		kind := fi.Type
+		if kind == "symlink" {
+			if kind, _, err = d.followLink(ctx, id, wd); err != nil {
+				return fail("create", id, wd, nil, fmt.Errorf("the workdir is a symlink that leads nowhere: %w", err))
+			}
+		}
+		if kind != "directory" {
+			return &sandbox.Error{Op: "create", Sandbox: id, Path: wd, Err: fmt.Errorf("the workdir exists in the image and is not a directory (%s); choose another workdir", kind)}
+		}
+		return nil
+	}
+	var api *APIError
+	if !errors.As(err, &api) || !api.NotFound() || api.SandboxNotFound() {
+		return fail("create", id, wd, nil, fmt.Errorf("checking the workdir: %w", err))
+	}
+	if err := ex.Mkdir(ctx, wd, 0o755); err != nil {
+		return fail("create", id, wd, nil, fmt.Errorf("creating the workdir: %w", err))
+	}
+	return nil
 }
 
 // deleteByName removes sandboxes named name, best effort.
@@ -305,6 +343,7 @@ func (d *Driver) deleteByName(ctx context.Context, name string) {
 // waited out until deadline.
 func (d *Driver) waitRunning(ctx context.Context, id string, deadline time.Time) (SandboxRecord, error) {
 	var last string
+	var running SandboxRecord
 	err := poll(ctx, deadline, func() (bool, error) {
 		rec, err := d.life.Get(ctx, id)
 		if err != nil {
@@ -320,6 +359,7 @@ func (d *Driver) waitRunning(ctx context.Context, id string, deadline time.Time)
 		}
 		switch rec.Status.State {
 		case StateRunning:
+			running = rec
 			return true, nil
 		case StateFailed, StateTerminated:
 			return false, fail("create", id, "", nil, fmt.Errorf("the sandbox is %s (%s) instead of starting; check the image and the resource limits", rec.Status.State, statusText(rec.Status)))
@@ -334,7 +374,7 @@ func (d *Driver) waitRunning(ctx context.Context, id string, deadline time.Time)
 	if err != nil {
 		return SandboxRecord{}, err
 	}
-	return d.life.Get(ctx, id)
+	return running, nil
 }
 
 func statusText(s Status) string {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 )
@@ -52,19 +53,61 @@ func (e *APIError) hint() string {
 		return "the sandbox is not in a state that allows this; check its state on the server"
 	case e.Status == http.StatusBadGateway:
 		return "a proxy could not reach the sandbox; it may still be starting, or it has stopped"
+	case e.runtimeError() && !e.Retryable():
+		return "execd reports a failure that retrying will not fix; check the path, its type and its permissions inside the sandbox"
 	case e.Retryable():
 		return "the server may be overloaded or restarting; retry later"
 	}
 	return ""
 }
 
-// Retryable: 5xx, 408 and 429 may pass; other 4xx will not.
+// Retryable: 5xx, 408 and 429 may pass; other 4xx will not. execd answers
+// 500 RUNTIME_ERROR for deterministic failures too (a path that is a
+// directory, no such session, mkdir over a file, a bad mode): those are
+// terminal unless the message names a passing cause.
 func (e *APIError) Retryable() bool {
+	switch {
+	case e.runtimeError():
+		return transientCause(e.Message)
+	case e.Status == http.StatusNotImplemented:
+		return false
+	}
 	return e.Status >= 500 || e.Status == http.StatusRequestTimeout || e.Status == http.StatusTooManyRequests
+}
+
+// runtimeError: execd's own 500, as opposed to a proxy's or the lifecycle
+// server's.
+func (e *APIError) runtimeError() bool {
+	return e.Status == http.StatusInternalServerError && e.Code == "RUNTIME_ERROR"
+}
+
+// transientCauses are the OS and network errors, in Go's words, after
+// which the same call may succeed: resources that free up, interrupted or
+// timed-out I/O.
+var transientCauses = []string{
+	"too many open files", "resource temporarily unavailable", "interrupted system call",
+	"device or resource busy", "text file busy", "cannot allocate memory", "input/output error",
+	"connection refused", "connection reset", "broken pipe", "i/o timeout", "timeout", "deadline exceeded",
+}
+
+func transientCause(msg string) bool {
+	msg = strings.ToLower(msg)
+	for _, c := range transientCauses {
+		if strings.Contains(msg, c) {
+			return true
+		}
+	}
+	return false
 }
 
 // NotFound reports a 404.
 func (e *APIError) NotFound() bool { return e.Status == http.StatusNotFound }
+
+// UnknownRoute reports execd's (Gin's) answer for a route or method it
+// does not have: 404 with the text "404 page not found".
+func (e *APIError) UnknownRoute() bool {
+	return e.Status == http.StatusNotFound && e.Code == "" && e.Message == "404 page not found"
+}
 
 // SandboxNotFound reports the lifecycle server's "no such sandbox" answer
 // (codes like DOCKER::SANDBOX_NOT_FOUND), which the server proxy also gives.
@@ -72,15 +115,23 @@ func (e *APIError) SandboxNotFound() bool {
 	return e.Status == http.StatusNotFound && strings.HasSuffix(e.Code, "SANDBOX_NOT_FOUND")
 }
 
-// maxErrorBody bounds how much of an error body is read.
-const maxErrorBody = 64 << 10
+// maxErrorBody bounds how much of an error body is read, and
+// errorBodyWait how long reading it may take.
+const (
+	maxErrorBody  = 64 << 10
+	errorBodyWait = 5 * time.Second
+)
 
 // readAPIError turns a non-2xx response into an *APIError, accepting every
 // body shape the servers use: {code, message}, FastAPI's 422 {detail},
 // execd's 401 {error}, and plain text from proxies. It closes the body.
 func readAPIError(op string, resp *http.Response) *APIError {
 	defer resp.Body.Close()
+	// execd answers some errors with a Content-Length and no body (a
+	// malformed Range): whatever arrives within errorBodyWait is the body.
+	stop := time.AfterFunc(errorBodyWait, func() { resp.Body.Close() })
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	stop.Stop()
 	e := &APIError{Op: op, Status: resp.StatusCode, RequestID: resp.Header.Get("X-Request-ID")}
 	var shaped struct {
 		Code    string          `json:"code"`

@@ -38,6 +38,21 @@ func wrapCommand(command, stdinPath, marker string) string {
 	return b.String()
 }
 
+// execdTokenVar is where execd reads its access token from when it is not
+// given as a flag; commands inherit execd's whole environment.
+const execdTokenVar = "EXECD_ACCESS_TOKEN"
+
+// hideExecdEnv starts a command by removing execd's access token from its
+// environment: a command that could read it could reach execd from
+// anywhere the token is accepted. A caller that maps the variable itself
+// (env) keeps it.
+func hideExecdEnv(env map[string]string) string {
+	if _, mapped := env[execdTokenVar]; mapped {
+		return ""
+	}
+	return "unset " + execdTokenVar + "; "
+}
+
 // outputStream rebuilds one output stream from execd's line events. Each
 // line's text is written at once; its newline is owed until the next event
 // shows whether the line had one: the last line before the marker is
@@ -190,7 +205,7 @@ func (d *Driver) Exec(ctx context.Context, id string, req sandbox.ExecRequest) (
 	wall, cancel := context.WithTimeout(ctx, timeout+execGrace)
 	defer cancel()
 	body, err := ex.StartCommand(wall, CommandRequest{
-		Command:   wrapCommand(req.Command, stdinPath, marker),
+		Command:   hideExecdEnv(req.Env) + wrapCommand(req.Command, stdinPath, marker),
 		Cwd:       cwd,
 		TimeoutMS: max(1, timeout.Milliseconds()), // 0 would mean no timeout at all
 		Envs:      req.Env,
@@ -210,6 +225,7 @@ func (d *Driver) Exec(ctx context.Context, id string, req sandbox.ExecRequest) (
 		}
 		return res, d.execStartError(ctx, id, err)
 	}
+	body = newStallGuard(body, d.opts.StallTimeout)
 	defer body.Close()
 
 	cmdID := ""

@@ -7,12 +7,15 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"mime/multipart"
 	"net/http"
 	"net/textproto"
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 )
 
 // ExecdClient speaks execd's API at one endpoint. Unary calls use a client
@@ -67,13 +70,20 @@ func (c *ExecdClient) StartCommand(ctx context.Context, req CommandRequest) (io.
 	return resp.Body, nil
 }
 
-// Interrupt stops a running command (SIGTERM, then SIGKILL after 3 s).
+// Interrupt stops a running command: execd sends SIGTERM to its process
+// group and answers once the group is gone, SIGKILLing it after about 3 s,
+// so the call is bounded by ctx rather than the request timeout. A command
+// that has already finished is not an error.
 func (c *ExecdClient) Interrupt(ctx context.Context, id string) error {
-	resp, err := c.send(ctx, c.unary, "interrupt command", http.MethodDelete, "/command", url.Values{"id": {id}}, nil)
+	resp, err := c.send(ctx, c.stream, "interrupt command", http.MethodDelete, "/command", url.Values{"id": {id}}, nil)
 	if err != nil {
 		return err
 	}
-	return expect(resp, "interrupt command "+id, http.StatusOK)
+	err = expect(resp, "interrupt command "+id, http.StatusOK)
+	if api, ok := err.(*APIError); ok && api.runtimeError() && strings.Contains(api.Message, "is not running") {
+		return nil
+	}
+	return err
 }
 
 // FileInfo is execd's description of a path.
@@ -155,10 +165,23 @@ func (c *ExecdClient) Mkdir(ctx context.Context, path string, mode fs.FileMode) 
 	return expect(resp, op, http.StatusOK)
 }
 
-// DeleteFile removes a file or symlink (a missing one is not an error).
+// DeleteFile removes a file (a missing one is not an error). execd checks
+// the type through symlinks: a symlink to a directory is refused and a
+// dangling one is left in place; remove links with DeleteTree.
 func (c *ExecdClient) DeleteFile(ctx context.Context, path string) error {
 	op := "delete " + path
 	resp, err := c.send(ctx, c.unary, op, http.MethodDelete, "/files", url.Values{"path": {path}}, nil)
+	if err != nil {
+		return err
+	}
+	return expect(resp, op, http.StatusOK)
+}
+
+// DeleteTree removes path recursively, as rm -rf: a symlink itself, never
+// its target. A missing path is not an error.
+func (c *ExecdClient) DeleteTree(ctx context.Context, path string) error {
+	op := "delete " + path
+	resp, err := c.send(ctx, c.unary, op, http.MethodDelete, "/directories", url.Values{"path": {path}}, nil)
 	if err != nil {
 		return err
 	}
@@ -211,9 +234,11 @@ func writeUploadBody(mw *multipart.Writer, meta []byte, r io.Reader) error {
 	return mw.Close()
 }
 
-// Download streams path. With limit >= 0 it asks for bytes 0..limit-1 only
-// (a Range request); an empty file answers 416 to any range and comes back
-// as an empty body. The caller must close the reader.
+// Download streams path. With limit > 0 it asks for bytes 0..limit-1 only
+// (a Range request, which execd answers with 200 and an empty body for an
+// empty file). execd's answer for a directory, 200 with a Content-Length of
+// 2^63-1 and no body, is an error matching sandbox.ErrIsDir, not a body to
+// wait on. The caller must close the reader.
 func (c *ExecdClient) Download(ctx context.Context, path string, limit int64) (io.ReadCloser, error) {
 	op := "download " + path
 	var hdr http.Header
@@ -226,10 +251,20 @@ func (c *ExecdClient) Download(ctx context.Context, path string, limit int64) (i
 	}
 	switch resp.StatusCode {
 	case http.StatusOK, http.StatusPartialContent:
+		if resp.ContentLength == math.MaxInt64 {
+			resp.Body.Close()
+			return nil, fmt.Errorf("OpenSandbox could not %s: %w (execd answered as for a directory: a 2^63-1 Content-Length and no body)", op, sandbox.ErrIsDir)
+		}
 		return resp.Body, nil
 	case http.StatusRequestedRangeNotSatisfiable:
+		// The body may never come (a malformed Range is answered with the
+		// file's length as Content-Length and nothing): do not read it.
 		resp.Body.Close()
-		return io.NopCloser(strings.NewReader("")), nil
+		cr := resp.Header.Get("Content-Range")
+		if cr == "bytes */0" {
+			return io.NopCloser(strings.NewReader("")), nil // an empty file, as older builds answer
+		}
+		return nil, &APIError{Op: op, Status: resp.StatusCode, Message: fmt.Sprintf("execd refused the byte range (Content-Range %q)", cr)}
 	}
 	return nil, readAPIError(op, resp)
 }

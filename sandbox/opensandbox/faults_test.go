@@ -49,28 +49,44 @@ func TestWrongAPIKeyIsTerminal(t *testing.T) {
 }
 
 func TestCreateFaults(t *testing.T) {
+	runtimeErr := func(msg string) fakeopensandbox.Fault {
+		return fakeopensandbox.Fault{Status: 500, Code: "RUNTIME_ERROR", Message: msg}
+	}
 	tests := []struct {
 		name      string
 		inject    func(*fakeopensandbox.Server)
 		wantErr   bool
 		retryable bool
+		spec      sandbox.Spec
 	}{
-		{"create 500 is retryable", func(s *fakeopensandbox.Server) { s.FailNext(fakeopensandbox.RouteCreate, 1) }, true, true},
-		{"create 503 is retryable", func(s *fakeopensandbox.Server) { s.FailNextWith(fakeopensandbox.RouteCreate, 1, 503) }, true, true},
-		{"create 400 is terminal", func(s *fakeopensandbox.Server) { s.FailNextWith(fakeopensandbox.RouteCreate, 1, 400) }, true, false},
-		{"create 429 is retryable", func(s *fakeopensandbox.Server) { s.FailNextWith(fakeopensandbox.RouteCreate, 1, 429) }, true, true},
-		{"endpoint lookup 500 after create", func(s *fakeopensandbox.Server) { s.FailNext(fakeopensandbox.RouteEndpoint, 1) }, true, true},
-		{"endpoint lookup 403 after create", func(s *fakeopensandbox.Server) { s.FailNextWith(fakeopensandbox.RouteEndpoint, 1, 403) }, true, false},
-		{"workdir mkdir fails", func(s *fakeopensandbox.Server) { s.FailNext(fakeopensandbox.RouteMkdir, 1) }, true, true},
-		{"polling errors are waited out", func(s *fakeopensandbox.Server) { s.FailNext(fakeopensandbox.RouteGet, 2) }, false, false},
-		{"ping errors are waited out", func(s *fakeopensandbox.Server) { s.FailNextWith(fakeopensandbox.RoutePing, 3, 502) }, false, false},
-		{"policy read errors are waited out", func(s *fakeopensandbox.Server) { s.FailNext(fakeopensandbox.RoutePolicy, 2) }, false, false},
+		{"create 500 is retryable", func(s *fakeopensandbox.Server) { s.FailNext(fakeopensandbox.RouteCreate, 1) }, true, true, sandbox.Spec{}},
+		{"create 503 is retryable", func(s *fakeopensandbox.Server) { s.FailNextWith(fakeopensandbox.RouteCreate, 1, 503) }, true, true, sandbox.Spec{}},
+		{"create 400 is terminal", func(s *fakeopensandbox.Server) { s.FailNextWith(fakeopensandbox.RouteCreate, 1, 400) }, true, false, sandbox.Spec{}},
+		{"create 429 is retryable", func(s *fakeopensandbox.Server) { s.FailNextWith(fakeopensandbox.RouteCreate, 1, 429) }, true, true, sandbox.Spec{}},
+		{"endpoint lookup 500 after create", func(s *fakeopensandbox.Server) { s.FailNext(fakeopensandbox.RouteEndpoint, 1) }, true, true, sandbox.Spec{}},
+		{"endpoint lookup 403 after create", func(s *fakeopensandbox.Server) { s.FailNextWith(fakeopensandbox.RouteEndpoint, 1, 403) }, true, false, sandbox.Spec{}},
+		{"workdir mkdir fails", func(s *fakeopensandbox.Server) { s.FailNext(fakeopensandbox.RouteMkdir, 1) }, true, true, sandbox.Spec{Workdir: "/tmp/job"}},
+		{"workdir mkdir over a file", func(s *fakeopensandbox.Server) {
+			s.Inject(fakeopensandbox.RouteMkdir, 1, runtimeErr("mkdir /tmp/job: not a directory"))
+		}, true, false, sandbox.Spec{Workdir: "/tmp/job"}},
+		{"workdir check fails", func(s *fakeopensandbox.Server) { s.FailNext(fakeopensandbox.RouteInfo, 1) }, true, true, sandbox.Spec{}},
+		{"workdir is a file", func(*fakeopensandbox.Server) {}, true, false, sandbox.Spec{Workdir: "/etc/passwd"}},
+		{"polling errors are waited out", func(s *fakeopensandbox.Server) { s.FailNext(fakeopensandbox.RouteGet, 2) }, false, false, sandbox.Spec{}},
+		{"the second poll fails", func(s *fakeopensandbox.Server) {
+			s.Inject(fakeopensandbox.RouteGet, 2, fakeopensandbox.Fault{Status: 500})
+		}, false, false, sandbox.Spec{}},
+		{"ping errors are waited out", func(s *fakeopensandbox.Server) { s.FailNextWith(fakeopensandbox.RoutePing, 3, 502) }, false, false, sandbox.Spec{}},
+		{"policy read errors are waited out", func(s *fakeopensandbox.Server) { s.FailNext(fakeopensandbox.RoutePolicy, 2) }, false, false, sandbox.Spec{}},
+		{"slow polls are waited out", func(s *fakeopensandbox.Server) { s.SlowNext(fakeopensandbox.RouteGet, 2, 3*time.Second) }, false, false, sandbox.Spec{}},
+		{"slow create answer", func(s *fakeopensandbox.Server) { s.SlowNext(fakeopensandbox.RouteCreate, 1, 3*time.Second) }, true, true, sandbox.Spec{}},
+		{"slow endpoint lookup", func(s *fakeopensandbox.Server) { s.SlowNext(fakeopensandbox.RouteEndpoint, 1, 3*time.Second) }, true, true, sandbox.Spec{}},
+		{"slow workdir check", func(s *fakeopensandbox.Server) { s.SlowNext(fakeopensandbox.RouteInfo, 1, 3*time.Second) }, true, true, sandbox.Spec{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t, fakeopensandbox.Options{}, nil)
+			e := newEnv(t, fakeopensandbox.Options{}, func(o *opensandbox.Options) { o.Config.RequestTimeout = time.Second })
 			tt.inject(e.srv)
-			sb, err := sandbox.Create(ctxT(t), e.drv, sandbox.Spec{})
+			sb, err := sandbox.Create(ctxT(t), e.drv, tt.spec)
 			if !tt.wantErr {
 				if err != nil {
 					t.Fatalf("create: %v", err)
@@ -584,4 +600,88 @@ func TestFailedStartRemovesTheStdinFile(t *testing.T) {
 	if strings.Contains(out.String(), ".airflow-stdin-") {
 		t.Fatalf("a command that never started left its stdin file behind: %q", out.String())
 	}
+}
+
+// Under failures mid-transfer the driver reports an error, never a short
+// file or a partial line as complete, and never waits on a silent server.
+func TestTransfersUnderFaults(t *testing.T) {
+	e := newEnv(t, fakeopensandbox.Options{}, func(o *opensandbox.Options) {
+		o.StallTimeout = 500 * time.Millisecond
+		o.Config.RequestTimeout = 2 * time.Second
+	})
+	ctx := ctxT(t)
+	sb := create(t, e, sandbox.Spec{})
+	const size = 1 << 20
+	if err := sb.WriteFile(ctx, "big.bin", bytes.NewReader(bytes.Repeat([]byte("a"), size)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	read := func() (int64, error) {
+		rc, _, err := sb.OpenFile(ctx, "big.bin", 2*size)
+		if err != nil {
+			return 0, err
+		}
+		defer rc.Close()
+		return io.Copy(io.Discard, rc)
+	}
+	t.Run("download stalls", func(t *testing.T) {
+		e.srv.StallNextDownload(1000)
+		n, err := read()
+		if err == nil || !sandbox.IsRetryable(err) || n >= size || !strings.Contains(err.Error(), "sent nothing") {
+			t.Fatalf("read %d bytes, err %v", n, err)
+		}
+		if n, err := read(); err != nil || n != size {
+			t.Fatalf("the next read: %d %v", n, err)
+		}
+	})
+	t.Run("slow download still completes", func(t *testing.T) {
+		e.srv.SlowNext(fakeopensandbox.RouteDownload, 1, 300*time.Millisecond)
+		if n, err := read(); err != nil || n != size {
+			t.Fatalf("read %d, %v", n, err)
+		}
+	})
+	t.Run("upload cut mid-body", func(t *testing.T) {
+		e.srv.CutNextUpload(4096)
+		err := sb.WriteFile(ctx, "big.bin", bytes.NewReader(bytes.Repeat([]byte("b"), size)), 0o644)
+		if err == nil || !sandbox.IsRetryable(err) {
+			t.Fatalf("a cut upload: %v", err)
+		}
+		if got := sh(t, sb, "tr -d a < big.bin | wc -c; wc -c < big.bin"); got != "0\n1048576\n" {
+			t.Fatalf("a cut upload changed the file: %q", got)
+		}
+	})
+	t.Run("stream dropped mid-event", func(t *testing.T) {
+		e.srv.DropNextStreamMidEvent(3) // init, ping, "one"; then half an event
+		var out bytes.Buffer
+		res, err := sb.Exec(ctx, "echo one; echo two; sleep 60", sandbox.ExecOptions{Stdout: &out, Timeout: 2 * time.Minute})
+		if err == nil || !sandbox.IsRetryable(err) || res.SandboxLost {
+			t.Fatalf("res %+v err %v", res, err)
+		}
+		if out.String() != "one\n" {
+			t.Fatalf("stdout %q: only whole events may reach the caller", out.String())
+		}
+		waitFor(t, "the command to be interrupted", func() bool { return e.srv.RunningCommands() == 0 })
+	})
+	t.Run("stream stalls", func(t *testing.T) {
+		e.srv.StallNextStream(3)
+		_, err := sb.Exec(ctx, "echo one; sleep 60", sandbox.ExecOptions{Timeout: 2 * time.Minute})
+		if err == nil || !sandbox.IsRetryable(err) || !strings.Contains(err.Error(), "sent nothing") {
+			t.Fatalf("err %v", err)
+		}
+		waitFor(t, "the command to be interrupted", func() bool { return e.srv.RunningCommands() == 0 })
+	})
+	t.Run("slow destroy", func(t *testing.T) {
+		other := create(t, e, sandbox.Spec{})
+		e.srv.SlowNext(fakeopensandbox.RouteDelete, 1, 4*time.Second)
+		if err := other.Destroy(ctx); err == nil || !sandbox.IsRetryable(err) {
+			t.Fatalf("a destroy that timed out: %v", err)
+		}
+		if err := other.Destroy(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, left := range e.srv.Sandboxes() {
+			if left.ID == other.ID() {
+				t.Fatal("the sandbox was left behind")
+			}
+		}
+	})
 }

@@ -19,6 +19,9 @@ import (
 // for both), everything else keeps its retryability.
 func (d *Driver) fileError(ctx context.Context, op, id, p string, err error) error {
 	var api *APIError
+	if errors.As(err, &api) && api.UnknownRoute() {
+		return fail(op, id, p, nil, fmt.Errorf("%w; this execd build does not have the call (the driver supports execd %s)", err, strings.Join(SupportedExecdVersions, " and ")))
+	}
 	if errors.As(err, &api) && api.NotFound() {
 		if api.SandboxNotFound() {
 			d.forget(id)
@@ -159,10 +162,13 @@ func (d *Driver) OpenFile(ctx context.Context, id, p string, maxBytes int64) (io
 		limit = maxBytes + 1
 	}
 	rc, err := ex.Download(ctx, p, limit)
+	if errors.Is(err, sandbox.ErrIsDir) {
+		return nil, 0, fail("read", id, p, sandbox.ErrIsDir, nil) // it became one since the check
+	}
 	if err != nil {
 		return nil, 0, d.fileError(ctx, "read", id, p, err)
 	}
-	rc = &brokenDownload{rc: rc, id: id, path: p}
+	rc = &brokenDownload{rc: newStallGuard(rc, d.opts.StallTimeout), id: id, path: p}
 	if maxBytes >= 0 {
 		rc = sandbox.LimitReader(rc, rc, p, maxBytes)
 	}
@@ -186,9 +192,12 @@ func (b *brokenDownload) Read(p []byte) (int, error) {
 
 func (b *brokenDownload) Close() error { return b.rc.Close() }
 
-// WriteFile streams r into p with mode. A symlink at p is removed first so
-// the write replaces the link rather than its target; parents are created
-// by execd.
+// WriteFile streams r into p with mode. execd's upload follows a symlink
+// at p and writes into its target, so a symlink is removed first and the
+// write replaces the link. It is removed with DELETE /directories, which
+// removes the link itself: DELETE /files checks the type through the link,
+// leaving a dangling link in place and refusing one to a directory.
+// Parents are created by execd.
 func (d *Driver) WriteFile(ctx context.Context, id, p string, r io.Reader, mode fs.FileMode) error {
 	ex, err := d.execdFor(ctx, id)
 	if err != nil {
@@ -199,8 +208,13 @@ func (d *Driver) WriteFile(ctx context.Context, id, p string, r io.Reader, mode 
 	case err == nil && fi.Type == "directory":
 		return fail("write", id, p, sandbox.ErrIsDir, nil)
 	case err == nil && fi.Type == "symlink":
-		if err := ex.DeleteFile(ctx, p); err != nil {
+		if err := ex.DeleteTree(ctx, p); err != nil {
 			return d.fileError(ctx, "write", id, p, err)
+		}
+		if fi, err := ex.Info(ctx, p); err == nil {
+			// Something recreated the path at once; never write through it.
+			return &sandbox.Error{Op: "write", Sandbox: id, Path: p, Retryable: true,
+				Err: fmt.Errorf("the symlink at the path could not be replaced: a %s is there again (something in the sandbox recreates it); retry", fi.Type)}
 		}
 	case err != nil:
 		var api *APIError
