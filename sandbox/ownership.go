@@ -21,8 +21,9 @@ const (
 	TagExpiresAt = "airflow_expires_at" // unix seconds, decimal
 	TagNetwork   = "airflow_network"    // EncodeNetworkPolicy
 	TagWorkdir   = "airflow_workdir"
-	// TagCreatedBy marks sandboxes this bundle created, so sweep never
-	// touches a sandbox the Python provider (or anyone else) owns.
+	// TagCreatedBy marks sandboxes this bundle created. Sweep removes
+	// these and, told apart by their name and expiry tag, the Python
+	// provider's (which marks none); never anyone else's.
 	TagCreatedBy = "airflow_created_by"
 	// CreatedByValue is TagCreatedBy's value.
 	CreatedByValue = "airflow-go-worker"
