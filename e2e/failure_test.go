@@ -20,8 +20,8 @@ dags:
   e2e_lifecycle:
     tasks:
       provision: {kind: provision, defaults: {backend: local, lifetime: 10m}, conf: [backend]}
-      work: {kind: run, conf: [backend, command]}
-      collect: {kind: collect, defaults: {backend: local, export_conn_id: aws_default}, conf: [backend, exports, max_bytes]}
+      work: {kind: run, inputs: {sandbox: {xcom: provision}}, conf: [backend, command]}
+      collect: {kind: collect, inputs: {sandbox: {xcom: provision}}, defaults: {backend: local, export_conn_id: aws_default}, conf: [backend, exports, max_bytes]}
 `
 
 func (w *world) lifecycleSupervisor() *supervisor.Supervisor {
@@ -45,8 +45,7 @@ func (w *world) provisionWith(sup *supervisor.Supervisor, run, command string) s
 	id := w.xcom(sup, "e2e_lifecycle", run, "provision", "return_value").(string)
 	if command != "" {
 		w.runTask(sup, supervisor.TaskRequest{DagID: "e2e_lifecycle", TaskID: "work", RunID: run,
-			Conf:        map[string]any{"command": command},
-			ArgBindings: []map[string]any{{"name": "sandbox", "kind": "xcom", "task_id": "provision"}}}, supervisor.StateSuccess)
+			Conf: map[string]any{"command": command}}, supervisor.StateSuccess)
 	}
 	return id
 }
@@ -97,8 +96,7 @@ func TestFailedExportLeavesNothing(t *testing.T) {
 				conf["max_bytes"] = c.max
 			}
 			before := len(w.logs.String())
-			w.runTask(sup, supervisor.TaskRequest{DagID: "e2e_lifecycle", TaskID: "collect", RunID: run, Conf: conf,
-				ArgBindings: []map[string]any{{"name": "sandbox", "kind": "xcom", "task_id": "provision"}}}, supervisor.StateFailed)
+			w.runTask(sup, supervisor.TaskRequest{DagID: "e2e_lifecycle", TaskID: "collect", RunID: run, Conf: conf}, supervisor.StateFailed)
 			if log := w.logs.String()[before:]; !strings.Contains(log, c.wantLog) {
 				t.Errorf("the task log does not explain the failure (%q):\n%s", c.wantLog, log)
 			}
@@ -125,8 +123,7 @@ func TestKilledTaskLeavesASandboxThatSweepRemoves(t *testing.T) {
 	done := make(chan supervisor.Result, 1)
 	go func() {
 		res, _ := sup.RunTask(ctx, supervisor.TaskRequest{DagID: "e2e_lifecycle", TaskID: "work", RunID: killedRun,
-			Conf:        map[string]any{"command": "touch started; sleep 300"},
-			ArgBindings: []map[string]any{{"name": "sandbox", "kind": "xcom", "task_id": "provision"}}})
+			Conf: map[string]any{"command": "touch started; sleep 300"}})
 		done <- res
 	}()
 	drv := w.localDriver()
@@ -214,13 +211,12 @@ func TestSandboxDyingMidExportLeavesNothing(t *testing.T) {
 	conf := map[string]any{"backend": "modal"}
 	w.runTask(sup, supervisor.TaskRequest{DagID: "e2e_lifecycle", TaskID: "provision", RunID: run, Conf: conf}, supervisor.StateSuccess)
 	id := w.xcom(sup, "e2e_lifecycle", run, "provision", "return_value").(string)
-	bind := []map[string]any{{"name": "sandbox", "kind": "xcom", "task_id": "provision"}}
-	w.runTask(sup, supervisor.TaskRequest{DagID: "e2e_lifecycle", TaskID: "work", RunID: run, ArgBindings: bind,
+	w.runTask(sup, supervisor.TaskRequest{DagID: "e2e_lifecycle", TaskID: "work", RunID: run,
 		Conf: map[string]any{"backend": "modal", "command": "printf small > a.txt; head -c 134217728 /dev/zero > big.bin"}}, supervisor.StateSuccess)
 
 	done := make(chan supervisor.Result, 1)
 	go func() {
-		res, _ := sup.RunTask(context.Background(), supervisor.TaskRequest{DagID: "e2e_lifecycle", TaskID: "collect", RunID: run, ArgBindings: bind,
+		res, _ := sup.RunTask(context.Background(), supervisor.TaskRequest{DagID: "e2e_lifecycle", TaskID: "collect", RunID: run,
 			Conf: map[string]any{"backend": "modal", "max_bytes": 1 << 30, "exports": map[string]any{
 				"a.txt": "s3://" + bucket + "/out/a.txt", "big.bin": "s3://" + bucket + "/out/big.bin"}}})
 		done <- res

@@ -22,8 +22,7 @@ func TestEnvFromSecretsStayOutOfLogsAndXCom(t *testing.T) {
 	const run = "manual__secrets"
 	w.runTask(sup, supervisor.TaskRequest{DagID: "e2e_lifecycle", TaskID: "provision", RunID: run}, supervisor.StateSuccess)
 	w.runTask(sup, supervisor.TaskRequest{DagID: "e2e_lifecycle", TaskID: "work", RunID: run,
-		Conf:        map[string]any{"command": `test -n "$PAYMENTS_TOKEN" && echo "token=$PAYMENTS_TOKEN" && echo "len=${#PAYMENTS_TOKEN}"`},
-		ArgBindings: []map[string]any{{"name": "sandbox", "kind": "xcom", "task_id": "provision"}}}, supervisor.StateSuccess)
+		Conf: map[string]any{"command": `test -n "$PAYMENTS_TOKEN" && echo "token=$PAYMENTS_TOKEN" && echo "len=${#PAYMENTS_TOKEN}"`}}, supervisor.StateSuccess)
 
 	logs := w.logs.String()
 	if strings.Contains(logs, secret) {

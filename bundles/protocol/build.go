@@ -3,8 +3,11 @@ package protocol
 import "time"
 
 // Body encodes sd as the supervisor would send it: datetimes as time.Time
-// (msgpack timestamps on the wire), UUIDs as strings, every required key
-// present. The local supervisor and tests use it.
+// (msgpack timestamps on the wire), UUIDs as strings, every key Airflow's
+// own StartupDetails carries present (checked against Airflow 3.3.2 by
+// e2e/realsdk), plus arg_bindings, which only 2026-10-30 has (drop it for
+// older schemas, see supervisor.StartupBody). The local supervisor and
+// tests use it.
 func (sd StartupDetails) Body() map[string]any {
 	ts := func(t time.Time) any {
 		if t.IsZero() {
@@ -41,7 +44,12 @@ func (sd StartupDetails) Body() map[string]any {
 		"run_type":              sd.DagRun.RunType,
 		"state":                 sd.DagRun.State,
 		"conf":                  conf,
+		"triggering_user_name":  nil,
 		"consumed_asset_events": []any{},
+		"partition_key":         nil,
+		"partition_date":        nil,
+		"note":                  nil,
+		"team_name":             nil,
 	}
 	var bindings any
 	if sd.ArgBindings != nil {
@@ -63,7 +71,11 @@ func (sd StartupDetails) Body() map[string]any {
 			"max_tries":             sd.MaxTries,
 			"variables":             []any{},
 			"connections":           []any{},
+			"next_method":           nil,
+			"next_kwargs":           nil,
+			"xcom_keys_to_clear":    []any{},
 			"should_retry":          sd.ShouldRetry,
+			"start_date":            ts(sd.StartDate),
 			"arg_bindings":          bindings,
 		},
 		"sentry_integration": "",

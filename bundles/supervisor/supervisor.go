@@ -23,6 +23,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/airflow-sandbox/airflow-go-worker/bundles"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
 )
 
@@ -68,6 +69,15 @@ type Supervisor struct {
 	// KillGrace is the SIGTERM-to-SIGKILL delay on cancellation
 	// (DefaultKillGrace when zero).
 	KillGrace time.Duration
+	// Airflow is the release whose supervisor this one plays: "3.3" (the
+	// default) or "3.4". Like that release's coordinator, it refuses a
+	// bundle whose schema version it does not know.
+	Airflow string
+	// SchemaVersion is the supervisor schema version the bundle speaks;
+	// empty reads the one Executable's footer declares (a plain build
+	// declares none and speaks bundles.SupervisorSchemaVersion). Only
+	// 2026-10-30 carries a TaskRequest's ArgBindings.
+	SchemaVersion string
 
 	memMu sync.Mutex
 	mem   map[string]any // in-memory XCom when StateDir is empty
@@ -293,6 +303,15 @@ func (s *Supervisor) RunTask(ctx context.Context, req TaskRequest) (Result, erro
 	if req.ShouldRetry {
 		failedState = StateUpForRetry
 	}
+	schema, err := s.bundleSchema()
+	if err != nil {
+		return Result{State: failedState, ExitCode: -1}, fmt.Errorf("task %s.%s: %w", req.DagID, req.TaskID, err)
+	}
+	args := req.ArgBindings
+	if len(args) > 0 && schema < bundles.Schema34 {
+		show.line("supervisor", fmt.Sprintf("schema %s (Airflow 3.3) has no arg_bindings: the stub call's %d argument(s) are dropped, as Airflow 3.3 drops them", schema, len(args)))
+		args = nil
+	}
 	c, err := s.start(ctx, red, show)
 	if err != nil {
 		res := Result{State: failedState, ExitCode: -1}
@@ -315,7 +334,7 @@ func (s *Supervisor) RunTask(ctx context.Context, req TaskRequest) (Result, erro
 			LogicalDate: now, RunAfter: now, StartDate: now, Conf: req.Conf},
 		MaxTries:    req.MaxTries,
 		ShouldRetry: req.ShouldRetry,
-		ArgBindings: req.ArgBindings,
+		ArgBindings: args,
 	}
 	logsDone := make(chan []map[string]any, 1)
 	go func() { logsDone <- readLogs(c.logs, red, show) }()
@@ -324,7 +343,7 @@ func (s *Supervisor) RunTask(ctx context.Context, req TaskRequest) (Result, erro
 	commDone := make(chan struct{})
 	go func() {
 		defer close(commDone)
-		s.serveComm(c.comm, sd, red, show, &res)
+		s.serveComm(c.comm, StartupBody(sd, schema), sd.TI, red, show, &res)
 	}()
 	select {
 	case <-commDone:
@@ -388,8 +407,8 @@ func hostname() string {
 
 // serveComm sends StartupDetails and answers requests until the runtime
 // closes the socket.
-func (s *Supervisor) serveComm(conn net.Conn, sd protocol.StartupDetails, red *redactor, show *shower, res *Result) {
-	p, err := protocol.EncodeReply(0, sd.Body(), nil)
+func (s *Supervisor) serveComm(conn net.Conn, startup map[string]any, ti protocol.TaskInstance, red *redactor, show *shower, res *Result) {
+	p, err := protocol.EncodeReply(0, startup, nil)
 	if err == nil {
 		err = protocol.WriteFrame(conn, p)
 	}
@@ -397,7 +416,6 @@ func (s *Supervisor) serveComm(conn net.Conn, sd protocol.StartupDetails, red *r
 		show.line("supervisor", "sending StartupDetails: "+err.Error())
 		return
 	}
-	ti := sd.TI
 	for {
 		p, err := protocol.ReadFrame(conn)
 		if err != nil {

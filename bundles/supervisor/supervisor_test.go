@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airflow-sandbox/airflow-go-worker/bundles"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/selftest"
 )
@@ -235,6 +236,7 @@ func TestConnectionNotFound(t *testing.T) {
 
 func TestConnectionFromEnvIsMaskedInLogs(t *testing.T) {
 	s, logs := newSup(t, `AIRFLOW_CONN_MY_HTTP={"conn_type": "http", "host": "example.internal", "port": 8443, "login": "bob", "password": "pa55word-xyz"}`)
+	s.Airflow, s.SchemaVersion = "3.4", bundles.Schema34 // the stub call passes conn_id
 	res := run(t, s, TaskRequest{DagID: selftest.DagID, TaskID: "connection", ArgBindings: []map[string]any{{"name": "conn_id", "kind": "literal", "value": "my_http"}}, RunID: "r"})
 	if res.State != StateSuccess {
 		t.Fatalf("state %s\n%s", res.State, logs)
@@ -269,6 +271,7 @@ func TestSecretsRedactedFromShownLogsAndOutput(t *testing.T) {
 
 func TestXComRoundTripAndBindingAcrossTasks(t *testing.T) {
 	s, logs := newSup(t)
+	s.Airflow, s.SchemaVersion = "3.4", bundles.Schema34 // arg_bindings are a 3.4 feature
 	res := run(t, s, TaskRequest{DagID: selftest.DagID, TaskID: "xcom_roundtrip", RunID: "r2"})
 	if res.State != StateSuccess {
 		t.Fatalf("state %s\n%s", res.State, logs)
@@ -668,5 +671,29 @@ func TestSIGTERMOutcomeBeatsAirflowsKillEscalation(t *testing.T) {
 	}
 	if res.ExitCode != 0 || res.Terminal == nil || res.Terminal["state"] != "failed" {
 		t.Fatalf("want TaskState failed and exit 0 before the SIGKILL, got exit %d terminal %v\n%s", res.ExitCode, res.Terminal, logs)
+	}
+}
+
+// Playing Airflow 3.3 (the default), the supervisor sends no arg_bindings,
+// as 3.3's schema migration drops them, and says so; and it refuses a bundle
+// whose schema version 3.3 does not know, as 3.3's coordinator does.
+func TestAirflow33DropsArgBindingsAndRefusesSchema34(t *testing.T) {
+	s, logs := newSup(t)
+	res := run(t, s, TaskRequest{DagID: selftest.DagID, TaskID: "connection", RunID: "r33",
+		ArgBindings: []map[string]any{{"name": "conn_id", "kind": "literal", "value": "anything"}}})
+	if res.State != StateFailed || !strings.Contains(logs.String(), "input conn_id is required") {
+		t.Fatalf("the argument must not reach the task under 3.3: state %s\n%s", res.State, logs)
+	}
+	if !strings.Contains(logs.String(), "argument(s) are dropped, as Airflow 3.3 drops them") {
+		t.Errorf("dropping the arguments must be said:\n%s", logs)
+	}
+	s.SchemaVersion = bundles.Schema34
+	res, err := s.RunTask(context.Background(), TaskRequest{DagID: selftest.DagID, TaskID: "ping"})
+	if err == nil || res.State != StateFailed || !strings.Contains(err.Error(), "Version '2026-10-30' not found in supervisor schema bundle") {
+		t.Fatalf("a 2026-10-30 bundle under Airflow 3.3: state %s, %v", res.State, err)
+	}
+	s.Airflow = "3.4"
+	if res := run(t, s, TaskRequest{DagID: selftest.DagID, TaskID: "ping"}); res.State != StateSuccess {
+		t.Fatalf("Airflow 3.4 knows 2026-10-30: %s", res.State)
 	}
 }

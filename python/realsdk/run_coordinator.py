@@ -68,7 +68,29 @@ from airflow.sdk.api.datamodels._generated import (  # noqa: E402
     XComResponse,
 )
 from airflow.sdk.coordinators.executable import ExecutableCoordinator  # noqa: E402
+from airflow.sdk.execution_time import schema as schema_mod  # noqa: E402
 from airflow.sdk.execution_time import supervisor as supervisor_mod  # noqa: E402
+
+# The installed task SDK's own schema snapshot: what its supervisor schema
+# version (2026-06-16 in 1.3.x) defines, per message type.
+with open(os.path.join(os.path.dirname(schema_mod.__file__), "schema.json")) as f:
+    SCHEMA = json.load(f)
+
+
+def schema_violations(bodies: list[dict]) -> list[str]:
+    """Name every key of a request body that its type does not define, and
+    every type the schema does not know: Airflow drops or rejects them."""
+    out = []
+    defs = SCHEMA["$defs"]
+    for body in bodies:
+        typ = body.get("type")
+        if typ not in defs:
+            out.append(f"unknown message type {typ!r}")
+            continue
+        extra = sorted(set(body) - set(defs[typ].get("properties", {})))
+        if extra:
+            out.append(f"{typ} has fields {extra} that schema {SCHEMA['api_version']} does not define")
+    return out
 
 # Observe (never change) what crosses the comm socket: the raw request
 # bodies the bundle sends, before Airflow validates them, and the bodies
@@ -215,6 +237,8 @@ def run_case(case: dict) -> dict:
     result["api_calls"] = api.calls
     result["xcoms"] = api.xcoms
     result["requests"] = list(REQUESTS)
+    result["schema_version"] = SCHEMA["api_version"]
+    result["schema_violations"] = schema_violations(REQUESTS)
     result["replies"] = list(REPLIES)
     result["logs"] = list(LOG)
     return result

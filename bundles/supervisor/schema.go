@@ -1,0 +1,57 @@
+package supervisor
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/airflow-sandbox/airflow-go-worker/bundles"
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/footer"
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
+)
+
+// DefaultAirflow is the Airflow release a Supervisor plays by default: the
+// released one.
+const DefaultAirflow = "3.3"
+
+// bundleSchema is the schema version the bundle speaks, refused as the
+// coordinator of s.Airflow refuses a version it does not know.
+func (s *Supervisor) bundleSchema() (string, error) {
+	release := s.Airflow
+	if release == "" {
+		release = DefaultAirflow
+	}
+	accepted, err := bundles.AirflowSchemaVersions(release)
+	if err != nil {
+		return "", err
+	}
+	schema := s.SchemaVersion
+	if schema == "" {
+		m, ok, err := footer.ReadManifest(s.Executable)
+		if err != nil {
+			return "", fmt.Errorf("reading the bundle's manifest: %w", err)
+		}
+		schema = bundles.SupervisorSchemaVersion
+		if ok && m.SDK.SupervisorSchemaVersion != "" {
+			schema = m.SDK.SupervisorSchemaVersion
+		}
+	}
+	for _, a := range accepted {
+		if a == schema {
+			return schema, nil
+		}
+	}
+	return "", fmt.Errorf("Airflow %s's coordinator would reject %s: \"Version '%s' not found in supervisor schema bundle\" (it knows %s); pack the bundle with --airflow %s, or run it as the Airflow it was packed for", release, s.Executable, schema, strings.Join(accepted, ", "), release)
+}
+
+// StartupBody is the StartupDetails body Airflow's supervisor sends a bundle
+// that declares schema: its head shape downgraded to that version, as
+// Airflow's schema migrator does. 2026-06-16 (Airflow 3.3) has no
+// ti_context.arg_bindings, so a 3.3 bundle never sees a stub call's
+// arguments.
+func StartupBody(sd protocol.StartupDetails, schema string) map[string]any {
+	body := sd.Body()
+	if schema < bundles.Schema34 {
+		delete(body["ti_context"].(map[string]any), "arg_bindings")
+	}
+	return body
+}
