@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -33,7 +32,7 @@ func (w *world) startPython(args ...string) *pyAgent {
 	w.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute) // a stuck agent is killed, never waited on forever
 	a := &pyAgent{t: w.t, stderr: &syncBuffer{}, cancel: cancel}
-	a.cmd = exec.CommandContext(ctx, pyenv.Python(w.t), append([]string{filepath.Join("..", "python", "handoff", "agent.py")}, args...)...)
+	a.cmd = pyenv.Command(ctx, w.t, nil, "handoff/agent.py", args...)
 	// The Modal client reaches the fake through MODAL_SERVER_URL (in
 	// w.env); the token comes from the modal_default connection, as in a
 	// deployment, not from MODAL_TOKEN_*.

@@ -1,13 +1,8 @@
 package tasks
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -15,35 +10,6 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/testing/fakemodal"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/pyenv"
 )
-
-// runHandoffPy runs a python/handoff script against s and decodes the JSON
-// of its last stdout line into out.
-func runHandoffPy(t *testing.T, s *fakemodal.Server, out any, script string, args ...string) {
-	t.Helper()
-	root, err := pyenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, pyenv.Python(t), append([]string{filepath.Join(root, "python", "handoff", script)}, args...)...)
-	cmd.Env = os.Environ()
-	for k, v := range s.Env() {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("%s %v: %v\n%s", script, args, err, stderr.String())
-	}
-	var last []byte
-	for sc := bufio.NewScanner(&stdout); sc.Scan(); {
-		last = append(last[:0], sc.Bytes()...)
-	}
-	if err := json.Unmarshal(last, out); err != nil {
-		t.Fatalf("%s %v printed %q: %v\n%s", script, args, stdout.String(), err, stderr.String())
-	}
-}
 
 type pySandbox struct {
 	Handle string
@@ -57,7 +23,7 @@ func pythonCreate(t *testing.T, s *fakemodal.Server, specs ...map[string]any) []
 	t.Helper()
 	raw, _ := json.Marshal(specs)
 	var out struct{ Sandboxes []pySandbox }
-	runHandoffPy(t, s, &out, "agent.py", "create", "--specs", string(raw))
+	pyenv.RunJSON(t, s.Env(), &out, "handoff/agent.py", "create", "--specs", string(raw))
 	if len(out.Sandboxes) != len(specs) {
 		t.Fatalf("agent.py create made %d sandboxes for %d specs", len(out.Sandboxes), len(specs))
 	}
@@ -91,7 +57,7 @@ func TestSweepRemovesPythonProviderSandboxes(t *testing.T) {
 	var stranger struct {
 		ObjectID string `json:"object_id"`
 	}
-	runHandoffPy(t, s, &stranger, "modal_client.py", "create", "airflow-sandbox", "someone-elses-sandbox")
+	pyenv.RunJSON(t, s.Env(), &stranger, "handoff/modal_client.py", "create", "airflow-sandbox", "someone-elses-sandbox")
 
 	ctx := context.Background()
 	// Three minutes on: the 120 s sandbox has expired by its tag.

@@ -1,15 +1,9 @@
 package fakemodal
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
-	"os/exec"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"testing"
-	"time"
 
 	_ "github.com/modal-labs/modal-client/go/proto/modal_proto" // registers the Go SDK's protos
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -124,22 +118,8 @@ func goWireShape(t *testing.T, methods []string) wireShape {
 // wire: a field number means the same type in both, and an enum value name
 // the same number. A field only one side knows is fine (the other skips it).
 func TestProtosAgreeOnTheWireWithPythonClient(t *testing.T) {
-	root, err := pyenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, pyenv.Python(t), append([]string{filepath.Join(root, "python", "handoff", "proto_fields.py")}, handoffRPCs...)...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("proto_fields.py: %v\n%s", err, stderr.String())
-	}
 	var py wireShape
-	if err := json.Unmarshal(stdout.Bytes(), &py); err != nil {
-		t.Fatal(err)
-	}
+	pyenv.RunJSON(t, nil, &py, "handoff/proto_fields.py", handoffRPCs...)
 	gosh := goWireShape(t, handoffRPCs)
 
 	for _, name := range handoffRPCs {

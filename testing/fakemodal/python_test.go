@@ -1,12 +1,8 @@
 package fakemodal
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -21,25 +17,7 @@ import (
 // modal 1.6.4 from python/requirements.lock) against s and decodes its JSON.
 func runPython(t *testing.T, s *Server, out any, args ...string) {
 	t.Helper()
-	root, err := pyenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, pyenv.Python(t), append([]string{filepath.Join(root, "python", "handoff", "modal_client.py")}, args...)...)
-	cmd.Env = os.Environ()
-	for k, v := range s.Env() {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("modal_client.py %v: %v\nstderr:\n%s", args, err, stderr.String())
-	}
-	if err := json.Unmarshal(stdout.Bytes(), out); err != nil {
-		t.Fatalf("modal_client.py %v printed %q: %v\nstderr:\n%s", args, stdout.String(), err, stderr.String())
-	}
+	pyenv.RunJSON(t, s.Env(), out, "handoff/modal_client.py", args...)
 }
 
 type pyCheck struct {
