@@ -1,6 +1,7 @@
-# The two commands a new machine needs (see README.md):
-#   make demo   runs the conversion example end to end on the local backend
-#   make test   runs every test (CI runs exactly this through .ci/run)
+# The commands a new machine needs (see README.md):
+#   make demo         runs the conversion example end to end on the local backend
+#   make test         runs every test (CI runs it through .ci/run)
+#   make airflow-e2e  runs the example Dags on a real Airflow 3.3.2 (CI runs it too)
 
 GO        ?= go
 BIN       := bin/airflow-go-worker
@@ -61,3 +62,10 @@ fuzz:
 
 clean:
 	rm -rf bin dist bench.out .venv
+
+# The third command (see README): the examples on a real Airflow 3.3.2
+# scheduler started on 127.0.0.1 (LocalExecutor, SQLite), with versitygw for
+# S3; prints DAG_ID RUN_ID STATE per run. ARGS go to the driver (e.g. -keep).
+.PHONY: airflow-e2e
+airflow-e2e:
+	./scripts/airflow-e2e.sh $(ARGS)

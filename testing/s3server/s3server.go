@@ -54,24 +54,32 @@ type Server struct {
 // It fails the test, with the gateway's output, if the server does not come up.
 func Start(tb testing.TB) *Server {
 	tb.Helper()
-	bin, err := Binary()
+	s, err := Launch(tb.TempDir())
 	if err != nil {
 		tb.Fatalf("s3server: %v", err)
 	}
-	dir := tb.TempDir()
+	tb.Cleanup(s.Stop)
+	return s
+}
+
+// Launch runs versitygw over dir outside a test (the airflow-e2e driver);
+// the caller must Stop it.
+func Launch(dir string) (*Server, error) {
+	bin, err := Binary()
+	if err != nil {
+		return nil, err
+	}
 	var lastErr error
 	// The free port is chosen before versitygw binds it, so another process
 	// can take it in between; a couple of attempts make that race harmless.
 	for attempt := 0; attempt < 3; attempt++ {
 		s, err := start(bin, dir)
 		if err == nil {
-			tb.Cleanup(s.Stop)
-			return s
+			return s, nil
 		}
 		lastErr = err
 	}
-	tb.Fatalf("s3server: %v", lastErr)
-	return nil
+	return nil, lastErr
 }
 
 func start(bin, dir string) (*Server, error) {

@@ -1,0 +1,193 @@
+// Command airflow-e2e runs the examples on a real Airflow 3.3 scheduler:
+// it starts Airflow (scheduler, dag-processor and api-server with
+// LocalExecutor over SQLite) from the pinned venv on 127.0.0.1, with our
+// packed bundles in the ExecutableCoordinator's executables_root, the
+// examples' stub Dags in the Dags folder and versitygw for S3, triggers
+// each Dag, waits for it and checks the results through Airflow's REST API
+// and the S3 server. `make airflow-e2e` (scripts/airflow-e2e.sh) builds
+// what it needs and runs it:
+//
+//	airflow-e2e -venv .venv -worker bin/airflow-go-worker -go-tasks bin/go_tasks
+//
+// It prints one line per Dag run, DAG_ID RUN_ID STATE, stops everything it
+// started, and exits 0 only if every run succeeded and every check passed.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type options struct {
+	repo       string        // repository root: examples/ and the Dag files
+	venv       string        // the venv whose bin/airflow runs the deployment
+	workerBin  string        // airflow-go-worker, built from this checkout
+	goTasksBin string        // the examples/go_tasks bundle's executable
+	keep       bool          // keep the work directory even after a success
+	runTimeout time.Duration // how long all Dag runs together may take
+	bootWait   time.Duration // bound on each start-up phase of Airflow
+	schemaFlag []string      // extra pack flags choosing the supervisor schema
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.repo, "repo", ".", "repository root (holds examples/)")
+	flag.StringVar(&o.venv, "venv", ".venv", "the Python venv with the pinned Airflow (scripts/ensure-venv.sh makes it)")
+	flag.StringVar(&o.workerBin, "worker", "bin/airflow-go-worker", "the airflow-go-worker binary")
+	flag.StringVar(&o.goTasksBin, "go-tasks", "bin/go_tasks", "the examples/go_tasks binary")
+	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (Airflow home, logs, S3 data) after a success too")
+	flag.DurationVar(&o.runTimeout, "run-timeout", 12*time.Minute, "how long the Dag runs may take, all together")
+	flag.DurationVar(&o.bootWait, "boot-timeout", 4*time.Minute, "bound on each Airflow start-up phase (migrate, components healthy, Dags parsed)")
+	only := flag.String("dags", "", "comma-separated Dag ids to run (default: all of "+strings.Join(dagIDs(), ", ")+")")
+	flag.Parse()
+	if err := selectScenarios(*only); err != nil {
+		fatal(err)
+	}
+	// Until pack declares Airflow 3.3's schema by default.
+	o.schemaFlag = []string{"--supervisor-schema-version", "2026-06-16"}
+	for _, p := range []*string{&o.repo, &o.venv, &o.workerBin, &o.goTasksBin} {
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			fatal(err)
+		}
+		*p = abs
+	}
+
+	// Ctrl-C and SIGTERM cancel every wait; the deferred stops then run
+	// before the process exits, so nothing is left behind.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := run(ctx, o)
+	if ctx.Err() != nil {
+		fmt.Fprintln(os.Stderr, "\nairflow-e2e: interrupted; everything it started is stopped")
+		os.Exit(130)
+	}
+	if err != nil {
+		fatal(err)
+	}
+}
+
+// printSummary prints one line per Dag run: DAG_ID RUN_ID STATE.
+func printSummary(runs []*dagRun) {
+	fmt.Println()
+	for _, r := range runs {
+		fmt.Println(r.summaryLine())
+	}
+}
+
+func fatal(err error) {
+	fmt.Fprintf(os.Stderr, "\nairflow-e2e FAILED: %v\n", err)
+	os.Exit(1)
+}
+
+func step(format string, a ...any) {
+	fmt.Printf("\n==> [%s] "+format+"\n", append([]any{time.Now().Format("15:04:05")}, a...)...)
+}
+
+func info(format string, a ...any) { fmt.Printf("    "+format+"\n", a...) }
+
+func run(ctx context.Context, o options) (err error) {
+	started := time.Now()
+	w, err := newWorkdir()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// A failed run keeps its logs for whoever has to find out why.
+		if err != nil || o.keep || ctx.Err() != nil {
+			fmt.Printf("\nwork directory kept: %s (Airflow home, component and task logs, S3 data)\n", w.root)
+			return
+		}
+		if rmErr := os.RemoveAll(w.root); rmErr != nil {
+			fmt.Fprintf(os.Stderr, "could not remove the work directory %s: %v\n", w.root, rmErr)
+		}
+	}()
+	info("work directory %s", w.root)
+
+	step("packing the bundles into %s", w.executables)
+	if err := packBundles(ctx, o, w); err != nil {
+		return err
+	}
+
+	step("starting versitygw (S3) over %s", w.s3)
+	store, err := startStore(ctx, o, w)
+	if err != nil {
+		return err
+	}
+	defer store.stop()
+	info("endpoint %s, bucket %s, input s3://%s/%s", store.srv.Endpoint, bucket, bucket, inputKey)
+
+	step("starting Airflow from %s on 127.0.0.1", o.venv)
+	af, err := startAirflow(ctx, o, w, store)
+	if af != nil {
+		defer af.stop()
+	}
+	if err != nil {
+		return err
+	}
+
+	step("waiting for the Dags to be parsed")
+	api := af.api
+	for _, s := range scenarios {
+		if err := api.waitDag(ctx, s.dagID, o.bootWait, af.checkAlive); err != nil {
+			return err
+		}
+		info("%s parsed", s.dagID)
+	}
+
+	step("triggering the Dags")
+	runs, err := triggerAll(ctx, api, scenarios)
+	if err != nil {
+		return err
+	}
+
+	step("waiting for the runs (at most %s)", o.runTimeout)
+	if err := waitRuns(ctx, api, runs, o.runTimeout, af.checkAlive); err != nil {
+		printSummary(runs)
+		return err
+	}
+
+	step("checking the results through the REST API and the S3 server")
+	env := &checkEnv{api: api, store: store, w: w, o: o}
+	failed := 0
+	for _, r := range runs {
+		if r.state != "success" {
+			failed++
+			api.printFailedTasks(ctx, r)
+			continue
+		}
+		problems := r.scenario.check(ctx, env, r)
+		for _, p := range problems {
+			fmt.Printf("    %s: check failed: %v\n", r.scenario.dagID, p)
+		}
+		if len(problems) == 0 {
+			info("%s: %s", r.scenario.dagID, r.scenario.proves)
+		} else {
+			failed++
+		}
+	}
+
+	// Every example destroys its sandboxes, also when a task failed.
+	left := sandboxesLeft(w)
+	if len(left) > 0 {
+		fmt.Printf("    sandboxes left behind in %s: %s\n", w.sandboxRoot(), strings.Join(left, ", "))
+	}
+
+	printSummary(runs)
+	fmt.Printf("\n%d Dag runs, %d failed, %s in all\n", len(runs), failed, time.Since(started).Round(time.Second))
+	if failed > 0 {
+		return errors.New("not every Dag run succeeded; see the task logs above")
+	}
+	if len(left) > 0 {
+		return fmt.Errorf("%d local sandboxes were left behind", len(left))
+	}
+	return nil
+}

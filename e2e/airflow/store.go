@@ -1,0 +1,91 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/airflow-sandbox/airflow-go-worker/testing/s3server"
+)
+
+// The examples read and write these (their bundle configs and Go defaults).
+const (
+	bucket   = "airflow-artifacts"
+	inputKey = "incoming/orders.csv"
+)
+
+// store is the S3 server the examples' aws_default connection points at.
+type store struct {
+	srv   *s3server.Server
+	input []byte // orders.csv as uploaded
+}
+
+func startStore(ctx context.Context, o options, w *workdir) (*store, error) {
+	input, err := os.ReadFile(filepath.Join(o.repo, "examples", "conversion", "orders.csv"))
+	if err != nil {
+		return nil, fmt.Errorf("reading the sample input: %w", err)
+	}
+	srv, err := s3server.Launch(w.s3)
+	if err != nil {
+		return nil, fmt.Errorf("starting versitygw: %w", err)
+	}
+	s := &store{srv: srv, input: input}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	c := srv.Client()
+	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
+		s.stop()
+		return nil, fmt.Errorf("creating bucket %s: %w", bucket, err)
+	}
+	if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(inputKey), Body: bytes.NewReader(input)}); err != nil {
+		s.stop()
+		return nil, fmt.Errorf("uploading the input: %w", err)
+	}
+	return s, nil
+}
+
+func (s *store) stop() { s.srv.Stop() }
+
+// connection is aws_default as Airflow reads it from AIRFLOW_CONN_AWS_DEFAULT.
+func (s *store) connection() string {
+	b, _ := json.Marshal(map[string]any{
+		"conn_type": "aws", "login": s.srv.AccessKey, "password": s.srv.SecretKey,
+		"extra": map[string]string{"endpoint_url": s.srv.Endpoint, "region_name": s.srv.Region},
+	})
+	return string(b)
+}
+
+// get reads an object whole (the examples' outputs are small).
+func (s *store) get(ctx context.Context, key string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	out, err := s.srv.Client().GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	if err != nil {
+		return nil, fmt.Errorf("s3://%s/%s: %w", bucket, key, err)
+	}
+	defer out.Body.Close()
+	return io.ReadAll(io.LimitReader(out.Body, 16<<20))
+}
+
+// keys lists the objects under a prefix.
+func (s *store) keys(ctx context.Context, prefix string) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	out, err := s.srv.Client().ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(prefix)})
+	if err != nil {
+		return nil, fmt.Errorf("listing s3://%s/%s: %w", bucket, prefix, err)
+	}
+	var keys []string
+	for _, o := range out.Contents {
+		keys = append(keys, aws.ToString(o.Key))
+	}
+	return keys, nil
+}

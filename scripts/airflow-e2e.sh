@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# `make airflow-e2e`: the examples on a real Airflow 3.3 scheduler, on this
+# machine. It installs what is missing (scripts/ensure-tools.sh: bubblewrap,
+# prlimit, versitygw; scripts/ensure-venv.sh: the pinned Airflow in .venv),
+# builds the bundle binaries, then hands over to the Go driver in
+# e2e/airflow, which starts Airflow (scheduler, dag-processor, api-server;
+# LocalExecutor, SQLite) and versitygw on 127.0.0.1 in a temporary
+# directory, runs the three example Dags, prints `DAG_ID RUN_ID STATE` per
+# run and stops everything it started. Extra arguments go to the driver
+# (e.g. -keep to keep the Airflow home and logs). Exit 0 only if every run
+# succeeded.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Before the driver takes over, each step runs in the background under a
+# time limit, with a progress line every 30 s; a signal stops it.
+child=""
+trap 'if [ -n "$child" ]; then kill -TERM "$child" 2>/dev/null || true; fi; exit 130' INT TERM
+# step LIMIT WHAT CMD...: runs CMD, killed after LIMIT (timeout(1) syntax).
+step() {
+  local limit=$1 what=$2; shift 2
+  echo "==> [$(date +%T)] $what"
+  local start=$SECONDS
+  timeout -k 10 "$limit" "$@" & child=$!
+  while ! wait_for "$child" 30; do echo "    ... still $what ($((SECONDS - start))s)"; done
+  local rc=0; wait "$child" || rc=$?; child=""
+  if [ "$rc" -eq 124 ]; then echo "airflow-e2e: $what did not finish within $limit" >&2; fi
+  if [ "$rc" -ne 0 ]; then echo "airflow-e2e: $what failed (exit $rc); see above" >&2; exit 1; fi
+}
+# wait_for PID SECONDS: true once PID has exited, false after SECONDS.
+wait_for() { local i; for ((i = 0; i < $2; i++)); do kill -0 "$1" 2>/dev/null || return 0; sleep 1; done; ! kill -0 "$1" 2>/dev/null; }
+
+step 10m "installing tools (bubblewrap, prlimit, versitygw)" ./scripts/ensure-tools.sh
+pyfile="$(mktemp)"; trap 'rm -f "$pyfile"' EXIT
+step 20m "installing the pinned Airflow into the venv (python/requirements.lock)" sh -c './scripts/ensure-venv.sh > "$1"' sh "$pyfile"
+venv="$(dirname "$(dirname "$(cat "$pyfile")")")"
+echo "    $venv"
+mkdir -p bin
+step 15m "building airflow-go-worker, the go_tasks example and the driver" sh -c '
+  go build -trimpath -buildvcs=auto -o bin/airflow-go-worker ./cmd/airflow-go-worker &&
+  go build -trimpath -o bin/go_tasks ./examples/go_tasks &&
+  go build -trimpath -o bin/airflow-e2e ./e2e/airflow'
+
+trap - INT TERM
+rm -f "$pyfile"; trap - EXIT
+exec bin/airflow-e2e -venv "$venv" -worker bin/airflow-go-worker -go-tasks bin/go_tasks -repo . "$@"
