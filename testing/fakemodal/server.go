@@ -1,7 +1,13 @@
 // Package fakemodal is a fake Modal control plane and task command router
-// that the real Modal Go SDK (modal-client/go v0.11.1) can drive. Both gRPC
-// services listen on one 127.0.0.1 port; the SDK dials the router in
-// plaintext because the control-plane URL is a localhost one.
+// that both real Modal clients drive: the Go SDK (modal-client/go v0.11.1)
+// and the Python client (modal 1.6.4, under the common.ai provider). Both
+// gRPC services listen on one 127.0.0.1 port, and the router URL handed
+// out is https:// as Modal's is: the Go SDK dials it in plaintext and the
+// Python client with unverified TLS, because the control-plane URL is a
+// localhost one, so the port tells the two apart by a connection's first
+// byte (listener.go). Ids have Modal's V1 and V2 shapes (ids.go), which
+// both clients route on. An RPC the fake does not serve is answered
+// UNIMPLEMENTED, naming it, and fails the test (Options.AllowUnimplemented).
 //
 // Sandbox commands run as local processes through a sandbox.Driver (the
 // local bubblewrap driver by default), so files and processes behave like a
