@@ -128,13 +128,18 @@ func (s *Supervisor) connection(connID string) (connections.Connection, bool, er
 
 // connectionResult is a ConnectionResult body, leaving unset fields out as
 // Airflow's exclude_unset dump does.
+// connectionResult is the reply Airflow's supervisor gives: every field of
+// the connection, null when unset (the Execution API returns them all, and
+// the supervisor dumps what it was given).
 func connectionResult(c connections.Connection) map[string]any {
 	body := map[string]any{"type": "ConnectionResult", "conn_id": c.ConnID, "conn_type": c.ConnType}
 	for k, v := range map[string]string{"host": c.Host, "schema": c.Schema, "login": c.Login, "password": c.Password, "extra": c.Extra} {
+		body[k] = nil
 		if v != "" {
 			body[k] = v
 		}
 	}
+	body["port"] = nil
 	if c.Port != 0 {
 		body["port"] = c.Port
 	}

@@ -116,6 +116,9 @@ type Result struct {
 	Output []string
 	// Terminal is the terminal message body, nil when none was sent.
 	Terminal map[string]any
+	// Replies are the reply bodies sent, in order, secrets redacted (an
+	// error in the frame's third element appears as its body).
+	Replies []map[string]any
 	// Usage is the child's resource usage (CPU time, peak RSS) from
 	// wait4, nil when it never started; the start-up benchmarks read it.
 	Usage *syscall.Rusage
@@ -343,7 +346,7 @@ func (s *Supervisor) RunTask(ctx context.Context, req TaskRequest) (Result, erro
 	commDone := make(chan struct{})
 	go func() {
 		defer close(commDone)
-		s.serveComm(c.comm, StartupBody(sd, schema), sd.TI, red, show, &res)
+		s.serveComm(c.comm, StartupBody(sd, schema), schema, sd.TI, red, show, &res)
 	}()
 	select {
 	case <-commDone:
@@ -407,7 +410,7 @@ func hostname() string {
 
 // serveComm sends StartupDetails and answers requests until the runtime
 // closes the socket.
-func (s *Supervisor) serveComm(conn net.Conn, startup map[string]any, ti protocol.TaskInstance, red *redactor, show *shower, res *Result) {
+func (s *Supervisor) serveComm(conn net.Conn, startup map[string]any, schema string, ti protocol.TaskInstance, red *redactor, show *shower, res *Result) {
 	p, err := protocol.EncodeReply(0, startup, nil)
 	if err == nil {
 		err = protocol.WriteFrame(conn, p)
@@ -432,7 +435,19 @@ func (s *Supervisor) serveComm(conn net.Conn, startup map[string]any, ti protoco
 		}
 		typ := m.Type()
 		res.Requests = append(res.Requests, typ)
-		body, errBody := s.handle(m, ti, red, show, res)
+		if why := invalidRequest(m.Body); why != "" {
+			// As Airflow's supervisor: log it, answer nothing.
+			show.line("supervisor", "unable to validate a request, so no reply is sent (Airflow's supervisor would not answer either, and the task waits until it is killed): "+why)
+			continue
+		}
+		body, errBody := s.handle(m, ti, forSchema(m.Body, schema), red, show, res)
+		reply := body
+		if reply == nil {
+			reply = errBody
+		}
+		if reply != nil {
+			res.Replies = append(res.Replies, red.applyAny(cloneMap(reply)).(map[string]any))
+		}
 		rp, err := protocol.EncodeReply(m.ID, body, errBody)
 		if err != nil {
 			rp, _ = protocol.EncodeReply(m.ID, nil, apiError("API_SERVER_ERROR", "encoding the reply: "+err.Error()))
@@ -452,9 +467,21 @@ func apiError(code, message string) map[string]any {
 	return map[string]any{"type": protocol.TypeErrorResponse, "error": code, "detail": map[string]any{"message": message}}
 }
 
-// handle answers one request: (reply body, third-element error).
-func (s *Supervisor) handle(m protocol.Message, ti protocol.TaskInstance, red *redactor, show *shower, res *Result) (map[string]any, map[string]any) {
-	b := m.Body
+// cloneMap copies a reply body one level deep, so redacting the copy for
+// Result.Replies leaves what was sent alone.
+func cloneMap(m map[string]any) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		if inner, ok := v.(map[string]any); ok {
+			v = cloneMap(inner)
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// handle answers one valid request: (reply body, third-element error).
+func (s *Supervisor) handle(m protocol.Message, ti protocol.TaskInstance, b map[string]any, red *redactor, show *shower, res *Result) (map[string]any, map[string]any) {
 	str := func(k string) string { v, _ := b[k].(string); return v }
 	switch m.Type() {
 	case protocol.TypeSucceedTask, protocol.TypeRetryTask, protocol.TypeTaskState:
@@ -503,7 +530,10 @@ func (s *Supervisor) handle(m protocol.Message, ti protocol.TaskInstance, red *r
 		red.add(b["value"])
 		return nil, nil
 	}
-	return nil, map[string]any{"type": protocol.TypeErrorResponse, "error": "API_SERVER_ERROR", "detail": map[string]any{"status_code": 400, "message": "Unhandled request", "detail": m.Type()}}
+	// What Airflow's supervisor answers a known type it does not handle;
+	// here it also covers the types only a real Execution API serves.
+	show.line("supervisor", fmt.Sprintf("%s is not served by the local supervisor; answering Unhandled request", m.Type()))
+	return nil, map[string]any{"type": protocol.TypeErrorResponse, "error": "API_SERVER_ERROR", "detail": map[string]any{"status_code": 400, "message": "Unhandled request"}}
 }
 
 // outputSink collects and shows the child's stdout and stderr lines.
@@ -580,10 +610,42 @@ func readLogs(conn net.Conn, red *redactor, show *shower) []map[string]any {
 			continue
 		}
 		rec = red.applyAny(rec).(map[string]any)
+		// As Airflow's supervisor: a record needs one of its level names
+		// (without one its log reader fails; an unknown one is dropped) and
+		// an ISO 8601 timestamp if any; exception becomes error_detail.
+		if why := invalidLogRecord(rec); why != "" {
+			show.line("supervisor", "log record dropped, as Airflow would not show it: "+why+": "+red.apply(sc.Text()))
+			continue
+		}
+		if exc, ok := rec["exception"]; ok {
+			delete(rec, "exception")
+			rec["error_detail"] = exc
+		}
 		out = append(out, rec)
 		show.record(rec)
 	}
 	return out
+}
+
+// airflowLevels are the level names Airflow's supervisor accepts from a
+// task's log records (structlog's NAME_TO_LEVEL).
+var airflowLevels = map[string]bool{"critical": true, "exception": true, "error": true, "warn": true, "warning": true, "info": true, "debug": true, "notset": true}
+
+func invalidLogRecord(rec map[string]any) string {
+	level, ok := rec["level"].(string)
+	switch {
+	case !ok:
+		return "no level (Airflow's supervisor fails on it)"
+	case !airflowLevels[level]:
+		return fmt.Sprintf("level %q is not one of Airflow's lower-case level names", level)
+	}
+	if ts, has := rec["timestamp"]; has && ts != nil {
+		s, _ := ts.(string)
+		if _, err := time.Parse(time.RFC3339Nano, s); err != nil {
+			return fmt.Sprintf("timestamp %v is not ISO 8601 (Airflow's supervisor fails on it)", ts)
+		}
+	}
+	return ""
 }
 
 // shower writes human-readable lines to the Logs writer.

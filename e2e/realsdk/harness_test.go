@@ -160,11 +160,21 @@ func runCases(t *testing.T, cases []tcase) map[string]*result {
 // every request decoded, and nothing asked the API for anything unexpected.
 func (r *result) ranClean(t *testing.T) {
 	t.Helper()
+	r.ranCleanExiting(t, 0)
+}
+
+// ranCleanExiting is ranClean for a process that exits with code.
+func (r *result) ranCleanExiting(t *testing.T, code int) {
+	t.Helper()
 	if r.ErrorType != "" {
 		t.Fatalf("%s: the coordinator raised %s: %s\n%s", r.Name, r.ErrorType, r.Error, r.Traceback)
 	}
-	if r.ExitCode == nil || *r.ExitCode != 0 {
-		t.Errorf("%s: exit code %v, want 0 (a non-zero exit overrides any reported state)", r.Name, r.ExitCode)
+	if r.ExitCode == nil || *r.ExitCode != code {
+		got := "none"
+		if r.ExitCode != nil {
+			got = fmt.Sprint(*r.ExitCode)
+		}
+		t.Errorf("%s: exit code %s, want %d (a non-zero exit overrides any reported state)", r.Name, got, code)
 	}
 	if r.SchemaVersion != "2026-06-16" {
 		t.Errorf("%s: the installed task SDK speaks schema %s; these tests are for 1.3.x (2026-06-16)", r.Name, r.SchemaVersion)
@@ -241,4 +251,12 @@ func (r *result) logged(text string) bool {
 		}
 	}
 	return false
+}
+
+// pyenvPython is the venv's interpreter, with AIRFLOW_HOME kept out of the
+// developer's own ~/airflow for scripts that import Airflow.
+func pyenvPython(t *testing.T) string {
+	t.Helper()
+	t.Setenv("AIRFLOW_HOME", filepath.Join(t.TempDir(), "airflow"))
+	return pyenv.Python(t)
 }

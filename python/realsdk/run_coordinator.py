@@ -24,6 +24,7 @@ RESULTS.json gets one result per case; see run_case.
 
 from __future__ import annotations
 
+import enum
 import json
 import logging
 import os
@@ -36,6 +37,14 @@ from datetime import datetime, timezone
 import httpx
 import structlog
 
+def _plain(v):
+    """JSON for what the supervisor puts on the wire: enums by value, as
+    msgspec encodes them; anything else by its string."""
+    if isinstance(v, enum.Enum):
+        return v.value
+    return str(v)
+
+
 # Everything logged while a case runs: the supervisor's own records and the
 # bundle's, which the supervisor re-emits.
 LOG: list[dict] = []
@@ -44,7 +53,7 @@ LOG: list[dict] = []
 def _record(_logger, method, event_dict):
     rec = {k: v for k, v in event_dict.items() if not k.startswith("__")}
     rec.setdefault("level", method)
-    LOG.append(json.loads(json.dumps(rec, default=str)))
+    LOG.append(json.loads(json.dumps(rec, default=_plain)))
     raise structlog.DropEvent
 
 
@@ -102,13 +111,13 @@ _orig_serialize = supervisor_mod.WatchedSubprocess._serialize_response
 
 
 def _observe_request(self, body):
-    REQUESTS.append(json.loads(json.dumps(body, default=str)))
+    REQUESTS.append(json.loads(json.dumps(body, default=_plain)))
     return _orig_deserialize(self, body)
 
 
 def _observe_reply(self, msg, **dump_opts):
     out = _orig_serialize(self, msg, **dump_opts)
-    REPLIES.append(json.loads(json.dumps(out, default=str)))
+    REPLIES.append(json.loads(json.dumps(out, default=_plain)))
     return out
 
 

@@ -9,6 +9,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles"
 )
@@ -16,6 +17,10 @@ import (
 // variant names this build; each task returns it, so a test can tell which
 // bundle the coordinator ran.
 var variant = "a"
+
+// exitCode is what the process exits with after the runtime finished; the
+// crash task sets it to show what a non-zero exit does to a reported state.
+var exitCode = 0
 
 type addIn struct {
 	Value int `json:"value"`
@@ -33,5 +38,11 @@ func main() {
 		return in.Value + in.Add, nil
 	}, bundles.WithXCom("value", "up"), bundles.WithDefaults(map[string]any{"add": 1}), bundles.AllowConf("add"))
 	b.Register("bindings", "fail", func() error { return fmt.Errorf("bundle %s fails on purpose", variant) })
-	bundles.Main(b)
+	// Succeeds (SucceedTask is sent), then the process exits 3.
+	b.Register("bindings", "succeed_then_crash", func() error { exitCode = 3; return nil })
+	code := bundles.RunMain(context.Background(), b, os.Args[1:], os.Stdout, os.Stderr)
+	if code == bundles.ExitOK {
+		code = exitCode
+	}
+	os.Exit(code)
 }

@@ -1,0 +1,145 @@
+package supervisor
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/airflow-sandbox/airflow-go-worker/bundles"
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
+)
+
+// airflowRequestTypes are the request types Airflow 3.3's supervisor
+// decodes: the members of its ToSupervisor union in apache-airflow-task-sdk
+// 1.3.2 (e2e/realsdk checks this list against the installed package). A
+// body of any other type fails validation there: the supervisor logs it and
+// sends no reply, so the task waits until it is killed.
+var airflowRequestTypes = map[string]bool{}
+
+func init() {
+	for _, t := range strings.Fields(`AwaitInputTask ClearAssetStateStoreByName ClearAssetStateStoreByUri
+		ClearTaskStateStore CreateHITLDetailPayload DeferTask DeleteAssetStateStoreByName
+		DeleteAssetStateStoreByUri DeleteTaskStateStore DeleteVariable DeleteXCom GetAssetByName
+		GetAssetByUri GetAssetEventByAsset GetAssetEventByAssetAlias GetAssetStateStoreByName
+		GetAssetStateStoreByUri GetAssetsByAlias GetConnection GetDRCount GetDag GetDagRun
+		GetDagRunState GetHITLDetailResponse GetPrevSuccessfulDagRun GetPreviousDagRun GetPreviousTI
+		GetTICount GetTaskBreadcrumbs GetTaskRescheduleStartDate GetTaskStateStore GetTaskStates
+		GetVariable GetVariableKeys GetXCom GetXComCount GetXComSequenceItem GetXComSequenceSlice
+		MaskSecret PutVariable RescheduleTask ResendLoggingFD RetryTask SetAssetStateStoreByName
+		SetAssetStateStoreByUri SetRenderedFields SetRenderedMapIndex SetTaskStateStore SetXCom
+		SkipDownstreamTasks SucceedTask TaskState TriggerDagRun UpdateHITLDetail ValidateInletsAndOutlets`) {
+		airflowRequestTypes[t] = true
+	}
+}
+
+// AirflowRequestTypes lists airflowRequestTypes, sorted.
+func AirflowRequestTypes() []string {
+	out := make([]string, 0, len(airflowRequestTypes))
+	for t := range airflowRequestTypes {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// requestRule is what Airflow's pydantic model of one request type
+// requires, for the types this supervisor serves.
+type requestRule struct {
+	strings []string            // required string fields
+	present []string            // required fields of any JSON type
+	allowed map[string]bool     // nil: extra keys are ignored; else only these (extra="forbid")
+	enum    map[string][]string // field -> allowed values, when present
+}
+
+func keySet(keys ...string) map[string]bool {
+	m := map[string]bool{"type": true}
+	for _, k := range keys {
+		m[k] = true
+	}
+	return m
+}
+
+var requestRules = map[string]requestRule{
+	protocol.TypeGetConnection: {strings: []string{"conn_id"}},
+	protocol.TypeGetVariable:   {strings: []string{"key"}},
+	protocol.TypeGetXCom:       {strings: []string{"key", "dag_id", "run_id", "task_id"}},
+	protocol.TypeSetXCom:       {strings: []string{"key", "dag_id", "run_id", "task_id"}, present: []string{"value"}},
+	protocol.TypeMaskSecret:    {present: []string{"value"}},
+	protocol.TypeSucceedTask: {present: []string{"end_date"}, enum: map[string][]string{"state": {"success"}},
+		allowed: keySet("state", "end_date", "task_outlets", "outlet_events", "rendered_map_index")},
+	protocol.TypeRetryTask: {present: []string{"end_date"}, enum: map[string][]string{"state": {"up_for_retry"}},
+		allowed: keySet("state", "end_date", "rendered_map_index", "retry_delay_seconds", "retry_reason")},
+	protocol.TypeTaskState: {strings: []string{"state"}, enum: map[string][]string{"state": {"failed", "skipped", "removed"}}},
+}
+
+// invalidRequest says why Airflow's supervisor would fail to validate a
+// request body, or "" when it would accept it.
+func invalidRequest(body map[string]any) string {
+	typ, _ := body["type"].(string)
+	if !airflowRequestTypes[typ] {
+		return fmt.Sprintf("%q is not a request type Airflow's supervisor knows", typ)
+	}
+	rule, ok := requestRules[typ]
+	if !ok {
+		return ""
+	}
+	for _, k := range rule.strings {
+		if _, ok := body[k].(string); !ok {
+			return fmt.Sprintf("%s needs %s as a string, got %T", typ, k, body[k])
+		}
+	}
+	for _, k := range rule.present {
+		if _, ok := body[k]; !ok {
+			return fmt.Sprintf("%s needs %s", typ, k)
+		}
+	}
+	for k, values := range rule.enum {
+		v, has := body[k]
+		if !has {
+			continue
+		}
+		s, _ := v.(string)
+		if !contains(values, s) {
+			return fmt.Sprintf("%s.%s is %v, want one of %s", typ, k, v, strings.Join(values, ", "))
+		}
+	}
+	if rule.allowed != nil {
+		for k := range body {
+			if !rule.allowed[k] {
+				return fmt.Sprintf("%s has field %q, which Airflow forbids there", typ, k)
+			}
+		}
+	}
+	if d, has := body["end_date"]; has && d != nil {
+		switch v := d.(type) {
+		case time.Time:
+		case string:
+			if _, err := time.Parse(time.RFC3339Nano, v); err != nil {
+				return fmt.Sprintf("%s.end_date %q is not an RFC 3339 time with a zone", typ, v)
+			}
+		default:
+			return fmt.Sprintf("%s.end_date is a %T, not a time", typ, d)
+		}
+	}
+	return ""
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// forSchema drops what the bundle's schema version does not define from a
+// terminal body, as Airflow's validation does: 2026-06-16's TaskState has no
+// retry_reason (pydantic ignores it there).
+func forSchema(body map[string]any, schema string) map[string]any {
+	if body["type"] == protocol.TypeTaskState && schema < bundles.Schema34 {
+		delete(body, "retry_reason")
+	}
+	return body
+}
