@@ -1,13 +1,19 @@
 package tasks
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/local"
 )
 
@@ -92,5 +98,97 @@ func TestLocalMaxProcessesEnv(t *testing.T) {
 	var n int
 	if _, err := fmt.Sscanf(strings.TrimSpace(res.OutputTail), "procs=%d", &n); err != nil || n > 16 || n < 8 {
 		t.Fatalf("want the fork bomb stopped at 16 processes, got %q", res.OutputTail)
+	}
+}
+
+// announcingDriver tells the parent test when the sandbox exists, then
+// blocks before Create returns: the window in which a killed provision
+// leaks a sandbox whose id never reached XCom.
+type announcingDriver struct{ sandbox.Driver }
+
+func (a announcingDriver) Create(ctx context.Context, name string, spec sandbox.Spec) (sandbox.Info, error) {
+	info, err := a.Driver.Create(ctx, name, spec)
+	if err != nil {
+		return info, err
+	}
+	fmt.Println("created")
+	io.Copy(io.Discard, os.Stdin) // until killed
+	return info, errors.New("the parent test never lets this return")
+}
+
+const killedProvisionEnv = "TASKS_TEST_KILLED_PROVISION"
+
+// TestKilledProvisionHelper is the provision process the test below kills;
+// without killedProvisionEnv it has nothing to do.
+func TestKilledProvisionHelper(t *testing.T) {
+	if os.Getenv(killedProvisionEnv) == "" {
+		return
+	}
+	d, _, _ := localDeps(t)
+	t.Setenv("XDG_STATE_HOME", os.Getenv(killedProvisionEnv))
+	d.Run.RunID = "killed__1"
+	d.Drivers = func(ctx context.Context, req DriverRequest) (sandbox.Driver, error) {
+		drv, err := DefaultDrivers(ctx, req)
+		return announcingDriver{drv}, err
+	}
+	Provision(context.Background(), d, ProvisionInput{Env: map[string]string{"TOKEN": "s3cr3t"}})
+	t.Fatal("provision returned")
+}
+
+// Hole 10 (local part): a provision killed (kill -9) after the sandbox
+// exists but before its id reached XCom leaks the sandbox. sweep finds it
+// by its owner once the run is finished, and leaves a running run's alone.
+func TestSweepFindsSandboxOfKilledProvisionByOwner(t *testing.T) {
+	ctx := context.Background()
+	d, _, root := localDeps(t)
+	state := os.Getenv("XDG_STATE_HOME")
+
+	c := exec.Command(os.Args[0], "-test.run=^TestKilledProvisionHelper$", "-test.count=1")
+	c.Env = append(os.Environ(), killedProvisionEnv+"="+state)
+	stdin, err := c.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	stdout, err := c.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(stdout).ReadString('\n')
+	if line != "created\n" {
+		c.Process.Kill()
+		c.Wait()
+		t.Fatalf("the provision process said %q, want created", line)
+	}
+	if err := c.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	c.Wait()
+
+	// A sandbox of a run still going on.
+	d.Run.RunID = "running__1"
+	kept, err := Provision(ctx, d, ProvisionInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	res, err := Sweep(ctx, d, SweepInput{FinishedRuns: []string{"dag_a/killed__1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Found) != 1 || res.Found[0].Owner != "dag_a/killed__1" || res.Found[0].Reason != "run finished" ||
+		len(res.Destroyed) != 1 || res.Destroyed[0] != res.Found[0].ID || res.Kept != 1 {
+		t.Fatalf("sweep: want the killed provision's sandbox found by owner and destroyed, the running one kept; got %+v", res)
+	}
+	entries, _ := os.ReadDir(root)
+	if len(entries) != 1 || entries[0].Name() != kept {
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		t.Fatalf("left under the sandbox root: %v, want only %s", names, kept)
 	}
 }
