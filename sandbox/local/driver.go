@@ -198,8 +198,13 @@ func New(opts Options) (*Driver, error) {
 	}
 	if d.maxProcs > 0 {
 		d.procs, d.procsErr = procLimiterFor()
-		if cg, ok := d.procs.(cgroupProcs); ok {
-			removeStaleCgroups(cg.parent, time.Now())
+		switch l := d.procs.(type) {
+		case cgroupProcs:
+			removeStaleCgroups(l.parent, time.Now())
+		case rlimitProcs:
+			if !kernelAtLeast(5, 14) {
+				log.Warn("this kernel (before 5.14) counts RLIMIT_NPROC across all of the worker user's processes, not per sandbox: commands may fail to fork when the user runs many processes", "max_processes", d.maxProcs)
+			}
 		}
 	}
 	if err := d.probe(); err != nil {

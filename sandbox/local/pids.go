@@ -59,6 +59,17 @@ func (rlimitProcs) apply(pid, max int) (func(), error) {
 	return func() {}, nil
 }
 
+// kernelAtLeast reports whether the running kernel is major.minor or newer.
+func kernelAtLeast(major, minor int) bool {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return false
+	}
+	var ma, mi int
+	fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &ma, &mi)
+	return ma > major || (ma == major && mi >= minor)
+}
+
 // cgroupPrefix names the per-command cgroups, so stale ones can be found.
 const cgroupPrefix = "airflow-go-worker-"
 
