@@ -108,7 +108,7 @@ func TestForkBombStopsAtProcessLimit(t *testing.T) {
 	checkBombCount(t, runForkBomb(t, d), limit)
 	d.Close() // waits for the per-command cgroups to go
 	if cg, ok := d.procs.(cgroupProcs); ok {
-		if left, _ := filepath.Glob(filepath.Join(cg.parent, cgroupPrefix+"*")); len(left) > 0 {
+		if left, _ := filepath.Glob(filepath.Join(cg.parent, ownCgroupPrefix()+"*")); len(left) > 0 {
 			t.Fatalf("per-command cgroups left behind: %v", left)
 		}
 	}

@@ -70,8 +70,11 @@ func kernelAtLeast(major, minor int) bool {
 	return ma > major || (ma == major && mi >= minor)
 }
 
-// cgroupPrefix names the per-command cgroups, so stale ones can be found.
+// cgroupPrefix names the per-command cgroups, so stale ones can be found;
+// this process's carry its pid too.
 const cgroupPrefix = "airflow-go-worker-"
+
+func ownCgroupPrefix() string { return cgroupPrefix + strconv.Itoa(os.Getpid()) + "-" }
 
 // cgroupProcs makes a pids cgroup per command below parent.
 type cgroupProcs struct {
@@ -82,7 +85,7 @@ type cgroupProcs struct {
 func (c cgroupProcs) String() string { return "a pids cgroup (" + c.version + ") under " + c.parent }
 
 func (c cgroupProcs) apply(pid, max int) (func(), error) {
-	dir, err := os.MkdirTemp(c.parent, cgroupPrefix)
+	dir, err := os.MkdirTemp(c.parent, ownCgroupPrefix())
 	if err != nil {
 		return nil, fmt.Errorf("cannot create a pids cgroup under %s to limit the sandbox's processes: %v", c.parent, err)
 	}
@@ -103,11 +106,11 @@ func (c cgroupProcs) apply(pid, max int) (func(), error) {
 // still holds it for a moment, so a few attempts are made. One left behind
 // is removed by a later New (removeStaleCgroups).
 func removeCgroup(dir string) {
-	for i := 0; i < 20; i++ {
-		if err := unix.Rmdir(dir); err == nil || errors.Is(err, unix.ENOENT) || !errors.Is(err, unix.EBUSY) {
-			return
+	for wait := time.Millisecond; wait < 2*time.Second; wait *= 2 {
+		if err := unix.Rmdir(dir); !errors.Is(err, unix.EBUSY) {
+			return // removed, gone, or not ours to remove
 		}
-		time.Sleep(5 * time.Millisecond) // waiting for the kernel to release the last task
+		time.Sleep(wait) // waiting for the kernel to release the last task
 	}
 }
 
