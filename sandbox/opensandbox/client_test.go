@@ -55,6 +55,10 @@ func TestAPIErrorShapes(t *testing.T) {
 		{"429", 429, `{"code":"RATE","message":"slow down"}`, "slow down", "RATE", true},
 		{"409", 409, `{"code":"DOCKER::SANDBOX_NOT_RUNNING","message":"paused"}`, "not in a state", "DOCKER::SANDBOX_NOT_RUNNING", false},
 		{"400", 400, `{"code":"SANDBOX::INVALID_PARAMETER","message":"timeout over the cap"}`, "fix the sandbox spec", "SANDBOX::INVALID_PARAMETER", false},
+		{"execd deterministic 500", 500, `{"code":"RUNTIME_ERROR","message":"path is a directory: /w/d"}`, "retrying will not fix", "RUNTIME_ERROR", false},
+		{"execd transient 500", 500, `{"code":"RUNTIME_ERROR","message":"open /w/f: too many open files"}`, "retry later", "RUNTIME_ERROR", true},
+		{"501", 501, `{"code":"SNAPSHOT::NOT_IMPLEMENTED","message":"no snapshots"}`, "no snapshots", "SNAPSHOT::NOT_IMPLEMENTED", false},
+		{"gin 404", 404, "404 page not found", "404 page not found", "", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -278,4 +282,102 @@ func TestEndpointWithReachableHost(t *testing.T) {
 			t.Errorf("%s (proxy %v): got %s want %s", c.ep, c.proxy, got, c.want)
 		}
 	}
+}
+
+// hold answers with status and headers, then sends nothing and keeps the
+// connection open until the client leaves: execd's body-less answers.
+func hold(t *testing.T, status int, hdr map[string]string) *httptest.Server {
+	return serve(t, func(w http.ResponseWriter, r *http.Request) {
+		for k, v := range hdr {
+			w.Header().Set(k, v)
+		}
+		w.WriteHeader(status)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	})
+}
+
+// bounded fails the test if fn does not return within d.
+func bounded(t *testing.T, d time.Duration, fn func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { defer close(done); fn() }()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Fatalf("did not return within %v", d)
+	}
+}
+
+// Answers whose Content-Length promises a body that never comes must not
+// hang a download or an error report.
+func TestBodylessAnswers(t *testing.T) {
+	t.Run("directory", func(t *testing.T) {
+		srv := hold(t, 200, map[string]string{"Content-Length": "9223372036854775807"})
+		ex := NewExecdClient(srv.URL, nil, srv.Client(), srv.Client())
+		bounded(t, 10*time.Second, func() {
+			if _, err := ex.Download(context.Background(), "/w/d", -1); !errors.Is(err, sandbox.ErrIsDir) {
+				t.Errorf("want ErrIsDir, got %v", err)
+			}
+		})
+	})
+	t.Run("malformed range", func(t *testing.T) {
+		srv := hold(t, 416, map[string]string{"Content-Length": "10"})
+		ex := NewExecdClient(srv.URL, nil, srv.Client(), srv.Client())
+		bounded(t, 10*time.Second, func() {
+			var api *APIError
+			if _, err := ex.Download(context.Background(), "/w/f", 5); !errors.As(err, &api) || api.Status != 416 {
+				t.Errorf("want a 416 APIError, got %v", err)
+			}
+		})
+	})
+	t.Run("empty file as older builds answer", func(t *testing.T) {
+		srv := serve(t, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Range", "bytes */0")
+			w.WriteHeader(416)
+		})
+		ex := NewExecdClient(srv.URL, nil, srv.Client(), srv.Client())
+		rc, err := ex.Download(context.Background(), "/w/empty", 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := io.ReadAll(rc); len(b) != 0 {
+			t.Errorf("body %q", b)
+		}
+	})
+	t.Run("error without its body", func(t *testing.T) {
+		srv := hold(t, 500, map[string]string{"Content-Length": "100"})
+		lc := NewLifecycleClient(srv.URL, "", &http.Client{})
+		bounded(t, errorBodyWait+5*time.Second, func() {
+			var api *APIError
+			if _, err := lc.Get(context.Background(), "x"); !errors.As(err, &api) || api.Status != 500 {
+				t.Errorf("want a 500 APIError, got %v", err)
+			}
+		})
+	})
+}
+
+// The stall guard counts only time spent waiting in Read: a slow reader
+// is not a stalled server.
+func TestStallGuard(t *testing.T) {
+	pr, pw := io.Pipe()
+	g := newStallGuard(pr, 50*time.Millisecond)
+	go func() {
+		pw.Write([]byte("a"))
+		pw.Write([]byte("b"))
+	}()
+	buf := make([]byte, 1)
+	if _, err := g.Read(buf); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(150 * time.Millisecond) // the consumer is slow, not the server
+	if _, err := g.Read(buf); err != nil || buf[0] != 'b' {
+		t.Fatalf("a slow consumer was taken for a stall: %q %v", buf, err)
+	}
+	_, err := g.Read(buf) // nothing more comes
+	var se *StallError
+	if !errors.As(err, &se) {
+		t.Fatalf("want a StallError, got %v", err)
+	}
+	g.Close()
 }

@@ -86,8 +86,8 @@ func (e *APIError) runtimeError() bool {
 // timed-out I/O.
 var transientCauses = []string{
 	"too many open files", "resource temporarily unavailable", "interrupted system call",
-	"device or resource busy", "text file busy", "cannot allocate memory", "input/output error",
-	"connection refused", "connection reset", "broken pipe", "i/o timeout", "timeout", "deadline exceeded",
+	"device or resource busy", "text file busy", "cannot allocate memory",
+	"connection refused", "connection reset", "broken pipe", "i/o timeout", "timed out", "deadline exceeded",
 }
 
 func transientCause(msg string) bool {

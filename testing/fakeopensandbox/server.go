@@ -346,7 +346,8 @@ func (s *Server) SetPendingFor(d time.Duration) {
 	s.mu.Unlock()
 }
 
-// SetIgnoreNetworkPolicy switches the no-sidecar simulation.
+// SetIgnoreNetworkPolicy switches the no-sidecar simulation: for sandboxes
+// created from now on (their network) and for every policy read-back.
 func (s *Server) SetIgnoreNetworkPolicy(v bool) {
 	s.mu.Lock()
 	s.ignorePol = v
