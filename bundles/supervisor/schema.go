@@ -13,9 +13,9 @@ import (
 // released one.
 const DefaultAirflow = "3.3"
 
-// bundleSchema is the schema version the bundle speaks, refused as the
+// BundleSchema is the schema version the bundle speaks, refused as the
 // coordinator of s.Airflow refuses a version it does not know.
-func (s *Supervisor) bundleSchema() (string, error) {
+func (s *Supervisor) BundleSchema() (string, error) {
 	release := s.Airflow
 	if release == "" {
 		release = DefaultAirflow

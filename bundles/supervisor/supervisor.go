@@ -306,7 +306,7 @@ func (s *Supervisor) RunTask(ctx context.Context, req TaskRequest) (Result, erro
 	if req.ShouldRetry {
 		failedState = StateUpForRetry
 	}
-	schema, err := s.bundleSchema()
+	schema, err := s.BundleSchema()
 	if err != nil {
 		return Result{State: failedState, ExitCode: -1}, fmt.Errorf("task %s.%s: %w", req.DagID, req.TaskID, err)
 	}

@@ -20,7 +20,7 @@ import (
 const usage = `usage:
   airflow-go-worker --comm=HOST:PORT --logs=HOST:PORT     run one task (Airflow does this)
   airflow-go-worker --airflow-metadata [--format yaml|json] print the bundle manifest
-  airflow-go-worker run --dag D [--task T] [--conf JSON] [--state DIR] [--connections FILE] [--run-id ID]
+  airflow-go-worker run --dag D [--task T] [--conf JSON] [--state DIR] [--connections FILE] [--run-id ID] [--airflow 3.3|3.4]
                                                           run a task (or a whole Dag) locally
   airflow-go-worker pack [flags]                          pack this binary into an AFBNDL01 bundle
   airflow-go-worker inspect BUNDLE                        validate a bundle and print its manifest

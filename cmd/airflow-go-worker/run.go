@@ -25,8 +25,11 @@ const runUsage = `usage: airflow-go-worker run --dag D [--task T] [flags]
 Runs one task of this bundle (or, without --task, every task of the Dag in
 registration order, stopping at the first that does not succeed) through a
 local supervisor that forks this binary and speaks Airflow's coordinator
-protocol to it. Connections come from AIRFLOW_CONN_<ID> and --connections,
-variables from AIRFLOW_VAR_<KEY>, XComs from --state (or memory).
+protocol to it, as Airflow 3.3 does unless --airflow says otherwise: no stub
+call arguments reach the task (tasks bind upstream values with inputs:), and
+--conf sets only the inputs the bundle config allows. Connections come from
+AIRFLOW_CONN_<ID> and --connections, variables from AIRFLOW_VAR_<KEY>, XComs
+from --state (or memory).
 
 Flags:
 `
@@ -43,6 +46,8 @@ func runCommand(ctx context.Context, args []string, configPath string, stdout, s
 	connFile := fs.String("connections", "", "connections file (YAML or JSON, conn_id -> URI or object)")
 	runID := fs.String("run-id", "", "Dag run id (default manual__<now>)")
 	retry := fs.Bool("retry", false, "report failures as up_for_retry (ti_context.should_retry)")
+	airflow := fs.String("airflow", supervisor.DefaultAirflow, "Airflow release to behave as: 3.3 or 3.4 (refuses a bundle whose schema that release does not know)")
+	argJSON := fs.String("arg-bindings", "", "Airflow 3.4 only: the stub call's arguments as a JSON list, e.g. '[{\"name\": \"sandbox\", \"kind\": \"xcom\", \"task_id\": \"provision\"}]'")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return bundles.ExitOK
@@ -61,6 +66,12 @@ func runCommand(ctx context.Context, args []string, configPath string, stdout, s
 	if *confJSON != "" {
 		if err := json.Unmarshal([]byte(*confJSON), &conf); err != nil || conf == nil {
 			return fail("--conf must be a JSON object, e.g. '{\"seconds\": 2}': %v", errOrNull(err))
+		}
+	}
+	var argBindings []map[string]any
+	if *argJSON != "" {
+		if err := json.Unmarshal([]byte(*argJSON), &argBindings); err != nil || argBindings == nil {
+			return fail("--arg-bindings must be a JSON list of {name, kind, value | task_id}: %v", errOrNull(err))
 		}
 	}
 	// Read the connections file now: a typo in its path or its YAML would
@@ -109,13 +120,21 @@ func runCommand(ctx context.Context, args []string, configPath string, stdout, s
 		ConnectionsFile: *connFile,
 		StateDir:        *stateDir,
 		Logs:            stderr,
+		Airflow:         *airflow,
+	}
+	schema, err := sup.BundleSchema()
+	if err != nil {
+		return fail("%v", err)
+	}
+	if argBindings != nil && schema < bundles.Schema34 {
+		return fail("--arg-bindings: this bundle declares supervisor schema %s (Airflow 3.3), which has no arg_bindings; pack it with --airflow 3.4 and run the packed bundle with --airflow 3.4, or bind the input with inputs: in the bundle config", schema)
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
 	code := bundles.ExitOK
 	for _, t := range taskIDs {
-		res, err := sup.RunTask(ctx, supervisor.TaskRequest{DagID: *dagID, TaskID: t, RunID: *runID, Conf: conf, ShouldRetry: *retry, MaxTries: 1})
+		res, err := sup.RunTask(ctx, supervisor.TaskRequest{DagID: *dagID, TaskID: t, RunID: *runID, Conf: conf, ArgBindings: argBindings, ShouldRetry: *retry, MaxTries: 1})
 		line := fmt.Sprintf("%s.%s (run %s): %s", *dagID, t, *runID, res.State)
 		if res.RetryReason != "" {
 			line += " (" + res.RetryReason + ")"
