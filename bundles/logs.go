@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/airflow-sandbox/airflow-go-worker/redact"
 )
 
 // Airflow's numeric log levels; the logs socket carries their lowercase names.
@@ -99,7 +100,7 @@ type airflowSink struct {
 	w       *bufio.Writer
 	conn    io.Writer
 	pending [][]byte
-	secrets []string
+	secrets *redact.Set
 	now     func() time.Time
 	// fallback gets records that could not be written to the socket, so a
 	// broken logs connection is visible on stderr rather than silent.
@@ -107,7 +108,7 @@ type airflowSink struct {
 }
 
 func newAirflowSink(filter LogFilter) *airflowSink {
-	return &airflowSink{filter: filter, now: time.Now, fallback: os.Stderr}
+	return &airflowSink{filter: filter, secrets: redact.New(), now: time.Now, fallback: os.Stderr}
 }
 
 // Connect starts writing to w, flushing buffered records first.
@@ -123,22 +124,9 @@ func (s *airflowSink) Connect(w io.Writer) error {
 	return s.w.Flush()
 }
 
-// AddSecret redacts value from every later record.
-func (s *airflowSink) AddSecret(value string) {
-	if len(value) < 3 { // masking "a" would shred every line; Airflow skips short values too
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, v := range s.secrets {
-		if v == value {
-			return
-		}
-	}
-	s.secrets = append(s.secrets, value)
-	// Longest first so a secret containing another is masked whole.
-	sort.Slice(s.secrets, func(i, j int) bool { return len(s.secrets[i]) > len(s.secrets[j]) })
-}
+// AddSecret redacts value (and each line of a multi-line value) from every
+// later record.
+func (s *airflowSink) AddSecret(value string) { s.secrets.Add(value) }
 
 func hclogToAirflow(l hclog.Level) (int, string) {
 	switch l {
@@ -185,17 +173,13 @@ func (s *airflowSink) write(name, lvlName, msg string, args []any) {
 	if name != "" {
 		rec["logger"] = name
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.secrets) > 0 {
-		for k, v := range rec {
-			rec[k] = redact(v, s.secrets)
-		}
-	}
+	rec = s.secrets.Any(rec).(map[string]any)
 	line, err := json.Marshal(rec)
 	if err != nil {
-		line, _ = json.Marshal(map[string]any{"event": redactString(msg, s.secrets), "level": lvlName, "timestamp": rec["timestamp"], "logger": name, "log_encoding_error": err.Error()})
+		line, _ = json.Marshal(map[string]any{"event": s.secrets.String(msg), "level": lvlName, "timestamp": rec["timestamp"], "logger": name, "log_encoding_error": err.Error()})
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	line = append(line, '\n')
 	if s.w == nil {
 		s.pending = append(s.pending, line)
@@ -210,12 +194,8 @@ func (s *airflowSink) write(name, lvlName, msg string, args []any) {
 	s.fallback.Write(line)
 }
 
-// redact masks the registered secrets in s.
-func (s *airflowSink) redact(text string) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return redactString(text, s.secrets)
-}
+// redact masks the registered secrets in text.
+func (s *airflowSink) redact(text string) string { return s.secrets.String(text) }
 
 // jsonSafe turns values JSON cannot encode well into strings: errors become
 // their message (json would print {}), Stringers and funcs their text.
@@ -237,47 +217,6 @@ func jsonSafe(v any) any {
 		return fmt.Sprintf("%+v", v)
 	}
 	return v
-}
-
-// redact masks secrets in v. Non-string scalars are rendered and checked
-// too, so a numeric secret is not leaked through a number field.
-func redact(v any, secrets []string) any {
-	switch x := v.(type) {
-	case string:
-		return redactString(x, secrets)
-	case map[string]any:
-		out := make(map[string]any, len(x))
-		for k, e := range x {
-			out[k] = redact(e, secrets)
-		}
-		return out
-	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			out[i] = redact(e, secrets)
-		}
-		return out
-	case nil, bool:
-		return x
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return v
-	}
-	s := string(b)
-	if r := redactString(s, secrets); r != s {
-		return r
-	}
-	return v
-}
-
-func redactString(s string, secrets []string) string {
-	for _, sec := range secrets {
-		if strings.Contains(s, sec) {
-			s = strings.ReplaceAll(s, sec, "***")
-		}
-	}
-	return s
 }
 
 // newTaskLogger returns an hclog.Logger named name whose records go to sink.

@@ -133,10 +133,17 @@ func buildSpec(ctx context.Context, d Deps, in ProvisionInput) (sandbox.Spec, []
 	if spec.Timeout%time.Second != 0 {
 		spec.Timeout = spec.Timeout.Round(time.Second)
 	}
+	for _, k := range []string{TagEnvFrom, TagEnvFromFingerprint} {
+		if _, set := in.Tags[k]; set {
+			// Later tasks trust these to know what the sandbox holds.
+			return spec, nil, fmt.Errorf("tags: %s is written by provision itself, from env_from; remove it from tags", k)
+		}
+	}
 	if tag := envFromTag(in.EnvFrom); tag != "" {
 		spec.Tags = withTag(spec.Tags, TagEnvFrom, tag)
 	}
 	var secrets []string
+	fps := newEnvFingerprints()
 	spec.Env = make(map[string]string, len(in.Env)+len(in.EnvFrom))
 	for k, v := range in.Env {
 		spec.Env[k] = v
@@ -153,7 +160,11 @@ func buildSpec(ctx context.Context, d Deps, in ProvisionInput) (sandbox.Spec, []
 			return spec, nil, fmt.Errorf("env_from.%s: registering the value with Airflow's secret masker failed (%v); refusing to pass an unmasked secret into the sandbox", name, err)
 		}
 		spec.Env[name] = v
+		fps.add(name, v)
 		secrets = append(secrets, v)
+	}
+	if len(in.EnvFrom) > 0 {
+		spec.Tags = withTag(spec.Tags, TagEnvFromFingerprint, fps.tag())
 	}
 	if len(spec.Env) == 0 {
 		spec.Env = nil

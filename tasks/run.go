@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/airflow-sandbox/airflow-go-worker/redact"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 )
 
@@ -82,7 +83,7 @@ func RunCommands(ctx context.Context, d Deps, in RunInput) (RunResult, error) {
 	if h := tags[sandbox.TagHolder]; h != "" {
 		d.logger().Warn("an agent task holds this sandbox; commands run alongside its work", "holder", h)
 	}
-	secrets, err := sandboxSecrets(ctx, d, tags)
+	secrets, err := sandboxSecrets(ctx, d, sb.ID(), tags)
 	if err != nil {
 		return RunResult{}, err
 	}
@@ -107,7 +108,7 @@ func RunCommands(ctx context.Context, d Deps, in RunInput) (RunResult, error) {
 // runOne runs one command, streaming stdout and stderr to the log and
 // keeping the tail of both, interleaved line by line as they arrived.
 // Secrets the sandbox holds are redacted from both.
-func runOne(ctx context.Context, d Deps, sb *sandbox.Sandbox, cmd string, opt sandbox.ExecOptions, red *redactor) (RunResult, error) {
+func runOne(ctx context.Context, d Deps, sb *sandbox.Sandbox, cmd string, opt sandbox.ExecOptions, red *redact.Set) (RunResult, error) {
 	log := d.logger()
 	log.Info("running", "sandbox", sb.ID(), "command", cmd)
 	tail := sandbox.NewTailBuffer(DefaultOutputTail)

@@ -15,7 +15,7 @@ import (
 // forks the bundle, sends a TaskHandlerParseRequest for file, and returns
 // the TaskHandlerParsingResult body the bundle declares.
 func (s *Supervisor) ParseTaskHandlers(ctx context.Context, file string) (map[string]any, error) {
-	c, err := s.start(ctx, &redactor{}, &shower{w: s.Logs})
+	c, err := s.start(ctx, newRedactor(), &shower{w: s.Logs})
 	if err != nil {
 		return nil, fmt.Errorf("parsing task handlers: %w", err)
 	}

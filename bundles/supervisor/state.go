@@ -81,14 +81,29 @@ func (s *Supervisor) PutXCom(dagID, runID, taskID, key string, value any) error 
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+	// XComs may hold what a task returned from a secret-bearing source:
+	// only the worker's user reads them (0700 directories, 0600 files).
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return fmt.Errorf("creating the XCom state directory: %w", err)
 	}
-	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+	// CreateTemp makes a fresh 0600 file; reusing a fixed name would keep
+	// the mode of one a crash left behind.
+	f, err := os.CreateTemp(filepath.Dir(p), filepath.Base(p)+".*.tmp")
+	if err != nil {
 		return fmt.Errorf("writing XCom %s: %w", p, err)
 	}
-	return os.Rename(tmp, p)
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), p)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return fmt.Errorf("writing XCom %s: %w", p, err)
+	}
+	return nil
 }
 
 // connection resolves connID from AIRFLOW_CONN_<ID> in Env (URI or JSON

@@ -6,8 +6,6 @@
 package supervisor
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -110,10 +108,16 @@ type Result struct {
 	// Requests lists the body types the runtime sent, in order, including
 	// the terminal one.
 	Requests []string
-	// LogLines are the JSON records from the logs socket (secrets redacted).
-	LogLines []map[string]any
-	// Output is the child's stdout and stderr lines.
-	Output []string
+	// LogLines are the JSON records from the logs socket (secrets
+	// redacted): the most recent ones, MaxKeptLogLines bytes at most;
+	// LogLinesDropped counts the older ones left out.
+	LogLines        []map[string]any
+	LogLinesDropped int
+	// Output is the child's stdout and stderr lines, "stdout: ..." or
+	// "stderr: ...": the most recent ones, MaxKeptOutput bytes at most;
+	// OutputDropped counts the older ones left out.
+	Output        []string
+	OutputDropped int
 	// Terminal is the terminal message body, nil when none was sent.
 	Terminal map[string]any
 	// Replies are the reply bodies sent, in order, secrets redacted (an
@@ -180,7 +184,7 @@ func (s *Supervisor) start(ctx context.Context, red *redactor, show *shower) (*c
 	args := append(append([]string{}, s.Args...), "--comm="+commL.Addr().String(), "--logs="+logsL.Addr().String())
 	cmd := exec.Command(s.Executable, args...)
 	cmd.Env = s.env()
-	out := &outputSink{red: red, show: show}
+	out := newOutputSink(red, show)
 	stdout, stderr := out.writer("stdout"), out.writer("stderr")
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	// A grandchild that inherits the pipes must not keep Wait (and so the
@@ -192,8 +196,8 @@ func (s *Supervisor) start(ctx context.Context, red *redactor, show *shower) (*c
 	c := &child{cmd: cmd, exited: make(chan struct{}), out: out}
 	go func() {
 		err := cmd.Wait()
-		stdout.flush()
-		stderr.flush()
+		stdout.Flush()
+		stderr.Flush()
 		c.exit = exitCode(err)
 		if ps := cmd.ProcessState; ps != nil {
 			c.usage, _ = ps.SysUsage().(*syscall.Rusage)
@@ -300,7 +304,7 @@ func (s *Supervisor) RunTask(ctx context.Context, req TaskRequest) (Result, erro
 	if req.Mapped {
 		mapIndex = req.MapIndex
 	}
-	red := &redactor{}
+	red := newRedactor()
 	show := &shower{w: s.Logs}
 	failedState := StateFailed
 	if req.ShouldRetry {
@@ -320,7 +324,7 @@ func (s *Supervisor) RunTask(ctx context.Context, req TaskRequest) (Result, erro
 		res := Result{State: failedState, ExitCode: -1}
 		if c != nil {
 			res.ExitCode = c.exit
-			res.Output = c.out.lines()
+			res.Output, res.OutputDropped = c.out.lines()
 		}
 		return res, fmt.Errorf("starting task %s.%s: %w", req.DagID, req.TaskID, err)
 	}
@@ -339,8 +343,15 @@ func (s *Supervisor) RunTask(ctx context.Context, req TaskRequest) (Result, erro
 		ShouldRetry: req.ShouldRetry,
 		ArgBindings: args,
 	}
-	logsDone := make(chan []map[string]any, 1)
-	go func() { logsDone <- readLogs(c.logs, red, show) }()
+	type logsResult struct {
+		lines   []map[string]any
+		dropped int
+	}
+	logsDone := make(chan logsResult, 1)
+	go func() {
+		lines, dropped := readLogs(c.logs, red, show)
+		logsDone <- logsResult{lines, dropped}
+	}()
 
 	var res Result
 	commDone := make(chan struct{})
@@ -364,10 +375,11 @@ func (s *Supervisor) RunTask(ctx context.Context, req TaskRequest) (Result, erro
 		<-c.exited
 	}
 	c.logs.SetReadDeadline(time.Now().Add(2 * time.Second)) // a grandchild may hold it open
-	res.LogLines = <-logsDone
+	logs := <-logsDone
+	res.LogLines, res.LogLinesDropped = logs.lines, logs.dropped
 	res.ExitCode = c.exit
 	res.Usage = c.usage
-	res.Output = c.out.lines()
+	res.Output, res.OutputDropped = c.out.lines()
 	res.State = finalState(res, req.ShouldRetry)
 	return res, nil
 }
@@ -451,6 +463,13 @@ func (s *Supervisor) serveComm(conn net.Conn, startup map[string]any, schema str
 		rp, err := protocol.EncodeReply(m.ID, body, errBody)
 		if err != nil {
 			rp, _ = protocol.EncodeReply(m.ID, nil, apiError("API_SERVER_ERROR", "encoding the reply: "+err.Error()))
+		}
+		if len(rp) > protocol.MaxFrameSize {
+			// Not sending it would leave the task waiting for this reply
+			// forever: answer, with an error that says why.
+			msg := fmt.Sprintf("the reply to %s is %d bytes, over the comm socket's %d-byte frame cap; make the value smaller (e.g. the connection's extra)", typ, len(rp), protocol.MaxFrameSize)
+			show.line("supervisor", msg)
+			rp, _ = protocol.EncodeReply(m.ID, nil, apiError("API_SERVER_ERROR", msg))
 		}
 		// After a terminal frame the runtime may already be gone.
 		if err := protocol.WriteFrame(conn, rp); err != nil && res.Terminal == nil {
@@ -536,97 +555,6 @@ func (s *Supervisor) handle(m protocol.Message, ti protocol.TaskInstance, b map[
 	return nil, map[string]any{"type": protocol.TypeErrorResponse, "error": "API_SERVER_ERROR", "detail": map[string]any{"status_code": 400, "message": "Unhandled request"}}
 }
 
-// outputSink collects and shows the child's stdout and stderr lines.
-type outputSink struct {
-	red  *redactor
-	show *shower
-	mu   sync.Mutex
-	all  []string
-}
-
-func (o *outputSink) add(stream, line string) {
-	line = o.red.apply(line)
-	o.mu.Lock()
-	o.all = append(o.all, stream+": "+line)
-	o.mu.Unlock()
-	o.show.line("task."+stream, line)
-}
-
-// writer returns an io.Writer that splits one stream into lines.
-func (o *outputSink) writer(stream string) *lineWriter {
-	return &lineWriter{emit: func(l string) { o.add(stream, l) }}
-}
-
-// lineWriter calls emit once per complete line; flush emits the rest.
-type lineWriter struct {
-	mu   sync.Mutex
-	buf  []byte
-	emit func(string)
-}
-
-func (w *lineWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.buf = append(w.buf, p...)
-	for {
-		i := bytes.IndexByte(w.buf, '\n')
-		if i < 0 {
-			break
-		}
-		w.emit(string(w.buf[:i]))
-		w.buf = w.buf[i+1:]
-	}
-	if len(w.buf) > 1<<20 { // an endless line: show it in pieces
-		w.emit(string(w.buf))
-		w.buf = nil
-	}
-	return len(p), nil
-}
-
-func (w *lineWriter) flush() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if len(w.buf) > 0 {
-		w.emit(string(w.buf))
-		w.buf = nil
-	}
-}
-
-func (o *outputSink) lines() []string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return append([]string(nil), o.all...)
-}
-
-// readLogs reads JSON log lines until EOF, shows them and returns them.
-func readLogs(conn net.Conn, red *redactor, show *shower) []map[string]any {
-	var out []map[string]any
-	sc := bufio.NewScanner(conn)
-	sc.Buffer(make([]byte, 64*1024), protocol.MaxFrameSize)
-	for sc.Scan() {
-		var rec map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
-			show.line("supervisor", "log line is not JSON: "+red.apply(sc.Text()))
-			continue
-		}
-		rec = red.applyAny(rec).(map[string]any)
-		// As Airflow's supervisor: a record needs one of its level names
-		// (without one its log reader fails; an unknown one is dropped) and
-		// an ISO 8601 timestamp if any; exception becomes error_detail.
-		if why := invalidLogRecord(rec); why != "" {
-			show.line("supervisor", "log record dropped, as Airflow would not show it: "+why+": "+red.apply(sc.Text()))
-			continue
-		}
-		if exc, ok := rec["exception"]; ok {
-			delete(rec, "exception")
-			rec["error_detail"] = exc
-		}
-		out = append(out, rec)
-		show.record(rec)
-	}
-	return out
-}
-
 // airflowLevels are the level names Airflow's supervisor accepts from a
 // task's log records (structlog's NAME_TO_LEVEL).
 var airflowLevels = map[string]bool{"critical": true, "exception": true, "error": true, "warn": true, "warning": true, "info": true, "debug": true, "notset": true}
@@ -710,46 +638,4 @@ func displayValue(v any) string {
 
 func indent(s string) string {
 	return "      " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n      ")
-}
-
-// redactor replaces secrets the task asked to mask.
-type redactor struct {
-	mu      sync.Mutex
-	secrets []string
-}
-
-func (r *redactor) add(v any) {
-	s, ok := v.(string)
-	if !ok || len(s) < 3 {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.secrets = append(r.secrets, s)
-	sort.Slice(r.secrets, func(i, j int) bool { return len(r.secrets[i]) > len(r.secrets[j]) })
-}
-
-func (r *redactor) apply(s string) string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, sec := range r.secrets {
-		s = strings.ReplaceAll(s, sec, "***")
-	}
-	return s
-}
-
-func (r *redactor) applyAny(v any) any {
-	switch x := v.(type) {
-	case string:
-		return r.apply(x)
-	case map[string]any:
-		for k, e := range x {
-			x[k] = r.applyAny(e)
-		}
-	case []any:
-		for i, e := range x {
-			x[i] = r.applyAny(e)
-		}
-	}
-	return v
 }

@@ -84,7 +84,7 @@ func runCommand(ctx context.Context, args []string, configPath string, stdout, s
 	// Create --state now: an unusable directory would otherwise fail the
 	// task only after it ran, when it pushes its result.
 	if *stateDir != "" {
-		if err := os.MkdirAll(*stateDir, 0o755); err != nil {
+		if err := os.MkdirAll(*stateDir, 0o700); err != nil { // XComs are private to the worker's user
 			return fail("--state: %v (give a directory you can write to)", err)
 		}
 	}

@@ -3,14 +3,25 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"os"
+	"strings"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/selftest"
 )
+
+// multiLineSecret stands for a PEM key: masked whole, printed line by line.
+const multiLineSecret = "-----BEGIN TEST KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7\nVJTUt9Us8cKjMzEfYyjiWA4R4/M2bS1GB4t7NXp98C3SC6dVMvD\n-----END TEST KEY-----"
+
+type floodIn struct {
+	StdoutMiB int `json:"stdout_mib"`
+	LogMiB    int `json:"log_mib"`
+}
 
 type echoIn struct {
 	Msg   string `json:"msg"`
@@ -30,6 +41,32 @@ func main() {
 		}
 		log.Info("about to print s3cr3t-value")
 		fmt.Println("stdout has s3cr3t-value too")
+		return nil
+	})
+	b.Register("e2e", "leak_multiline", func(ctx context.Context, c bundles.Client, log hclog.Logger) error {
+		if err := c.MaskSecret(ctx, multiLineSecret, "key"); err != nil {
+			return err
+		}
+		for _, line := range strings.Split(multiLineSecret, "\n") {
+			log.Info("key line " + line)
+		}
+		fmt.Println(multiLineSecret)
+		return nil
+	})
+	// flood prints and logs lines of 1 KiB, for the supervisor's memory bound.
+	b.Register("e2e", "flood", func(log hclog.Logger, in floodIn) error {
+		line := strings.Repeat("0123456789abcdef", 64)
+		w := bufio.NewWriterSize(os.Stdout, 1<<20)
+		for i := 0; i < in.StdoutMiB<<10; i++ {
+			w.WriteString(line[:len(line)-1])
+			w.WriteByte('\n')
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		for i := 0; i < in.LogMiB<<10; i++ {
+			log.Info(line)
+		}
 		return nil
 	})
 	b.Register("e2e", "print_password", func(ctx context.Context, c bundles.ConnectionGetter) error {

@@ -1,0 +1,270 @@
+// Package redact masks secrets in what a task shows: log records, command
+// output, XCom-bound text. It is the one implementation the task runtime
+// (package bundles), the task catalogue (package tasks) and the local
+// supervisor share, so a rule added here (multi-line secrets, secrets cut
+// across chunks) holds everywhere at once.
+//
+// A Set holds the patterns. Add registers a value and what it shows as when
+// printed piecemeal: every line of a multi-line value (a PEM key printed
+// line by line never matches the whole key), and, for a JSON object, every
+// string inside it with its lines (Airflow's masker masks each value of a
+// dict secret; `jq -r .private_key` prints such a value with real newlines).
+//
+// Lines splits a stream into lines and masks each, holding back only what
+// could be the start of a secret that the next chunk completes, so memory
+// stays bounded by the longest line kept plus the longest secret.
+package redact
+
+import (
+	"encoding/json"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// Mask replaces every secret.
+const Mask = "***"
+
+// MinLength is the shortest value masked: masking "a" or "no" would garble
+// all output (Airflow skips values under [logging] min_length_masked_secret,
+// 5 by default; we mask from 3).
+const MinLength = 3
+
+// MinPartLength is the shortest line (or JSON string) of a multi-line
+// secret that is masked on its own: "{", "}" or "-----" carry no secret, and
+// masking them would garble unrelated output.
+const MinPartLength = 5
+
+// Set is a set of secrets to mask. The zero value and nil are empty sets;
+// all methods are safe for concurrent use.
+type Set struct {
+	mu   sync.RWMutex
+	pats []string // unique, longest first
+	seen map[string]bool
+}
+
+// New returns a set holding values (see Add).
+func New(values ...string) *Set {
+	s := &Set{}
+	for _, v := range values {
+		s.Add(v)
+	}
+	return s
+}
+
+// Add registers value, each line of it when it has several, and the string
+// values of a JSON object with their lines.
+func (s *Set) Add(value string) {
+	if s == nil || len(value) < MinLength {
+		return
+	}
+	parts := []string{value}
+	parts = append(parts, lines(value)...)
+	for _, leaf := range jsonStrings(value) {
+		if len(leaf) >= MinPartLength {
+			parts = append(parts, leaf)
+		}
+		parts = append(parts, lines(leaf)...)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.seen == nil {
+		s.seen = map[string]bool{}
+	}
+	added := false
+	for _, p := range parts {
+		if !s.seen[p] {
+			s.seen[p] = true
+			s.pats = append(s.pats, p)
+			added = true
+		}
+	}
+	if added {
+		// Longest first: at one position the longest secret wins, so a
+		// secret containing another is masked whole.
+		sort.SliceStable(s.pats, func(i, j int) bool { return len(s.pats[i]) > len(s.pats[j]) })
+	}
+}
+
+// lines returns the lines of a multi-line value worth masking alone
+// (trimmed of surrounding blanks and \r), or nil for a single line.
+func lines(v string) []string {
+	if !strings.ContainsAny(v, "\n\r") {
+		return nil
+	}
+	var out []string
+	for _, l := range strings.FieldsFunc(v, func(r rune) bool { return r == '\n' || r == '\r' }) {
+		if l = strings.TrimSpace(l); len(l) >= MinPartLength {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// jsonStrings returns the string values inside a JSON object or array
+// (keys excluded), or nil when v is not one.
+func jsonStrings(v string) []string {
+	t := strings.TrimSpace(v)
+	if t == "" || (t[0] != '{' && t[0] != '[') || !json.Valid([]byte(t)) {
+		return nil
+	}
+	var doc any
+	if json.Unmarshal([]byte(t), &doc) != nil {
+		return nil
+	}
+	var out []string
+	var walk func(any)
+	walk = func(x any) {
+		switch y := x.(type) {
+		case string:
+			out = append(out, y)
+		case map[string]any:
+			for _, e := range y {
+				walk(e)
+			}
+		case []any:
+			for _, e := range y {
+				walk(e)
+			}
+		}
+	}
+	walk(doc)
+	return out
+}
+
+// Empty reports whether the set masks nothing.
+func (s *Set) Empty() bool {
+	if s == nil {
+		return true
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.pats) == 0
+}
+
+// MaxLen is the length of the longest pattern (0 for an empty set).
+func (s *Set) MaxLen() int {
+	if s == nil {
+		return 0
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if len(s.pats) == 0 {
+		return 0
+	}
+	return len(s.pats[0])
+}
+
+func (s *Set) patterns() []string {
+	if s == nil {
+		return nil
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.pats
+}
+
+// String masks every secret in text.
+func (s *Set) String(text string) string {
+	out, _ := mask(text, s.patterns(), true)
+	return out
+}
+
+// Any masks secrets in a decoded JSON-like value (strings, maps, slices);
+// maps and slices are copied, not changed in place. Other scalars are
+// rendered as JSON and checked too, so a numeric secret does not leak
+// through a number field: a match turns the value into its masked text.
+func (s *Set) Any(v any) any {
+	pats := s.patterns()
+	if len(pats) == 0 {
+		return v
+	}
+	return maskAny(v, pats)
+}
+
+func maskAny(v any, pats []string) any {
+	switch x := v.(type) {
+	case string:
+		out, _ := mask(x, pats, true)
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = maskAny(e, pats)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = maskAny(e, pats)
+		}
+		return out
+	case nil, bool:
+		return x
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return v
+	}
+	if out, _ := mask(string(b), pats, true); out != string(b) {
+		return out
+	}
+	return v
+}
+
+// mask replaces the secrets in text. With final false, text is a piece of
+// a stream that continues: mask stops before the bytes that could be the
+// start of a secret the next piece completes and returns how many bytes of
+// text it consumed (the caller keeps the rest for the next call). Matching
+// is leftmost, and longest at one position.
+func mask(text string, pats []string, final bool) (string, int) {
+	if len(pats) == 0 {
+		return text, len(text)
+	}
+	// next[j] is where pats[j] next occurs at or after the scan position,
+	// -1 when it does not occur again; refreshed only when passed, so the
+	// whole scan costs one strings.Index pass per pattern.
+	next := make([]int, len(pats))
+	found := false
+	for j, p := range pats {
+		next[j] = strings.Index(text, p)
+		found = found || next[j] >= 0
+	}
+	limit := len(text) // bytes that may be emitted
+	if !final {
+		limit = max(0, len(text)-(len(pats[0])-1))
+	}
+	if !found {
+		return text[:limit], limit
+	}
+	var b strings.Builder
+	pos := 0
+	for {
+		best := -1
+		for j := range pats {
+			if next[j] >= 0 && (best < 0 || next[j] < next[best]) {
+				best = j // pats are longest first: ties keep the longer one
+			}
+		}
+		if best < 0 || next[best] >= limit {
+			break
+		}
+		start, end := next[best], next[best]+len(pats[best])
+		b.WriteString(text[pos:start])
+		b.WriteString(Mask)
+		pos = end
+		// A secret straddling the limit is complete here: take it whole.
+		limit = max(limit, end)
+		for j, p := range pats {
+			if next[j] >= 0 && next[j] < end {
+				if k := strings.Index(text[end:], p); k >= 0 {
+					next[j] = end + k
+				} else {
+					next[j] = -1
+				}
+			}
+		}
+	}
+	b.WriteString(text[pos:limit])
+	return b.String(), limit
+}

@@ -1,0 +1,210 @@
+package redact
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+const pem = `-----BEGIN PRIVATE KEY-----
+MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj
+MzEfYyjiWA4R4/M2bS1GB4t7NXp98C3SC6dVMvDuictGeurT8jNbvJZHtCSuYEvu
+NMoSfm76oqFvAp8Gy0iz5sxjZmSnXyCdPEovGhLa0VzMaQ8s+CLOyS56YyCFGeJZ
+-----END PRIVATE KEY-----
+`
+
+func TestStringMasksWholeSecretsLongestFirst(t *testing.T) {
+	s := New("hunter2-long", "hunter2", "no")
+	got := s.String("a hunter2-long b hunter2 c no")
+	if got != "a *** b *** c no" {
+		t.Fatalf("got %q", got)
+	}
+	if (*Set)(nil).String("x") != "x" || New().String("abc") != "abc" {
+		t.Fatal("an empty set must leave text alone")
+	}
+}
+
+// The attack of issue 10, hole 3: a PEM key printed line by line, as every
+// line-oriented log path does, showed its inner lines. Each line of a
+// multi-line secret is now a pattern of its own.
+func TestMultiLineSecretMaskedLineByLine(t *testing.T) {
+	s := New(pem)
+	for _, line := range strings.Split(strings.TrimSpace(pem), "\n") {
+		if got := s.String("out: " + line); got != "out: ***" {
+			t.Errorf("line %q shows as %q", line, got)
+		}
+	}
+	if got := s.String("key=" + pem); strings.Contains(got, "MIIE") || strings.Count(got, Mask) != 1 {
+		t.Errorf("the whole key in one text should be one ***, got %q", got)
+	}
+	// CRLF output (a Windows-made key, a terminal) masks the same lines.
+	crlf := strings.ReplaceAll(pem, "\n", "\r\n")
+	if got := New(crlf).String("MzEfYyjiWA4R4/M2bS1GB4t7NXp98C3SC6dVMvDuictGeurT8jNbvJZHtCSuYEvu"); got != Mask {
+		t.Errorf("a CRLF key's line shows as %q", got)
+	}
+}
+
+func TestShortLinesOfASecretAreNotPatterns(t *testing.T) {
+	s := New("{\n  \"a\": \"b\"\n}\n")
+	if got := s.String("{ x }"); got != "{ x }" {
+		t.Fatalf("a lone brace of a secret must not be masked everywhere: %q", got)
+	}
+}
+
+// A service-account blob: printed as is, each line is masked; printed
+// through jq -r .private_key, the key's own lines (real newlines once the
+// JSON string is decoded) are masked too.
+func TestJSONSecretMasksItsStringsAndTheirLines(t *testing.T) {
+	blob, _ := json.MarshalIndent(map[string]any{
+		"type": "service_account", "private_key": pem, "client_email": "bot@proj.iam.example.com",
+	}, "", "  ")
+	s := New(string(blob))
+	for _, line := range strings.Split(string(blob), "\n") {
+		if got := s.String(line); len(strings.TrimSpace(line)) >= MinPartLength && got != Mask && !strings.HasPrefix(strings.TrimSpace(got), Mask) {
+			t.Errorf("blob line %q shows as %q", line, got)
+		}
+	}
+	for _, line := range strings.Split(strings.TrimSpace(pem), "\n") {
+		if got := s.String(line); got != Mask {
+			t.Errorf("decoded key line %q shows as %q", line, got)
+		}
+	}
+	if got := s.String("sent by bot@proj.iam.example.com"); got != "sent by ***" {
+		t.Errorf("a string value of the blob shows as %q", got)
+	}
+}
+
+func TestAnyWalksValuesAndRendersScalars(t *testing.T) {
+	s := New("12345678", "s3cr3t")
+	in := map[string]any{"a": "x s3cr3t", "n": 12345678, "l": []any{"s3cr3t", true, nil}, "ok": 7}
+	out := s.Any(in).(map[string]any)
+	if out["a"] != "x ***" || out["n"] != Mask || out["ok"] != 7 {
+		t.Fatalf("got %v", out)
+	}
+	if l := out["l"].([]any); l[0] != Mask || l[1] != true || l[2] != nil {
+		t.Fatalf("list: %v", l)
+	}
+	if in["a"] != "x s3cr3t" {
+		t.Fatal("Any must not change its input")
+	}
+}
+
+// collect runs text through a Lines writer in the given chunk sizes.
+func collect(set *Set, maxLine int, text string, chunks func() int) (pieces []string, newlines []bool) {
+	l := NewLines(set, maxLine, func(s string, nl bool) {
+		pieces = append(pieces, s)
+		newlines = append(newlines, nl)
+	})
+	for len(text) > 0 {
+		n := min(len(text), max(1, chunks()))
+		l.Write([]byte(text[:n]))
+		text = text[n:]
+	}
+	l.Flush()
+	return pieces, newlines
+}
+
+// However a pipe chunks the output and wherever a long line is cut, the
+// pieces of a line, joined, are exactly that line masked whole.
+func TestLinesMaskAcrossChunksAndCuts(t *testing.T) {
+	secrets := []string{"sk-live-0123456789abcdef", "sk-live-0123", "tok_ABCDEFGH"}
+	set := New(secrets...)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := 0; round < 300; round++ {
+		var b strings.Builder
+		for b.Len() < 200+rng.IntN(400) {
+			if rng.IntN(4) == 0 {
+				b.WriteString(secrets[rng.IntN(len(secrets))])
+			} else {
+				b.WriteByte("abcdefghijklmnopqrstuvwxyz0123456789-_"[rng.IntN(38)])
+			}
+		}
+		line := b.String()
+		maxLine := 1 + rng.IntN(80)
+		pieces, nls := collect(set, maxLine, line+"\n", func() int { return 1 + rng.IntN(50) })
+		if got, want := strings.Join(pieces, ""), set.String(line); got != want {
+			t.Fatalf("round %d (maxLine %d):\n got %q\nwant %q", round, maxLine, got, want)
+		}
+		if !nls[len(nls)-1] {
+			t.Fatalf("round %d: the last piece should end the line", round)
+		}
+		for _, p := range pieces {
+			if len(p) > 2*max(maxLine, 2*set.MaxLen()) {
+				t.Fatalf("round %d: a %d-byte piece exceeds the bound", round, len(p))
+			}
+		}
+	}
+}
+
+func TestLinesSplitsAndTrimsCR(t *testing.T) {
+	pieces, nls := collect(New("s3cr3t"), 1<<10, "a s3cr3t\r\nb\nrest", func() int { return 3 })
+	if fmt.Sprint(pieces, nls) != "[a *** b rest] [true true false]" {
+		t.Fatalf("got %q %v", pieces, nls)
+	}
+}
+
+// A secret registered while its line is still buffered is masked too.
+func TestLinesMaskWhatIsAddedMidLine(t *testing.T) {
+	set := New()
+	var got []string
+	l := NewLines(set, 1<<10, func(s string, _ bool) { got = append(got, s) })
+	l.Write([]byte("token=abcdef"))
+	set.Add("abcdef")
+	l.Write([]byte(" end\n"))
+	if len(got) != 1 || got[0] != "token=*** end" {
+		t.Fatalf("got %q", got)
+	}
+}
+
+func FuzzLines(f *testing.F) {
+	f.Add("sk-0123456789", "xx sk-0123456789 yy\nzz", uint8(5), uint8(3))
+	f.Add("line one\nline two", "a line one\nline two b", uint8(4), uint8(1))
+	f.Fuzz(func(t *testing.T, secret, text string, maxLine, chunk uint8) {
+		set := New(secret)
+		pieces, nls := collect(set, int(maxLine), text, func() int { return int(chunk) })
+		// Rebuild the lines from the pieces and compare with masking each
+		// input line whole.
+		var lines []string
+		var cur strings.Builder
+		for i, p := range pieces {
+			cur.WriteString(p)
+			if nls[i] {
+				lines = append(lines, cur.String())
+				cur.Reset()
+			}
+		}
+		if cur.Len() > 0 || (len(pieces) > 0 && !nls[len(nls)-1]) {
+			lines = append(lines, cur.String())
+		}
+		want := strings.Split(text, "\n")
+		if strings.HasSuffix(text, "\n") {
+			want = want[:len(want)-1]
+		}
+		if text == "" {
+			want = nil
+		}
+		if len(lines) != len(want) {
+			t.Fatalf("%d lines out, %d in", len(lines), len(want))
+		}
+		for i, w := range want {
+			if i < len(want)-1 || strings.HasSuffix(text, "\n") {
+				w = strings.TrimSuffix(w, "\r")
+			}
+			if got := set.String(w); lines[i] != got {
+				t.Fatalf("line %d: got %q, want %q", i, lines[i], got)
+			}
+		}
+	})
+}
+
+func BenchmarkLines(b *testing.B) {
+	set := New(pem, "s3cr3t-password", "AKIAEXAMPLEKEY0001")
+	line := []byte(strings.Repeat("some ordinary output without secrets, ", 3) + "\n")
+	l := NewLines(set, 16<<10, func(string, bool) {})
+	b.SetBytes(int64(len(line)))
+	for b.Loop() {
+		l.Write(line)
+	}
+}
