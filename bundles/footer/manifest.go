@@ -136,6 +136,11 @@ func decodeManifest(data []byte, strict bool) (Manifest, error) {
 	if err := checkSafeTags(root); err != nil {
 		return m, err
 	}
+	// Everything below walks the document with its aliases expanded; bound
+	// that expansion once, for the whole document, before any of it runs.
+	if err := checkAliasExpansion(root); err != nil {
+		return m, err
+	}
 	var sawSDK, sawDags bool
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		key, val := root.Content[i].Value, resolveAlias(root.Content[i+1])
@@ -328,7 +333,76 @@ func scalarText(n *yaml.Node, field string) (string, error) {
 const (
 	maxValueDepth = 64
 	maxValueNodes = 100_000
+	// maxAliasExpansion bounds what aliases add to the whole document,
+	// task lists and every Extra value together, in nodes (a scalar counts
+	// one more per 64 bytes). A manifest we render has no aliases at all.
+	maxAliasExpansion = 100_000
 )
+
+// checkAliasExpansion measures the document as the decoders will walk it,
+// aliases expanded, without expanding anything: each anchored subtree's
+// expanded cost is computed once and charged at every alias to it. It
+// refuses a document whose aliases add more than maxAliasExpansion, and a
+// recursive alias.
+func checkAliasExpansion(root *yaml.Node) error {
+	a := aliasCost{memo: map[*yaml.Node]int{}, active: map[*yaml.Node]bool{}}
+	expanded, err := a.cost(root)
+	if err != nil {
+		return err
+	}
+	if extra := expanded - a.plain; extra > maxAliasExpansion {
+		return fmt.Errorf("metadata uses aliases that expand to %d nodes beyond what it spells out, over the limit of %d (an alias bomb?); write the values out instead of through &anchors and *aliases", extra, maxAliasExpansion)
+	}
+	return nil
+}
+
+type aliasCost struct {
+	memo   map[*yaml.Node]int  // expanded cost of each node seen
+	active map[*yaml.Node]bool // on the current path: an alias back to one is recursive
+	plain  int                 // cost of the document as written, each node once
+}
+
+// limit stops the walk early: no single subtree may cost more than the
+// whole document could without aliases plus the budget.
+func (a *aliasCost) limit() int { return a.plain + maxAliasExpansion }
+
+func nodeCost(n *yaml.Node) int { return 1 + len(n.Value)/64 }
+
+func (a *aliasCost) cost(n *yaml.Node) (int, error) {
+	if c, ok := a.memo[n]; ok {
+		return c, nil
+	}
+	if a.active[n] {
+		return 0, fmt.Errorf("metadata line %d: an alias refers to a value that contains it (a recursive alias)", n.Line)
+	}
+	a.active[n] = true
+	defer delete(a.active, n)
+	c := 0
+	if n.Kind == yaml.AliasNode {
+		a.plain++
+		if n.Alias == nil {
+			return 0, fmt.Errorf("metadata line %d: alias to nothing", n.Line)
+		}
+		var err error
+		if c, err = a.cost(n.Alias); err != nil {
+			return 0, err
+		}
+	} else {
+		c = nodeCost(n)
+		a.plain += c
+		for _, child := range n.Content {
+			cc, err := a.cost(child)
+			if err != nil {
+				return 0, err
+			}
+			if c += cc; c > a.limit() {
+				return 0, fmt.Errorf("metadata line %d: aliases expand this value past %d nodes (an alias bomb?); write the values out instead of through &anchors and *aliases", n.Line, maxAliasExpansion)
+			}
+		}
+	}
+	a.memo[n] = c
+	return c, nil
+}
 
 // nodeToAny converts an unknown value for Extra. Timestamps stay text so
 // that a re-rendered manifest shows what was written.

@@ -50,8 +50,8 @@ import (
 type bundleConfig struct {
 	// Selftest adds the built-in airflow_go_worker_selftest Dag, so an
 	// operator can check a deployment of this bundle.
-	Selftest bool                 `yaml:"selftest"`
-	Dags     map[string]dagConfig `yaml:"dags"`
+	Selftest bool     `yaml:"selftest"`
+	Dags     dagsByID `yaml:"dags"`
 	// order lists dag ids and, per Dag, task ids as the file lists them:
 	// tasks register (and `run --dag` runs them) in the author's order.
 	order []orderedDag `yaml:"-"`
@@ -63,8 +63,8 @@ type orderedDag struct {
 }
 
 type dagConfig struct {
-	Description string                `yaml:"description"`
-	Tasks       map[string]taskConfig `yaml:"tasks"`
+	Description string    `yaml:"description"`
+	Tasks       tasksByID `yaml:"tasks"`
 }
 
 type taskConfig struct {
@@ -244,15 +244,31 @@ func describeYAMLError(err error) string {
 	})
 }
 
+// maxBundleConfigSize caps a bundle config. It is read (and parsed) each
+// time a task starts, before the task connects to Airflow: a config big
+// enough to take seconds would otherwise end as a misleading "did not
+// connect within 10s". 100k Dags fit in a few MiB.
+const maxBundleConfigSize = 16 << 20
+
 // parseBundleConfig decodes the YAML strictly.
 func parseBundleConfig(data []byte, source string) (bundleConfig, error) {
 	var cfg bundleConfig
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&cfg); err != nil {
-		if errors.Is(err, io.EOF) {
-			return cfg, fmt.Errorf("%s: the bundle config is empty; it needs a dags: mapping", source)
-		}
+	if len(data) > maxBundleConfigSize {
+		return cfg, fmt.Errorf("%s: the bundle config is %d bytes, over the %d-byte (%d MiB) limit; it names Dags, tasks and their defaults, not data: split it over several bundles, or move large values (scripts, inputs) to files the tasks stage in", source, len(data), maxBundleConfigSize, maxBundleConfigSize>>20)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return cfg, fmt.Errorf("%s: %v", source, err)
+	}
+	if len(doc.Content) == 0 {
+		return cfg, fmt.Errorf("%s: the bundle config is empty; it needs a dags: mapping", source)
+	}
+	err := checkKnownKeys(&doc, reflect.TypeFor[bundleConfig]())
+	if err == nil {
+		// Strict: checkKnownKeys refused every key that names no field.
+		err = doc.Decode(&cfg)
+	}
+	if err != nil {
 		return cfg, fmt.Errorf("%s: %s (the file holds dags: {<dag_id>: {tasks: {<task_id>: {kind: ..., defaults: {...}}}}})", source, describeYAMLError(err))
 	}
 	if len(cfg.Dags) == 0 {
@@ -263,14 +279,7 @@ func parseBundleConfig(data []byte, source string) (bundleConfig, error) {
 			return cfg, fmt.Errorf("%s: dags.%s has no tasks; add tasks: {<task_id>: {kind: ...}} or remove the Dag", source, dagID)
 		}
 	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return cfg, fmt.Errorf("%s: %v", source, err)
-	}
-	for _, dagID := range mappingKeys(mappingValue(doc.Content[0], "dags")) {
-		tasksNode := mappingValue(mappingValue(mappingValue(doc.Content[0], "dags"), dagID), "tasks")
-		cfg.order = append(cfg.order, orderedDag{id: dagID, tasks: mappingKeys(tasksNode)})
-	}
+	cfg.order = fileOrder(mappingValue(doc.Content[0], "dags"))
 	return cfg, nil
 }
 
@@ -282,6 +291,23 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// fileOrder lists the Dags of a dags: mapping node, and each Dag's tasks,
+// in file order, in one pass (looking each Dag up by id again made loading
+// quadratic in the number of Dags: 100k took over a minute).
+func fileOrder(dags *yaml.Node) []orderedDag {
+	for dags != nil && dags.Kind == yaml.AliasNode {
+		dags = dags.Alias
+	}
+	if dags == nil || dags.Kind != yaml.MappingNode {
+		return nil
+	}
+	order := make([]orderedDag, 0, len(dags.Content)/2)
+	for i := 0; i+1 < len(dags.Content); i += 2 {
+		order = append(order, orderedDag{id: dags.Content[i].Value, tasks: mappingKeys(mappingValue(dags.Content[i+1], "tasks"))})
+	}
+	return order
 }
 
 // mappingValue returns the value under key in a YAML mapping node, or nil.
