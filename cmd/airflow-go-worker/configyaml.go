@@ -19,7 +19,9 @@ import (
 type dagsByID map[string]dagConfig
 
 // UnmarshalYAML decodes the mapping in linear time.
-func (m *dagsByID) UnmarshalYAML(n *yaml.Node) error { return decodeByID(n, (*map[string]dagConfig)(m)) }
+func (m *dagsByID) UnmarshalYAML(n *yaml.Node) error {
+	return decodeByID(n, (*map[string]dagConfig)(m))
+}
 
 // tasksByID is a Dag's tasks: mapping, task_id -> task.
 type tasksByID map[string]taskConfig
