@@ -43,8 +43,7 @@ func TestOutputFloodKeepsMemoryBounded(t *testing.T) {
 	s, _ := newSup(t)
 	s.Logs = io.Discard
 	watch := memwatch.Start()
-	res := run(t, s, TaskRequest{DagID: "e2e", TaskID: "flood", ArgBindings: []map[string]any{
-		{"name": "stdout_mib", "kind": "literal", "value": 256}, {"name": "log_mib", "kind": "literal", "value": 32}}})
+	res := run(t, s, TaskRequest{DagID: "e2e", TaskID: "flood", Conf: map[string]any{"stdout_mib": 256, "log_mib": 32}})
 	peak := watch.Stop()
 	if res.State != StateSuccess {
 		t.Fatalf("state %s, output %v", res.State, res.Output[max(0, len(res.Output)-5):])
@@ -69,8 +68,7 @@ func BenchmarkOutputFlood2GiB(b *testing.B) {
 	s := &Supervisor{Executable: bundleBin, Env: []string{"PATH=" + os.Getenv("PATH")}, Logs: io.Discard}
 	for b.Loop() {
 		watch := memwatch.Start()
-		res, err := s.RunTask(b.Context(), TaskRequest{DagID: "e2e", TaskID: "flood", ArgBindings: []map[string]any{
-			{"name": "stdout_mib", "kind": "literal", "value": 2048}}})
+		res, err := s.RunTask(b.Context(), TaskRequest{DagID: "e2e", TaskID: "flood", Conf: map[string]any{"stdout_mib": 2048}})
 		peak := watch.Stop()
 		if err != nil || res.State != StateSuccess {
 			b.Fatalf("%v %s", err, res.State)

@@ -68,7 +68,7 @@ func main() {
 			log.Info(line)
 		}
 		return nil
-	})
+	}, bundles.AllowConf("stdout_mib", "log_mib"))
 	b.Register("e2e", "print_password", func(ctx context.Context, c bundles.ConnectionGetter) error {
 		conn, err := c.GetConnection(ctx, "db")
 		if err != nil {
