@@ -146,8 +146,8 @@ func readGoBundle(t *testing.T, dir string) goSide {
 
 func TestExamplesAreConsistent(t *testing.T) {
 	dirs, err := filepath.Glob("*/dag.py")
-	if err != nil || len(dirs) != 3 {
-		t.Fatalf("want three examples with a dag.py, found %v (%v)", dirs, err)
+	if err != nil || len(dirs) != 4 {
+		t.Fatalf("want four examples with a dag.py, found %v (%v)", dirs, err)
 	}
 	for _, dagFile := range dirs {
 		dir := filepath.Dir(dagFile)

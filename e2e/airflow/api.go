@@ -23,7 +23,7 @@ type apiClient struct {
 }
 
 func newAPIClient(base, user, password string) *apiClient {
-	return &apiClient{base: base, user: user, password: password, http: &http.Client{Timeout: 30 * time.Second}}
+	return &apiClient{base: base, user: user, password: password, http: &http.Client{Timeout: time.Minute}}
 }
 
 // errStatus is a non-2xx answer.
@@ -182,7 +182,7 @@ func (c *apiClient) waitDag(ctx context.Context, dagID string, timeout time.Dura
 			} `json:"import_errors"`
 		}
 		if err := c.do(ctx, http.MethodGet, "/api/v2/importErrors", nil, &ie, ""); err != nil {
-			return false, "", err
+			return false, err.Error(), nil // busy or restarting: ask again
 		}
 		for _, e := range ie.ImportErrors {
 			return false, "", fmt.Errorf("Airflow could not import the Dag file %s:\n%s", e.Filename, e.StackTrace)
@@ -191,7 +191,10 @@ func (c *apiClient) waitDag(ctx context.Context, dagID string, timeout time.Dura
 		if isStatus(err, http.StatusNotFound) {
 			return false, "not parsed yet", nil
 		}
-		return err == nil, "", err
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		return true, "", nil
 	})
 	if err != nil {
 		return err

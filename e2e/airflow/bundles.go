@@ -69,7 +69,7 @@ func packBundles(ctx context.Context, o options, w *workdir) error {
 	for _, s := range scenarios {
 		exDir := filepath.Join(o.repo, "examples", s.example)
 		args := []string{"pack", "--output", filepath.Join(w.executables, s.example+".bundle")}
-		args = append(args, o.schemaFlag...)
+		// Default flags: pack targets Airflow 3.3 unless told otherwise.
 		what := ""
 		if s.goMain {
 			args = append(args, "--executable", o.goTasksBin)

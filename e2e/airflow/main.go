@@ -34,7 +34,6 @@ type options struct {
 	keep       bool          // keep the work directory even after a success
 	runTimeout time.Duration // how long all Dag runs together may take
 	bootWait   time.Duration // bound on each start-up phase of Airflow
-	schemaFlag []string      // extra pack flags choosing the supervisor schema
 }
 
 func main() {
@@ -51,8 +50,6 @@ func main() {
 	if err := selectScenarios(*only); err != nil {
 		fatal(err)
 	}
-	// Until pack declares Airflow 3.3's schema by default.
-	o.schemaFlag = []string{"--supervisor-schema-version", "2026-06-16"}
 	for _, p := range []*string{&o.repo, &o.venv, &o.workerBin, &o.goTasksBin} {
 		abs, err := filepath.Abs(*p)
 		if err != nil {
@@ -143,14 +140,8 @@ func run(ctx context.Context, o options) (err error) {
 		info("%s parsed", s.dagID)
 	}
 
-	step("triggering the Dags")
-	runs, err := triggerAll(ctx, api, scenarios)
+	runs, err := runAll(ctx, api, scenarios, o.runTimeout, af.checkAlive)
 	if err != nil {
-		return err
-	}
-
-	step("waiting for the runs (at most %s)", o.runTimeout)
-	if err := waitRuns(ctx, api, runs, o.runTimeout, af.checkAlive); err != nil {
 		printSummary(runs)
 		return err
 	}

@@ -8,7 +8,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"reflect"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -39,6 +44,19 @@ var scenarios = []*scenario{
 		dagID: "sandbox_conversion", example: "conversion",
 		proves: "convert staged orders.csv from S3, converted it in a local sandbox and wrote both outputs to S3; announce got its XCom",
 		check:  checkConversion,
+	},
+	{
+		dagID: "sandbox_pipeline", example: "sandbox_pipeline",
+		proves: "provision -> run -> collect handed one local sandbox on through XCom, the totals landed in S3, no sandbox is left",
+		check:  checkPipeline,
+	},
+	{
+		dagID: "go_tasks_example", example: "go_tasks", goMain: true,
+		// rank_customers defaults to Modal; the trigger points it at the
+		// local backend, an input the bundle lets dag_run.conf set.
+		conf:   map[string]any{"backend": "local"},
+		proves: "fetch_orders' totals reached rank_customers, whose ranking reached publish_ranking, through XCom",
+		check:  checkGoTasks,
 	},
 }
 
@@ -71,65 +89,77 @@ func selectScenarios(list string) error {
 	return nil
 }
 
-// triggerAll starts one run of every scenario's Dag.
-func triggerAll(ctx context.Context, api *apiClient, list []*scenario) ([]*dagRun, error) {
+// runAll triggers the scenarios' Dags one after the other, each once the
+// previous run finished: Airflow over SQLite serialises every write, and
+// with several runs starting tasks at once its api-server stalled for
+// close to a minute on a loaded 2-core machine (the task supervisors'
+// Execution API calls queue behind each other). All runs together get
+// timeout. A run that fails does not stop the others.
+func runAll(ctx context.Context, api *apiClient, list []*scenario, timeout time.Duration, alive func() error) ([]*dagRun, error) {
 	runID := "airflow_e2e__" + time.Now().UTC().Format("20060102T150405Z")
+	deadline := time.Now().Add(timeout)
 	var runs []*dagRun
 	for _, s := range list {
 		r := &dagRun{scenario: s, runID: runID, state: "queued"}
+		conf, _ := json.Marshal(orEmpty(s.conf))
+		step("triggering %s (run %s, conf %s)", s.dagID, runID, conf)
 		if err := api.trigger(ctx, s.dagID, runID, s.conf); err != nil {
 			return runs, fmt.Errorf("triggering %s: %w", s.dagID, err)
 		}
-		conf, _ := json.Marshal(orEmpty(s.conf))
-		info("%s %s conf=%s", s.dagID, runID, conf)
 		runs = append(runs, r)
+		if err := waitRun(ctx, api, r, time.Until(deadline), alive); err != nil {
+			return runs, err
+		}
 	}
 	return runs, nil
 }
 
-// waitRuns polls the runs until each is success or failed, printing every
-// task state change and, every 30 s, where things stand. Past timeout it
-// stops waiting and leaves the runs in the state they reached. It returns
-// an error only when Airflow itself died or the driver was interrupted.
-func waitRuns(ctx context.Context, api *apiClient, runs []*dagRun, timeout time.Duration, alive func() error) error {
+// waitRun polls a run until it is success or failed, printing every task
+// state change and, every 30 s, that it still waits. Past timeout it
+// stops waiting and leaves the run in the state it reached. A request that
+// fails (the api-server busy) is retried until then. It returns an error
+// only when Airflow itself died or the driver was interrupted.
+func waitRun(ctx context.Context, api *apiClient, r *dagRun, timeout time.Duration, alive func() error) error {
 	start := time.Now()
 	deadline := start.Add(timeout)
 	nextNote := start.Add(30 * time.Second)
 	seen := map[string]string{}
+	var lastErr error
 	for {
-		pending := 0
-		for _, r := range runs {
-			if r.state == "success" || r.state == "failed" {
-				continue
+		if err := api.runState(ctx, r); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
 			}
-			if err := api.runState(ctx, r); err != nil {
-				return fmt.Errorf("reading the state of %s %s: %w", r.scenario.dagID, r.runID, err)
+			if lastErr == nil {
+				info("%5s  reading the run's state failed, retrying: %v", time.Since(start).Round(time.Second), err)
 			}
+			lastErr = err
+		} else {
+			lastErr = nil
 			for _, id := range r.taskIDs() {
-				key := r.scenario.dagID + "." + id
-				if st := r.tasks[id].state; seen[key] != st {
-					seen[key] = st
+				if st := r.tasks[id].state; seen[id] != st {
+					seen[id] = st
 					info("%5s  %s.%s: %s", time.Since(start).Round(time.Second), r.scenario.dagID, id, st)
 				}
 			}
-			if r.state != "success" && r.state != "failed" {
-				pending++
-			} else {
+			if r.state == "success" || r.state == "failed" {
 				info("%5s  %s run %s", time.Since(start).Round(time.Second), r.scenario.dagID, r.state)
+				return nil
 			}
-		}
-		if pending == 0 {
-			return nil
 		}
 		if err := alive(); err != nil {
 			return err
 		}
 		if time.Now().After(deadline) {
-			fmt.Printf("    gave up waiting after %s: %d runs have not finished\n", timeout, pending)
+			if lastErr != nil {
+				fmt.Printf("    gave up waiting for %s after %s; the last request failed: %v\n", r.scenario.dagID, timeout.Round(time.Second), lastErr)
+			} else {
+				fmt.Printf("    gave up waiting for %s after %s: it is still %s\n", r.scenario.dagID, timeout.Round(time.Second), r.state)
+			}
 			return nil
 		}
 		if time.Now().After(nextNote) {
-			info("%5s  still waiting for %d runs", time.Since(start).Round(time.Second), pending)
+			info("%5s  still waiting for %s (%s)", time.Since(start).Round(time.Second), r.scenario.dagID, r.state)
 			nextNote = time.Now().Add(30 * time.Second)
 		}
 		select {
@@ -254,6 +284,113 @@ func checkConversion(ctx context.Context, e *checkEnv, r *dagRun) []error {
 	return append(errs, noPartials(ctx, e, "converted/")...)
 }
 
+func checkPipeline(ctx context.Context, e *checkEnv, r *dagRun) []error {
+	errs := allSucceeded(r, "provision", "run", "collect")
+	in, err := parseOrders(e.store.input)
+	if err != nil {
+		return append(errs, err)
+	}
+	var id string
+	if err := e.api.xcom(ctx, r, "provision", "return_value", &id); err != nil {
+		errs = append(errs, err)
+	} else if id == "" {
+		errs = append(errs, fmt.Errorf("provision returned an empty sandbox id"))
+	}
+	var rec struct {
+		Backend string `json:"backend"`
+		ID      string `json:"id"`
+	}
+	if err := e.api.xcom(ctx, r, "provision", "sandbox", &rec); err != nil {
+		errs = append(errs, err)
+	} else if rec.Backend != "local" || rec.ID != id {
+		errs = append(errs, fmt.Errorf("provision's sandbox record is %+v, want backend local and id %q", rec, id))
+	}
+	var res struct {
+		ExitCode   *int   `json:"exit_code"`
+		OutputTail string `json:"output_tail"`
+	}
+	if err := e.api.xcom(ctx, r, "run", "return_value", &res); err != nil {
+		errs = append(errs, err)
+	} else {
+		if res.ExitCode == nil || *res.ExitCode != 0 {
+			errs = append(errs, fmt.Errorf("run returned exit_code %v, want 0", res.ExitCode))
+		}
+		if want := fmt.Sprintf("totalled %d customers", len(in.totals)); !strings.Contains(res.OutputTail, want) {
+			errs = append(errs, fmt.Errorf("run's output_tail %q lacks %q", res.OutputTail, want))
+		}
+	}
+	key := "pipeline/" + r.runID + "/totals.csv"
+	var urls []string
+	if err := e.api.xcom(ctx, r, "collect", "return_value", &urls); err != nil {
+		errs = append(errs, err)
+	} else if want := []string{"s3://" + bucket + "/" + key}; !reflect.DeepEqual(urls, want) {
+		errs = append(errs, fmt.Errorf("collect returned %v, want %v", urls, want))
+	}
+	var want []string
+	for c, v := range in.totals {
+		want = append(want, fmt.Sprintf("%s,%.2f", c, v))
+	}
+	sort.Strings(want)
+	if got, err := e.store.get(ctx, key); err != nil {
+		errs = append(errs, err)
+	} else if string(got) != strings.Join(want, "\n")+"\n" {
+		errs = append(errs, fmt.Errorf("s3://%s/%s is %q, want %q", bucket, key, got, strings.Join(want, "\n")+"\n"))
+	}
+	errs = append(errs, noPartials(ctx, e, "pipeline/")...)
+	return append(errs, noSandboxLeft(ctx, e, r, id)...)
+}
+
+func checkGoTasks(ctx context.Context, e *checkEnv, r *dagRun) []error {
+	errs := allSucceeded(r, "fetch_orders", "rank_customers", "publish_ranking")
+	in, err := parseOrders(e.store.input)
+	if err != nil {
+		return append(errs, err)
+	}
+	var totals map[string]float64
+	if err := e.api.xcom(ctx, r, "fetch_orders", "return_value", &totals); err != nil {
+		errs = append(errs, err)
+	} else if !sameTotals(totals, in.totals) {
+		errs = append(errs, fmt.Errorf("fetch_orders returned %v, want %v", totals, in.totals))
+	}
+	names := make([]string, 0, len(in.totals))
+	for c := range in.totals {
+		names = append(names, c)
+	}
+	sort.Slice(names, func(i, j int) bool { return in.totals[names[i]] > in.totals[names[j]] })
+	wantRanking := names[:min(3, len(names))]
+	var ranking []string
+	if err := e.api.xcom(ctx, r, "rank_customers", "return_value", &ranking); err != nil {
+		errs = append(errs, err)
+	} else if !reflect.DeepEqual(ranking, wantRanking) {
+		errs = append(errs, fmt.Errorf("rank_customers returned %v, want the top three of fetch_orders' totals, %v", ranking, wantRanking))
+	}
+	wantURL := "s3://" + bucket + "/reports/ranking.txt"
+	var url string
+	if err := e.api.xcom(ctx, r, "publish_ranking", "return_value", &url); err != nil {
+		errs = append(errs, err)
+	} else if url != wantURL {
+		errs = append(errs, fmt.Errorf("publish_ranking returned %q, want %q", url, wantURL))
+	}
+	if got, err := e.store.get(ctx, "reports/ranking.txt"); err != nil {
+		errs = append(errs, err)
+	} else if want := strings.Join(wantRanking, "\n") + "\n"; string(got) != want {
+		errs = append(errs, fmt.Errorf("s3://%s/reports/ranking.txt is %q, want %q (rank_customers' ranking)", bucket, got, want))
+	}
+	return errs
+}
+
+func sameTotals(a, b map[string]float64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || math.Abs(v-w) > 1e-9 {
+			return false
+		}
+	}
+	return true
+}
+
 // noPartials fails when a staging object was left under prefix.
 func noPartials(ctx context.Context, e *checkEnv, prefix string) []error {
 	keys, err := e.store.keys(ctx, prefix)
@@ -265,6 +402,39 @@ func noPartials(ctx context.Context, e *checkEnv, prefix string) []error {
 		if strings.HasSuffix(k, ".partial") {
 			errs = append(errs, fmt.Errorf("a staging object was left behind: s3://%s/%s", bucket, k))
 		}
+	}
+	return errs
+}
+
+// noSandboxLeft checks that the run's sandbox is gone, twice: the local
+// backend's root no longer holds it, and our sweep finds nothing it would
+// destroy for this finished run.
+func noSandboxLeft(ctx context.Context, e *checkEnv, r *dagRun, id string) []error {
+	var errs []error
+	if id != "" {
+		if _, err := os.Stat(filepath.Join(e.w.sandboxRoot(), id)); err == nil {
+			errs = append(errs, fmt.Errorf("sandbox %s is still in %s after collect", id, e.w.sandboxRoot()))
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, e.o.workerBin, "sweep", "--backend", "local", "--dry-run", "--json",
+		"--finished-run", r.scenario.dagID+"/"+r.runID)
+	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+e.w.state)
+	out, err := cmd.Output()
+	if err != nil {
+		return append(errs, fmt.Errorf("airflow-go-worker sweep --dry-run failed: %v", err))
+	}
+	var sw struct {
+		Found []struct {
+			ID string `json:"id"`
+		} `json:"found"`
+	}
+	if err := json.Unmarshal(out, &sw); err != nil {
+		return append(errs, fmt.Errorf("sweep --json printed %q: %v", out, err))
+	}
+	for _, f := range sw.Found {
+		errs = append(errs, fmt.Errorf("sweep would still destroy sandbox %s of this run", f.ID))
 	}
 	return errs
 }

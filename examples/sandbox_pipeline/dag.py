@@ -1,0 +1,51 @@
+"""
+A sandbox pipeline in Go tasks only, no Python in the loop.
+
+    provision >> run >> collect (all_done)
+
+* ``provision`` (``kind: provision`` in ``bundle.yaml``) creates a sandbox
+  owned by this Dag run, stages ``orders.csv`` into it from S3 and returns the
+  sandbox id; it also pushes the sandbox record (backend, id, workdir, ...)
+  under the XCom key ``sandbox``.
+* ``run`` (``kind: run``) totals the orders per customer inside the sandbox,
+  with no network.
+* ``collect`` (``kind: collect``) runs whatever happened upstream: it exports
+  ``totals.csv`` to S3 under the run's own key and destroys the sandbox, even
+  when ``run`` or the export failed.
+
+``run`` and ``collect`` find the sandbox through the bundle config
+(``inputs: {sandbox: {xcom: provision}}``), which reads provision's
+``return_value`` XCom at run time. That works on Airflow 3.3, which drops
+the arguments of a stub call; on 3.4 the ``sandbox=handle`` arguments below
+arrive as well and bind the same value. Passing them also draws the
+provision -> run -> collect edges. The three tasks name the same backend
+and connection in ``bundle.yaml``.
+
+Connections: ``aws_default`` (the S3 bucket) and ``modal_default`` (the Modal
+workspace; the bundle config's ``backend`` picks where the sandbox runs).
+"""
+
+from __future__ import annotations
+
+from airflow.sdk import TriggerRule, dag, task
+
+
+@task.stub(queue="golang")
+def provision(): ...
+
+
+@task.stub(queue="golang")
+def run(sandbox: str): ...
+
+
+@task.stub(queue="golang", trigger_rule=TriggerRule.ALL_DONE)
+def collect(sandbox: str): ...
+
+
+@dag(dag_id="sandbox_pipeline", schedule=None, tags=["sandbox", "go"])
+def sandbox_pipeline():
+    handle = provision()
+    run(sandbox=handle) >> collect(sandbox=handle)
+
+
+sandbox_pipeline()
