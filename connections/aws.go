@@ -2,7 +2,6 @@ package connections
 
 import (
 	"fmt"
-	"net/url"
 	"sort"
 	"strings"
 )
@@ -129,20 +128,8 @@ func AWSFromConnection(c Connection) (AWSConfig, error) {
 	if cfg.SessionToken != "" && cfg.AccessKeyID == "" {
 		return AWSConfig{}, fmt.Errorf("connection %q: extra aws_session_token is set without an access key; set login/password to the temporary key pair the token belongs to", c.ConnID)
 	}
-	if cfg.EndpointURL != "" {
-		u, err := url.Parse(cfg.EndpointURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			shown := fmt.Sprintf(" %q", cfg.EndpointURL)
-			if strings.Contains(cfg.EndpointURL, "@") {
-				shown = "" // may hold credentials
-			}
-			return AWSConfig{}, fmt.Errorf("connection %q: extra endpoint_url%s is not an http(s) URL such as https://s3.example.com; fix the connection's Extra", c.ConnID, shown)
-		}
-		if u.User != nil {
-			// It would be logged and shown in errors as the endpoint.
-			u.User = nil
-			return AWSConfig{}, fmt.Errorf("connection %q: extra endpoint_url carries credentials before the host; write it as %s and put the keys in login/password", c.ConnID, u)
-		}
+	if err := checkEndpoint(c.ConnID, "endpoint_url", cfg.EndpointURL, "login/password"); err != nil {
+		return AWSConfig{}, err
 	}
 	return cfg, nil
 }

@@ -6,6 +6,8 @@
 #   python3-yaml    tests cross-check packed manifests with PyYAML (Airflow's
 #                   parser) and probe the seccomp filter with python3
 #   versitygw       a real S3 gateway for the demo and the storage tests
+#   fake-gcs-server a Cloud Storage emulator for the storage tests (go install)
+#   azurite         Microsoft's Azure Storage emulator (npm; needs nodejs, npm)
 # Debian packages need root (or sudo); without either it says what to run.
 set -euo pipefail
 
@@ -13,6 +15,7 @@ need=()
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 command -v prlimit >/dev/null 2>&1 || need+=(util-linux)
 /usr/bin/python3 -c 'import yaml' >/dev/null 2>&1 || need+=(python3 python3-yaml)
+if ! command -v azurite-blob >/dev/null 2>&1 && ! command -v npm >/dev/null 2>&1; then need+=(nodejs npm); fi
 
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ]; then sudo=(); elif command -v sudo >/dev/null 2>&1; then sudo=(sudo); else
@@ -33,4 +36,14 @@ gobin="$(go env GOPATH)/bin"
 if [ ! -x "$gobin/versitygw" ] && ! command -v versitygw >/dev/null 2>&1; then
   echo "installing versitygw (S3 gateway) with go install ..." >&2
   go install github.com/versity/versitygw/cmd/versitygw@v1.8.0
+fi
+
+if [ ! -x "$gobin/fake-gcs-server" ] && ! command -v fake-gcs-server >/dev/null 2>&1; then
+  echo "installing fake-gcs-server (GCS emulator) with go install ..." >&2
+  go install github.com/fsouza/fake-gcs-server@v1.56.1
+fi
+
+if ! command -v azurite-blob >/dev/null 2>&1; then
+  echo "installing azurite (Azure Storage emulator) with npm ..." >&2
+  npm install -g --no-fund --no-audit azurite@3.37.0 >/dev/null
 fi

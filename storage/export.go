@@ -2,8 +2,6 @@ package storage
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -12,11 +10,13 @@ import (
 )
 
 // Export lands several files all-or-nothing, the way the Python provider's
-// exports do: each file is first written next to its destination as
-// <dest>.<12 hex>.partial (Stage); only when every file is staged are they
-// moved into place (Commit). On failure the partials are removed (Abort, or
-// Commit itself), so a destination holds either its old content or the
-// complete new file, never a piece of one.
+// exports do: Stage streams each file to its destination but leaves it
+// invisible (an S3 multipart upload not completed, Azure blocks not
+// committed, a GCS resumable upload not finalised, a temporary file not
+// renamed); Commit completes them all once every file is staged. Nothing is
+// copied at commit. On failure the uploads are discarded (Abort, or Commit
+// itself), so a destination holds either its old content or the complete
+// new file, never a piece of one.
 //
 // Typical use:
 //
@@ -28,15 +28,14 @@ import (
 // Stage may be called from several goroutines; Commit and Abort must not run
 // while a Stage is in progress. An Export is used once.
 type Export struct {
-	opt   Options
-	token string // the 12 hex of every partial of this export
+	opt Options
 
 	mu       sync.Mutex
 	state    exportState
-	stores   map[string]store // opened once per bucket
-	reserved map[string]bool  // destinations staged or being staged
-	files    []*stagedFile    // staged successfully, in Stage order
-	failed   []string         // destinations whose Stage failed
+	stores   map[string]Bucket // opened once per bucket
+	reserved map[string]bool   // destinations staged or being staged
+	files    []*stagedFile     // staged successfully, in Stage order
+	failed   []string          // destinations whose Stage failed
 	inflight int
 }
 
@@ -49,37 +48,23 @@ const (
 )
 
 type stagedFile struct {
-	dest    location
-	st      store
-	partial string // key of the partial in st
+	dest    Location
+	pending Pending
 	written Written
 }
 
-func (f *stagedFile) partialURL() string { return f.dest.withKey(f.partial).String() }
-
-// NewExport starts an export with a fresh random partial suffix.
+// NewExport starts an export.
 func NewExport(opt Options) *Export {
-	var b [6]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic("storage: crypto/rand failed: " + err.Error()) // never happens on Linux
-	}
-	return &Export{
-		opt:      opt,
-		token:    hex.EncodeToString(b[:]),
-		stores:   map[string]store{},
-		reserved: map[string]bool{},
-	}
+	return &Export{opt: opt, stores: map[string]Bucket{}, reserved: map[string]bool{}}
 }
 
-// PartialSuffix is the ".<12 hex>.partial" this export appends to every
-// destination while staging (useful to find leftovers of a killed worker).
-func (e *Export) PartialSuffix() string { return "." + e.token + ".partial" }
-
-// Stage streams r to <destURL>.<12 hex>.partial and records it for Commit.
-// The returned Written names the destination, with the size and SHA-256 of
-// the staged bytes. On error nothing is left at the partial or the
-// destination, and Commit will refuse to land the export.
-func (e *Export) Stage(ctx context.Context, destURL string, r io.Reader) (Written, error) {
+// Stage streams r toward destURL and holds it for Commit. size is the
+// number of bytes r must yield, or -1 if unknown: a stream that turns out
+// longer or shorter (a file something still writes) fails before its
+// upload completes. The returned Written names the destination, with the
+// size and SHA-256 of the staged bytes. On error nothing is left pending
+// and Commit will refuse to land the export.
+func (e *Export) Stage(ctx context.Context, destURL string, r io.Reader, size int64) (Written, error) {
 	loc, err := parseURL(destURL)
 	if err != nil {
 		return Written{}, err
@@ -91,33 +76,37 @@ func (e *Export) Stage(ctx context.Context, destURL string, r io.Reader) (Writte
 	if err != nil {
 		return Written{}, err
 	}
-	f := &stagedFile{dest: loc, st: st, partial: loc.key + e.PartialSuffix()}
-	w, werr := writeHashed(ctx, st, loc, f.partial, r, e.opt)
+	var p Pending
+	if size >= 0 {
+		r = &sizedReader{r: r, want: size}
+	}
+	w, werr := hashed(e.opt, loc, r, func(hr io.Reader) (err error) {
+		p, err = st.Upload(ctx, loc.Key, hr, size)
+		return err
+	})
 
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.inflight--
 	if werr == nil && e.state == exportOpen {
-		f.written = w
-		e.files = append(e.files, f)
+		e.files = append(e.files, &stagedFile{dest: loc, pending: p, written: w})
 		return w, nil
-	}
-	// The write failed, or Abort ran meanwhile. Writes are all-or-nothing,
-	// but make sure: a partial left here would never be cleaned up by anyone.
-	left := removeAll(ctx, []*stagedFile{f})
-	if e.state != exportOpen {
-		e.closeStoresIfIdle() // Abort left them open for us
 	}
 	if werr != nil {
 		e.failed = append(e.failed, loc.String())
-		return Written{}, fmt.Errorf("staging %s failed: %w; nothing was written to the destination%s; the export will not be committed",
-			loc, werr, leftover(left))
+		if e.state != exportOpen {
+			e.closeStoresIfIdle() // Abort left them open for us
+		}
+		return Written{}, fmt.Errorf("staging %s failed: %w; nothing was written to the destination; the export will not be committed", loc, werr)
 	}
-	return Written{}, fmt.Errorf("staging %s: the export was aborted meanwhile; the partial was removed%s", loc, leftover(left))
+	// Abort ran meanwhile: nobody else will discard this upload.
+	left := abortAll(ctx, []*stagedFile{{dest: loc, pending: p}})
+	e.closeStoresIfIdle()
+	return Written{}, fmt.Errorf("staging %s: the export was aborted meanwhile; the upload was discarded%s", loc, leftover(left))
 }
 
 // begin reserves the destination and returns its (cached) store.
-func (e *Export) begin(ctx context.Context, loc location) (store, error) {
+func (e *Export) begin(ctx context.Context, loc Location) (Bucket, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.state != exportOpen {
@@ -139,13 +128,12 @@ func (e *Export) begin(ctx context.Context, loc location) (store, error) {
 	return st, nil
 }
 
-// Commit moves every staged file into place, in Stage order, and returns
-// the destination URLs. Before moving anything it checks that every partial
-// is still there and that no Stage failed, so most failures change nothing.
-//
-// If a move fails midway, the remaining partials are removed and the error
-// names the destinations already in place; the returned slice lists them
-// too (it is never nil after a move happened).
+// Commit completes every staged upload, in Stage order, and returns the
+// destination URLs. Each commit is one small request (no data moves), so
+// the window in which some destinations are new and others still old is
+// short; if a commit fails in it, the remaining uploads are discarded and
+// the error names the destinations already in place, which the returned
+// slice lists too (it is never nil after a commit happened).
 func (e *Export) Commit(ctx context.Context) ([]string, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -160,50 +148,30 @@ func (e *Export) Commit(ctx context.Context) ([]string, error) {
 		return nil, fmt.Errorf("export not committed because staging failed for %s; no destination was changed%s",
 			strings.Join(e.failed, ", "), leftover(left))
 	}
-	for _, f := range e.files {
-		ok, err := f.st.exists(ctx, f.partial)
-		if err == nil && !ok {
-			err = ErrNotFound
-		}
-		if err != nil {
-			left := e.finish(ctx, exportAborted, e.files)
-			return nil, fmt.Errorf("export not committed: checking staged %s: %w; no destination was changed%s", f.partialURL(), err, leftover(left))
-		}
+	if err := ctx.Err(); err != nil {
+		left := e.finish(ctx, exportAborted, e.files)
+		return nil, fmt.Errorf("export not committed: %w; no destination was changed%s", err, leftover(left))
 	}
-
 	inPlace := []string{}
-	var notRemoved []string
 	for i, f := range e.files {
-		err := f.st.move(ctx, f.partial, f.dest.key, f.written.Size)
-		var srcLeft *errSourceLeft
-		if errors.As(err, &srcLeft) {
-			// The destination is complete; only the partial stayed behind.
-			inPlace = append(inPlace, f.dest.String())
-			notRemoved = append(notRemoved, f.partialURL())
-			continue
-		}
-		if err != nil {
+		if err := f.pending.Commit(ctx); err != nil {
 			left := e.finish(ctx, exportAborted, e.files[i:])
 			placed := "no destination was changed"
 			if len(inPlace) > 0 {
 				placed = "already in place: " + strings.Join(inPlace, ", ")
 			}
-			return inPlace, fmt.Errorf("export commit failed moving %s into %s: %v; %s; the other partials were removed%s",
-				f.partialURL(), f.dest, describe(err), placed, leftover(append(notRemoved, left...)))
+			return inPlace, fmt.Errorf("export commit failed at %s: %v; %s; the other uploads were discarded%s",
+				f.dest, err, placed, leftover(left))
 		}
 		inPlace = append(inPlace, f.dest.String())
 	}
 	e.finish(ctx, exportCommitted, nil)
-	if len(notRemoved) > 0 {
-		return inPlace, fmt.Errorf("export committed: every destination is in place, but these partials could not be removed: %s; delete them by hand",
-			strings.Join(notRemoved, ", "))
-	}
 	return inPlace, nil
 }
 
-// Abort removes every staged partial. It is a no-op after Commit or a
-// previous Abort, so it can be deferred. The error names partials it could
-// not remove.
+// Abort discards every staged upload. It is a no-op after Commit or a
+// previous Abort, so it can be deferred. The error names uploads it could
+// not discard.
 func (e *Export) Abort(ctx context.Context) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -211,15 +179,15 @@ func (e *Export) Abort(ctx context.Context) error {
 		return nil
 	}
 	if left := e.finish(ctx, exportAborted, e.files); len(left) > 0 {
-		return fmt.Errorf("export aborted, but these partials could not be removed: %s; delete them by hand", strings.Join(left, ", "))
+		return fmt.Errorf("export aborted, but these uploads could not be discarded: %s; they are invisible, but remove them by hand (sweep) to stop paying for them", strings.Join(left, ", "))
 	}
 	return nil
 }
 
-// finish removes the given partials, closes the stores and sets the final
-// state. It returns the partials it could not remove. Called with e.mu held.
-func (e *Export) finish(ctx context.Context, state exportState, remove []*stagedFile) []string {
-	left := removeAll(ctx, remove)
+// finish discards the given uploads, closes the stores and sets the final
+// state. It returns the uploads it could not discard. Called with e.mu held.
+func (e *Export) finish(ctx context.Context, state exportState, discard []*stagedFile) []string {
+	left := abortAll(ctx, discard)
 	e.state = state
 	e.closeStoresIfIdle()
 	return left
@@ -232,14 +200,14 @@ func (e *Export) closeStoresIfIdle() {
 		return
 	}
 	for id, st := range e.stores {
-		_ = st.close()
+		_ = st.Close()
 		delete(e.stores, id)
 	}
 }
 
-// removeAll deletes partials on a context that survives the caller's
+// abortAll discards uploads on a context that survives the caller's
 // cancellation: cleanup matters most when the task is being stopped.
-func removeAll(ctx context.Context, files []*stagedFile) []string {
+func abortAll(ctx context.Context, files []*stagedFile) []string {
 	if len(files) == 0 {
 		return nil
 	}
@@ -247,8 +215,8 @@ func removeAll(ctx context.Context, files []*stagedFile) []string {
 	defer cancel()
 	var left []string
 	for _, f := range files {
-		if err := f.st.remove(cctx, f.partial); err != nil {
-			left = append(left, fmt.Sprintf("%s (%v)", f.partialURL(), err))
+		if err := f.pending.Abort(cctx); err != nil {
+			left = append(left, fmt.Sprintf("%s (%v)", f.dest, err))
 		}
 	}
 	return left
@@ -258,14 +226,7 @@ func leftover(left []string) string {
 	if len(left) == 0 {
 		return ""
 	}
-	return "; could not remove: " + strings.Join(left, ", ") + " (delete them by hand)"
-}
-
-func describe(err error) string {
-	if errors.Is(err, ErrNotFound) {
-		return "the staged partial disappeared"
-	}
-	return err.Error()
+	return "; could not discard the uploads to: " + strings.Join(left, ", ")
 }
 
 func (s exportState) String() string {
@@ -276,4 +237,34 @@ func (s exportState) String() string {
 		return "aborted"
 	}
 	return "open"
+}
+
+// sizedReader fails the stream, before its end reaches the store, when it
+// turns out longer or shorter than announced: something wrote the file
+// meanwhile, and what streamed is neither the old nor the new content.
+// Failing inside the stream means the upload is discarded.
+type sizedReader struct {
+	r    io.Reader
+	want int64
+	got  int64
+}
+
+// ErrChanged is returned (wrapped) when a staged stream's length differs
+// from the size given to Stage.
+var ErrChanged = errors.New("the file changed while it was exported")
+
+func (s *sizedReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	s.got += int64(n)
+	switch {
+	case s.got > s.want:
+		return n, s.changed()
+	case err == io.EOF && s.got < s.want:
+		return n, s.changed()
+	}
+	return n, err
+}
+
+func (s *sizedReader) changed() error {
+	return fmt.Errorf("%w (%d bytes when the export began, %d or more read); make sure nothing still writes it (is a command or the agent running?), then export again", ErrChanged, s.want, s.got)
 }

@@ -1,107 +1,112 @@
-package storage
+package storage_test
 
 import (
 	"context"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/airflow-sandbox/airflow-go-worker/storage"
+
+	"github.com/airflow-sandbox/airflow-go-worker/storage/storagetest"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/waitwriter"
 )
 
-// faultyStore wraps a real store and fails chosen operations, for the
-// failure paths a real server will not produce on demand.
+// faultyStore wraps a real store and makes chosen uploads fail to abort,
+// a failure a real server will not produce on demand.
 type faultyStore struct {
-	store
-	removeFails func(key string) bool
-	moveLeaves  func(src string) bool // copy succeeds, deleting src fails
+	storage.Bucket
+	abortFails func(key string) bool
 }
 
-var errNoDelete = errors.New("delete refused by test")
+var errNoAbort = errors.New("abort refused by test")
 
-func (f *faultyStore) remove(ctx context.Context, key string) error {
-	if f.removeFails != nil && f.removeFails(key) {
-		return errNoDelete
+func (f *faultyStore) Upload(ctx context.Context, key string, r io.Reader, size int64) (storage.Pending, error) {
+	p, err := f.Bucket.Upload(ctx, key, r, size)
+	if err != nil || f.abortFails == nil || !f.abortFails(key) {
+		return p, err
 	}
-	return f.store.remove(ctx, key)
+	return stuckPending{p}, nil
 }
 
-func (f *faultyStore) move(ctx context.Context, src, dst string, size int64) error {
-	if f.moveLeaves != nil && f.moveLeaves(src) {
-		// Land a copy, keep the source: what S3 does when the delete fails.
-		rc, err := f.store.open(ctx, src)
-		if err != nil {
-			return err
-		}
-		defer rc.Close()
-		if err := f.store.write(ctx, dst, rc); err != nil {
-			return err
-		}
-		return &errSourceLeft{errNoDelete}
-	}
-	return f.store.move(ctx, src, dst, size)
+type stuckPending struct{ storage.Pending }
+
+func (s stuckPending) Abort(ctx context.Context) error {
+	_ = s.Pending.Abort(ctx) // still clean up the real temporary file
+	return errNoAbort
 }
 
-// exportWithFaults returns an export on the file backend whose store is
-// wrapped by fs.
-func exportWithFaults(t *testing.T, fs *faultyStore) *Export {
-	st, err := openFileStore()
+func TestAbortNamesUploadsItCouldNotDiscard(t *testing.T) {
+	a, _ := storagetest.FileArea(t)
+	ctx := context.Background()
+	st, err := storage.NewFileStoreForTest()
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs.store = st
-	e := NewExport(Options{})
-	e.stores["file"] = fs
-	return e
-}
-
-func TestCommitReportsPartialsItCouldNotDelete(t *testing.T) {
-	b := fileBackend(t)
-	ctx := context.Background()
-	e := exportWithFaults(t, &faultyStore{moveLeaves: func(src string) bool { return strings.Contains(src, "/b.") }})
-	for _, k := range []string{"a", "b"} {
-		if _, err := e.Stage(ctx, b.url(k), strings.NewReader(k)); err != nil {
+	e := storage.NewExport(storage.Options{})
+	storage.InjectStoreForTest(e, &faultyStore{Bucket: st, abortFails: func(key string) bool { return strings.HasSuffix(key, "/stuck") }})
+	for _, k := range []string{"ok", "stuck"} {
+		if _, err := e.Stage(ctx, a.URL(k), strings.NewReader(k), -1); err != nil {
 			t.Fatal(err)
 		}
+	}
+	err = e.Abort(ctx)
+	if err == nil || !strings.Contains(err.Error(), a.URL("stuck")) || strings.Contains(err.Error(), a.URL("ok")) {
+		t.Fatalf("want an error naming only the stuck upload, got %v", err)
+	}
+}
+
+// TestExportCommitFailureMidway makes the second of three commits fail (its
+// destination is a non-empty directory, which no rename can replace, even
+// as root) and checks the error names what already landed and that nothing
+// else is left.
+func TestExportCommitFailureMidway(t *testing.T) {
+	a, root := storagetest.FileArea(t)
+	ctx := context.Background()
+	e := storage.NewExport(a.Options)
+	for _, k := range []string{"a", "b", "c"} {
+		if _, err := e.Stage(ctx, a.URL(k), strings.NewReader("content of "+k), -1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(root, "b", "occupied"), 0o755); err != nil {
+		t.Fatal(err)
 	}
 	urls, err := e.Commit(ctx)
-	if len(urls) != 2 {
-		t.Fatalf("both destinations are in place, Commit returned %v", urls)
+	if err == nil {
+		t.Fatal("Commit succeeded onto a directory")
 	}
-	if err == nil || !strings.Contains(err.Error(), "every destination is in place") || !strings.Contains(err.Error(), b.url("b")+e.PartialSuffix()) {
-		t.Fatalf("want an error naming the leftover partial, got %v", err)
-	}
-	assertObjects(t, b, "a", "b", "b"+e.PartialSuffix())
-}
-
-func TestAbortNamesPartialsItCouldNotRemove(t *testing.T) {
-	b := fileBackend(t)
-	ctx := context.Background()
-	e := exportWithFaults(t, &faultyStore{removeFails: func(key string) bool { return strings.Contains(key, "/stuck.") }})
-	for _, k := range []string{"ok", "stuck"} {
-		if _, err := e.Stage(ctx, b.url(k), strings.NewReader(k)); err != nil {
-			t.Fatal(err)
+	for _, s := range []string{"already in place: " + a.URL("a"), "commit failed at " + a.URL("b")} {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("error lacks %q: %v", s, err)
 		}
 	}
-	err := e.Abort(ctx)
-	if err == nil || !strings.Contains(err.Error(), b.url("stuck")+e.PartialSuffix()) || strings.Contains(err.Error(), b.url("ok")+e.PartialSuffix()) {
-		t.Fatalf("want an error naming only the stuck partial, got %v", err)
+	if len(urls) != 1 || urls[0] != a.URL("a") {
+		t.Errorf("in place = %v, want [%s]", urls, a.URL("a"))
 	}
-	assertObjects(t, b, "stuck"+e.PartialSuffix())
+	if got := string(storagetest.ReadAll(t, a, "a")); got != "content of a" {
+		t.Errorf("a = %q", got)
+	}
+	storagetest.AssertObjects(t, a, "a") // b's directory holds no file, c never landed, no temporary files
+	if err := e.Abort(ctx); err != nil {
+		t.Fatalf("Abort after a failed Commit: %v", err)
+	}
 }
 
 func TestOpenLogsDownloadProgress(t *testing.T) {
-	b := fileBackend(t)
+	a, _ := storagetest.FileArea(t)
 	ctx := context.Background()
-	data := randomBytes(1<<20, 9)
-	if _, err := Put(ctx, b.url("dl.bin"), strings.NewReader(string(data)), Options{}); err != nil {
+	data := storagetest.RandomBytes(1<<20, 9)
+	if _, err := storage.Put(ctx, a.URL("dl.bin"), strings.NewReader(string(data)), storage.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	sink := waitwriter.New("transfer progress")
-	rc, err := Open(ctx, b.url("dl.bin"), Options{Logger: hclog.New(&hclog.LoggerOptions{Output: sink}), ProgressEvery: 1})
+	rc, err := storage.Open(ctx, a.URL("dl.bin"), storage.Options{Logger: hclog.New(&hclog.LoggerOptions{Output: sink}), ProgressEvery: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +122,7 @@ func TestOpenLogsDownloadProgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := sink.String()
-	for _, s := range []string{"op=download", "url=" + b.url("dl.bin"), "transfer finished", "bytes=1048576"} {
+	for _, s := range []string{"op=download", "url=" + a.URL("dl.bin"), "transfer finished", "bytes=1048576"} {
 		if !strings.Contains(out, s) {
 			t.Errorf("log lacks %q:\n%s", s, out)
 		}

@@ -22,7 +22,9 @@ type fileStore struct {
 	b *blob.Bucket
 }
 
-func openFileStore() (*fileStore, error) {
+func openFileStore(context.Context, Location, Options) (Bucket, error) { return newFileStore() }
+
+func newFileStore() (*fileStore, error) {
 	b, err := fileblob.OpenBucket("/", &fileblob.Options{
 		// Temporary files next to the target: a rename across filesystems
 		// (from os.TempDir) would fail.
@@ -38,29 +40,66 @@ func openFileStore() (*fileStore, error) {
 
 func (s *fileStore) path(key string) string { return "/" + key }
 
-func (s *fileStore) write(ctx context.Context, key string, r io.Reader) error {
-	// Cancelling the writer's context before Close is how gocloud aborts a
-	// write: fileblob then deletes its temporary file instead of renaming it.
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	w, err := s.b.NewWriter(wctx, key, &blob.WriterOptions{ContentType: "application/octet-stream"})
+func (s *fileStore) Put(ctx context.Context, key string, r io.Reader) error {
+	p, err := s.Upload(ctx, key, r, -1)
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(w, r); err != nil {
-		cancel()
-		_ = w.Close()
-		return err
-	}
-	if err := w.Close(); err != nil {
-		return err
-	}
-	// The file is in place; make its bytes durable before anyone renames it
-	// to a destination that other systems will read.
-	return syncPath(s.path(key))
+	return p.Commit(ctx)
 }
 
-func (s *fileStore) open(ctx context.Context, key string) (io.ReadCloser, error) {
+// Upload writes r to a temporary file next to key (<key>.<hex>.tmp) and
+// holds it there; Commit renames it into place.
+func (s *fileStore) Upload(ctx context.Context, key string, r io.Reader, _ int64) (Pending, error) {
+	// Cancelling the writer's context before Close is how gocloud aborts a
+	// write: fileblob then deletes its temporary file instead of renaming it.
+	wctx, cancel := context.WithCancel(ctx)
+	w, err := s.b.NewWriter(wctx, key, &blob.WriterOptions{ContentType: "application/octet-stream"})
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	p := &filePending{w: w, cancel: cancel, path: s.path(key)}
+	_, err = io.Copy(w, r)
+	if err == nil {
+		err = ctx.Err() // fileblob does not look at it while writing
+	}
+	if err != nil {
+		_ = p.Abort(ctx)
+		return nil, err
+	}
+	return p, nil
+}
+
+// filePending is a finished temporary file waiting for its rename.
+type filePending struct {
+	w      *blob.Writer
+	cancel context.CancelFunc
+	path   string
+}
+
+func (p *filePending) Commit(context.Context) error {
+	defer p.cancel()
+	if err := p.w.Close(); err != nil {
+		return err
+	}
+	// The file is in place; make its bytes and its name durable before
+	// anyone reads it.
+	if err := syncPath(p.path); err != nil {
+		return err
+	}
+	return syncPath(filepath.Dir(p.path))
+}
+
+func (p *filePending) Abort(context.Context) error {
+	p.cancel()
+	_ = p.w.Close() // with the context cancelled, this deletes the temporary file
+	return nil
+}
+
+func (s *fileStore) Check(context.Context) error { return nil }
+
+func (s *fileStore) Open(ctx context.Context, key string) (io.ReadCloser, error) {
 	r, err := s.b.NewReader(ctx, key, nil)
 	if err != nil {
 		if gcerrors.Code(err) == gcerrors.NotFound {
@@ -71,22 +110,7 @@ func (s *fileStore) open(ctx context.Context, key string) (io.ReadCloser, error)
 	return r, nil
 }
 
-func (s *fileStore) move(_ context.Context, src, dst string, _ int64) error {
-	if err := os.Rename(s.path(src), s.path(dst)); err != nil {
-		var pe *os.LinkError
-		if errors.As(err, &pe) {
-			err = pe.Err // the paths are already in our error message
-		}
-		if errors.Is(err, fs.ErrNotExist) {
-			return ErrNotFound
-		}
-		return err
-	}
-	// Persist the rename itself.
-	return syncPath(filepath.Dir(s.path(dst)))
-}
-
-func (s *fileStore) remove(_ context.Context, key string) error {
+func (s *fileStore) Remove(_ context.Context, key string) error {
 	err := os.Remove(s.path(key))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
@@ -94,7 +118,7 @@ func (s *fileStore) remove(_ context.Context, key string) error {
 	return nil
 }
 
-func (s *fileStore) exists(_ context.Context, key string) (bool, error) {
+func (s *fileStore) Exists(_ context.Context, key string) (bool, error) {
 	fi, err := os.Stat(s.path(key))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -105,7 +129,7 @@ func (s *fileStore) exists(_ context.Context, key string) (bool, error) {
 	return fi.Mode().IsRegular(), nil
 }
 
-func (s *fileStore) close() error { return s.b.Close() }
+func (s *fileStore) Close() error { return s.b.Close() }
 
 // syncPath fsyncs a file or directory by path.
 func syncPath(p string) error {

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"strings"
 	"testing"
 )
@@ -8,15 +9,22 @@ import (
 func TestParseURL(t *testing.T) {
 	ok := []struct {
 		in   string
-		want location
+		want Location
 	}{
-		{"s3://bucket/key", location{scheme: "s3", bucket: "bucket", key: "key"}},
-		{"s3://bucket/a/b/c.parquet", location{scheme: "s3", bucket: "bucket", key: "a/b/c.parquet"}},
-		{"S3://bucket/a%20b", location{scheme: "s3", bucket: "bucket", key: "a b"}},
-		{"s3a://bucket/k", location{scheme: "s3", bucket: "bucket", key: "k"}},
-		{"s3://aws_prod@bucket/k", location{scheme: "s3", bucket: "bucket", key: "k", connID: "aws_prod"}},
-		{"file:///tmp/out/x.bin", location{scheme: "file", key: "tmp/out/x.bin"}},
-		{"file://localhost/tmp/x", location{scheme: "file", key: "tmp/x"}},
+		{"s3://bucket/key", Location{Scheme: "s3", Bucket: "bucket", Key: "key", form: "s3"}},
+		{"s3://bucket/a/b/c.parquet", Location{Scheme: "s3", Bucket: "bucket", Key: "a/b/c.parquet", form: "s3"}},
+		{"S3://bucket/a%20b", Location{Scheme: "s3", Bucket: "bucket", Key: "a b", form: "s3"}},
+		{"s3a://bucket/k", Location{Scheme: "s3", Bucket: "bucket", Key: "k", form: "s3a"}},
+		{"s3://aws_prod@bucket/k", Location{Scheme: "s3", Bucket: "bucket", Key: "k", ConnID: "aws_prod", form: "s3"}},
+		{"gs://bucket/a/b", Location{Scheme: "gs", Bucket: "bucket", Key: "a/b", form: "gs"}},
+		{"gcs://gcp_prod@bucket/k", Location{Scheme: "gs", Bucket: "bucket", Key: "k", ConnID: "gcp_prod", form: "gcs"}},
+		{"abfs://container/dir/x.bin", Location{Scheme: "az", Bucket: "container", Key: "dir/x.bin", form: "abfs"}},
+		{"abfss://wasb_prod@container/k", Location{Scheme: "az", Bucket: "container", Key: "k", ConnID: "wasb_prod", form: "abfss"}},
+		{"az://container/k", Location{Scheme: "az", Bucket: "container", Key: "k", form: "az"}},
+		{"azblob://container/k", Location{Scheme: "az", Bucket: "container", Key: "k", form: "azblob"}},
+		{"abfs://container@myacct.dfs.core.windows.net/k", Location{Scheme: "az", Bucket: "container", Account: "myacct.dfs.core.windows.net", Key: "k", form: "abfs"}},
+		{"file:///tmp/out/x.bin", Location{Scheme: "file", Key: "tmp/out/x.bin", form: "file"}},
+		{"file://localhost/tmp/x", Location{Scheme: "file", Key: "tmp/x", form: "file"}},
 	}
 	for _, tt := range ok {
 		got, err := parseURL(tt.in)
@@ -30,7 +38,15 @@ func TestParseURL(t *testing.T) {
 	}
 
 	bad := []struct{ in, want string }{
-		{"gs://b/k", "unsupported scheme gs://"},
+		{"https://b/k", "unsupported scheme https://"},
+		{"wasb://container@acct.blob.core.windows.net/k", "write abfs://container/key"},
+		{"adl://store/k", "retired"},
+		{"abfs://acct.dfs.core.windows.net/k", "no container"},
+		{"gs://bucket:443/k", "has a port"},
+		{"gs:///key", "no bucket"},
+		{"abfs:///key", "no container"},
+		{"gs://AKIA:secret@bucket/k", "google_cloud_platform connection"},
+		{"abfs://name:secret@container/k", "wasb connection"},
 		{"/tmp/x", "not a storage URL"},
 		{"s3:///key", "no bucket"},
 		{"s3://bucket", "no object key"},
@@ -64,7 +80,7 @@ func TestParseURL(t *testing.T) {
 }
 
 func TestLocationString(t *testing.T) {
-	for _, in := range []string{"s3://b/k/x", "file:///tmp/x"} {
+	for _, in := range []string{"s3://b/k/x", "file:///tmp/x", "gs://b/k", "abfs://c/k", "az://c/k", "azblob://c/k", "abfs://c@acct.dfs.core.windows.net/k"} {
 		l, err := parseURL(in)
 		if err != nil {
 			t.Fatal(err)
@@ -90,6 +106,29 @@ func TestRedactURL(t *testing.T) {
 		}
 		if !strings.Contains(got, tt.must) {
 			t.Errorf("redactURL(%q) = %q lost %q", tt.in, got, tt.must)
+		}
+	}
+}
+
+// TestDriverNotLinked: a bundle that does not import storage/gcs or
+// storage/azure is told which package to link.
+func TestDriverNotLinked(t *testing.T) {
+	driversMu.Lock()
+	saved := map[string]OpenFunc{"gs": drivers["gs"], "az": drivers["az"]}
+	delete(drivers, "gs")
+	delete(drivers, "az")
+	driversMu.Unlock()
+	t.Cleanup(func() {
+		for k, v := range saved {
+			if v != nil {
+				Register(k, v)
+			}
+		}
+	})
+	for u, pkg := range map[string]string{"gs://b/k": "storage/gcs", "abfs://c/k": "storage/azure", "azblob://c/k": "storage/azure"} {
+		_, err := Put(context.Background(), u, strings.NewReader("x"), Options{})
+		if err == nil || !strings.Contains(err.Error(), pkg) || !strings.Contains(err.Error(), "does not link") {
+			t.Errorf("Put %s: want an error naming %s, got %v", u, pkg, err)
 		}
 	}
 }

@@ -1,83 +1,61 @@
 package storage
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"strings"
-	"time"
+	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/feature/s3/manager"
-	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/s3blob"
 	"gocloud.dev/gcerrors"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
+	"github.com/airflow-sandbox/airflow-go-worker/storage/parts"
 )
 
 // S3 transfer tuning. These fix the memory an upload can use, whatever the
-// object's size: at most (UploadConcurrency+1) part buffers of PartSize, plus
-// the first part (up to PartSize, read before the upload knows whether it is
-// multipart). With the values below that is about 48 MiB per upload.
+// object's size: UploadConcurrency parts in flight plus the one being read,
+// PartSize each (about 40 MiB), from buffers that uploads share.
 const (
 	PartSize          = 8 << 20
 	UploadConcurrency = 4
 )
 
-// Server-side copy limits. S3 refuses CopyObject above 5 GiB, so bigger
-// objects are copied in ranges with UploadPartCopy. Variables so that tests
-// can exercise the multipart path with small objects.
-var (
-	maxSingleCopy int64 = 5 << 30
-	copyPartSize  int64 = 512 << 20
-)
+var s3Parts = parts.Options{PartSize: PartSize, Concurrency: UploadConcurrency}
 
-// cleanupTimeout bounds the calls that undo a failed transfer (abort
-// multipart upload, delete partial). They run on a fresh context so that a
-// cancelled task still cleans up after itself.
-const cleanupTimeout = time.Minute
+// cleanupTimeout bounds the calls that undo a failed transfer. They run on
+// a fresh context so that a cancelled task still cleans up after itself.
+const cleanupTimeout = parts.CleanupTimeout
 
 type s3Store struct {
-	bucket string
-	client *s3.Client
-	blob   *blob.Bucket // reads, existence checks and error codes
-	tm     *transfermanager.Client
+	bucket    string
+	client    *s3.Client
+	blob      *blob.Bucket // reads, existence checks and error codes
+	checksums aws.RequestChecksumCalculation
 }
 
-func openS3Store(ctx context.Context, loc location, opt Options) (*s3Store, error) {
-	client, checksums, err := newS3Client(ctx, opt.AWS, loc.bucket)
+func openS3Store(ctx context.Context, loc Location, opt Options) (Bucket, error) {
+	client, checksums, err := newS3Client(ctx, opt.AWS, loc.Bucket)
 	if err != nil {
 		return nil, err
 	}
-	b, err := s3blob.OpenBucket(ctx, client, loc.bucket, &s3blob.Options{RequestChecksumCalculation: checksums})
+	b, err := s3blob.OpenBucket(ctx, client, loc.Bucket, &s3blob.Options{RequestChecksumCalculation: checksums})
 	if err != nil {
-		return nil, fmt.Errorf("opening bucket %q: %w", loc.bucket, err)
+		return nil, fmt.Errorf("opening bucket %q: %w", loc.Bucket, err)
 	}
-	return &s3Store{bucket: loc.bucket, client: client, blob: b, tm: newUploader(client, checksums)}, nil
-}
-
-// newUploader is the multipart uploader used for every S3 write.
-func newUploader(client *s3.Client, checksums aws.RequestChecksumCalculation) *transfermanager.Client {
-	return transfermanager.New(client, func(o *transfermanager.Options) {
-		o.PartSizeBytes = PartSize
-		o.MultipartUploadThreshold = PartSize
-		o.Concurrency = UploadConcurrency
-		o.RequestChecksumCalculation = checksums
-		// Abort the multipart upload on a fresh context, so a cancelled task
-		// does not leave invisible (but billed) parts behind.
-		o.FailTimeout = cleanupTimeout
-	})
+	return &s3Store{bucket: loc.Bucket, client: client, blob: b, checksums: checksums}, nil
 }
 
 // newS3Client builds a client from an aws connection, or from the default
@@ -146,19 +124,145 @@ func newS3Client(ctx context.Context, cfg *connections.AWSConfig, bucket string)
 	return mk(region), checksums, nil
 }
 
-func (s *s3Store) write(ctx context.Context, key string, r io.Reader) error {
-	// A read error from r makes the uploader abort the multipart upload, so
-	// nothing appears at key: S3 only shows an object once it is complete.
-	_, err := s.tm.UploadObject(ctx, &transfermanager.UploadObjectInput{
-		Bucket:      aws.String(s.bucket),
-		Key:         aws.String(key),
-		Body:        r,
-		ContentType: aws.String("application/octet-stream"),
+// Put stores a small object with one PutObject and a larger one as a
+// multipart upload completed at once. A read error from r aborts the
+// multipart upload, so nothing appears at key: S3 only shows an object once
+// it is complete.
+func (s *s3Store) Put(ctx context.Context, key string, r io.Reader) error {
+	p, err := parts.Stream(ctx, r, s.target(key), s3Parts, true)
+	if err != nil {
+		return explainS3(err)
+	}
+	if err := p.Commit(ctx); err != nil {
+		_ = p.Abort(ctx)
+		return explainS3(err)
+	}
+	return nil
+}
+
+// Upload sends every part of a multipart upload and leaves it open:
+// CompleteMultipartUpload at Commit is one small request, so an export
+// lands its files without copying them.
+func (s *s3Store) Upload(ctx context.Context, key string, r io.Reader, _ int64) (Pending, error) {
+	p, err := parts.Stream(ctx, r, s.target(key), s3Parts, false)
+	if err != nil {
+		return nil, explainS3(err)
+	}
+	return explainedPending{p}, nil
+}
+
+// explainedPending adds S3 advice to a pending upload's errors.
+type explainedPending struct{ p *parts.Pending }
+
+func (e explainedPending) Commit(ctx context.Context) error { return explainS3(e.p.Commit(ctx)) }
+func (e explainedPending) Abort(ctx context.Context) error  { return explainS3(e.p.Abort(ctx)) }
+
+func (s *s3Store) target(key string) *s3Target { return &s3Target{s: s, key: key} }
+
+// s3Target is one object's upload; the CRC32 checksums real S3 asks for
+// are computed by the SDK per part and repeated at completion.
+type s3Target struct {
+	s   *s3Store
+	key string
+	id  *string
+
+	mu    sync.Mutex
+	parts []types.CompletedPart
+}
+
+func (t *s3Target) sums() bool { return t.s.checksums == aws.RequestChecksumCalculationWhenSupported }
+
+func (t *s3Target) PutWhole(ctx context.Context, data []byte) error {
+	_, err := t.s.client.PutObject(ctx, &s3.PutObjectInput{
+		Bucket:        aws.String(t.s.bucket),
+		Key:           aws.String(t.key),
+		Body:          bytes.NewReader(data),
+		ContentLength: aws.Int64(int64(len(data))),
+		ContentType:   aws.String("application/octet-stream"),
 	})
+	return err
+}
+
+func (t *s3Target) Begin(ctx context.Context) (parts.Upload, error) {
+	in := &s3.CreateMultipartUploadInput{
+		Bucket:      aws.String(t.s.bucket),
+		Key:         aws.String(t.key),
+		ContentType: aws.String("application/octet-stream"),
+	}
+	if t.sums() {
+		in.ChecksumAlgorithm = types.ChecksumAlgorithmCrc32
+	}
+	out, err := t.s.client.CreateMultipartUpload(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	t.id = out.UploadId
+	return t, nil
+}
+
+func (t *s3Target) Part(ctx context.Context, n int, data []byte) error {
+	in := &s3.UploadPartInput{
+		Bucket:        aws.String(t.s.bucket),
+		Key:           aws.String(t.key),
+		UploadId:      t.id,
+		PartNumber:    aws.Int32(int32(n)),
+		Body:          bytes.NewReader(data),
+		ContentLength: aws.Int64(int64(len(data))),
+	}
+	if t.sums() {
+		in.ChecksumAlgorithm = types.ChecksumAlgorithmCrc32
+	}
+	out, err := t.s.client.UploadPart(ctx, in)
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for len(t.parts) < n {
+		t.parts = append(t.parts, types.CompletedPart{})
+	}
+	t.parts[n-1] = types.CompletedPart{ETag: out.ETag, PartNumber: aws.Int32(int32(n)), ChecksumCRC32: out.ChecksumCRC32}
+	return nil
+}
+
+func (t *s3Target) Complete(ctx context.Context, n int) error {
+	t.mu.Lock()
+	done := t.parts
+	t.mu.Unlock()
+	if len(done) != n {
+		return fmt.Errorf("multipart upload %s has %d of its %d parts", aws.ToString(t.id), len(done), n)
+	}
+	_, err := t.s.client.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{
+		Bucket:          aws.String(t.s.bucket),
+		Key:             aws.String(t.key),
+		UploadId:        t.id,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: done},
+	})
+	return err
+}
+
+func (t *s3Target) Abort(ctx context.Context) error {
+	_, err := t.s.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{
+		Bucket: aws.String(t.s.bucket), Key: aws.String(t.key), UploadId: t.id,
+	})
+	if err != nil {
+		return fmt.Errorf("aborting multipart upload %s: %w", aws.ToString(t.id), err)
+	}
+	return nil
+}
+
+func (s *s3Store) Check(ctx context.Context) error {
+	_, err := s.client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(s.bucket)})
+	if err == nil {
+		return nil
+	}
+	if isNotFound(err) {
+		return fmt.Errorf("bucket %q does not exist; create it (the worker never creates buckets) or fix the URL", s.bucket)
+	}
 	return explainS3(err)
 }
 
-func (s *s3Store) open(ctx context.Context, key string) (io.ReadCloser, error) {
+func (s *s3Store) Open(ctx context.Context, key string) (io.ReadCloser, error) {
 	r, err := s.blob.NewReader(ctx, key, nil)
 	if err != nil {
 		if isNoSuchBucket(err) {
@@ -172,7 +276,7 @@ func (s *s3Store) open(ctx context.Context, key string) (io.ReadCloser, error) {
 	return r, nil
 }
 
-func (s *s3Store) exists(ctx context.Context, key string) (bool, error) {
+func (s *s3Store) Exists(ctx context.Context, key string) (bool, error) {
 	ok, err := s.blob.Exists(ctx, key)
 	if err != nil {
 		return false, explainS3(err)
@@ -180,7 +284,7 @@ func (s *s3Store) exists(ctx context.Context, key string) (bool, error) {
 	return ok, nil
 }
 
-func (s *s3Store) remove(ctx context.Context, key string) error {
+func (s *s3Store) Remove(ctx context.Context, key string) error {
 	_, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)})
 	if err != nil && !isNotFound(err) {
 		return explainS3(err)
@@ -188,105 +292,7 @@ func (s *s3Store) remove(ctx context.Context, key string) error {
 	return nil
 }
 
-// errSourceLeft reports a move whose copy succeeded but whose source could
-// not be deleted: the destination is in place, a partial is left over.
-type errSourceLeft struct{ err error }
-
-func (e *errSourceLeft) Error() string {
-	return "copied, but deleting the source failed: " + e.err.Error()
-}
-func (e *errSourceLeft) Unwrap() error { return e.err }
-
-func (s *s3Store) move(ctx context.Context, src, dst string, size int64) error {
-	var err error
-	if size > maxSingleCopy {
-		err = s.multipartCopy(ctx, src, dst, size)
-	} else {
-		_, err = s.client.CopyObject(ctx, &s3.CopyObjectInput{
-			Bucket:     aws.String(s.bucket),
-			Key:        aws.String(dst),
-			CopySource: aws.String(copySource(s.bucket, src)),
-		})
-	}
-	if err != nil {
-		if isNotFound(err) && !isNoSuchBucket(err) {
-			return ErrNotFound
-		}
-		return explainS3(err)
-	}
-	if err := s.remove(ctx, src); err != nil {
-		return &errSourceLeft{err}
-	}
-	return nil
-}
-
-// multipartCopy copies an object too big for CopyObject in ranges, on the
-// server, UploadConcurrency ranges at a time.
-func (s *s3Store) multipartCopy(ctx context.Context, src, dst string, size int64) error {
-	created, err := s.client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{
-		Bucket:      aws.String(s.bucket),
-		Key:         aws.String(dst),
-		ContentType: aws.String("application/octet-stream"),
-	})
-	if err != nil {
-		return err
-	}
-	nParts := int((size + copyPartSize - 1) / copyPartSize)
-	parts := make([]types.CompletedPart, nParts)
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(UploadConcurrency)
-	for i := 0; i < nParts; i++ {
-		g.Go(func() error {
-			first := int64(i) * copyPartSize
-			last := min(first+copyPartSize, size) - 1
-			out, err := s.client.UploadPartCopy(gctx, &s3.UploadPartCopyInput{
-				Bucket:          aws.String(s.bucket),
-				Key:             aws.String(dst),
-				UploadId:        created.UploadId,
-				PartNumber:      aws.Int32(int32(i + 1)),
-				CopySource:      aws.String(copySource(s.bucket, src)),
-				CopySourceRange: aws.String(fmt.Sprintf("bytes=%d-%d", first, last)),
-			})
-			if err != nil {
-				return err
-			}
-			parts[i] = types.CompletedPart{ETag: out.CopyPartResult.ETag, PartNumber: aws.Int32(int32(i + 1))}
-			return nil
-		})
-	}
-	err = g.Wait()
-	if err == nil {
-		_, err = s.client.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{
-			Bucket:          aws.String(s.bucket),
-			Key:             aws.String(dst),
-			UploadId:        created.UploadId,
-			MultipartUpload: &types.CompletedMultipartUpload{Parts: parts},
-		})
-	}
-	if err != nil {
-		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-		defer cancel()
-		if _, aerr := s.client.AbortMultipartUpload(actx, &s3.AbortMultipartUploadInput{
-			Bucket: aws.String(s.bucket), Key: aws.String(dst), UploadId: created.UploadId,
-		}); aerr != nil {
-			return fmt.Errorf("%w (and aborting the multipart copy %s failed: %v)", err, aws.ToString(created.UploadId), aerr)
-		}
-		return err
-	}
-	return nil
-}
-
-func (s *s3Store) close() error { return s.blob.Close() }
-
-// copySource is the x-amz-copy-source value: bucket/key, percent-encoded
-// except for the slashes between key segments.
-func copySource(bucket, key string) string {
-	segs := strings.Split(key, "/")
-	for i, seg := range segs {
-		segs[i] = strings.ReplaceAll(url.PathEscape(seg), "+", "%2B")
-	}
-	return bucket + "/" + strings.Join(segs, "/")
-}
+func (s *s3Store) Close() error { return s.blob.Close() }
 
 func apiCode(err error) string {
 	var ae smithy.APIError
@@ -321,7 +327,7 @@ func explainS3(err error) error {
 	}
 	msg := err.Error()
 	if strings.Contains(msg, "failed to retrieve credentials") || strings.Contains(msg, "no EC2 IMDS role found") {
-		return fmt.Errorf("%w; no AWS credentials were found: set login/password on the aws connection, or give the worker AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY", err)
+		return fmt.Errorf("%w; no AWS credentials were found: create an aws connection (login/password = access key id/secret) and name it in the task (export_conn_id, storage_conn_id) or the URL (s3://conn_id@bucket/key), or give the worker AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY", err)
 	}
 	return err
 }

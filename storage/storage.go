@@ -1,18 +1,22 @@
 // Package storage moves bytes between io.Readers and object storage named by
-// URL: s3://bucket/key (S3 or any S3-compatible server) and file:///path.
-// gs:// and az:// are not supported.
+// URL: s3://bucket/key (S3 or any S3-compatible server), gs://bucket/key
+// (Google Cloud Storage, driver in storage/gcs), abfs://container/key and
+// its spellings az://, abfss://, azblob:// (Azure Blob, driver in
+// storage/azure) and file:///path.
 //
 // Transfers stream: memory use does not grow with the object's size. An S3
-// upload holds at most about (UploadConcurrency+2) × PartSize bytes (about
-// 48 MiB; BenchmarkPutS3 measured a 62-72 MiB peak heap and under 100 MiB
-// peak RSS for the whole test process at 1 and 4 GiB); a download holds one
-// HTTP read buffer; file transfers copy in 32 KiB pieces. The bound is per
-// transfer: n concurrent Stage or Put calls use n times as much.
+// or Azure upload holds at most (UploadConcurrency+1) × PartSize bytes
+// (about 40 MiB) while it streams and nothing once its parts are sent; a
+// GCS upload holds one chunk (gcs.ChunkSize) until it is finalised; a
+// download holds one HTTP read buffer; file transfers copy in 32 KiB
+// pieces. The bound is per transfer: n concurrent Stage or Put calls use n
+// times as much.
 //
-// Writes are all-or-nothing at the URL they name: S3 shows an object only
-// once its (multipart) upload completes, and files are written under a
-// temporary name and renamed into place. Export extends that to several
-// files: nothing lands until every file is staged.
+// Writes are all-or-nothing at the URL they name: every store shows an
+// object only once its upload completes (files are written under a
+// temporary name and renamed into place). Export extends that to several
+// files: each upload is held open until every file is staged, then all are
+// completed.
 //
 // URLs follow URL syntax: percent-escapes in keys are decoded
 // (s3://b/a%20b is the key "a b").
@@ -48,6 +52,14 @@ type Options struct {
 	// from connections.AWSFromConnection. Nil means the default AWS
 	// credential chain (environment, ~/.aws, instance role).
 	AWS *connections.AWSConfig
+	// GCP holds credentials and endpoint for gs:// URLs, usually from
+	// connections.GCPFromConnection. Nil means Google's application default
+	// credentials (GOOGLE_APPLICATION_CREDENTIALS, gcloud, metadata server).
+	GCP *connections.GCPConfig
+	// Azure holds the account and credentials for Azure Blob URLs, usually
+	// from connections.AzureFromConnection. Nil means the AZURE_STORAGE_*
+	// environment variables.
+	Azure *connections.AzureConfig
 	// Logger receives progress lines; nil discards them.
 	Logger hclog.Logger
 	// ProgressEvery is the interval between progress lines; zero means
@@ -90,9 +102,9 @@ func Open(ctx context.Context, rawURL string, opt Options) (io.ReadCloser, error
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", loc, err)
 	}
-	r, err := st.open(ctx, loc.key)
+	r, err := st.Open(ctx, loc.Key)
 	if err != nil {
-		st.close()
+		st.Close()
 		if errors.Is(err, ErrNotFound) {
 			return nil, fmt.Errorf("reading %s: %w; check the bucket, key or path", loc, ErrNotFound)
 		}
@@ -104,7 +116,7 @@ func Open(ctx context.Context, rawURL string, opt Options) (io.ReadCloser, error
 
 type readCloser struct {
 	r  io.ReadCloser
-	st store
+	st Bucket
 	p  *progress
 }
 
@@ -117,7 +129,7 @@ func (rc *readCloser) Read(b []byte) (int, error) {
 func (rc *readCloser) Close() error {
 	rc.p.finish()
 	err := rc.r.Close()
-	if cerr := rc.st.close(); err == nil {
+	if cerr := rc.st.Close(); err == nil {
 		err = cerr
 	}
 	return err
@@ -137,29 +149,82 @@ func Put(ctx context.Context, rawURL string, r io.Reader, opt Options) (Written,
 	if err != nil {
 		return Written{}, fmt.Errorf("writing %s: %w", loc, err)
 	}
-	defer st.close()
-	w, err := writeHashed(ctx, st, loc, loc.key, r, opt)
+	defer st.Close()
+	w, err := hashed(opt, loc, r, func(hr io.Reader) error { return st.Put(ctx, loc.Key, hr) })
 	if err != nil {
 		return Written{}, fmt.Errorf("writing %s: %w", loc, err)
 	}
 	return w, nil
 }
 
-// checkConn refuses s3://conn_id@bucket/key without credentials: the
-// connection must be resolved by the caller, and silently falling back to
-// the default chain would write with the wrong identity.
-func checkConn(loc location, opt Options) error {
-	if loc.connID != "" && opt.AWS == nil {
-		return fmt.Errorf("%s names connection %q; resolve it with connections.AWSFromConnection and pass it as Options.AWS", loc, loc.connID)
+// Check fails, before any byte moves, when rawURL cannot be used: its
+// bucket or container does not exist, the credentials cannot reach it, or
+// (forRead) the object is missing. Tasks call it before they provision a
+// sandbox. It creates nothing.
+func Check(ctx context.Context, rawURL string, forRead bool, opt Options) error {
+	loc, err := parseURL(rawURL)
+	if err != nil {
+		return err
+	}
+	if err := checkConn(loc, opt); err != nil {
+		return err
+	}
+	st, err := openStore(ctx, loc, opt)
+	if err != nil {
+		return fmt.Errorf("%s: %w", loc, err)
+	}
+	defer st.Close()
+	if err := st.Check(ctx); err != nil {
+		return fmt.Errorf("%s: %w", loc, err)
+	}
+	if !forRead {
+		return nil
+	}
+	ok, err := st.Exists(ctx, loc.Key)
+	if err != nil {
+		return fmt.Errorf("checking %s: %w", loc, err)
+	}
+	if !ok {
+		return fmt.Errorf("reading %s: %w; check the bucket, key or path", loc, ErrNotFound)
 	}
 	return nil
 }
 
-// writeHashed writes r to key in st, computing the size and SHA-256 of what
-// went through and logging progress.
-func writeHashed(ctx context.Context, st store, dest location, key string, r io.Reader, opt Options) (Written, error) {
-	hr := &hashingReader{r: r, h: sha256.New(), p: startProgress(opt, "upload", dest.withKey(key).String())}
-	err := st.write(ctx, key, hr)
+// checkConn refuses scheme://conn_id@bucket/key without that store's
+// credentials: the connection must be resolved by the caller, and silently
+// falling back to the default chain would write with the wrong identity.
+func checkConn(loc Location, opt Options) error {
+	if loc.ConnID == "" {
+		return nil
+	}
+	var field, resolve string
+	switch loc.Scheme {
+	case "s3":
+		if opt.AWS != nil {
+			return nil
+		}
+		field, resolve = "Options.AWS", "connections.AWSFromConnection"
+	case "gs":
+		if opt.GCP != nil {
+			return nil
+		}
+		field, resolve = "Options.GCP", "connections.GCPFromConnection"
+	case "az":
+		if opt.Azure != nil {
+			return nil
+		}
+		field, resolve = "Options.Azure", "connections.AzureFromConnection"
+	default:
+		return nil
+	}
+	return fmt.Errorf("%s names connection %q; resolve it (a %s connection) with %s and pass it as %s", loc, loc.ConnID, ConnType(loc.Scheme), resolve, field)
+}
+
+// hashed runs write on r, computing the size and SHA-256 of what went
+// through and logging progress.
+func hashed(opt Options, dest Location, r io.Reader, write func(io.Reader) error) (Written, error) {
+	hr := &hashingReader{r: r, h: sha256.New(), p: startProgress(opt, "upload", dest.String())}
+	err := write(hr)
 	hr.p.finish()
 	if err != nil {
 		return Written{}, err

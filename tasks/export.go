@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"maps"
 	"slices"
 
-	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 )
 
@@ -27,7 +25,8 @@ type ExportInput struct {
 	// workdir) to a destination URL (s3://bucket/key, file:///path). URLs
 	// may use {dag_id}, {run_id}, {task_id} and {map_index}.
 	Exports map[string]string `json:"exports"`
-	// ExportConnID is the aws connection for s3:// destinations.
+	// ExportConnID is the connection for destinations whose URL names none:
+	// aws for s3://, google_cloud_platform for gs://, wasb for abfs://.
 	ExportConnID string `json:"export_conn_id,omitempty"`
 	// MaxBytes is the per-file budget; default 1 GiB.
 	MaxBytes int64  `json:"max_bytes,omitempty"`
@@ -66,12 +65,13 @@ func checkExports(m map[string]string) error {
 type exportPlan struct {
 	exports  map[string]string
 	maxBytes int64
-	aws      *connections.AWSConfig
+	creds    StorageCreds
 }
 
-// planExport checks an export's settings and resolves its connection, so
-// that a mistake in them is reported before a sandbox is paid for (convert)
-// and names the setting at fault.
+// planExport checks an export's settings, resolves its connections and asks
+// each destination's store whether it can be written (its bucket exists,
+// the credentials reach it), so that a mistake is reported before a sandbox
+// is paid for (convert) and names the setting at fault.
 func planExport(ctx context.Context, d Deps, exports map[string]string, connID string, maxBytes int64) (exportPlan, error) {
 	if err := checkExports(exports); err != nil {
 		return exportPlan{}, err
@@ -83,21 +83,20 @@ func planExport(ctx context.Context, d Deps, exports map[string]string, connID s
 		return exportPlan{}, fmt.Errorf("max_bytes: %d is negative; give a byte budget such as 1073741824", maxBytes)
 	}
 	exports = d.Run.expandURLs(exports)
-	connID, err := storageConnFor("export_conn_id", connID, exports)
+	creds, err := resolveStorage(ctx, d, "export_conn_id", connID, exports)
 	if err != nil {
+		return exportPlan{}, fmt.Errorf("exports: %w", err)
+	}
+	if err := checkStorage(ctx, d, "exports", exports, false, creds); err != nil {
 		return exportPlan{}, err
 	}
-	aws, err := resolveAWS(ctx, d, connID, "export_conn_id")
-	if err != nil {
-		return exportPlan{}, err
-	}
-	return exportPlan{exports: exports, maxBytes: maxBytes, aws: aws}, nil
+	return exportPlan{exports: exports, maxBytes: maxBytes, creds: creds}, nil
 }
 
 // exportFrom is the export shared by Export, Collect and Convert.
 func exportFrom(ctx context.Context, d Deps, sb *sandbox.Sandbox, plan exportPlan) ([]string, error) {
 	log := d.logger()
-	exp := d.storage().NewExport(plan.aws, log, len(plan.exports))
+	exp := d.storage().NewExport(plan.creds, log, len(plan.exports))
 	abort := func(err error) ([]string, error) {
 		actx, cancel := context.WithTimeout(context.Background(), exportAbortTimeout)
 		defer cancel()
@@ -148,39 +147,12 @@ func stageOut(ctx context.Context, d Deps, sb *sandbox.Sandbox, exp Exporter, p,
 	defer rc.Close()
 	log := d.logger()
 	log.Info("exporting", "from", p, "to", dest, "bytes", size)
-	pr := newProgressReader(&exactReader{r: rc, want: size}, log, p+" -> "+dest, size)
-	n, err := exp.Stage(ctx, dest, pr)
+	pr := newProgressReader(rc, log, p+" -> "+dest, size)
+	n, err := exp.Stage(ctx, dest, pr, size)
 	if err != nil {
 		return err
 	}
 	pr.done()
 	log.Info("staged", "from", p, "to", dest, "bytes", n)
 	return nil
-}
-
-// exactReader fails the stream, before its end reaches the uploader, when
-// the file turns out longer or shorter than it was when the export began:
-// something in the sandbox wrote it meanwhile, and what streamed is neither
-// the old nor the new content. Failing inside the stream means the upload
-// is aborted, so not even a one-file export lands it.
-type exactReader struct {
-	r    io.Reader
-	want int64
-	got  int64
-}
-
-func (e *exactReader) Read(p []byte) (int, error) {
-	n, err := e.r.Read(p)
-	e.got += int64(n)
-	switch {
-	case e.got > e.want:
-		return n, e.changed()
-	case err == io.EOF && e.got < e.want:
-		return n, e.changed()
-	}
-	return n, err
-}
-
-func (e *exactReader) changed() error {
-	return fmt.Errorf("it changed while it was exported (%d bytes when the export began, %d or more read); make sure nothing still writes it (is a command or the agent running?), then export again", e.want, e.got)
 }

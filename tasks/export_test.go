@@ -238,11 +238,19 @@ func TestConvertChecksTheExportSettingsBeforeProvisioning(t *testing.T) {
 			in.ExportConnID = "a"
 			in.Exports = map[string]string{"out.txt": "s3://b@out/o.txt"}
 		},
+		"connection of the wrong type": func(in *ConvertInput) {
+			in.ExportConnID = "a"
+			in.Exports = map[string]string{"out.txt": "gs://out/o.txt"}
+		},
+		"bucket that does not exist": func(in *ConvertInput) {
+			in.Exports = map[string]string{"out.txt": "s3://nobucket/o.txt"}
+		},
 	}
 	for name, mod := range cases {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t)
 			e.af.conns["a"] = connections.Connection{ConnID: "a", ConnType: "aws"}
+			e.st.failCheck["s3://nobucket/o.txt"] = errors.New(`bucket "nobucket" does not exist`)
 			in := base
 			mod(&in)
 			if _, err := Convert(context.Background(), e.deps, in); err == nil {
@@ -256,28 +264,54 @@ func TestConvertChecksTheExportSettingsBeforeProvisioning(t *testing.T) {
 }
 
 func TestStorageConnectionFromTheURL(t *testing.T) {
+	aws := func(id string) connections.Connection { return connections.Connection{ConnID: id, ConnType: "aws"} }
+	gcp := connections.Connection{ConnID: "gcp", ConnType: "google_cloud_platform", Extra: `{"is_anonymous": true}`}
+	wasb := connections.Connection{ConnID: "wasb", ConnType: "wasb", Login: "acct", Password: "a2V5"}
 	cases := []struct {
 		field string
 		urls  map[string]string
-		want  string
+		want  string // which stores got a connection, e.g. "s3,gs"
 		err   string
 	}{
 		{"", map[string]string{"a": "s3://b/k"}, "", ""},
-		{"", map[string]string{"a": "s3://lake@b/k", "b": "file:///x"}, "lake", ""},
-		{"lake", map[string]string{"a": "s3://lake@b/k"}, "lake", ""},
+		{"", map[string]string{"a": "s3://lake@b/k", "b": "file:///x"}, "s3", ""},
+		{"lake", map[string]string{"a": "s3://lake@b/k"}, "s3", ""},
 		{"aws_default", map[string]string{"a": "s3://lake@b/k"}, "", `names connection "lake"`},
 		{"", map[string]string{"a": "s3://lake@b/k", "b": "s3://sea@b/k"}, "", "two connections"},
+		// One connection per store: mixed stores each with their own.
+		{"", map[string]string{"a": "s3://lake@b/k", "b": "gs://gcp@b/k", "c": "abfs://wasb@c/k"}, "s3,gs,az", ""},
+		// A connection of the wrong type for the store is named, with the type wanted.
+		{"lake", map[string]string{"a": "gs://b/k"}, "", `"lake" has type "aws", not google_cloud_platform`},
+		{"", map[string]string{"a": "abfs://gcp@c/k"}, "", `"gcp" has type "google_cloud_platform", not wasb`},
+		{"", map[string]string{"a": "s3://wasb@b/k"}, "", `"wasb" has type "wasb", not aws`},
+		// adlfs's account form: the user part is the container, not a connection.
+		{"", map[string]string{"a": "abfs://cont@acct.dfs.core.windows.net/k"}, "", ""},
+		{"", map[string]string{"a": "gs://nosuch@b/k"}, "", "type google_cloud_platform"},
 	}
 	for _, c := range cases {
-		got, err := storageConnFor("export_conn_id", c.field, c.urls)
+		e := newEnv(t)
+		for _, conn := range []connections.Connection{aws("lake"), aws("sea"), aws("aws_default"), gcp, wasb} {
+			e.af.conns[conn.ConnID] = conn
+		}
+		creds, err := resolveStorage(context.Background(), e.deps, "export_conn_id", c.field, c.urls)
 		if c.err != "" {
 			if err == nil || !strings.Contains(err.Error(), c.err) {
-				t.Errorf("%v: want error %q, got %q, %v", c.urls, c.err, got, err)
+				t.Errorf("%v: want error %q, got %v", c.urls, c.err, err)
 			}
 			continue
 		}
-		if err != nil || got != c.want {
-			t.Errorf("%v with %q: got %q, %v; want %q", c.urls, c.field, got, err, c.want)
+		var got []string
+		if creds.AWS != nil {
+			got = append(got, "s3")
+		}
+		if creds.GCP != nil {
+			got = append(got, "gs")
+		}
+		if creds.Azure != nil {
+			got = append(got, "az")
+		}
+		if err != nil || strings.Join(got, ",") != c.want {
+			t.Errorf("%v with %q: got %v, %v; want %q", c.urls, c.field, got, err, c.want)
 		}
 	}
 }
@@ -304,7 +338,7 @@ func TestConnectionCredentialsAreMasked(t *testing.T) {
 	e.af.conns["lake"] = connections.Connection{ConnID: "lake", ConnType: "aws", Login: "AKIAEXAMPLE", Password: "aws-secret-123",
 		Extra: `{"aws_session_token": "aws-session-456"}`}
 	e.af.conns["modal_default"] = connections.Connection{ConnID: "modal_default", ConnType: "modal", Login: "ak-1", Password: "as-modal-789"}
-	if _, err := resolveAWS(context.Background(), e.deps, "lake", "export_conn_id"); err != nil {
+	if _, err := resolveStorage(context.Background(), e.deps, "export_conn_id", "lake", map[string]string{"a": "s3://b/k"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := resolveDriverRequest(context.Background(), e.deps, BackendOptions{Backend: "modal"}); err != nil {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/storage"
 )
 
 // fakeAirflow records what tasks push and mask.
@@ -293,18 +294,23 @@ type memStorage struct {
 	objects   map[string][]byte
 	staged    map[string][]byte
 	failStage map[string]error // by destination URL
+	failCheck map[string]error // by URL: Check refuses it
+	failOpen  map[string]error // by URL: Open fails, though Check passed
 	aborts    int
 	// beforeStage, when set, runs as a Stage starts, before it reads.
 	beforeStage func(dest string)
 }
 
 func newMemStorage() *memStorage {
-	return &memStorage{objects: map[string][]byte{}, staged: map[string][]byte{}, failStage: map[string]error{}}
+	return &memStorage{objects: map[string][]byte{}, staged: map[string][]byte{}, failStage: map[string]error{}, failCheck: map[string]error{}, failOpen: map[string]error{}}
 }
 
-func (m *memStorage) Open(_ context.Context, url string, _ *connections.AWSConfig, _ hclog.Logger) (io.ReadCloser, error) {
+func (m *memStorage) Open(_ context.Context, url string, _ StorageCreds, _ hclog.Logger) (io.ReadCloser, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err := m.failOpen[url]; err != nil {
+		return nil, err
+	}
 	b, ok := m.objects[url]
 	if !ok {
 		return nil, fmt.Errorf("%s: object not found", url)
@@ -312,7 +318,20 @@ func (m *memStorage) Open(_ context.Context, url string, _ *connections.AWSConfi
 	return io.NopCloser(bytes.NewReader(b)), nil
 }
 
-func (m *memStorage) NewExport(*connections.AWSConfig, hclog.Logger, int) Exporter {
+// Check refuses what failCheck names, as a store refuses a missing bucket.
+func (m *memStorage) Check(_ context.Context, url string, forRead bool, _ StorageCreds) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.failCheck[url]; err != nil {
+		return err
+	}
+	if _, ok := m.objects[url]; forRead && !ok {
+		return fmt.Errorf("%s: object not found", url)
+	}
+	return nil
+}
+
+func (m *memStorage) NewExport(StorageCreds, hclog.Logger, int) Exporter {
 	return &memExport{m: m, mine: map[string]bool{}}
 }
 
@@ -321,7 +340,7 @@ type memExport struct {
 	mine map[string]bool
 }
 
-func (e *memExport) Stage(_ context.Context, dest string, r io.Reader) (int64, error) {
+func (e *memExport) Stage(_ context.Context, dest string, r io.Reader, size int64) (int64, error) {
 	if e.m.beforeStage != nil {
 		e.m.beforeStage(dest)
 	}
@@ -330,6 +349,9 @@ func (e *memExport) Stage(_ context.Context, dest string, r io.Reader) (int64, e
 	defer e.m.mu.Unlock()
 	if err != nil {
 		return 0, err
+	}
+	if size >= 0 && int64(len(b)) != size {
+		return 0, fmt.Errorf("%s: %d bytes streamed, %d announced: %w", dest, len(b), size, storage.ErrChanged)
 	}
 	if ferr := e.m.failStage[dest]; ferr != nil {
 		e.m.staged[dest+".partial"] = b[:len(b)/2] // half-written, as a real failure leaves it

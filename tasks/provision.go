@@ -38,7 +38,8 @@ type ProvisionInput struct {
 	// StageIn maps sandbox paths to URLs streamed in after create. URLs may
 	// use {dag_id}, {run_id}, {task_id} and {map_index}.
 	StageIn map[string]string `json:"stage_in,omitempty"`
-	// StorageConnID is the aws connection for s3:// stage_in URLs.
+	// StorageConnID is the connection for stage_in URLs that name none: aws
+	// for s3://, google_cloud_platform for gs://, wasb for abfs://.
 	StorageConnID string `json:"storage_conn_id,omitempty"`
 }
 
@@ -74,12 +75,12 @@ func provision(ctx context.Context, d Deps, in ProvisionInput) (*sandbox.Sandbox
 	if err := checkURLs("stage_in", in.StageIn); err != nil {
 		return nil, nil, Record{}, nil, err
 	}
-	storageConn, err := storageConnFor("storage_conn_id", in.StorageConnID, in.StageIn)
+	creds, err := resolveStorage(ctx, d, "storage_conn_id", in.StorageConnID, in.StageIn)
 	if err != nil {
-		return nil, nil, Record{}, nil, err
+		return nil, nil, Record{}, nil, fmt.Errorf("stage_in: %w", err)
 	}
-	aws, err := resolveAWS(ctx, d, storageConn, "storage_conn_id")
-	if err != nil {
+	// A missing bucket or object fails here, before a sandbox exists.
+	if err := checkStorage(ctx, d, "stage_in", in.StageIn, true, creds); err != nil {
 		return nil, nil, Record{}, nil, err
 	}
 	drv, req, err := openDriver(ctx, d, in.BackendOptions)
@@ -102,7 +103,7 @@ func provision(ctx context.Context, d Deps, in ProvisionInput) (*sandbox.Sandbox
 		return fail(fmt.Errorf("describing the new sandbox: %w", err))
 	}
 	for _, p := range slices.Sorted(maps.Keys(in.StageIn)) {
-		if err := stageIn(ctx, d, sb, p, in.StageIn[p], aws); err != nil {
+		if err := stageIn(ctx, d, sb, p, in.StageIn[p], creds); err != nil {
 			return fail(err)
 		}
 	}
@@ -250,10 +251,10 @@ func connectionField(c connections.Connection, field string) (string, error) {
 }
 
 // stageIn streams one object from storage into the sandbox.
-func stageIn(ctx context.Context, d Deps, sb *sandbox.Sandbox, path, url string, aws *connections.AWSConfig) error {
+func stageIn(ctx context.Context, d Deps, sb *sandbox.Sandbox, path, url string, creds StorageCreds) error {
 	log := d.logger()
 	log.Info("staging in", "from", url, "to", path)
-	rc, err := d.storage().Open(ctx, url, aws, log)
+	rc, err := d.storage().Open(ctx, url, creds, log)
 	if err != nil {
 		return fmt.Errorf("stage_in %s: reading %s: %w", path, url, err)
 	}
@@ -276,7 +277,7 @@ func checkURLs(field string, m map[string]string) error {
 			return fmt.Errorf("%s: an entry has an empty sandbox path", field)
 		}
 		if !strings.Contains(u, "://") {
-			return fmt.Errorf("%s[%q] = %q is not a storage URL such as s3://bucket/key or file:///path", field, p, u)
+			return fmt.Errorf("%s[%q] = %q is not a storage URL such as s3://bucket/key, gs://bucket/key, abfs://container/key or file:///path", field, p, u)
 		}
 	}
 	return nil

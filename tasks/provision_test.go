@@ -102,8 +102,26 @@ func TestProvisionStampsOwnershipStagesInputsAndPushesRecord(t *testing.T) {
 	}
 }
 
+// A stage_in object that is missing, or a bucket that does not exist,
+// fails before a sandbox is created.
+func TestProvisionChecksStageInBeforeCreating(t *testing.T) {
+	e := newEnv(t)
+	e.st.failCheck["s3://nobucket/a"] = errors.New(`s3://nobucket/a: bucket "nobucket" does not exist`)
+	for _, url := range []string{"s3://in/missing.txt", "s3://nobucket/a"} {
+		_, err := Provision(context.Background(), e.deps, ProvisionInput{StageIn: map[string]string{"a.txt": url}})
+		if err == nil || !strings.Contains(err.Error(), "stage_in") || !strings.Contains(err.Error(), url) {
+			t.Fatalf("%s: want an error naming stage_in and the URL, got %v", url, err)
+		}
+	}
+	if len(e.drv.creates) != 0 {
+		t.Fatalf("%d sandboxes were created for inputs that could not be staged", len(e.drv.creates))
+	}
+}
+
 func TestProvisionDestroysTheSandboxWhenStagingFails(t *testing.T) {
 	e := newEnv(t)
+	e.st.objects["s3://in/missing.txt"] = []byte("there at the check")
+	e.st.failOpen["s3://in/missing.txt"] = errors.New("missing.txt: connection reset")
 	in := ProvisionInput{StageIn: map[string]string{"a.txt": "s3://in/missing.txt"}}
 	_, err := Provision(context.Background(), e.deps, in)
 	if err == nil || !strings.Contains(err.Error(), "missing.txt") || !strings.Contains(err.Error(), "destroyed") {
@@ -232,6 +250,8 @@ func TestIgnoredBackendSettingsAreLoggedAndDropped(t *testing.T) {
 func TestProvisionSaysWhenTheCleanupDestroyFailed(t *testing.T) {
 	e := newEnv(t)
 	e.drv.failDestroy = errors.New("api down")
+	e.st.objects["s3://in/missing"] = []byte("there at the check")
+	e.st.failOpen["s3://in/missing"] = errors.New("gone meanwhile")
 	_, err := Provision(context.Background(), e.deps, ProvisionInput{StageIn: map[string]string{"a": "s3://in/missing"}})
 	if err == nil || !strings.Contains(err.Error(), "could not be destroyed") || !strings.Contains(err.Error(), "api down") || strings.Contains(err.Error(), "was destroyed") {
 		t.Fatalf("the error must say the sandbox is still there: %v", err)

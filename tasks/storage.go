@@ -2,11 +2,11 @@ package tasks
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
-	"net/url"
 	"slices"
 
 	"github.com/hashicorp/go-hclog"
@@ -16,49 +16,131 @@ import (
 )
 
 // Storage is the object storage the tasks read inputs from and export to.
-// DefaultStorage is backed by package storage (s3://, file://, ...).
+// DefaultStorage is backed by package storage (s3://, gs://, abfs://,
+// file://).
 type Storage interface {
 	// Open streams the object at url.
-	Open(ctx context.Context, url string, aws *connections.AWSConfig, log hclog.Logger) (io.ReadCloser, error)
+	Open(ctx context.Context, url string, creds StorageCreds, log hclog.Logger) (io.ReadCloser, error)
+	// Check fails when url cannot be used (a bucket that does not exist,
+	// credentials the store refuses; with forRead, a missing object),
+	// before a sandbox is provisioned. It creates nothing.
+	Check(ctx context.Context, url string, forRead bool, creds StorageCreds) error
 	// NewExport starts an all-or-nothing export of files files.
-	NewExport(aws *connections.AWSConfig, log hclog.Logger, files int) Exporter
+	NewExport(creds StorageCreds, log hclog.Logger, files int) Exporter
+}
+
+// StorageCreds are the resolved connections of one task's transfers, one
+// per store; nil means that store's default credential chain.
+type StorageCreds struct {
+	AWS   *connections.AWSConfig
+	GCP   *connections.GCPConfig
+	Azure *connections.AzureConfig
 }
 
 // Exporter lands files at their destinations all or nothing: a failed export
 // leaves nothing half-written anywhere.
 type Exporter interface {
-	// Stage streams r toward destURL and returns the bytes written. With
-	// several files it writes a staging object beside destURL that Commit
-	// moves into place; a one-file export, which has nothing to land
-	// together with, may land it at once through an atomic upload.
-	Stage(ctx context.Context, destURL string, r io.Reader) (int64, error)
-	// Commit moves every staged object into place and returns their URLs.
+	// Stage streams r (size bytes; a stream of another length fails)
+	// toward destURL and returns the bytes written. The upload stays
+	// invisible until Commit; a one-file export may land it at once,
+	// having nothing to land together with.
+	Stage(ctx context.Context, destURL string, r io.Reader, size int64) (int64, error)
+	// Commit lands every staged file and returns their URLs.
 	Commit(ctx context.Context) ([]string, error)
-	// Abort removes what was staged.
+	// Abort discards what was staged.
 	Abort(ctx context.Context) error
 }
 
-// resolveAWS reads the aws connection for storage. An empty id means the
-// default AWS credential chain (and no settings for file:// URLs).
-func resolveAWS(ctx context.Context, d Deps, connID, field string) (*connections.AWSConfig, error) {
-	if connID == "" {
-		return nil, nil
+// resolveStorage reads the connections a set of URLs needs. field (e.g.
+// export_conn_id) names connID, which applies to every URL that names no
+// connection itself (scheme://conn_id@bucket/key). Each connection must be
+// of the type its URLs' store needs, and each store gets one connection:
+// one transfer runs with one identity per store, and guessing would write
+// with the wrong one. A store with no connection uses its default chain.
+func resolveStorage(ctx context.Context, d Deps, field, connID string, urls map[string]string) (StorageCreds, error) {
+	byScheme := map[string]string{} // store -> connection id
+	namedBy := map[string]string{}  // store -> the URL or field that chose it
+	for _, p := range slices.Sorted(maps.Keys(urls)) {
+		raw := urls[p]
+		loc, err := storage.ParseURL(raw)
+		if err != nil {
+			return StorageCreds{}, fmt.Errorf("%s: %w", p, err)
+		}
+		if loc.Scheme == "file" {
+			continue
+		}
+		id, by := connID, field
+		switch {
+		case loc.ConnID == "":
+		case connID != "" && loc.ConnID != connID:
+			return StorageCreds{}, fmt.Errorf("%s is %q but %s names connection %q; use one connection", field, connID, storage.RedactURL(raw), loc.ConnID)
+		default:
+			id, by = loc.ConnID, storage.RedactURL(raw)
+		}
+		if prev, ok := byScheme[loc.Scheme]; ok && prev != id {
+			return StorageCreds{}, fmt.Errorf("%s and %s choose two connections for %s://, %q and %q; one task transfers with one connection per store, so split it or use %s",
+				namedBy[loc.Scheme], by, loc.Scheme, prev, id, field)
+		}
+		byScheme[loc.Scheme], namedBy[loc.Scheme] = id, by
 	}
-	conn, err := d.Airflow.GetConnection(ctx, connID)
+	if connID != "" && !slices.Contains(slices.Collect(maps.Values(byScheme)), connID) {
+		// No URL needs it, but a misspelt id is still worth reporting now.
+		if _, err := d.Airflow.GetConnection(ctx, connID); errors.Is(err, connections.ErrNotFound) {
+			return StorageCreds{}, fmt.Errorf("%s: Airflow connection %q does not exist; create it or remove %s", field, connID, field)
+		}
+	}
+	var creds StorageCreds
+	for _, scheme := range slices.Sorted(maps.Keys(byScheme)) {
+		id := byScheme[scheme]
+		if id == "" {
+			continue
+		}
+		if err := resolveOne(ctx, d, field, scheme, id, namedBy[scheme], &creds); err != nil {
+			return StorageCreds{}, err
+		}
+	}
+	return creds, nil
+}
+
+// resolveOne reads connection id for store scheme into creds and registers
+// its secrets with the masker.
+func resolveOne(ctx context.Context, d Deps, field, scheme, id, by string, creds *StorageCreds) error {
+	want := storage.ConnType(scheme)
+	conn, err := d.Airflow.GetConnection(ctx, id)
 	if errors.Is(err, connections.ErrNotFound) {
-		return nil, fmt.Errorf("%s: Airflow connection %q does not exist; create it (type aws) or remove %s to use the worker's default AWS credentials", field, connID, field)
+		return fmt.Errorf("%s: Airflow connection %q does not exist; create it (type %s) or remove it to use the worker's default %s credentials", by, id, want, scheme)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s: reading Airflow connection %q: %w", field, connID, err)
+		return fmt.Errorf("%s: reading Airflow connection %q: %w", by, id, err)
 	}
-	cfg, err := connections.AWSFromConnection(conn)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", field, err)
+	var secrets map[string]string
+	switch scheme {
+	case "s3":
+		cfg, err := connections.AWSFromConnection(conn)
+		if err != nil {
+			return fmt.Errorf("%s: %w", by, err)
+		}
+		creds.AWS = &cfg
+		secrets = map[string]string{"secret access key": cfg.SecretAccessKey, "session token": cfg.SessionToken}
+	case "gs":
+		cfg, err := connections.GCPFromConnection(conn)
+		if err != nil {
+			return fmt.Errorf("%s: %w", by, err)
+		}
+		creds.GCP = &cfg
+		secrets = map[string]string{"keyfile_dict": string(cfg.KeyfileJSON), "private key": privateKeyOf(cfg.KeyfileJSON)}
+	case "az":
+		cfg, err := connections.AzureFromConnection(conn)
+		if err != nil {
+			return fmt.Errorf("%s: %w", by, err)
+		}
+		creds.Azure = &cfg
+		secrets = map[string]string{"account key": cfg.AccountKey, "sas token": cfg.SASToken, "connection string": cfg.ConnectionString}
 	}
-	if err := maskSecrets(ctx, d, connID, map[string]string{"secret access key": cfg.SecretAccessKey, "session token": cfg.SessionToken}); err != nil {
-		return nil, fmt.Errorf("%s: %w", field, err)
+	if err := maskSecrets(ctx, d, id, secrets); err != nil {
+		return fmt.Errorf("%s: %w", field, err)
 	}
-	return &cfg, nil
+	return nil
 }
 
 // maskSecrets registers a connection's credentials with Airflow's secret
@@ -77,93 +159,58 @@ func maskSecrets(ctx context.Context, d Deps, connID string, secrets map[string]
 	return nil
 }
 
-// DefaultStorage is package storage: s3:// and file:// URLs.
+// checkStorage asks each URL's store whether it can be used, so that a
+// missing bucket fails the task before a sandbox is paid for.
+func checkStorage(ctx context.Context, d Deps, field string, urls map[string]string, forRead bool, creds StorageCreds) error {
+	for _, p := range slices.Sorted(maps.Keys(urls)) {
+		if err := d.storage().Check(ctx, urls[p], forRead, creds); err != nil {
+			return fmt.Errorf("%s[%q]: %w", field, p, err)
+		}
+	}
+	return nil
+}
+
+// DefaultStorage is package storage with every driver this module has.
 var DefaultStorage Storage = objectStorage{}
 
 // objectStorage adapts package storage. Its own progress lines are turned
 // off: the tasks log progress naming both ends of each transfer.
 type objectStorage struct{}
 
-func storageOptions(aws *connections.AWSConfig, log hclog.Logger) storage.Options {
-	return storage.Options{AWS: aws, Logger: log, ProgressEvery: -1}
+func storageOptions(c StorageCreds, log hclog.Logger) storage.Options {
+	return storage.Options{AWS: c.AWS, GCP: c.GCP, Azure: c.Azure, Logger: log, ProgressEvery: -1}
 }
 
-func (objectStorage) Open(ctx context.Context, url string, aws *connections.AWSConfig, log hclog.Logger) (io.ReadCloser, error) {
-	return storage.Open(ctx, url, storageOptions(aws, log))
+func (objectStorage) Open(ctx context.Context, url string, c StorageCreds, log hclog.Logger) (io.ReadCloser, error) {
+	return storage.Open(ctx, url, storageOptions(c, log))
 }
 
-func (objectStorage) NewExport(aws *connections.AWSConfig, log hclog.Logger, files int) Exporter {
-	opt := storageOptions(aws, log)
-	if files == 1 {
-		// A single file needs no staging to land all or nothing: storage.Put
-		// is atomic at its URL (S3 completes a multipart upload only once
-		// every part is in, file:// renames a finished temporary file), and
-		// it saves the staging object's server-side copy.
-		return &directExport{opt: opt}
-	}
-	return objectExport{storage.NewExport(opt)}
+func (objectStorage) Check(ctx context.Context, url string, forRead bool, c StorageCreds) error {
+	return storage.Check(ctx, url, forRead, storageOptions(c, nil))
 }
 
-// directExport is the one-file export: Stage uploads straight to the
-// destination; a failed upload leaves nothing there, so Abort has nothing
-// to remove.
-type directExport struct {
-	opt  storage.Options
-	urls []string
+func (objectStorage) NewExport(c StorageCreds, log hclog.Logger, _ int) Exporter {
+	return objectExport{storage.NewExport(storageOptions(c, log))}
 }
-
-func (x *directExport) Stage(ctx context.Context, dest string, r io.Reader) (int64, error) {
-	w, err := storage.Put(ctx, dest, r, x.opt)
-	if err != nil {
-		return 0, err
-	}
-	x.urls = append(x.urls, w.URL)
-	return w.Size, nil
-}
-
-func (x *directExport) Commit(context.Context) ([]string, error) { return x.urls, nil }
-func (x *directExport) Abort(context.Context) error              { return nil }
 
 type objectExport struct{ e *storage.Export }
 
-func (x objectExport) Stage(ctx context.Context, dest string, r io.Reader) (int64, error) {
-	w, err := x.e.Stage(ctx, dest, r)
+func (x objectExport) Stage(ctx context.Context, dest string, r io.Reader, size int64) (int64, error) {
+	w, err := x.e.Stage(ctx, dest, r, size)
 	return w.Size, err
 }
 
 func (x objectExport) Commit(ctx context.Context) ([]string, error) { return x.e.Commit(ctx) }
 func (x objectExport) Abort(ctx context.Context) error              { return x.e.Abort(ctx) }
 
-// urlConnID is the connection an s3://conn_id@bucket/key URL names, as
-// Airflow's ObjectStoragePath reads it; "" when it names none.
-func urlConnID(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
+// privateKeyOf is the private_key of a service-account key JSON, masked on
+// its own since an error could quote it without the rest of the file.
+func privateKeyOf(keyJSON []byte) string {
+	var k struct {
+		PrivateKey string `json:"private_key"`
+	}
+	if len(keyJSON) == 0 || json.Unmarshal(keyJSON, &k) != nil {
 		return ""
 	}
-	return u.User.Username()
-}
-
-// storageConnFor picks the aws connection for a set of URLs: the explicit
-// field if set, else the one the URLs name. A URL naming another connection
-// than the field, or URLs naming different ones, are refused: one transfer
-// runs with one identity, and guessing would write with the wrong one.
-func storageConnFor(field, connID string, urls map[string]string) (string, error) {
-	named := ""
-	for _, p := range slices.Sorted(maps.Keys(urls)) {
-		c := urlConnID(urls[p])
-		switch {
-		case c == "":
-		case connID != "" && c != connID:
-			return "", fmt.Errorf("%s is %q but %s names connection %q; use one connection", field, connID, urls[p], c)
-		case named != "" && c != named:
-			return "", fmt.Errorf("the URLs name two connections, %q and %q; one task transfers with one connection, so split it or use %s", named, c, field)
-		default:
-			named = c
-		}
-	}
-	if connID != "" {
-		return connID, nil
-	}
-	return named, nil
+	return k.PrivateKey
 }

@@ -6,20 +6,15 @@
 package s3server
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
+	"sort"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -28,6 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
+	"github.com/airflow-sandbox/airflow-go-worker/testing/serverproc"
 )
 
 // Module is the versitygw version the helper installs when none is found.
@@ -44,10 +40,7 @@ type Server struct {
 	Region    string
 	Dir       string // the directory behind the gateway; one subdirectory per bucket
 
-	cmd      *exec.Cmd
-	exited   chan struct{}
-	output   *lockedBuffer
-	stopOnce sync.Once
+	proc *serverproc.Proc
 }
 
 // Start runs versitygw for the duration of the test (stopped by t.Cleanup).
@@ -83,7 +76,7 @@ func Launch(dir string) (*Server, error) {
 }
 
 func start(bin, dir string) (*Server, error) {
-	port, err := freePort()
+	port, err := serverproc.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -98,79 +91,44 @@ func startOn(bin, dir, port string) (*Server, error) {
 		SecretKey: randomHex(20),
 		Region:    "us-east-1",
 		Dir:       dir,
-		exited:    make(chan struct{}),
-		output:    &lockedBuffer{},
 	}
-	s.cmd = exec.Command(bin, "--port", port, "--region", s.Region, "--quiet", "posix", dir)
+	cmd := exec.Command(bin, "--port", port, "--region", s.Region, "--quiet", "posix", dir)
 	// Credentials go through the environment, not argv, so they do not show
 	// up in process listings.
-	s.cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+s.AccessKey, "ROOT_SECRET_KEY="+s.SecretKey)
-	s.cmd.Stdout = s.output
-	s.cmd.Stderr = s.output
-	// Own process group, so the whole gateway goes away on Stop.
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := s.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", bin, err)
-	}
-	go func() { _ = s.cmd.Wait(); close(s.exited) }()
-	if err := s.waitReady(startTimeout); err != nil {
-		s.Stop()
+	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+s.AccessKey, "ROOT_SECRET_KEY="+s.SecretKey)
+	proc, err := serverproc.Start("versitygw on "+s.Endpoint, cmd, startTimeout, s.ready)
+	if err != nil {
 		return nil, err
 	}
+	s.proc = proc
 	return s, nil
 }
 
-// waitReady polls the endpoint until our gateway serves it: a request
-// signed with this server's own random keys succeeds. Any answer would not
-// do: the port is chosen before versitygw binds it, so another server
-// (say, another test package's versitygw) may hold it, and its 403 to an
-// unsigned request would pass for ours.
-func (s *Server) waitReady(timeout time.Duration) error {
+// ready succeeds once our gateway serves the endpoint: a request signed
+// with this server's own random keys succeeds. Any answer would not do: the
+// port is chosen before versitygw binds it, so another server (say, another
+// test package's versitygw) may hold it, and its 403 to an unsigned request
+// would pass for ours.
+func (s *Server) ready() error {
 	client := &http.Client{Timeout: time.Second}
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		resp, err := client.Get(s.Endpoint + "/")
-		if err == nil {
-			resp.Body.Close()
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_, err = s.Client().ListBuckets(ctx, &s3.ListBucketsInput{})
-			cancel()
-			if err == nil {
-				return nil
-			}
-			err = fmt.Errorf("the server on %s refuses this gateway's keys (%v): another server holds the port", s.Endpoint, err)
-		}
-		select {
-		case <-s.exited:
-			return fmt.Errorf("versitygw exited before serving on %s; its output:\n%s", s.Endpoint, s.output.String())
-		case <-tick.C:
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("versitygw did not answer on %s within %s (last error: %v); its output:\n%s", s.Endpoint, timeout, err, s.output.String())
-		}
+	resp, err := client.Get(s.Endpoint + "/")
+	if err != nil {
+		return err
 	}
+	resp.Body.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := s.Client().ListBuckets(ctx, &s3.ListBucketsInput{}); err != nil {
+		return fmt.Errorf("the server on %s refuses this gateway's keys (%v): another server holds the port", s.Endpoint, err)
+	}
+	return nil
 }
 
 // Stop terminates the gateway and waits for it. Safe to call more than once.
-func (s *Server) Stop() {
-	s.stopOnce.Do(func() {
-		if s.cmd.Process == nil {
-			return
-		}
-		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-s.exited:
-		case <-time.After(5 * time.Second):
-			_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-			<-s.exited
-		}
-	})
-}
+func (s *Server) Stop() { s.proc.Stop() }
 
 // Output is what the gateway printed so far, for diagnosing a failing test.
-func (s *Server) Output() string { return s.output.String() }
+func (s *Server) Output() string { return s.proc.Output() }
 
 // AWS is the aws connection settings that reach this server.
 func (s *Server) AWS() connections.AWSConfig {
@@ -203,60 +161,7 @@ func (s *Server) CreateBucket(tb testing.TB, name string) {
 
 // Binary finds versitygw on PATH or in $(go env GOPATH)/bin and installs it
 // with `go install` when it is in neither.
-func Binary() (string, error) {
-	if p, err := exec.LookPath("versitygw"); err == nil {
-		return p, nil
-	}
-	gobin, err := goBinDir()
-	if err != nil {
-		return "", err
-	}
-	p := filepath.Join(gobin, "versitygw")
-	if _, err := os.Stat(p); err == nil {
-		return p, nil
-	}
-	installMu.Lock()
-	defer installMu.Unlock()
-	if _, err := os.Stat(p); err == nil {
-		return p, nil
-	}
-	out, err := exec.Command("go", "install", Module).CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("versitygw is not installed and `go install %s` failed: %v\n%s\ninstall it by hand with that command", Module, err, out)
-	}
-	if _, err := os.Stat(p); err != nil {
-		return "", fmt.Errorf("`go install %s` succeeded but %s is missing: %v", Module, p, err)
-	}
-	return p, nil
-}
-
-var installMu sync.Mutex
-
-func goBinDir() (string, error) {
-	out, err := exec.Command("go", "env", "GOBIN", "GOPATH").Output()
-	if err != nil {
-		return "", fmt.Errorf("versitygw is not on PATH and `go env` failed (%v); install it with `go install %s`", err, Module)
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if len(lines) > 0 && strings.TrimSpace(lines[0]) != "" {
-		return strings.TrimSpace(lines[0]), nil
-	}
-	if len(lines) < 2 || strings.TrimSpace(lines[1]) == "" {
-		return "", errors.New("versitygw is not on PATH and GOPATH is empty; install it with `go install " + Module + "`")
-	}
-	// GOPATH may list several directories; go install uses the first.
-	return filepath.Join(filepath.SplitList(strings.TrimSpace(lines[1]))[0], "bin"), nil
-}
-
-func freePort() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("finding a free port on 127.0.0.1: %w", err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr, nil
-}
+func Binary() (string, error) { return serverproc.GoBinary("versitygw", Module) }
 
 func randomHex(n int) string {
 	b := make([]byte, n)
@@ -264,20 +169,31 @@ func randomHex(n int) string {
 	return strings.ToUpper(hex.EncodeToString(b))[:2*n]
 }
 
-// lockedBuffer collects the gateway's output from two pipes at once.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+// Keys lists every object key in bucket, sorted.
+func (s *Server) Keys(tb testing.TB, bucket string) []string {
+	tb.Helper()
+	var out []string
+	p := s3.NewListObjectsV2Paginator(s.Client(), &s3.ListObjectsV2Input{Bucket: aws.String(bucket)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(context.Background())
+		if err != nil {
+			tb.Fatalf("s3server: listing %s: %v", bucket, err)
+		}
+		for _, o := range page.Contents {
+			out = append(out, aws.ToString(o.Key))
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+// PendingUploads counts the multipart uploads started in bucket and
+// neither completed nor aborted.
+func (s *Server) PendingUploads(tb testing.TB, bucket string) int {
+	tb.Helper()
+	out, err := s.Client().ListMultipartUploads(context.Background(), &s3.ListMultipartUploadsInput{Bucket: aws.String(bucket)})
+	if err != nil {
+		tb.Fatalf("s3server: listing multipart uploads of %s: %v", bucket, err)
+	}
+	return len(out.Uploads)
 }

@@ -1,0 +1,279 @@
+// Package azure is the Azure Blob driver of package storage, for
+// abfs://container/key and its spellings az://, abfss:// and azblob://, on
+// the official azblob SDK. Importing it registers the scheme; a bundle that
+// does not import it links none of Azure's SDK.
+//
+// Uploads stage blocks of storage.PartSize, UploadConcurrency at a time,
+// and commit the block list: at once for Put, at Commit for an export, so
+// an export lands its files without copying them. Uncommitted blocks of an
+// aborted upload cannot be deleted without touching the blob (and the older
+// version it may hold); Azure discards them at the next commit to that
+// blob, or after a week.
+package azure
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"strings"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+
+	"github.com/airflow-sandbox/airflow-go-worker/connections"
+	"github.com/airflow-sandbox/airflow-go-worker/storage"
+	"github.com/airflow-sandbox/airflow-go-worker/storage/parts"
+)
+
+func init() { storage.Register("az", Open) }
+
+var blockParts = parts.Options{PartSize: storage.PartSize, Concurrency: storage.UploadConcurrency}
+
+type bucket struct {
+	name string
+	c    *container.Client
+}
+
+// Open opens the container loc names with opt.Azure (nil: the
+// AZURE_STORAGE_* environment variables).
+func Open(_ context.Context, loc storage.Location, opt storage.Options) (storage.Bucket, error) {
+	cfg := opt.Azure
+	if cfg == nil {
+		cfg = fromEnv()
+	}
+	if cfg == nil {
+		return nil, errNoCredentials
+	}
+	client, err := serviceClient(*cfg, loc.Account)
+	if err != nil {
+		return nil, err
+	}
+	return &bucket{name: loc.Bucket, c: client.ServiceClient().NewContainerClient(loc.Bucket)}, nil
+}
+
+var errNoCredentials = errors.New("no Azure credentials found: create a wasb connection (login = account name, password = account key, or extra sas_token or connection_string) and name it in the task (export_conn_id, storage_conn_id) or the URL (abfs://conn_id@container/key), or give the worker AZURE_STORAGE_CONNECTION_STRING")
+
+// fromEnv reads the variables adlfs and the Azure CLI use.
+func fromEnv() *connections.AzureConfig {
+	if cs := os.Getenv("AZURE_STORAGE_CONNECTION_STRING"); cs != "" {
+		return &connections.AzureConfig{ConnectionString: cs}
+	}
+	account := firstEnv("AZURE_STORAGE_ACCOUNT_NAME", "AZURE_STORAGE_ACCOUNT")
+	key := firstEnv("AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_KEY")
+	sas := strings.TrimPrefix(os.Getenv("AZURE_STORAGE_SAS_TOKEN"), "?")
+	if account == "" || (key == "" && sas == "") {
+		return nil
+	}
+	return &connections.AzureConfig{AccountName: account, AccountURL: "https://" + account + ".blob.core.windows.net/", AccountKey: key, SASToken: sas}
+}
+
+func firstEnv(names ...string) string {
+	for _, n := range names {
+		if v := os.Getenv(n); v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// serviceClient signs in as cfg says. urlAccount is the account host a URL
+// named (account.dfs.core.windows.net), which must agree with cfg.
+func serviceClient(cfg connections.AzureConfig, urlAccount string) (*azblob.Client, error) {
+	if cfg.ConnectionString != "" {
+		c, err := azblob.NewClientFromConnectionString(cfg.ConnectionString, nil)
+		if err != nil {
+			return nil, fmt.Errorf("the wasb connection_string is not usable (%v); copy it again from the storage account's Access keys page", redactErr(err, cfg))
+		}
+		return c, nil
+	}
+	serviceURL := cfg.AccountURL
+	if urlAccount != "" {
+		name, _, _ := strings.Cut(urlAccount, ".")
+		if cfg.AccountName != "" && !strings.EqualFold(name, cfg.AccountName) {
+			return nil, fmt.Errorf("the URL names storage account %q but the wasb connection is for %q; use a connection for that account or drop the account from the URL", name, cfg.AccountName)
+		}
+		serviceURL = "https://" + strings.Replace(urlAccount, ".dfs.", ".blob.", 1) + "/"
+		cfg.AccountName = name
+	}
+	if serviceURL == "" {
+		return nil, errNoCredentials
+	}
+	if cfg.AccountKey != "" {
+		cred, err := azblob.NewSharedKeyCredential(cfg.AccountName, cfg.AccountKey)
+		if err != nil {
+			return nil, fmt.Errorf("the wasb connection's account key is not valid base64 (%v); copy the key again from the storage account's Access keys page", err)
+		}
+		return azblob.NewClientWithSharedKeyCredential(serviceURL, cred, nil)
+	}
+	if cfg.SASToken != "" {
+		u, err := url.Parse(serviceURL)
+		if err != nil {
+			return nil, fmt.Errorf("the wasb connection's account URL is not a URL: %w", err)
+		}
+		u.RawQuery = cfg.SASToken
+		return azblob.NewClientWithNoCredential(u.String(), nil)
+	}
+	return nil, errNoCredentials
+}
+
+// redactErr keeps a connection string's key out of an SDK error.
+func redactErr(err error, cfg connections.AzureConfig) string {
+	msg := err.Error()
+	for _, part := range strings.Split(cfg.ConnectionString, ";") {
+		if k, v, ok := strings.Cut(part, "="); ok && v != "" && (strings.EqualFold(k, "AccountKey") || strings.EqualFold(k, "SharedAccessSignature")) {
+			msg = strings.ReplaceAll(msg, v, "xxxxx")
+		}
+	}
+	return msg
+}
+
+func (b *bucket) blob(key string) *blockblob.Client { return b.c.NewBlockBlobClient(key) }
+
+func (b *bucket) Put(ctx context.Context, key string, r io.Reader) error {
+	p, err := parts.Stream(ctx, r, b.target(key), blockParts, true)
+	if err != nil {
+		return explain(err)
+	}
+	return explain(p.Commit(ctx))
+}
+
+// Upload stages every block and leaves the block list uncommitted until
+// Commit.
+func (b *bucket) Upload(ctx context.Context, key string, r io.Reader, _ int64) (storage.Pending, error) {
+	p, err := parts.Stream(ctx, r, b.target(key), blockParts, false)
+	if err != nil {
+		return nil, explain(err)
+	}
+	return explained{p}, nil
+}
+
+type explained struct{ p *parts.Pending }
+
+func (e explained) Commit(ctx context.Context) error { return explain(e.p.Commit(ctx)) }
+func (e explained) Abort(ctx context.Context) error  { return explain(e.p.Abort(ctx)) }
+
+func (b *bucket) target(key string) *target { return &target{bb: b.blob(key)} }
+
+// target is one blob's upload. Block ids are "<16 hex>-<8 digits>": random
+// per upload, so a concurrent or aborted upload to the same blob never
+// mixes blocks with this one, and all of the same length, as Azure needs.
+type target struct {
+	bb    *blockblob.Client
+	token string
+}
+
+var octetStream = "application/octet-stream"
+
+func (t *target) PutWhole(ctx context.Context, data []byte) error {
+	_, err := t.bb.Upload(ctx, streaming.NopCloser(bytes.NewReader(data)), &blockblob.UploadOptions{
+		HTTPHeaders: &blob.HTTPHeaders{BlobContentType: &octetStream},
+	})
+	return err
+}
+
+func (t *target) Begin(context.Context) (parts.Upload, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, err
+	}
+	t.token = hex.EncodeToString(b[:])
+	return t, nil
+}
+
+func (t *target) id(n int) string {
+	return base64.StdEncoding.EncodeToString(fmt.Appendf(nil, "%s-%08d", t.token, n))
+}
+
+func (t *target) Part(ctx context.Context, n int, data []byte) error {
+	_, err := t.bb.StageBlock(ctx, t.id(n), streaming.NopCloser(bytes.NewReader(data)), nil)
+	return err
+}
+
+func (t *target) Complete(ctx context.Context, n int) error {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = t.id(i + 1)
+	}
+	_, err := t.bb.CommitBlockList(ctx, ids, &blockblob.CommitBlockListOptions{
+		HTTPHeaders: &blob.HTTPHeaders{BlobContentType: &octetStream},
+	})
+	return err
+}
+
+// Abort has nothing it may delete: see the package comment.
+func (t *target) Abort(context.Context) error { return nil }
+
+func (b *bucket) Open(ctx context.Context, key string) (io.ReadCloser, error) {
+	resp, err := b.blob(key).DownloadStream(ctx, nil)
+	if bloberror.HasCode(err, bloberror.BlobNotFound) {
+		return nil, storage.ErrNotFound
+	}
+	if err != nil {
+		return nil, explain(err)
+	}
+	return resp.Body, nil
+}
+
+func (b *bucket) Exists(ctx context.Context, key string) (bool, error) {
+	_, err := b.blob(key).GetProperties(ctx, nil)
+	switch {
+	case bloberror.HasCode(err, bloberror.BlobNotFound):
+		return false, nil
+	case err != nil && bloberror.HasCode(err, bloberror.ContainerNotFound):
+		return false, explain(err)
+	case err != nil && strings.Contains(err.Error(), "404"):
+		// HEAD answers carry no error code: a 404 is the blob or the
+		// container; ask which.
+		if cerr := b.Check(ctx); cerr != nil {
+			return false, cerr
+		}
+		return false, nil
+	case err != nil:
+		return false, explain(err)
+	}
+	return true, nil
+}
+
+func (b *bucket) Remove(ctx context.Context, key string) error {
+	_, err := b.blob(key).Delete(ctx, nil)
+	if err != nil && !bloberror.HasCode(err, bloberror.BlobNotFound) {
+		return explain(err)
+	}
+	return nil
+}
+
+func (b *bucket) Check(ctx context.Context) error {
+	_, err := b.c.GetProperties(ctx, nil)
+	if bloberror.HasCode(err, bloberror.ContainerNotFound) || (err != nil && strings.Contains(err.Error(), "404")) {
+		return fmt.Errorf("container %q does not exist; create it (the worker never creates containers) or fix the URL", b.name)
+	}
+	return explain(err)
+}
+
+func (b *bucket) Close() error { return nil }
+
+// explain adds what to do to the errors users meet most.
+func explain(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case bloberror.HasCode(err, bloberror.ContainerNotFound):
+		return fmt.Errorf("%w; the container does not exist: create it (the worker never creates containers) or fix the URL", err)
+	case bloberror.HasCode(err, bloberror.AuthenticationFailed, bloberror.InvalidAuthenticationInfo):
+		return fmt.Errorf("%w; the Azure credentials were rejected: check the wasb connection's account key, SAS token or connection string", err)
+	case bloberror.HasCode(err, bloberror.AuthorizationFailure, bloberror.AuthorizationPermissionMismatch, bloberror.InsufficientAccountPermissions):
+		return fmt.Errorf("%w; the credentials in use may not write here: check the SAS token's permissions or the account's access policy", err)
+	}
+	return err
+}

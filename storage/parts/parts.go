@@ -1,0 +1,195 @@
+// Package parts streams an io.Reader to a store that takes an object in
+// parts and makes it visible only when told to: S3 multipart uploads
+// (UploadPart, then CompleteMultipartUpload) and Azure block blobs
+// (StageBlock, then CommitBlockList). Holding the completion back is what
+// lets an export land several files together without copying them.
+//
+// Memory is bounded whatever the object's size: at most Concurrency parts
+// in flight plus the one being read, each PartSize bytes, from a pool the
+// uploads share.
+package parts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+)
+
+// Target is the server side of one object's upload.
+type Target interface {
+	// PutWhole stores an object small enough for one request; it is
+	// visible as soon as PutWhole returns.
+	PutWhole(ctx context.Context, data []byte) error
+	// Begin starts an upload whose parts become visible together at
+	// Complete.
+	Begin(ctx context.Context) (Upload, error)
+}
+
+// Upload is one object's upload in progress.
+type Upload interface {
+	// Part sends part n (1-based); calls run concurrently and in any order.
+	// data is reused once Part returns.
+	Part(ctx context.Context, n int, data []byte) error
+	// Complete makes the parts sent so far (1..n, every one of them) the
+	// object.
+	Complete(ctx context.Context, n int) error
+	// Abort discards the parts.
+	Abort(ctx context.Context) error
+}
+
+// Options size an upload.
+type Options struct {
+	PartSize    int
+	Concurrency int
+}
+
+// CleanupTimeout bounds the abort of a failed upload, which runs on a fresh
+// context so that a cancelled task still cleans up after itself.
+const CleanupTimeout = time.Minute
+
+// Pending is an upload whose every part is sent.
+type Pending struct {
+	up    Upload // nil: the object was stored whole and is already visible
+	parts int
+}
+
+// Commit makes the object visible.
+func (p *Pending) Commit(ctx context.Context) error {
+	if p.up == nil {
+		return nil
+	}
+	return p.up.Complete(ctx, p.parts)
+}
+
+// Abort discards the parts, on a context that survives ctx's cancellation.
+func (p *Pending) Abort(ctx context.Context) error {
+	if p.up == nil {
+		return nil
+	}
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), CleanupTimeout)
+	defer cancel()
+	return p.up.Abort(actx)
+}
+
+// Stream reads r to its end and sends it to t. With whole set, an object
+// that fits in one part is stored in one request and the returned Pending
+// has nothing left to do; otherwise every part is sent and the object
+// appears only at Commit. On error nothing is left: the upload is aborted.
+func Stream(ctx context.Context, r io.Reader, t Target, opt Options, whole bool) (*Pending, error) {
+	pool := poolFor(opt.PartSize)
+	buf := pool.get()
+	n, err := readPart(r, buf)
+	if err != nil {
+		pool.put(buf)
+		return nil, err
+	}
+	if whole && n < len(buf) {
+		err := t.PutWhole(ctx, buf[:n])
+		pool.put(buf)
+		if err != nil {
+			return nil, err
+		}
+		return &Pending{}, nil
+	}
+	up, err := t.Begin(ctx)
+	if err != nil {
+		pool.put(buf)
+		return nil, err
+	}
+	p := &Pending{up: up}
+	if p.parts, err = sendAll(ctx, r, up, pool, buf, n, opt.Concurrency); err != nil {
+		if aerr := p.Abort(ctx); aerr != nil {
+			return nil, fmt.Errorf("%w (and discarding the parts already sent failed: %v)", err, aerr)
+		}
+		return nil, err
+	}
+	return p, nil
+}
+
+// sendAll sends the first part (n bytes of buf) and every further part of
+// r, at most conc at a time, and returns how many parts it sent. An empty
+// object is one empty part.
+func sendAll(ctx context.Context, r io.Reader, up Upload, pool *bufPool, buf []byte, n, conc int) (int, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	sem := make(chan struct{}, max(conc, 1))
+	var wg sync.WaitGroup
+	send := func(part int, b []byte, size int) {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { pool.put(b); <-sem; wg.Done() }()
+			if err := up.Part(ctx, part, b[:size]); err != nil {
+				cancel(fmt.Errorf("sending part %d: %w", part, err))
+			}
+		}()
+	}
+	part := 1
+	for {
+		send(part, buf, n)
+		if n < len(buf) || ctx.Err() != nil {
+			break
+		}
+		buf = pool.get()
+		var err error
+		if n, err = readPart(r, buf); err != nil {
+			pool.put(buf)
+			cancel(err)
+			break
+		}
+		if n == 0 {
+			pool.put(buf) // the previous part was the last; an empty one adds nothing
+			break
+		}
+		part++
+	}
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil {
+		return 0, err
+	}
+	return part, nil
+}
+
+// readPart fills buf from r; a short count means r ended.
+func readPart(r io.Reader, buf []byte) (int, error) {
+	n, err := io.ReadFull(r, buf)
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return n, nil
+	}
+	return n, err
+}
+
+// bufPool recycles part buffers of one size across uploads, so sequential
+// uploads (the files of an export) reuse the same memory.
+type bufPool struct {
+	size int
+	p    sync.Pool
+}
+
+var (
+	poolsMu sync.Mutex
+	pools   = map[int]*bufPool{}
+)
+
+func poolFor(size int) *bufPool {
+	poolsMu.Lock()
+	defer poolsMu.Unlock()
+	p := pools[size]
+	if p == nil {
+		p = &bufPool{size: size}
+		pools[size] = p
+	}
+	return p
+}
+
+func (p *bufPool) get() []byte {
+	if b, ok := p.p.Get().(*[]byte); ok {
+		return *b
+	}
+	return make([]byte, p.size)
+}
+
+func (p *bufPool) put(b []byte) { b = b[:cap(b)]; p.p.Put(&b) }

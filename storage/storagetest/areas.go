@@ -1,0 +1,84 @@
+package storagetest
+
+import (
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"sync/atomic"
+	"testing"
+
+	"github.com/airflow-sandbox/airflow-go-worker/storage"
+	"github.com/airflow-sandbox/airflow-go-worker/testing/azurite"
+	"github.com/airflow-sandbox/airflow-go-worker/testing/gcsserver"
+	"github.com/airflow-sandbox/airflow-go-worker/testing/s3server"
+)
+
+var buckets atomic.Int64
+
+// NewBucketName is a bucket name no other area of this process uses.
+func NewBucketName() string { return fmt.Sprintf("area-%d", buckets.Add(1)) }
+
+// FileArea is a fresh directory; it also returns the directory.
+func FileArea(t testing.TB) (Area, string) {
+	root := t.TempDir()
+	return Area{
+		URL: func(key string) string { return "file://" + filepath.Join(root, key) },
+		Objects: func(t testing.TB) []string {
+			var out []string
+			err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+				if err == nil && !d.IsDir() {
+					rel, _ := filepath.Rel(root, p)
+					out = append(out, rel)
+				}
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			slices.Sort(out)
+			return out
+		},
+	}, root
+}
+
+// S3Area is a fresh bucket on srv.
+func S3Area(t testing.TB, srv *s3server.Server) Area {
+	bucket := NewBucketName()
+	srv.CreateBucket(t, bucket)
+	cfg := srv.AWS()
+	return Area{
+		Options:       storage.Options{AWS: &cfg},
+		URL:           func(key string) string { return "s3://" + bucket + "/" + key },
+		Objects:       func(t testing.TB) []string { return srv.Keys(t, bucket) },
+		Pending:       func(t testing.TB) int { return srv.PendingUploads(t, bucket) },
+		MissingBucket: "s3://no-such-bucket/k",
+	}
+}
+
+// GCSArea is a fresh bucket on srv. The test must import storage/gcs.
+func GCSArea(t testing.TB, srv *gcsserver.Server) Area {
+	bucket := NewBucketName()
+	srv.CreateBucket(t, bucket)
+	cfg := srv.GCP()
+	return Area{
+		Options:       storage.Options{GCP: &cfg},
+		URL:           func(key string) string { return "gs://" + bucket + "/" + key },
+		Objects:       func(t testing.TB) []string { o := srv.Objects(t, bucket); slices.Sort(o); return o },
+		MissingBucket: "gs://no-such-bucket/k",
+	}
+}
+
+// AzureArea is a fresh container on srv, named with scheme (abfs, az,
+// azblob). The test must import storage/azure.
+func AzureArea(t testing.TB, srv *azurite.Server, scheme string) Area {
+	name := NewBucketName()
+	srv.CreateContainer(t, name)
+	cfg := srv.Azure()
+	return Area{
+		Options:       storage.Options{Azure: &cfg},
+		URL:           func(key string) string { return scheme + "://" + name + "/" + key },
+		Objects:       func(t testing.TB) []string { return srv.Blobs(t, name) },
+		MissingBucket: scheme + "://no-such-container/k",
+	}
+}

@@ -1,0 +1,114 @@
+// Package serverproc runs a test server as a child process on 127.0.0.1:
+// its own process group (stopped whole, killed if the test binary dies),
+// its output kept for diagnosing a server that does not come up, and a
+// readiness probe the caller defines.
+//
+// The storage emulators (testing/s3server, testing/gcsserver,
+// testing/azurite) share it.
+package serverproc
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Proc is a running server.
+type Proc struct {
+	cmd      *exec.Cmd
+	exited   chan struct{}
+	output   *lockedBuffer
+	stopOnce sync.Once
+}
+
+// Start runs cmd and polls ready every 20 ms until it returns nil, the
+// process exits, or timeout passes. On failure the process is stopped and
+// the error carries its output.
+func Start(name string, cmd *exec.Cmd, timeout time.Duration, ready func() error) (*Proc, error) {
+	p := &Proc{cmd: cmd, exited: make(chan struct{}), output: &lockedBuffer{}}
+	cmd.Stdout, cmd.Stderr = p.output, p.output
+	// Own process group, so the whole server goes away on Stop, and gone
+	// with the test binary if it is killed.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	go func() { _ = cmd.Wait(); close(p.exited) }()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := ready()
+		if err == nil {
+			return p, nil
+		}
+		select {
+		case <-p.exited:
+			return nil, fmt.Errorf("%s exited before it served; its output:\n%s", name, p.Output())
+		case <-tick.C:
+		}
+		if time.Now().After(deadline) {
+			p.Stop()
+			return nil, fmt.Errorf("%s did not answer within %s (last error: %v); its output:\n%s", name, timeout, err, p.Output())
+		}
+	}
+}
+
+// Stop terminates the server's process group and waits for it. Safe to
+// call more than once.
+func (p *Proc) Stop() {
+	p.stopOnce.Do(func() {
+		if p.cmd.Process == nil {
+			return
+		}
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-p.exited:
+		case <-time.After(5 * time.Second):
+			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			<-p.exited
+		}
+	})
+}
+
+// Exited is closed when the process has ended.
+func (p *Proc) Exited() <-chan struct{} { return p.exited }
+
+// Output is what the server printed so far.
+func (p *Proc) Output() string { return p.output.String() }
+
+// FreePort returns 127.0.0.1:<port> for a port free at the time of the
+// call. Another process can take it before the server binds it, so callers
+// retry a start that fails, and their readiness probe must recognise their
+// own server (not just any answer on the port).
+func FreePort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("finding a free port on 127.0.0.1: %w", err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr, nil
+}
+
+// lockedBuffer collects output from two pipes at once.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
