@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/storage"
 )
 
 // SweepInput chooses which leftover sandboxes to remove.
@@ -21,6 +22,14 @@ type SweepInput struct {
 	// FinishedRuns are owners ("<dag_id>/<run_id>") of Dag runs that are
 	// over; their sandboxes are removed even before they expire.
 	FinishedRuns []string `json:"finished_runs,omitempty"`
+
+	// Storage lists URL prefixes (s3://bucket/prefix, file:///dir) to clear
+	// of what interrupted transfers left (temporary files, .partial
+	// objects, unfinished multipart uploads) older than OlderThan (default
+	// 24h). With Storage and no Backend, sweep looks at storage only.
+	Storage       []string `json:"storage,omitempty"`
+	StorageConnID string   `json:"storage_conn_id,omitempty"`
+	OlderThan     Duration `json:"older_than,omitempty"`
 }
 
 // SweptSandbox is one leftover sandbox sweep found.
@@ -66,6 +75,9 @@ type SweepResult struct {
 	Destroyed []string       `json:"destroyed"`
 	// Kept counts this bundle's sandboxes that are still in use.
 	Kept int `json:"kept"`
+	// Storage reports, per prefix of SweepInput.Storage, the leftovers
+	// found and removed.
+	Storage []storage.SweepReport `json:"storage,omitempty"`
 }
 
 // Sweep destroys Airflow's sandboxes that have expired or whose Dag run is
@@ -79,9 +91,16 @@ func Sweep(ctx context.Context, d Deps, in SweepInput) (SweepResult, error) {
 	return sweepAt(ctx, d, in, time.Now())
 }
 
-func sweepAt(ctx context.Context, d Deps, in SweepInput, now time.Time) (SweepResult, error) {
+func sweepAt(ctx context.Context, d Deps, in SweepInput, now time.Time) (res SweepResult, err error) {
 	if err := d.check(); err != nil {
 		return SweepResult{}, err
+	}
+	if len(in.Storage) > 0 {
+		reports, err := sweepStorage(ctx, d, in)
+		if in.Backend == "" || err != nil {
+			return SweepResult{DryRun: in.DryRun, Found: []SweptSandbox{}, Destroyed: []string{}, Storage: reports}, err
+		}
+		defer func() { res.Storage = reports }()
 	}
 	log := d.logger()
 	drv, req, err := openDriver(ctx, d, BackendOptions{Backend: in.Backend, ConnID: in.ConnID, AppName: in.AppName})
@@ -103,7 +122,7 @@ func sweepAt(ctx context.Context, d Deps, in SweepInput, now time.Time) (SweepRe
 	if err != nil {
 		return SweepResult{}, fmt.Errorf("listing %s sandboxes: %w", req.Backend, err)
 	}
-	res := SweepResult{Backend: req.Backend, DryRun: in.DryRun, Found: []SweptSandbox{}, Destroyed: []string{}}
+	res = SweepResult{Backend: req.Backend, DryRun: in.DryRun, Found: []SweptSandbox{}, Destroyed: []string{}}
 	var failed []string
 	for _, info := range list {
 		who := creator(info.Tags)

@@ -34,6 +34,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"gopkg.in/yaml.v3"
@@ -402,17 +403,22 @@ func sweepCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.SetOutput(stderr)
 	var in tasks.SweepInput
 	var connFile string
-	var finished stringList
+	var finished, prefixes stringList
 	var asJSON bool
-	fs.StringVar(&in.Backend, "backend", "local", "sandbox backend: local, modal or opensandbox")
+	var olderThan time.Duration
+	fs.StringVar(&in.Backend, "backend", "", "sandbox backend: local, modal or opensandbox (default local; with --storage, only storage is swept unless --backend is given)")
 	fs.StringVar(&in.ConnID, "conn-id", "", "Airflow connection of the backend (default modal_default / opensandbox_default)")
 	fs.StringVar(&in.AppName, "app-name", "", "Modal app to sweep (Modal only)")
 	fs.BoolVar(&in.DryRun, "dry-run", false, "list what would be destroyed, destroy nothing")
 	fs.StringVar(&connFile, "connections", "", "connections file (YAML/JSON, conn_id -> URI or object); AIRFLOW_CONN_* variables are read too")
 	fs.Var(&finished, "finished-run", "a finished Dag run, as <dag_id>/<run_id>, whose sandboxes go even before they expire (repeatable)")
 	fs.BoolVar(&asJSON, "json", false, "print the result as JSON")
+	fs.Var(&prefixes, "storage", "a URL prefix (s3://bucket/prefix, file:///dir) to clear of interrupted transfers' leftovers: temporary files, .partial objects, unfinished multipart uploads (repeatable)")
+	fs.DurationVar(&olderThan, "older-than", tasks.DefaultLeftoverAge, "with --storage: how old a leftover must be to be removed")
+	fs.StringVar(&in.StorageConnID, "storage-conn-id", "", "with --storage: the aws connection for s3:// prefixes (default: the AWS credential chain)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: airflow-go-worker sweep [--backend local|modal|opensandbox] [--conn-id ID] [--dry-run] [--connections FILE] [--finished-run DAG/RUN ...]")
+		fmt.Fprintln(stderr, "       airflow-go-worker sweep --storage URL_PREFIX [--older-than DURATION] [--storage-conn-id ID] [--dry-run]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -426,6 +432,13 @@ func sweepCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return fmt.Errorf("sweep: unexpected argument %q; see airflow-go-worker sweep -h", fs.Arg(0))
 	}
 	in.FinishedRuns = finished
+	in.Storage, in.OlderThan = prefixes, tasks.Duration(olderThan)
+	if olderThan < 0 {
+		return fmt.Errorf("sweep: --older-than %v is negative; give how old a leftover must be, e.g. 24h", olderThan)
+	}
+	if in.Backend == "" && len(in.Storage) == 0 {
+		in.Backend = tasks.BackendLocal
+	}
 	af := &cliAirflow{file: connFile}
 	log := hclog.New(&hclog.LoggerOptions{Name: "sweep", Output: stderr, Level: hclog.Info})
 	res, err := tasks.Sweep(ctx, tasks.Deps{Airflow: af, Logger: log}, in)
@@ -435,7 +448,7 @@ func sweepCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		if eerr := enc.Encode(res); eerr != nil && err == nil {
 			err = eerr
 		}
-	} else if res.Backend != "" {
+	} else {
 		printSweep(stdout, res)
 	}
 	if err != nil {
@@ -445,6 +458,19 @@ func sweepCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 }
 
 func printSweep(w io.Writer, res tasks.SweepResult) {
+	for _, rep := range res.Storage {
+		verb := "removed"
+		if res.DryRun {
+			verb = "would remove"
+		}
+		for _, l := range rep.Found {
+			fmt.Fprintf(w, "%s %s\tkind=%s\tsince=%s\n", verb, l.URL, l.Kind, l.Since.Format(time.RFC3339))
+		}
+		fmt.Fprintf(w, "%s: %d leftovers found, %d removed\n", rep.Prefix, len(rep.Found), len(rep.Removed))
+	}
+	if res.Backend == "" {
+		return
+	}
 	verb := "destroyed"
 	if res.DryRun {
 		verb = "would destroy"

@@ -1,0 +1,57 @@
+package tasks
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/airflow-sandbox/airflow-go-worker/storage"
+)
+
+// DefaultLeftoverAge is how old a storage leftover must be before sweep
+// removes it when older_than is not set: long past any transfer still
+// running, so a sweep never cuts one short.
+const DefaultLeftoverAge = 24 * time.Hour
+
+// sweepStorage removes, under each of in.Storage's URL prefixes, what
+// interrupted transfers left: temporary files beside file:// destinations,
+// .partial staging objects, and unfinished S3 multipart uploads, older than
+// in.OlderThan. It tries every prefix before reporting a failure.
+func sweepStorage(ctx context.Context, d Deps, in SweepInput) ([]storage.SweepReport, error) {
+	age := time.Duration(in.OlderThan)
+	if age == 0 {
+		age = DefaultLeftoverAge
+	}
+	prefixes := map[string]string{}
+	for i, p := range in.Storage {
+		prefixes[fmt.Sprint(i)] = p
+	}
+	connID, err := storageConnFor("storage_conn_id", in.StorageConnID, prefixes)
+	if err != nil {
+		return nil, err
+	}
+	aws, err := resolveAWS(ctx, d, connID, "storage_conn_id")
+	if err != nil {
+		return nil, err
+	}
+	log := d.logger()
+	reports := []storage.SweepReport{}
+	var firstErr error
+	for _, p := range in.Storage {
+		rep, err := storage.SweepOlderThan(ctx, p, age, in.DryRun, storageOptions(aws, log))
+		for _, l := range rep.Found {
+			verb := "removed"
+			if in.DryRun {
+				verb = "would remove"
+			}
+			log.Info(verb, "url", l.URL, "kind", l.Kind, "since", l.Since.Format(time.RFC3339), "bytes", l.Size)
+		}
+		if rep.Prefix != "" {
+			reports = append(reports, rep)
+		}
+		if err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("storage %s: %w", p, err)
+		}
+	}
+	return reports, firstErr
+}
