@@ -3,6 +3,7 @@ package tasks
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"time"
 
 	"github.com/airflow-sandbox/airflow-go-worker/storage"
@@ -22,23 +23,32 @@ func sweepStorage(ctx context.Context, d Deps, in SweepInput) ([]storage.SweepRe
 	if age == 0 {
 		age = DefaultLeftoverAge
 	}
-	prefixes := map[string]string{}
-	for i, p := range in.Storage {
-		prefixes[fmt.Sprint(i)] = p
+	// Only s3:// prefixes take a connection: storage_conn_id, or the one a
+	// prefix names (s3://conn_id@bucket/prefix).
+	connID, by := in.StorageConnID, "storage_conn_id"
+	for _, p := range in.Storage {
+		u, err := url.Parse(p)
+		if err != nil || u.User == nil {
+			continue
+		}
+		if c := u.User.Username(); c != connID {
+			if connID != "" {
+				return nil, fmt.Errorf("%s is %q but %s names connection %q; sweep one connection's prefixes at a time", by, connID, storage.RedactURL(p), c)
+			}
+			connID, by = c, storage.RedactURL(p)
+		}
 	}
-	connID, err := storageConnFor("storage_conn_id", in.StorageConnID, prefixes)
-	if err != nil {
-		return nil, err
-	}
-	aws, err := resolveAWS(ctx, d, connID, "storage_conn_id")
-	if err != nil {
-		return nil, err
+	var creds StorageCreds
+	if connID != "" {
+		if err := resolveOne(ctx, d, "storage_conn_id", "s3", connID, by, &creds); err != nil {
+			return nil, err
+		}
 	}
 	log := d.logger()
 	reports := []storage.SweepReport{}
 	var firstErr error
 	for _, p := range in.Storage {
-		rep, err := storage.SweepOlderThan(ctx, p, age, in.DryRun, storageOptions(aws, log))
+		rep, err := storage.SweepOlderThan(ctx, p, age, in.DryRun, storageOptions(creds, log))
 		for _, l := range rep.Found {
 			verb := "removed"
 			if in.DryRun {
