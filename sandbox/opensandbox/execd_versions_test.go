@@ -241,3 +241,15 @@ func TestResultDoesNotWaitForTheLingeringStream(t *testing.T) {
 		t.Fatal("Exec waited for the stream to close after the terminal event")
 	}
 }
+
+// A route execd does not have answers Gin's 404 text: that is no missing
+// file, and no retry fixes it.
+func TestUnknownExecdRouteIsNotAMissingFile(t *testing.T) {
+	e := newEnv(t, fakeopensandbox.Options{}, nil)
+	sb := create(t, e, sandbox.Spec{})
+	e.srv.Inject(fakeopensandbox.RouteInfo, 1, fakeopensandbox.Fault{Status: 404, Text: "404 page not found"})
+	_, err := sb.Stat(ctxT(t), "/workspace")
+	if err == nil || errors.Is(err, sandbox.ErrNotFound) || sandbox.IsRetryable(err) || !strings.Contains(err.Error(), "supports execd 1.0.18 and 1.0.19") {
+		t.Fatalf("err = %v", err)
+	}
+}

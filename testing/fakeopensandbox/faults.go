@@ -15,6 +15,9 @@ type Fault struct {
 	// GENERAL::UNKNOWN_ERROR and "injected failure of <route>". Give
 	// Code "RUNTIME_ERROR" to imitate execd's own 500s.
 	Code, Message string
+	// Text, when set, is sent as a text/plain body instead of the JSON
+	// one, as Gin's 404 ("404 page not found") or a proxy's 502 are.
+	Text string
 	// Delay holds the call this long before it is answered or served (a
 	// slow server); it ends early when the client gives up.
 	Delay time.Duration
@@ -177,6 +180,12 @@ func (s *Server) injected(route string, w http.ResponseWriter, r *http.Request) 
 	}
 	if f.Status == 0 {
 		return false
+	}
+	if f.Text != "" {
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(f.Status)
+		w.Write([]byte(f.Text))
+		return true
 	}
 	code, msg := f.Code, f.Message
 	if code == "" {
