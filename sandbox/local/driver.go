@@ -69,7 +69,7 @@ type Options struct {
 	// Root is where sandbox directories live. Default:
 	// $XDG_STATE_HOME/airflow-go-worker/sandboxes, else
 	// /tmp/airflow-go-worker-sandboxes. It must belong to the worker, be
-	// closed to other users (mode 0700; created so when missing) and lie
+	// closed to writes by other users (created 0700 when missing) and lie
 	// where no other user can replace it; New refuses it otherwise.
 	Root string
 	// Bwrap is the bubblewrap binary. Default: "bwrap" looked up on PATH.
