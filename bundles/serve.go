@@ -8,12 +8,14 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/cleanup"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
 )
 
@@ -23,12 +25,17 @@ const (
 	// firstFrameTimeout bounds the wait for StartupDetails: the supervisor
 	// sends it as soon as it accepts, so a silent peer is a broken one.
 	firstFrameTimeout = 60 * time.Second
-	// CancelGrace is how long a cancelled task may take to return before the
-	// runtime reports it failed anyway, so SIGTERM always yields an outcome.
-	// Airflow's supervisor escalates SIGTERM to SIGKILL after 5 s
-	// (escalation_delay), so the grace must end well before that or the
-	// outcome is lost to the kill.
+	// CancelGrace is how long a cancelled task may take to return (and
+	// clean up, see package cleanup) before the runtime reports it failed
+	// anyway, so SIGTERM always yields an outcome. Airflow's supervisor
+	// escalates SIGTERM to SIGKILL after 5 s (escalation_delay) when it
+	// kills a task, so the default ends well before that, or the outcome is
+	// lost to the kill. CancelGraceEnv overrides it.
 	CancelGrace = 4 * time.Second
+	// CancelGraceEnv names the environment variable that sets the cancel
+	// grace (a Go duration such as "4s"), for workers that give tasks
+	// longer between SIGTERM and SIGKILL.
+	CancelGraceEnv = "AIRFLOW_GO_WORKER_CANCEL_GRACE"
 	// terminalWriteTimeout bounds writing the terminal frame.
 	terminalWriteTimeout = 30 * time.Second
 )
@@ -62,7 +69,25 @@ type serveConfig struct {
 // cancel the task's context. A nil return means the process should exit 0.
 func (b *Bundle) Serve(ctx context.Context, commAddr, logsAddr string) error {
 	schema, warning := declaredSchema()
-	return b.serve(ctx, commAddr, logsAddr, serveConfig{lookupEnv: os.LookupEnv, signals: true, cancelGrace: CancelGrace, schema: schema, schemaWarning: warning})
+	grace, graceWarning := cancelGraceFromEnv(os.LookupEnv)
+	if graceWarning != "" {
+		warning = strings.TrimPrefix(warning+"; "+graceWarning, "; ")
+	}
+	return b.serve(ctx, commAddr, logsAddr, serveConfig{lookupEnv: os.LookupEnv, signals: true, cancelGrace: grace, schema: schema, schemaWarning: warning})
+}
+
+// cancelGraceFromEnv reads CancelGraceEnv; a bad value keeps the default
+// and says so.
+func cancelGraceFromEnv(lookup func(string) (string, bool)) (time.Duration, string) {
+	v, ok := lookup(CancelGraceEnv)
+	if !ok || v == "" {
+		return CancelGrace, ""
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= cleanup.Reserve {
+		return CancelGrace, fmt.Sprintf("%s=%q is not a duration above %s such as \"4s\"; using %s", CancelGraceEnv, v, cleanup.Reserve, CancelGrace)
+	}
+	return d, ""
 }
 
 func (b *Bundle) serve(ctx context.Context, commAddr, logsAddr string, cfg serveConfig) error {
@@ -252,16 +277,13 @@ func (b *Bundle) runTask(ctx context.Context, r *rpc, startupID int64, sd protoc
 		out.err = fmt.Errorf("task instance id %q is not a UUID", ti.ID)
 		shouldRetry = false
 	default:
+		runCtx, grace := cleanup.WithGrace(taskCtx, cfg.cancelGrace)
 		done := make(chan outcome, 1)
-		go func() { done <- b.execute(taskCtx, t, ti, dr, sd, log, cl) }()
+		go func() { done <- b.execute(runCtx, t, ti, dr, sd, log, cl) }()
 		select {
 		case out = <-done:
 		case <-taskCtx.Done():
-			select {
-			case out = <-done:
-			case <-time.After(cfg.cancelGrace):
-				out.err = fmt.Errorf("task did not return within %s after cancellation (%v)", cfg.cancelGrace, context.Cause(taskCtx))
-			}
+			out = awaitCleanup(taskCtx, done, grace, cfg.cancelGrace, log)
 		}
 	}
 	if err := r.failure(); err != nil {
@@ -271,6 +293,34 @@ func (b *Bundle) runTask(ctx context.Context, r *rpc, startupID int64, sd protoc
 		return protoErr("the comm socket failed during the task, so no outcome was reported (Airflow records the task failed or up_for_retry): %v", err)
 	}
 	return sendTerminal(r, startupID, terminalBody(out, shouldRetry, cfg.schema, log, sink.redact))
+}
+
+// awaitCleanup waits, after the task was cancelled, for it to return
+// within the cancel grace, and says in the task log whether its cleanup
+// finished or was cut short. A task still running when the grace ends is
+// reported failed now: Airflow kills it soon after, and the outcome must
+// reach Airflow first. Its unfinished cleanup is left to the sandbox's
+// server-side lifetime.
+func awaitCleanup(taskCtx context.Context, done <-chan outcome, grace *cleanup.Grace, length time.Duration, log hclog.Logger) outcome {
+	cancelled := time.Now()
+	grace.Cancelled(cancelled)
+	cause := context.Cause(taskCtx)
+	select {
+	case out := <-done:
+		took := time.Since(cancelled).Round(time.Millisecond)
+		if n := grace.Cut(); n > 0 {
+			log.Warn("the task was cancelled and its cleanup cut short by the cancel grace; a sandbox left behind expires with its lifetime",
+				"cause", cause.Error(), "grace", length.String(), "cleanup_steps_cut", n, "returned_after", took.String())
+		} else {
+			log.Info("the task was cancelled and returned within the cancel grace, its cleanup finished",
+				"cause", cause.Error(), "grace", length.String(), "returned_after", took.String())
+		}
+		return out
+	case <-time.After(length):
+		log.Error("the task was cancelled and did not return within the cancel grace; reporting it failed now and cutting its cleanup short (a sandbox left behind expires with its lifetime)",
+			"cause", cause.Error(), "grace", length.String())
+		return outcome{err: fmt.Errorf("task did not return within the %s cancel grace after cancellation (%v)", length, cause)}
+	}
 }
 
 // validUUID accepts the canonical 8-4-4-4-12 hex form Airflow sends, and
@@ -340,16 +390,29 @@ func (b *Bundle) execute(ctx context.Context, t *task, ti TaskInstance, dr DagRu
 // supervisor schema version: only 2026-10-30 (Airflow 3.4) has
 // TaskState.retry_reason, so a failure's reason goes there only then; on
 // 3.3 it is in the task log.
+//
+// A task chooses its outcome with its error: a *SkipError ends it skipped,
+// ErrFailNoRetry failed even with retries left. Both are TaskState messages,
+// which Airflow honours because the process exits 0.
 func terminalBody(out outcome, shouldRetry bool, schema string, log hclog.Logger, redact func(string) string) map[string]any {
 	now := time.Now().UTC()
+	var skip *SkipError
+	noRetry := errors.Is(out.err, ErrFailNoRetry)
 	switch {
 	case out.removed:
 		return map[string]any{"type": protocol.TypeTaskState, "state": "removed", "end_date": now}
-	case out.err != nil && shouldRetry:
+	case errors.As(out.err, &skip):
+		log.Info("task skipped", "reason", skip.Reason)
+		return map[string]any{"type": protocol.TypeTaskState, "state": "skipped", "end_date": now}
+	case out.err != nil && shouldRetry && !noRetry:
 		log.Error("task failed; Airflow will retry it", "error", out.err.Error())
 		return map[string]any{"type": protocol.TypeRetryTask, "end_date": now, "retry_reason": redact(out.err.Error())}
 	case out.err != nil:
-		log.Error("task failed", "error", out.err.Error())
+		msg := "task failed"
+		if noRetry && shouldRetry {
+			msg = "task failed; not retried, as the task asked (ErrFailNoRetry)"
+		}
+		log.Error(msg, "error", out.err.Error())
 		body := map[string]any{"type": protocol.TypeTaskState, "state": "failed", "end_date": now}
 		if schemaAtLeast(schema, Schema34) {
 			body["retry_reason"] = redact(out.err.Error())

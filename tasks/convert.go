@@ -48,7 +48,7 @@ func Convert(ctx context.Context, d Deps, in ConvertInput) (ConvertResult, error
 		return ConvertResult{}, err
 	}
 	defer drv.Close()
-	defer destroyQuietly(d, sb)
+	defer destroyQuietly(ctx, d, sb)
 	d.logger().Info("sandbox ready", "backend", rec.Backend, "id", rec.ID)
 	var res RunResult
 	for _, cmd := range in.Command {

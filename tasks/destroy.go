@@ -9,9 +9,10 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 )
 
-// exportAbortTimeout bounds cleanup that runs after the task's own context
-// may already be cancelled.
-const exportAbortTimeout = 2 * time.Minute
+// cleanupTimeout bounds cleanup that runs after the task's own context may
+// already be cancelled; once it is, the runtime's cancel grace bounds it
+// too (bundles/cleanup).
+const cleanupTimeout = 2 * time.Minute
 
 // DestroyInput names the sandbox to destroy.
 type DestroyInput struct {
@@ -90,7 +91,7 @@ func Collect(ctx context.Context, d Deps, in CollectInput) ([]string, error) {
 		d.logger().Info("the sandbox is still marked as held; its holder ended without releasing it, collecting anyway", "holder", h)
 	}
 	defer drv.Close()
-	defer destroyQuietly(d, sb)
+	defer destroyQuietly(ctx, d, sb)
 	if len(in.Exports) == 0 {
 		return []string{}, nil
 	}

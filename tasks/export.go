@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/cleanup"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 )
 
@@ -98,7 +99,7 @@ func exportFrom(ctx context.Context, d Deps, sb *sandbox.Sandbox, plan exportPla
 	log := d.logger()
 	exp := d.storage().NewExport(plan.creds, log, len(plan.exports))
 	abort := func(err error) ([]string, error) {
-		actx, cancel := context.WithTimeout(context.Background(), exportAbortTimeout)
+		actx, cancel := cleanup.Context(ctx, cleanupTimeout)
 		defer cancel()
 		if aerr := exp.Abort(actx); aerr != nil {
 			return nil, fmt.Errorf("%w; removing the staged files also failed: %v", err, aerr)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/cleanup"
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 )
@@ -54,7 +55,7 @@ func Provision(ctx context.Context, d Deps, in ProvisionInput) (string, error) {
 	}
 	defer drv.Close()
 	if err := d.Airflow.SetXCom(ctx, RecordXComKey, rec); err != nil {
-		return "", fmt.Errorf("pushing the sandbox record to XCom: %w (%s)", err, destroyQuietly(d, sb))
+		return "", fmt.Errorf("pushing the sandbox record to XCom: %w (%s)", err, destroyQuietly(ctx, d, sb))
 	}
 	d.logger().Info("sandbox ready", "backend", rec.Backend, "id", rec.ID, "owner", rec.Owner, "expires_at", rec.ExpiresAt)
 	return rec.ID, nil
@@ -94,7 +95,7 @@ func provision(ctx context.Context, d Deps, in ProvisionInput) (*sandbox.Sandbox
 		return nil, nil, Record{}, nil, fmt.Errorf("creating a %s sandbox: %w", req.Backend, err)
 	}
 	fail := func(err error) (*sandbox.Sandbox, sandbox.Driver, Record, []string, error) {
-		what := destroyQuietly(d, sb)
+		what := destroyQuietly(ctx, d, sb)
 		drv.Close()
 		return nil, nil, Record{}, nil, fmt.Errorf("%w (%s)", err, what)
 	}
@@ -284,12 +285,16 @@ func checkURLs(field string, m map[string]string) error {
 }
 
 // destroyQuietly tears a sandbox down, also after the task's context was
-// cancelled; a failed destroy is logged (the sandbox lifetime reclaims it),
-// never returned. It returns what happened, for error messages.
-func destroyQuietly(d Deps, sb *sandbox.Sandbox) string {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+// cancelled (within the runtime's cancel grace, see bundles/cleanup); a
+// failed destroy is logged (the sandbox lifetime reclaims it), never
+// returned. It returns what happened, for error messages.
+func destroyQuietly(taskCtx context.Context, d Deps, sb *sandbox.Sandbox) string {
+	ctx, cancel := cleanup.Context(taskCtx, cleanupTimeout)
 	defer cancel()
 	if err := sb.Destroy(ctx); err != nil {
+		if cause := context.Cause(ctx); errors.Is(cause, cleanup.ErrGraceOver) {
+			err = cause
+		}
 		d.logger().Warn("could not destroy the sandbox; its lifetime will reclaim it", "id", sb.ID(), "error", err)
 		return fmt.Sprintf("sandbox %s could not be destroyed (%v); its lifetime will reclaim it", sb.ID(), err)
 	}

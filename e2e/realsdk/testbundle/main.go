@@ -8,10 +8,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles"
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/cleanup"
 )
 
 // variant names this build; each task returns it, so a test can tell which
@@ -38,6 +43,26 @@ func main() {
 		return in.Value + in.Add, nil
 	}, bundles.WithXCom("value", "up"), bundles.WithDefaults(map[string]any{"add": 1}), bundles.AllowConf("add"))
 	b.Register("bindings", "fail", func() error { return fmt.Errorf("bundle %s fails on purpose", variant) })
+	// Outcomes a task chooses.
+	b.Register("outcomes", "skip", func() error { return bundles.Skip("bundle %s has nothing to do", variant) })
+	b.Register("outcomes", "fail_no_retry", func() error { return bundles.FailNoRetry(errors.New("the input can never work")) })
+	// Waits to be cancelled, then cleans up for longer than the cancel
+	// grace allows (cut_cleanup) or briefly (quick_cleanup).
+	for task, need := range map[string]time.Duration{"cut_cleanup": time.Hour, "quick_cleanup": 0} {
+		b.Register("outcomes", task, func(ctx context.Context, log hclog.Logger) error {
+			log.Info("waiting to be cancelled")
+			<-ctx.Done()
+			cctx, cancel := cleanup.Context(ctx, time.Hour)
+			defer cancel()
+			select {
+			case <-time.After(need):
+				log.Info("cleanup done")
+			case <-cctx.Done():
+				log.Warn("cleanup stopped", "cause", context.Cause(cctx).Error())
+			}
+			return ctx.Err()
+		})
+	}
 	// Succeeds (SucceedTask is sent), then the process exits 3.
 	b.Register("bindings", "succeed_then_crash", func() error { exitCode = 3; return nil })
 	code := bundles.RunMain(context.Background(), b, os.Args[1:], os.Stdout, os.Stderr)
