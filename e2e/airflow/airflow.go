@@ -128,9 +128,15 @@ func airflowEnv(o options, w *workdir, s *store, base, port, logPort, user, pass
 		"AIRFLOW__API_AUTH__JWT_SECRET":                     randomHex(32),
 		"AIRFLOW__CORE__EXECUTION_API_SERVER_URL":           base + "/execution/",
 		"AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL":          "5",
-		"AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT":          logPort,
-		"AIRFLOW__SDK__COORDINATORS":                        string(coordinators),
-		"AIRFLOW__SDK__QUEUE_TO_COORDINATOR":                string(queues),
+		// The api-server's first Execution API call (the first task's
+		// PATCH .../run) took 4 s on an idle 2-core machine and 30-51 s on a
+		// loaded one. With the default 5 s timeout the supervisor retried,
+		// the retries found the task already running (HTTP 400), the try
+		// failed before it started and the task went up_for_retry.
+		"AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT":  "60",
+		"AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": logPort,
+		"AIRFLOW__SDK__COORDINATORS":               string(coordinators),
+		"AIRFLOW__SDK__QUEUE_TO_COORDINATOR":       string(queues),
 		// What the examples' Go tasks reach: the S3 server, and the
 		// directory the local backend keeps its sandboxes under.
 		"AIRFLOW_CONN_AWS_DEFAULT": s.connection(),

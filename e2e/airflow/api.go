@@ -310,16 +310,24 @@ func (c *apiClient) taskLog(ctx context.Context, r *dagRun, taskID string, try i
 	return strings.Join(lines, "\n"), nil
 }
 
-// printFailedTasks prints the log of every task of a run that did not
-// succeed, from the REST API, so a failure explains itself.
+// printFailedTasks prints, from the REST API, the log of every try of a
+// task that did not succeed, and of the failed tries of a task that
+// succeeded only on a retry: a failure explains itself, and so does a run
+// that took a minute longer than it should have.
 func (c *apiClient) printFailedTasks(ctx context.Context, r *dagRun) {
 	for _, task := range r.taskIDs() {
 		ts := r.tasks[task]
+		last := ts.try
 		if ts.state == "success" {
-			continue
+			if ts.try <= 1 {
+				continue
+			}
+			last = ts.try - 1
+			fmt.Printf("    %s: task %s succeeded on try %d\n", r.scenario.dagID, task, ts.try)
+		} else {
+			fmt.Printf("    %s: task %s is %s\n", r.scenario.dagID, task, ts.state)
 		}
-		fmt.Printf("    %s: task %s is %s\n", r.scenario.dagID, task, ts.state)
-		for try := 1; try <= ts.try; try++ {
+		for try := 1; try <= last; try++ {
 			text, err := c.taskLog(ctx, r, task, try)
 			if err != nil {
 				fmt.Printf("      (no log for try %d: %v)\n", try, err)
@@ -327,6 +335,9 @@ func (c *apiClient) printFailedTasks(ctx context.Context, r *dagRun) {
 			}
 			fmt.Printf("      --- log of %s, try %d ---\n", task, try)
 			for _, l := range strings.Split(text, "\n") {
+				if strings.HasPrefix(l, "::") {
+					continue // Airflow's log-group markers
+				}
 				fmt.Printf("      | %s\n", l)
 			}
 		}

@@ -150,9 +150,9 @@ func run(ctx context.Context, o options) (err error) {
 	env := &checkEnv{api: api, store: store, w: w, o: o}
 	failed := 0
 	for _, r := range runs {
+		api.printFailedTasks(ctx, r)
 		if r.state != "success" {
 			failed++
-			api.printFailedTasks(ctx, r)
 			continue
 		}
 		problems := r.scenario.check(ctx, env, r)

@@ -39,21 +39,28 @@ type checkEnv struct {
 	o     options
 }
 
+// localConf is what a user triggers the standard bundle's examples with to
+// run their sandboxes on the worker itself (bubblewrap) instead of Modal:
+// both keys are allowed by the examples' bundle configs (conf: [...]).
+var localConf = map[string]any{"backend": "local", "ignore_image": true}
+
 var scenarios = []*scenario{
 	{
 		dagID: "sandbox_conversion", example: "conversion",
+		conf:   localConf,
 		proves: "convert staged orders.csv from S3, converted it in a local sandbox and wrote both outputs to S3; announce got its XCom",
 		check:  checkConversion,
 	},
 	{
 		dagID: "sandbox_pipeline", example: "sandbox_pipeline",
+		conf:   localConf,
 		proves: "provision -> run -> collect handed one local sandbox on through XCom, the totals landed in S3, no sandbox is left",
 		check:  checkPipeline,
 	},
 	{
 		dagID: "go_tasks_example", example: "go_tasks", goMain: true,
-		// rank_customers defaults to Modal; the trigger points it at the
-		// local backend, an input the bundle lets dag_run.conf set.
+		// rank_customers defaults to Modal; its Go main lets dag_run.conf
+		// set backend (it has no image to ignore).
 		conf:   map[string]any{"backend": "local"},
 		proves: "fetch_orders' totals reached rank_customers, whose ranking reached publish_ranking, through XCom",
 		check:  checkGoTasks,
@@ -90,11 +97,9 @@ func selectScenarios(list string) error {
 }
 
 // runAll triggers the scenarios' Dags one after the other, each once the
-// previous run finished: Airflow over SQLite serialises every write, and
-// with several runs starting tasks at once its api-server stalled for
-// close to a minute on a loaded 2-core machine (the task supervisors'
-// Execution API calls queue behind each other). All runs together get
-// timeout. A run that fails does not stop the others.
+// previous run finished: their progress reads in order, and the 2-core
+// machine runs one Dag's tasks at a time next to Airflow itself. All runs
+// together get timeout. A run that fails does not stop the others.
 func runAll(ctx context.Context, api *apiClient, list []*scenario, timeout time.Duration, alive func() error) ([]*dagRun, error) {
 	runID := "airflow_e2e__" + time.Now().UTC().Format("20060102T150405Z")
 	deadline := time.Now().Add(timeout)

@@ -22,7 +22,13 @@ provision -> run -> collect edges. The three tasks name the same backend
 and connection in ``bundle.yaml``.
 
 Connections: ``aws_default`` (the S3 bucket) and ``modal_default`` (the Modal
-workspace; the bundle config's ``backend`` picks where the sandbox runs).
+workspace the sandbox runs in).
+
+A run may choose the backend through ``dag_run.conf``, for example
+``{"backend": "local", "ignore_image": true}`` to run the sandbox on the
+worker itself (bubblewrap; provision, run and collect then all run on that
+worker). Nothing else can be set per run: a conf key naming another input
+of a task fails it before it starts.
 """
 
 from __future__ import annotations
