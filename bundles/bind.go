@@ -313,11 +313,15 @@ func (t *task) bindInput(ctx context.Context, src bindSources) (reflect.Value, e
 	if err != nil {
 		return reflect.Value{}, err
 	}
-	if err := t.bindSources(ctx, src, passed, values); err != nil {
+	if err := t.resolveBindings(ctx, src, passed, values); err != nil {
 		return reflect.Value{}, err
 	}
-	for i, ab := range passed {
+	for _, ab := range src.argBindings { // in order: deterministic requests
+		if fromDefault(ab) {
+			continue
+		}
 		name, _ := ab["name"].(string)
+		i := t.byFold[foldName(name)] // passedArgs checked it
 		switch kind, _ := ab["kind"].(string); kind {
 		case "literal":
 			values[i] = sourced{ab["value"], fmt.Sprintf("argument %q", name)}
@@ -346,7 +350,7 @@ func (t *task) bindInput(ctx context.Context, src bindSources) (reflect.Value, e
 
 // bindConf applies the dag_run.conf keys the task allows and refuses the
 // ones that name an input it does not allow. Param-bound keys are left to
-// bindSources.
+// resolveBindings.
 func (t *task) bindConf(src bindSources, values map[int]sourced) error {
 	params := map[string]bool{}
 	for _, b := range t.bound {
@@ -436,9 +440,9 @@ func (t *task) passedArgs(argBindings []map[string]any) (map[int]map[string]any,
 	return passed, nil
 }
 
-// bindSources resolves the task's input bindings, except for inputs the
+// resolveBindings resolves the task's input bindings, except for inputs the
 // stub call passed (those win, and their XCom need not be read twice).
-func (t *task) bindSources(ctx context.Context, src bindSources, passed map[int]map[string]any, values map[int]sourced) error {
+func (t *task) resolveBindings(ctx context.Context, src bindSources, passed map[int]map[string]any, values map[int]sourced) error {
 	idx := make([]int, 0, len(t.bound))
 	for i := range t.bound {
 		idx = append(idx, i)

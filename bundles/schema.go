@@ -20,6 +20,10 @@ const (
 	Schema34 = "2026-10-30"
 )
 
+// DefaultAirflow is the Airflow release bundles target unless told
+// otherwise: the released one.
+const DefaultAirflow = "3.3"
+
 // SchemaVersion is one supervisor schema version and the first Airflow
 // release that knows it.
 type SchemaVersion struct {

@@ -9,16 +9,12 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
 )
 
-// DefaultAirflow is the Airflow release a Supervisor plays by default: the
-// released one.
-const DefaultAirflow = "3.3"
-
 // BundleSchema is the schema version the bundle speaks, refused as the
 // coordinator of s.Airflow refuses a version it does not know.
 func (s *Supervisor) BundleSchema() (string, error) {
 	release := s.Airflow
 	if release == "" {
-		release = DefaultAirflow
+		release = bundles.DefaultAirflow
 	}
 	accepted, err := bundles.AirflowSchemaVersions(release)
 	if err != nil {

@@ -67,8 +67,8 @@ type Supervisor struct {
 	// KillGrace is the SIGTERM-to-SIGKILL delay on cancellation
 	// (DefaultKillGrace when zero).
 	KillGrace time.Duration
-	// Airflow is the release whose supervisor this one plays: "3.3" (the
-	// default) or "3.4". Like that release's coordinator, it refuses a
+	// Airflow is the release whose supervisor this one plays: "3.3"
+	// (bundles.DefaultAirflow, when empty) or "3.4". Like that release's coordinator, it refuses a
 	// bundle whose schema version it does not know.
 	Airflow string
 	// SchemaVersion is the supervisor schema version the bundle speaks;

@@ -22,7 +22,7 @@ import (
 
 // defaultAirflow is the Airflow release pack targets by default: the
 // released one (3.3 knows only schema 2026-06-16 and rejects any other).
-const defaultAirflow = "3.3"
+const defaultAirflow = bundles.DefaultAirflow
 
 // Bounds on running the executable for its manifest: it must only print
 // metadata, so a minute and a few MiB are generous.

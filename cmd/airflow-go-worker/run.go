@@ -46,7 +46,7 @@ func runCommand(ctx context.Context, args []string, configPath string, stdout, s
 	connFile := fs.String("connections", "", "connections file (YAML or JSON, conn_id -> URI or object)")
 	runID := fs.String("run-id", "", "Dag run id (default manual__<now>)")
 	retry := fs.Bool("retry", false, "report failures as up_for_retry (ti_context.should_retry)")
-	airflow := fs.String("airflow", supervisor.DefaultAirflow, "Airflow release to behave as: 3.3 or 3.4 (refuses a bundle whose schema that release does not know)")
+	airflow := fs.String("airflow", bundles.DefaultAirflow, "Airflow release to behave as: 3.3 or 3.4 (refuses a bundle whose schema that release does not know)")
 	argJSON := fs.String("arg-bindings", "", "Airflow 3.4 only: the stub call's arguments as a JSON list, e.g. '[{\"name\": \"sandbox\", \"kind\": \"xcom\", \"task_id\": \"provision\"}]'")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -13,7 +13,10 @@ A sandbox owned by Go tasks, handed to a Python agent in between.
   sandbox but never destroys it.
 * ``collect`` (``kind: collect``) runs whatever happened upstream: it exports
   ``report.md`` to S3 under the run's own key (``{run_id}`` in the bundle
-  config's URL) and destroys the sandbox, even when the export fails.
+  config's URL) and destroys the sandbox, even when the export fails. It
+  reads the sandbox id from ``provision``'s XCom itself (``inputs: {sandbox:
+  {xcom: provision}}`` in ``bundle.yaml``): Airflow 3.3 drops the
+  ``collect(sandbox=handle)`` argument, 3.4 passes it.
 
 Both sides must reach the same Modal workspace: the Go tasks use the
 ``modal_default`` connection and so does the agent's backend. The Go tasks

@@ -5,8 +5,10 @@ Go functions as Airflow tasks.
 
 The three tasks are ``@task.stub(queue="golang")``: their code is the Go
 bundle built from ``examples/go_tasks/main.go``, registered under the same
-dag_id and task ids. Values flow between them through XCom, bound to the Go
-functions' input structs by argument name:
+dag_id and task ids. Values flow between them through XCom: each Go task
+reads its upstream's ``return_value`` itself (``bundles.WithXCom`` in
+``main.go``), because Airflow 3.3 drops a stub call's arguments; on 3.4 the
+arguments below arrive too, bound by name, and carry the same values:
 
 * ``fetch_orders`` reads ``orders.csv`` from S3 (connection ``aws_default``)
   and returns the total per customer;
