@@ -24,7 +24,7 @@ func TestConversionExample(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			w := newWorld(t, backend)
 			w.putObject("incoming/orders.csv", ordersCSV)
-			// The example lets a run choose backend and ignore_image; on
+			// The example lets a run choose the backend; on
 			// OpenSandbox the connection must change too.
 			cfg := "../examples/conversion/bundle.yaml"
 			if backend == "opensandbox" {

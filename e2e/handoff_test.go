@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/supervisor"
-	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/modal"
 )
@@ -24,7 +23,7 @@ func (w *world) driverFor(backend string) sandbox.Driver {
 	for k, v := range w.modal.Env() {
 		w.t.Setenv(k, v)
 	}
-	d, err := modal.New(context.Background(), modal.Options{Credentials: connections.ModalConfig{TokenID: w.modal.TokenID(), TokenSecret: w.modal.TokenSecret()}})
+	d, err := modal.New(context.Background(), modal.Options{Credentials: modal.Credentials{TokenID: w.modal.TokenID(), TokenSecret: w.modal.TokenSecret()}})
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -44,7 +43,7 @@ func TestAgentHandoffExample(t *testing.T) {
 			// The example pins its backend (Modal, which the Python agent
 			// reaches); the test, as a Dag author, lets a run change it.
 			sup := w.supervisor(workerBin, w.allowConf("../examples/agent_handoff/bundle.yaml",
-				map[string][]string{"provision": {"backend", "ignore_image"}, "collect": {"backend"}}))
+				map[string][]string{"provision": {"backend"}, "collect": {"backend"}}))
 			const dag, run = "sandbox_agent_handoff", "scheduled__2026-11-29T00:00:00+00:00"
 			conf := backendConf(backend)
 			before := time.Now()
@@ -71,7 +70,7 @@ func TestAgentHandoffExample(t *testing.T) {
 
 			// The agent's side: every tag Python reads, byte for byte.
 			drv := w.driverFor(backend)
-			tags, err := drv.Tags(context.Background(), id)
+			tags, err := sandbox.Open(drv, id).Tags(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -150,7 +150,7 @@ func TestPythonAgentHandoff(t *testing.T) {
 			t.Errorf("attach %s: %+v; want a refusal saying %q", name, r, want)
 		}
 	}
-	if tags, _ := drv.Tags(ctx, id); tags[sandbox.TagHolder] != goHolder {
+	if tags, _ := sandbox.Open(drv, id).Tags(ctx); tags[sandbox.TagHolder] != goHolder {
 		t.Fatalf("a refused attach changed the holder: %v", tags)
 	}
 	if err := sandbox.Release(ctx, drv, id, goHolder); err != nil {
@@ -177,7 +177,7 @@ func TestPythonAgentHandoff(t *testing.T) {
 		att.RemainingLifetime < 7000 || att.RemainingLifetime > 7200 {
 		t.Fatalf("Python attached with %+v; want owner %q, holder %q, workdir /workspace, a blocked network and ~2h left", att, owner, holder)
 	}
-	if tags, _ := drv.Tags(ctx, id); tags[sandbox.TagHolder] != holder {
+	if tags, _ := sandbox.Open(drv, id).Tags(ctx); tags[sandbox.TagHolder] != holder {
 		t.Fatalf("while Python is attached the tags are %v", tags)
 	}
 	if _, _, err := sandbox.Attach(ctx, drv, id, owner, goHolder); err == nil || !strings.Contains(err.Error(), "already held by \""+holder+"\"") {
@@ -209,7 +209,7 @@ func TestPythonAgentHandoff(t *testing.T) {
 	if d := done.RunCommandDescription; !strings.Contains(d, "NO network access") || !strings.Contains(d, "set up by an earlier task") {
 		t.Errorf("run_command description: %q", d)
 	}
-	if tags, _ := drv.Tags(ctx, id); tags[sandbox.TagHolder] != "" || tags[sandbox.TagOwner] != owner {
+	if tags, _ := sandbox.Open(drv, id).Tags(ctx); tags[sandbox.TagHolder] != "" || tags[sandbox.TagOwner] != owner {
 		t.Fatalf("after the agent released: tags %v", tags)
 	}
 

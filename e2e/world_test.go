@@ -295,12 +295,12 @@ func (w *world) allowConf(path string, allow map[string][]string) string {
 	return copyPath
 }
 
-// backendConf makes an example that names a registry image runnable on the
-// local backend.
+// backendConf points an example at backend (the examples' backends:
+// section makes their registry image runnable on the local backend).
 func backendConf(backend string) map[string]any {
 	switch backend {
 	case "local":
-		return map[string]any{"backend": "local", "ignore_image": true}
+		return map[string]any{"backend": "local"}
 	case "opensandbox":
 		return map[string]any{"backend": "opensandbox", "conn_id": "opensandbox_default"}
 	}

@@ -24,6 +24,7 @@ type fakeDriver struct {
 	// extraOnRead makes OpenFile's reader return this many more bytes than
 	// the size it reports, as a file growing while read.
 	extraOnRead int
+	creates     int
 }
 
 type fakeBox struct {
@@ -37,6 +38,12 @@ func newFake() *fakeDriver { return &fakeDriver{boxes: map[string]*fakeBox{}} }
 
 func (f *fakeDriver) Backend() string { return "fake" }
 func (f *fakeDriver) Close() error    { return nil }
+func (f *fakeDriver) As(any) bool     { return false }
+
+// Capabilities: everything but GPUs, so tests can see a refusal.
+func (f *fakeDriver) Capabilities() Capabilities {
+	return Capabilities{CPU: true, Memory: true, BlockNetwork: true, OpenNetwork: true, AllowHosts: true, AllowCIDRs: true, Tags: true, List: true, Lifetime: true}
+}
 
 func (f *fakeDriver) box(op, id string) (*fakeBox, error) {
 	b, ok := f.boxes[id]
@@ -49,6 +56,7 @@ func (f *fakeDriver) box(op, id string) (*fakeBox, error) {
 func (f *fakeDriver) Create(ctx context.Context, name string, spec Spec) (Info, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.creates++
 	info := Info{ID: "fake-" + name, Name: name, Workdir: spec.Workdir, CreatedAt: time.Now(), ExpiresAt: ExpiresAt(spec.Tags), Tags: maps.Clone(spec.Tags)}
 	f.boxes[info.ID] = &fakeBox{info: info, tags: maps.Clone(spec.Tags), files: map[string][]byte{}, modes: map[string]fs.FileMode{}}
 	return info, nil
@@ -152,7 +160,19 @@ func (f *fakeDriver) SetTags(ctx context.Context, id string, tags map[string]str
 }
 
 func (f *fakeDriver) ListSandboxes(ctx context.Context, match map[string]string) ([]Info, error) {
-	return nil, ErrUnsupported
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []Info
+	for _, b := range f.boxes {
+		ok := true
+		for k, v := range match {
+			ok = ok && b.tags[k] == v
+		}
+		if ok {
+			out = append(out, b.info)
+		}
+	}
+	return out, nil
 }
 
 func (f *fakeDriver) Destroy(ctx context.Context, id string) error {

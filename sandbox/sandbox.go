@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 )
 
 // DefaultExecTimeout applies when ExecOptions.Timeout is zero.
@@ -26,12 +28,15 @@ type Sandbox struct {
 	now  func() time.Time
 }
 
-// Create validates spec, applies defaults, stamps the ownership tags and
-// provisions the sandbox. A refused or invalid spec fails before anything is
-// provisioned.
+// Create validates spec, applies defaults, refuses what the backend's
+// Capabilities do not cover, stamps the ownership tags and provisions the
+// sandbox. A refused or invalid spec fails before anything is provisioned.
 func Create(ctx context.Context, drv Driver, spec Spec) (*Sandbox, error) {
 	spec = spec.WithDefaults()
 	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	if err := driver.CheckSpec(drv.Backend(), drv.Capabilities(), spec); err != nil {
 		return nil, err
 	}
 	name := NewName()
@@ -111,7 +116,7 @@ type ExecOptions struct {
 // Exec runs command through sh -c. A non-zero exit is a result, not an error;
 // errors mean the command could not be run or its outcome is unknown.
 func (s *Sandbox) Exec(ctx context.Context, command string, opt ExecOptions) (ExecResult, error) {
-	if errs := envProblems(opt.Env); len(errs) > 0 {
+	if errs := driver.EnvProblems(opt.Env); len(errs) > 0 {
 		return ExecResult{}, &Error{Op: "exec", Sandbox: s.id, Err: fmt.Errorf("the command's environment is invalid: %s", strings.Join(errs, "; "))}
 	}
 	timeout := opt.Timeout
@@ -204,15 +209,35 @@ func (s *Sandbox) Stat(ctx context.Context, p string) (FileInfo, error) {
 	return s.drv.Stat(ctx, s.id, abs)
 }
 
-// Tags reads the sandbox's tags.
+// Tags reads the sandbox's tags; ErrUnsupported when the backend keeps none.
 func (s *Sandbox) Tags(ctx context.Context) (map[string]string, error) {
-	return s.drv.Tags(ctx, s.id)
+	t, err := s.tagger("read tags")
+	if err != nil {
+		return nil, err
+	}
+	return t.Tags(ctx, s.id)
 }
 
-// SetTags replaces the sandbox's tags.
+// SetTags replaces the sandbox's tags; ErrUnsupported when the backend keeps
+// none.
 func (s *Sandbox) SetTags(ctx context.Context, tags map[string]string) error {
-	return s.drv.SetTags(ctx, s.id, tags)
+	t, err := s.tagger("set tags")
+	if err != nil {
+		return err
+	}
+	return t.SetTags(ctx, s.id, tags)
 }
+
+func (s *Sandbox) tagger(op string) (driver.Tagger, error) {
+	if t, ok := s.drv.(driver.Tagger); ok {
+		return t, nil
+	}
+	return nil, &Error{Op: op, Sandbox: s.id, Kind: ErrUnsupported, Err: fmt.Errorf("the %s backend keeps no tags, so its sandboxes have no owner and cannot be attached to", s.drv.Backend())}
+}
+
+// As sets target to the backend's own client or handle when the driver
+// supports target's type (see each driver's documentation).
+func (s *Sandbox) As(target any) bool { return s.drv.As(target) }
 
 // Destroy removes the sandbox; destroying one that is already gone succeeds.
 func (s *Sandbox) Destroy(ctx context.Context) error {

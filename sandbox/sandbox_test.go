@@ -185,3 +185,35 @@ func TestExecRefusesAnInvalidEnvironment(t *testing.T) {
 		}
 	}
 }
+
+// A spec asking for what the backend's capabilities do not cover is refused
+// before the driver is called, naming each field and the backend.
+func TestCreateRefusesWhatTheBackendCannotDo(t *testing.T) {
+	drv := newFake()
+	_, err := Create(context.Background(), drv, Spec{GPU: "A10G", CPU: 2})
+	if !errors.Is(err, ErrRefused) || !IsTerminal(err) || !strings.Contains(err.Error(), "gpu: the fake backend cannot provide GPUs") {
+		t.Fatalf("want a terminal refusal naming gpu and the backend, got %v", err)
+	}
+	if drv.creates != 0 {
+		t.Fatalf("the driver was asked to create %d sandboxes", drv.creates)
+	}
+	if _, err := Create(context.Background(), drv, Spec{CPU: 2}); err != nil {
+		t.Fatalf("cpu is within the fake's capabilities: %v", err)
+	}
+}
+
+// Features a driver lacks are optional interfaces: the portable layer says
+// the backend does not support them.
+func TestOptionalFeaturesAnswerUnsupported(t *testing.T) {
+	plain := struct{ Driver }{newFake()} // hides Tags, SetTags and ListSandboxes
+	sb := Open(plain, "fake-x")
+	if _, err := sb.Tags(context.Background()); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "keeps no tags") {
+		t.Fatalf("Tags on a driver without tags: %v", err)
+	}
+	if _, err := List(context.Background(), plain, nil); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("List on a driver without listing: %v", err)
+	}
+	if _, err := List(context.Background(), newFake(), nil); err != nil {
+		t.Fatalf("List on a Lister: %v", err)
+	}
+}

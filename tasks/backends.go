@@ -2,141 +2,125 @@ package tasks
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/registry"
 )
 
-// Backend names.
-const (
-	BackendLocal       = "local"
-	BackendModal       = "modal"
-	BackendOpenSandbox = "opensandbox"
-)
+// DefaultBackend is the backend a task uses when its config names none.
+const DefaultBackend = "local"
 
-// Default connection ids, as the Python provider names them.
-const (
-	DefaultModalConnID       = "modal_default"
-	DefaultOpenSandboxConnID = "opensandbox_default"
-)
-
-// BackendOptions choose the backend, its connection and backend-specific
-// settings. Task inputs embed it; the bundle runtime binds embedded fields by
-// name, as encoding/json does.
+// BackendOptions choose the backend, its connection and its options. Task
+// inputs embed it; the bundle runtime binds embedded fields by name, as
+// encoding/json does. Which backends exist, which connection each reads and
+// what options it takes is up to the backend packages the bundle links
+// (sandbox/registry): this package knows none of them.
 type BackendOptions struct {
-	// Backend is local, modal or opensandbox; default local.
+	// Backend is a registered backend's name; default local.
 	Backend string `json:"backend,omitempty"`
 	// ConnID is the Airflow connection with the backend's credentials;
-	// default modal_default / opensandbox_default. The local backend has none.
+	// default: the backend's own (modal_default, opensandbox_default).
+	// Backends without a connection ignore it.
 	ConnID string `json:"conn_id,omitempty"`
-
-	// Modal only.
-	AppName           string   `json:"app_name,omitempty"`
-	GPU               string   `json:"gpu,omitempty"`
-	Regions           []string `json:"regions,omitempty"`
-	Cloud             string   `json:"cloud,omitempty"`
-	EgressEnforcement string   `json:"egress_enforcement,omitempty"`
-
-	// Local only: run without pulling the image (the host's root filesystem
-	// is used read-only instead).
-	IgnoreImage bool `json:"ignore_image,omitempty"`
+	// Options holds each backend's options by backend name, e.g.
+	// {"modal": {"app_name": "etl"}, "local": {"ignore_image": true}}; only
+	// the chosen backend's entry applies, so one config can be pointed at
+	// another backend. A bundle config's top-level backends: section fills
+	// it for every task.
+	Options map[string]json.RawMessage `json:"backend_options,omitempty"`
 }
 
-// DriverRequest is a resolved backend choice: the connection has been read
-// from Airflow (Conn nil means none: the local backend, or Modal credentials
-// from the environment).
+// DriverRequest is a resolved backend choice: the backend's options are
+// parsed and its connection has been read from Airflow (Conn nil means
+// none: a backend without connections, or an optional one that is missing).
 type DriverRequest struct {
 	Backend string
 	ConnID  string // the connection actually used; "" when Conn is nil
 	Conn    *connections.Connection
-	Options BackendOptions
+	Options json.RawMessage // the chosen backend's entry of BackendOptions.Options
+	Config  registry.Config
 	Logger  hclog.Logger
 }
 
-// DriverOpener builds the driver for a resolved request. DefaultDrivers
-// knows local, modal and opensandbox; tests and platform code may supply
-// their own.
-type DriverOpener func(ctx context.Context, req DriverRequest) (sandbox.Driver, error)
-
-// normalize fills the backend default and sorts out options that do not
-// apply to the chosen backend. Settings that only place or name a sandbox
-// (conn_id on local, app_name, regions, cloud, ignore_image...) are ignored,
-// so one config can be pointed at another backend through dag_run.conf. A
-// GPU is a capability the task may rely on: asking for one on a backend
-// without GPUs is refused rather than ignored.
-func (o BackendOptions) normalize() (BackendOptions, []string, error) {
-	o.Backend = strings.ToLower(strings.TrimSpace(o.Backend))
-	if o.Backend == "" {
-		o.Backend = BackendLocal
+// name is the chosen backend's name, lower case, default local.
+func (o BackendOptions) name() string {
+	if n := strings.ToLower(strings.TrimSpace(o.Backend)); n != "" {
+		return n
 	}
-	var ignored []string
-	ignore := func(name string, set bool) {
-		if set {
-			ignored = append(ignored, name)
-		}
-	}
-	switch o.Backend {
-	case BackendLocal, BackendOpenSandbox:
-		if o.GPU != "" {
-			return o, nil, fmt.Errorf("gpu: the %s backend has no GPUs; use backend: modal for gpu %q, or remove gpu", o.Backend, o.GPU)
-		}
-		ignore("app_name", o.AppName != "")
-		ignore("regions", len(o.Regions) > 0)
-		ignore("cloud", o.Cloud != "")
-		ignore("egress_enforcement", o.EgressEnforcement != "")
-		o.AppName, o.Regions, o.Cloud, o.EgressEnforcement = "", nil, "", ""
-		if o.Backend == BackendLocal {
-			ignore("conn_id", o.ConnID != "")
-			o.ConnID = ""
-		} else {
-			ignore("ignore_image", o.IgnoreImage)
-			o.IgnoreImage = false
-		}
-	case BackendModal:
-		ignore("ignore_image", o.IgnoreImage)
-		o.IgnoreImage = false
-	default:
-		return o, nil, fmt.Errorf("backend %q is not one of local, modal, opensandbox", o.Backend)
-	}
-	return o, ignored, nil
+	return DefaultBackend
 }
 
-// resolveDriverRequest reads the backend's connection. A missing
-// modal_default falls back to the environment's Modal credentials (as
-// Python's ModalHook does); any other missing connection is an error.
+// CheckBackendOptions parses every backend's entry of opts.Options with the
+// backends r links, and the chosen backend itself, so that a bundle config
+// with a misspelt option or a backend this bundle does not link fails when
+// it loads. It returns the chosen backend's configuration.
+func CheckBackendOptions(r *registry.Registry, opts BackendOptions) (registry.Config, error) {
+	for _, name := range slices.Sorted(maps.Keys(opts.Options)) {
+		if _, _, err := r.Configure(name, opts.Options[name]); err != nil {
+			return nil, err
+		}
+	}
+	_, cfg, err := r.Configure(opts.name(), opts.Options[opts.name()])
+	return cfg, err
+}
+
+// CheckSpec refuses a spec the chosen backend cannot honour, naming each
+// field, the backend, and the linked backends that could.
+func CheckSpec(r *registry.Registry, backend string, cfg registry.Config, spec sandbox.Spec) error {
+	refused := cfg.Capabilities().Refusals(spec)
+	if len(refused) == 0 {
+		return nil
+	}
+	parts := make([]string, len(refused))
+	for i, x := range refused {
+		parts[i] = x.Message(backend)
+		if able := r.Able(x.Field); len(able) > 0 {
+			parts[i] += ", which " + strings.Join(able, " and ") + " can"
+		}
+	}
+	return &sandbox.Error{Op: "sandbox spec", Kind: sandbox.ErrRefused,
+		Err: fmt.Errorf("%s; remove the setting or choose another backend", strings.Join(parts, "; "))}
+}
+
+// resolveDriverRequest parses the backend's options and reads its
+// connection. A missing default connection of a backend whose connection is
+// optional (Modal) means the backend's environment credentials; any other
+// missing connection is an error.
 func resolveDriverRequest(ctx context.Context, d Deps, opts BackendOptions) (DriverRequest, error) {
-	opts, ignored, err := opts.normalize()
+	r := d.drivers()
+	b, cfg, err := r.Configure(opts.name(), opts.Options[opts.name()])
 	if err != nil {
 		return DriverRequest{}, err
 	}
-	if len(ignored) > 0 {
-		d.logger().Info("ignoring settings the backend does not use", "backend", opts.Backend, "settings", strings.Join(ignored, ", "))
-	}
-	req := DriverRequest{Backend: opts.Backend, Options: opts, Logger: d.logger()}
-	if opts.Backend == BackendLocal {
+	req := DriverRequest{Backend: b.Name, Options: opts.Options[b.Name], Config: cfg, Logger: d.logger()}
+	if b.DefaultConnID == "" {
+		if opts.ConnID != "" {
+			d.logger().Info("ignoring conn_id: the backend takes no connection", "backend", b.Name, "conn_id", opts.ConnID)
+		}
 		return req, nil
 	}
 	id := opts.ConnID
 	if id == "" {
-		id = DefaultModalConnID
-		if opts.Backend == BackendOpenSandbox {
-			id = DefaultOpenSandboxConnID
-		}
+		id = b.DefaultConnID
 	}
 	conn, err := d.Airflow.GetConnection(ctx, id)
 	switch {
-	case errors.Is(err, connections.ErrNotFound) && opts.Backend == BackendModal && id == DefaultModalConnID:
-		d.logger().Info("no modal_default connection; using Modal credentials from the environment (MODAL_TOKEN_ID/MODAL_TOKEN_SECRET or ~/.modal.toml)")
+	case errors.Is(err, connections.ErrNotFound) && b.ConnOptional && id == b.DefaultConnID:
+		d.logger().Info("no "+id+" connection; the backend uses credentials from the worker's environment", "backend", b.Name)
 		return req, nil
 	case errors.Is(err, connections.ErrNotFound):
-		return DriverRequest{}, fmt.Errorf("the %s backend needs Airflow connection %q, which does not exist; create it or set conn_id to an existing one", opts.Backend, id)
+		return DriverRequest{}, fmt.Errorf("the %s backend needs Airflow connection %q, which does not exist; create it or set conn_id to an existing one", b.Name, id)
 	case err != nil:
-		return DriverRequest{}, fmt.Errorf("reading Airflow connection %q for the %s backend: %w", id, opts.Backend, err)
+		return DriverRequest{}, fmt.Errorf("reading Airflow connection %q for the %s backend: %w", id, b.Name, err)
 	}
 	if err := maskSecrets(ctx, d, id, map[string]string{"password": conn.Password}); err != nil {
 		return DriverRequest{}, err
@@ -146,26 +130,34 @@ func resolveDriverRequest(ctx context.Context, d Deps, opts BackendOptions) (Dri
 	return req, nil
 }
 
-// openDriver resolves the connection and builds the driver.
-func openDriver(ctx context.Context, d Deps, opts BackendOptions) (sandbox.Driver, DriverRequest, error) {
+// openBackend resolves the request and opens the backend.
+func openBackend(ctx context.Context, d Deps, opts BackendOptions) (*sandbox.Backend, DriverRequest, error) {
 	req, err := resolveDriverRequest(ctx, d, opts)
 	if err != nil {
 		return nil, req, err
 	}
-	drv, err := d.drivers()(ctx, req)
+	drv, err := req.Config.Open(ctx, req.Conn, req.Logger)
 	if err != nil {
 		return nil, req, fmt.Errorf("opening the %s backend: %w", req.Backend, err)
 	}
-	return drv, req, nil
+	return sandbox.NewBackend(drv), req, nil
 }
 
-// OpenDriver resolves the backend's connection (through d.Airflow) and
-// builds its driver, for Go tasks that use package sandbox directly. The
-// caller closes the driver.
-func OpenDriver(ctx context.Context, d Deps, opts BackendOptions) (sandbox.Driver, error) {
+// OpenBackend resolves the backend's options and connection (through
+// d.Airflow, registering its secret with the masker) and opens it, for Go
+// tasks that use package sandbox directly. The caller closes it.
+func OpenBackend(ctx context.Context, d Deps, opts BackendOptions) (*sandbox.Backend, error) {
 	if err := d.check(); err != nil {
 		return nil, err
 	}
-	drv, _, err := openDriver(ctx, d, opts)
-	return drv, err
+	b, _, err := openBackend(ctx, d, opts)
+	return b, err
+}
+
+// Check parses the options with the backends r links: the bundle config
+// loader calls it with a task's defaults so that a backend this bundle does
+// not link, or a misspelt option, fails when the bundle is packed.
+func (o BackendOptions) Check(r *registry.Registry) error {
+	_, err := CheckBackendOptions(r, o)
+	return err
 }

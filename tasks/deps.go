@@ -10,6 +10,7 @@ import (
 
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/registry"
 )
 
 // Airflow is what the tasks ask of Airflow while they run. bundles.Client
@@ -40,8 +41,10 @@ type Deps struct {
 	Run     Run
 	// Logger receives the task log (command output, progress). nil = discard.
 	Logger hclog.Logger
-	// Drivers builds sandbox drivers; nil = DefaultDrivers (local, modal, opensandbox).
-	Drivers DriverOpener
+	// Drivers are the sandbox backends tasks may open; nil = those the
+	// bundle links (registry.Default: each imported backend package
+	// registers itself).
+	Drivers *registry.Registry
 	// Storage reads and writes object storage URLs; nil = DefaultStorage.
 	Storage Storage
 }
@@ -53,9 +56,9 @@ func (d Deps) logger() hclog.Logger {
 	return d.Logger
 }
 
-func (d Deps) drivers() DriverOpener {
+func (d Deps) drivers() *registry.Registry {
 	if d.Drivers == nil {
-		return DefaultDrivers
+		return registry.Default
 	}
 	return d.Drivers
 }

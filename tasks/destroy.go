@@ -16,10 +16,9 @@ const cleanupTimeout = 2 * time.Minute
 
 // DestroyInput names the sandbox to destroy.
 type DestroyInput struct {
-	// Backend and ConnID locate the sandbox; a Record given as Sandbox
-	// supplies them.
-	Backend string     `json:"backend,omitempty"`
-	ConnID  string     `json:"conn_id,omitempty"`
+	// BackendOptions locate the sandbox (backend, conn_id and
+	// backend_options); a Record given as Sandbox supplies the first two.
+	BackendOptions
 	Sandbox SandboxRef `json:"sandbox"`
 	Owner   string     `json:"owner,omitempty"`
 }
@@ -30,7 +29,7 @@ func Destroy(ctx context.Context, d Deps, in DestroyInput) (string, error) {
 	if err := d.check(); err != nil {
 		return "", err
 	}
-	sb, drv, tags, err := openRef(ctx, d, BackendOptions{Backend: in.Backend, ConnID: in.ConnID}, in.Sandbox, in.Owner)
+	sb, drv, tags, err := openRef(ctx, d, in.BackendOptions, in.Sandbox, in.Owner)
 	if err != nil {
 		if errors.Is(err, sandbox.ErrGone) {
 			d.logger().Info("sandbox already gone", "id", in.Sandbox.ID)
@@ -53,10 +52,9 @@ func Destroy(ctx context.Context, d Deps, in DestroyInput) (string, error) {
 
 // CollectInput is an export followed by a destroy.
 type CollectInput struct {
-	// Backend and ConnID locate the sandbox; a Record given as Sandbox
-	// supplies them.
-	Backend      string            `json:"backend,omitempty"`
-	ConnID       string            `json:"conn_id,omitempty"`
+	// BackendOptions locate the sandbox (backend, conn_id and
+	// backend_options); a Record given as Sandbox supplies the first two.
+	BackendOptions
 	Sandbox      SandboxRef        `json:"sandbox"`
 	Exports      map[string]string `json:"exports,omitempty"`
 	ExportConnID string            `json:"export_conn_id,omitempty"`
@@ -74,7 +72,7 @@ func Collect(ctx context.Context, d Deps, in CollectInput) ([]string, error) {
 	if err := d.check(); err != nil {
 		return nil, err
 	}
-	sb, drv, tags, err := openRef(ctx, d, BackendOptions{Backend: in.Backend, ConnID: in.ConnID}, in.Sandbox, in.Owner)
+	sb, drv, tags, err := openRef(ctx, d, in.BackendOptions, in.Sandbox, in.Owner)
 	if err != nil {
 		if errors.Is(err, sandbox.ErrGone) {
 			if len(in.Exports) == 0 {

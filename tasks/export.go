@@ -17,10 +17,9 @@ const DefaultMaxExportBytes int64 = 1 << 30
 
 // ExportInput maps sandbox paths to destination URLs.
 type ExportInput struct {
-	// Backend and ConnID locate the sandbox; a Record given as Sandbox
-	// supplies them.
-	Backend string     `json:"backend,omitempty"`
-	ConnID  string     `json:"conn_id,omitempty"`
+	// BackendOptions locate the sandbox (backend, conn_id and
+	// backend_options); a Record given as Sandbox supplies the first two.
+	BackendOptions
 	Sandbox SandboxRef `json:"sandbox"`
 	// Exports maps a sandbox path (relative paths resolve against the
 	// workdir) to a destination URL (s3://bucket/key, file:///path). URLs
@@ -45,7 +44,7 @@ func Export(ctx context.Context, d Deps, in ExportInput) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	sb, drv, _, err := openRef(ctx, d, BackendOptions{Backend: in.Backend, ConnID: in.ConnID}, in.Sandbox, in.Owner)
+	sb, drv, _, err := openRef(ctx, d, in.BackendOptions, in.Sandbox, in.Owner)
 	if err != nil {
 		return nil, err
 	}

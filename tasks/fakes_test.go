@@ -3,23 +3,23 @@ package tasks
 import (
 	"bytes"
 	"context"
-	"errors"
+	"encoding/json"
 	"fmt"
 	"io"
-	"io/fs"
-	"maps"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
-	"time"
+
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/local"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/registry"
 	"github.com/airflow-sandbox/airflow-go-worker/storage"
 )
 
@@ -70,195 +70,74 @@ func (f *fakeAirflow) MaskSecret(_ context.Context, value, _ string) error {
 	return nil
 }
 
-// dirDriver is a test driver: each sandbox is a host directory and commands
-// run with sh -c in its workdir, without isolation. Sandbox paths map under
-// the sandbox directory.
+// dirDriver is the tasks' test driver: the real local backend (so its
+// sandboxes are isolated and it passes the conformance suite like every
+// driver) with failure injection and a record of what it was asked. Its
+// sandboxes live in a temporary root; host maps a sandbox path to the host
+// file behind it.
 type dirDriver struct {
-	root string
+	*local.Driver
 
 	mu          sync.Mutex
-	boxes       map[string]sandbox.Info
-	env         map[string]map[string]string // the spec's env, by sandbox
 	failDestroy error
 	failTags    error
 	creates     []sandbox.Spec
 	closed      int
 }
 
+var _ driver.Driver = (*dirDriver)(nil)
+
 func newDirDriver(t *testing.T) *dirDriver {
-	return &dirDriver{root: t.TempDir(), boxes: map[string]sandbox.Info{}, env: map[string]map[string]string{}}
-}
-
-func (d *dirDriver) Backend() string { return "local" }
-
-func (d *dirDriver) host(id, p string) string {
-	return filepath.Join(d.root, id, filepath.FromSlash(p))
-}
-
-func (d *dirDriver) live(id string) (sandbox.Info, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	info, ok := d.boxes[id]
-	if !ok {
-		return info, &sandbox.Error{Op: "info", Sandbox: id, Kind: sandbox.ErrGone}
+	t.Helper()
+	drv, err := local.New(local.Options{Root: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
 	}
-	return info, nil
+	t.Cleanup(func() { drv.Close() })
+	return &dirDriver{Driver: drv}
 }
 
-func (d *dirDriver) Create(_ context.Context, name string, spec sandbox.Spec) (sandbox.Info, error) {
-	if err := os.MkdirAll(d.host(name, spec.Workdir), 0o755); err != nil {
-		return sandbox.Info{}, err
-	}
-	info := sandbox.Info{ID: name, Name: name, Backend: "local", Workdir: spec.Workdir,
-		CreatedAt: time.Now(), ExpiresAt: sandbox.ExpiresAt(spec.Tags), Tags: maps.Clone(spec.Tags)}
+// Capabilities: the test backends below claim more than the local backend
+// (cpu, GPUs, allowlists) so tasks can be tested against them; the
+// sandboxes run with local's isolation regardless.
+func (d *dirDriver) Capabilities() sandbox.Capabilities { return fakeCapabilities }
+
+var fakeCapabilities = sandbox.Capabilities{CPU: true, Memory: true, GPU: true, BlockNetwork: true, OpenNetwork: true,
+	AllowHosts: true, AllowCIDRs: true, Tags: true, List: true, Lifetime: true}
+
+// Create records the spec; what local cannot enforce (cpu, GPUs,
+// allowlists) is left out of what it is asked, as a remote backend would
+// enforce it.
+func (d *dirDriver) Create(ctx context.Context, name string, spec sandbox.Spec) (sandbox.Info, error) {
 	d.mu.Lock()
-	d.boxes[name] = info
-	d.env[name] = spec.Env
 	d.creates = append(d.creates, spec)
 	d.mu.Unlock()
-	return info, nil
+	spec.CPU, spec.GPU = 0, ""
+	if n := spec.Network; n != nil && (len(n.AllowHosts) > 0 || len(n.AllowCIDRs) > 0) {
+		spec.Network = &sandbox.NetworkPolicy{Block: true}
+	}
+	return d.Driver.Create(ctx, name, spec)
 }
 
-func (d *dirDriver) Info(_ context.Context, id string) (sandbox.Info, error) { return d.live(id) }
-
-func (d *dirDriver) Exec(ctx context.Context, id string, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
-	info, err := d.live(id)
-	if err != nil {
-		return sandbox.ExecResult{}, err
-	}
-	wd := req.Workdir
-	if wd == "" {
-		wd = info.Workdir
-	}
-	ctx, cancel := context.WithTimeout(ctx, req.Timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "sh", "-c", req.Command)
-	cmd.Dir = d.host(id, wd)
-	cmd.WaitDelay = 100 * time.Millisecond // sleep children keep the pipes open
-	cmd.Stdout, cmd.Stderr, cmd.Stdin = req.Stdout, req.Stderr, req.Stdin
-	d.mu.Lock()
-	for k, v := range d.env[id] {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	d.mu.Unlock()
-	for k, v := range req.Env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	cmd.Env = append(cmd.Env, "PATH="+os.Getenv("PATH"))
-	err = cmd.Run()
-	var ee *exec.ExitError
-	switch {
-	case ctx.Err() == context.DeadlineExceeded:
-		return sandbox.ExecResult{TimedOut: true, ExitCode: -1}, nil
-	case errors.As(err, &ee):
-		return sandbox.ExecResult{ExitCode: ee.ExitCode()}, nil
-	case err != nil:
-		return sandbox.ExecResult{}, err
-	}
-	return sandbox.ExecResult{}, nil
-}
-
-func (d *dirDriver) OpenFile(_ context.Context, id, p string, maxBytes int64) (io.ReadCloser, int64, error) {
-	if _, err := d.live(id); err != nil {
-		return nil, 0, err
-	}
-	f, err := os.Open(d.host(id, p))
-	if err != nil {
-		return nil, 0, &sandbox.Error{Op: "read", Sandbox: id, Path: p, Kind: sandbox.ErrNotFound}
-	}
-	st, _ := f.Stat()
-	if !st.Mode().IsRegular() {
-		f.Close()
-		return nil, 0, &sandbox.Error{Op: "read", Sandbox: id, Path: p, Kind: sandbox.ErrNotRegular}
-	}
-	if maxBytes >= 0 && st.Size() > maxBytes {
-		f.Close()
-		return nil, 0, &sandbox.TooLargeError{Path: p, Size: st.Size(), MaxBytes: maxBytes}
-	}
-	return f, st.Size(), nil
-}
-
-func (d *dirDriver) WriteFile(_ context.Context, id, p string, r io.Reader, mode fs.FileMode) error {
-	if _, err := d.live(id); err != nil {
-		return err
-	}
-	h := d.host(id, p)
-	if err := os.MkdirAll(filepath.Dir(h), 0o755); err != nil {
-		return err
-	}
-	f, err := os.OpenFile(h, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, mode)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(f, r); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-func (d *dirDriver) List(context.Context, string, string) ([]sandbox.FileInfo, error) {
-	return nil, sandbox.ErrUnsupported
-}
-
-func (d *dirDriver) Stat(_ context.Context, id, p string) (sandbox.FileInfo, error) {
-	if _, err := d.live(id); err != nil {
-		return sandbox.FileInfo{}, err
-	}
-	st, err := os.Lstat(d.host(id, p))
-	if err != nil {
-		return sandbox.FileInfo{}, &sandbox.Error{Op: "stat", Sandbox: id, Path: p, Kind: sandbox.ErrNotFound}
-	}
-	return sandbox.FileInfo{Name: st.Name(), Path: p, Size: st.Size(), Mode: st.Mode()}, nil
-}
-
-func (d *dirDriver) Tags(_ context.Context, id string) (map[string]string, error) {
+func (d *dirDriver) Tags(ctx context.Context, id string) (map[string]string, error) {
 	if d.failTags != nil {
 		return nil, d.failTags
 	}
-	info, err := d.live(id)
-	return maps.Clone(info.Tags), err
+	return d.Driver.Tags(ctx, id)
 }
 
-func (d *dirDriver) SetTags(_ context.Context, id string, tags map[string]string) error {
+func (d *dirDriver) Destroy(ctx context.Context, id string) error {
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	info, ok := d.boxes[id]
-	if !ok {
-		return sandbox.ErrGone
+	fail := d.failDestroy
+	d.mu.Unlock()
+	if fail != nil {
+		return fail
 	}
-	info.Tags = maps.Clone(tags)
-	d.boxes[id] = info
-	return nil
+	return d.Driver.Destroy(ctx, id)
 }
 
-func (d *dirDriver) ListSandboxes(_ context.Context, match map[string]string) ([]sandbox.Info, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	var out []sandbox.Info
-	for _, info := range d.boxes {
-		ok := true
-		for k, v := range match {
-			ok = ok && info.Tags[k] == v
-		}
-		if ok {
-			out = append(out, info)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out, nil
-}
-
-func (d *dirDriver) Destroy(_ context.Context, id string) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.failDestroy != nil {
-		return d.failDestroy
-	}
-	delete(d.boxes, id)
-	return os.RemoveAll(filepath.Join(d.root, id))
-}
-
+// Close counts: the tasks close their driver when they end, and the test
+// goes on using it.
 func (d *dirDriver) Close() error {
 	d.mu.Lock()
 	d.closed++
@@ -266,25 +145,85 @@ func (d *dirDriver) Close() error {
 	return nil
 }
 
+// host is the host path behind sandbox path p (under its workdir or /tmp).
+func (d *dirDriver) host(id, p string) string {
+	info, err := d.Driver.Info(context.Background(), id)
+	if err != nil {
+		panic(fmt.Sprintf("host(%s, %s): %v", id, p, err))
+	}
+	if rel, ok := strings.CutPrefix(p, "/tmp/"); ok {
+		return filepath.Join(d.Root(), id, "tmp", filepath.FromSlash(rel))
+	}
+	rel := strings.TrimPrefix(strings.TrimPrefix(p, info.Workdir), "/")
+	return filepath.Join(d.Root(), id, "work", filepath.FromSlash(rel))
+}
+
 func (d *dirDriver) alive() []string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	list, err := d.Driver.ListSandboxes(context.Background(), nil)
+	if err != nil {
+		panic(err)
+	}
 	var ids []string
-	for id := range d.boxes {
-		ids = append(ids, id)
+	for _, info := range list {
+		ids = append(ids, info.ID)
 	}
 	sort.Strings(ids)
 	return ids
 }
 
-// opener returns a DriverOpener that hands out d and records requests.
-func (d *dirDriver) opener(reqs *[]DriverRequest) DriverOpener {
-	return func(_ context.Context, req DriverRequest) (sandbox.Driver, error) {
-		if reqs != nil {
-			*reqs = append(*reqs, req)
-		}
-		return d, nil
+// opener returns the backends a test's tasks open: local, modal and
+// opensandbox, with the connection rules and capabilities of the real ones, all handing out
+// d and recording each request in reqs (when not nil).
+func (d *dirDriver) opener(reqs *[]DriverRequest) *registry.Registry { return backendsFor(d, reqs) }
+
+// backendsFor is opener for any driver (a wrapper around a dirDriver).
+func backendsFor(d driver.Driver, reqs *[]DriverRequest) *registry.Registry {
+	r := registry.New()
+	for _, b := range []registry.Backend{
+		{Name: "local", Configure: fakeConfigure(d, reqs, "local", sandbox.Capabilities{Memory: true, BlockNetwork: true, OpenNetwork: true, Tags: true, List: true})},
+		{Name: "modal", DefaultConnID: "modal_default", ConnOptional: true, Configure: fakeConfigure(d, reqs, "modal", fakeCapabilities)},
+		{Name: "opensandbox", DefaultConnID: "opensandbox_default", Configure: fakeConfigure(d, reqs, "opensandbox",
+			sandbox.Capabilities{CPU: true, Memory: true, BlockNetwork: true, OpenNetwork: true, AllowHosts: true, Tags: true, List: true, Lifetime: true})},
+	} {
+		r.Register(b)
 	}
+	return r
+}
+
+// fakeOptions is what the test backends accept as options.
+type fakeOptions struct {
+	Flag string `json:"flag,omitempty"`
+}
+
+func fakeConfigure(d driver.Driver, reqs *[]DriverRequest, name string, caps sandbox.Capabilities) func(json.RawMessage) (registry.Config, error) {
+	return func(raw json.RawMessage) (registry.Config, error) {
+		var o fakeOptions
+		if err := registry.DecodeOptions(raw, &o); err != nil {
+			return nil, err
+		}
+		return fakeBackend{d: d, reqs: reqs, name: name, caps: caps, raw: raw}, nil
+	}
+}
+
+type fakeBackend struct {
+	d    driver.Driver
+	reqs *[]DriverRequest
+	name string
+	caps sandbox.Capabilities
+	raw  json.RawMessage
+}
+
+func (f fakeBackend) Capabilities() sandbox.Capabilities { return f.caps }
+
+func (f fakeBackend) Open(_ context.Context, conn *connections.Connection, _ hclog.Logger) (driver.Driver, error) {
+	if f.reqs != nil {
+		req := DriverRequest{Backend: f.name, Conn: conn, Options: f.raw}
+		if conn != nil {
+			req.ConnID = conn.ConnID
+		}
+		*f.reqs = append(*f.reqs, req)
+	}
+	return f.d, nil
 }
 
 // memStorage is an in-memory Storage with Export's staging semantics and
@@ -424,4 +363,36 @@ func newEnv(t *testing.T) *env {
 		Storage: e.st,
 	}
 	return e
+}
+
+// wrapBackends is r with every driver it opens passed through wrap, for
+// tests that watch or interrupt a real backend.
+func wrapBackends(r *registry.Registry, wrap func(driver.Driver) driver.Driver) *registry.Registry {
+	out := registry.New()
+	for _, name := range r.Names() {
+		b, _ := r.Lookup(name)
+		configure := b.Configure
+		b.Configure = func(raw json.RawMessage) (registry.Config, error) {
+			cfg, err := configure(raw)
+			if err != nil {
+				return nil, err
+			}
+			return wrappedConfig{cfg, wrap}, nil
+		}
+		out.Register(b)
+	}
+	return out
+}
+
+type wrappedConfig struct {
+	registry.Config
+	wrap func(driver.Driver) driver.Driver
+}
+
+func (w wrappedConfig) Open(ctx context.Context, conn *connections.Connection, log hclog.Logger) (driver.Driver, error) {
+	drv, err := w.Config.Open(ctx, conn, log)
+	if err != nil {
+		return nil, err
+	}
+	return w.wrap(drv), nil
 }

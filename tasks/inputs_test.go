@@ -142,8 +142,8 @@ func TestProgressReaderLogsEveryInterval(t *testing.T) {
 // ConvertInput embeds ProvisionInput: every provision key reaches the
 // sandbox a conversion creates.
 func TestConvertInputCarriesEveryProvisionField(t *testing.T) {
-	full := `{"backend":"modal","conn_id":"m","app_name":"a","gpu":"T4","regions":["us-east"],"cloud":"aws",
-		"egress_enforcement":"sni","ignore_image":true,"image":"python:3.12","cpu":2,"memory_mib":512,
+	full := `{"backend":"modal","conn_id":"m","backend_options":{"modal":{"app_name":"a","regions":["us-east"]}},"gpu":"T4",
+		"image":"python:3.12","cpu":2,"memory_mib":512,
 		"lifetime":"2h","workdir":"/w","env":{"A":"1"},"env_from":{"B":{"variable":"b"}},
 		"network":{"block":true,"allow_hosts":["h"]},"owner":"d/r","tags":{"t":"v"},
 		"stage_in":{"a":"s3://b/a"},"storage_conn_id":"s3"}`

@@ -14,10 +14,12 @@ import (
 	"testing"
 
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/local"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/registry"
 )
 
-// localDeps runs tasks on the real local backend (DefaultDrivers), with its
+// localDeps runs tasks on the real local backend (the registered backends), with its
 // sandboxes under a root of the test's own.
 func localDeps(t *testing.T) (Deps, *fakeAirflow, string) {
 	t.Helper()
@@ -34,10 +36,10 @@ func localDeps(t *testing.T) (Deps, *fakeAirflow, string) {
 func TestProvisionImageDirectoryNeedsAnOperatorImageRoot(t *testing.T) {
 	ctx := context.Background()
 	d, af, root := localDeps(t)
-	t.Setenv(ImageRootsEnv, "")
+	t.Setenv(local.ImageRootsEnv, "")
 	_, err := Provision(ctx, d, ProvisionInput{Image: "/usr"})
-	if err == nil || !strings.Contains(err.Error(), ImageRootsEnv) {
-		t.Fatalf("image /usr without image roots: want a refusal naming %s, got %v", ImageRootsEnv, err)
+	if err == nil || !strings.Contains(err.Error(), local.ImageRootsEnv) {
+		t.Fatalf("image /usr without image roots: want a refusal naming %s, got %v", local.ImageRootsEnv, err)
 	}
 	if entries, _ := os.ReadDir(root); len(entries) != 0 {
 		t.Fatalf("the refused provision left %d entries under %s", len(entries), root)
@@ -53,11 +55,11 @@ func TestProvisionImageDirectoryNeedsAnOperatorImageRoot(t *testing.T) {
 	if err := os.Mkdir(img, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv(ImageRootsEnv, "/nonexistent-image-root::"+images)
+	t.Setenv(local.ImageRootsEnv, "/nonexistent-image-root::"+images)
 	if _, err := Provision(ctx, d, ProvisionInput{Image: "/usr"}); err == nil {
 		t.Fatal("a nonexistent image root was accepted")
 	}
-	t.Setenv(ImageRootsEnv, ":"+images+":")
+	t.Setenv(local.ImageRootsEnv, ":"+images+":")
 	if _, err := Provision(ctx, d, ProvisionInput{Image: "/usr"}); err == nil || !strings.Contains(err.Error(), "not under the image roots") {
 		t.Fatalf("image /usr outside the image roots: want a refusal, got %v", err)
 	}
@@ -80,11 +82,11 @@ func TestProvisionImageDirectoryNeedsAnOperatorImageRoot(t *testing.T) {
 func TestLocalMaxProcessesEnv(t *testing.T) {
 	ctx := context.Background()
 	d, _, _ := localDeps(t)
-	t.Setenv(LocalMaxProcessesEnv, "lots")
-	if _, err := Provision(ctx, d, ProvisionInput{}); err == nil || !strings.Contains(err.Error(), LocalMaxProcessesEnv) {
-		t.Fatalf("want an error naming %s, got %v", LocalMaxProcessesEnv, err)
+	t.Setenv(local.MaxProcessesEnv, "lots")
+	if _, err := Provision(ctx, d, ProvisionInput{}); err == nil || !strings.Contains(err.Error(), local.MaxProcessesEnv) {
+		t.Fatalf("want an error naming %s, got %v", local.MaxProcessesEnv, err)
 	}
-	t.Setenv(LocalMaxProcessesEnv, "16")
+	t.Setenv(local.MaxProcessesEnv, "16")
 	id, err := Provision(ctx, d, ProvisionInput{})
 	if err != nil {
 		t.Fatal(err)
@@ -127,10 +129,7 @@ func TestKilledProvisionHelper(t *testing.T) {
 	d, _, _ := localDeps(t)
 	t.Setenv("XDG_STATE_HOME", os.Getenv(killedProvisionEnv))
 	d.Run.RunID = "killed__1"
-	d.Drivers = func(ctx context.Context, req DriverRequest) (sandbox.Driver, error) {
-		drv, err := DefaultDrivers(ctx, req)
-		return announcingDriver{drv}, err
-	}
+	d.Drivers = wrapBackends(registry.Default, func(drv driver.Driver) driver.Driver { return announcingDriver{drv} })
 	Provision(context.Background(), d, ProvisionInput{Env: map[string]string{"TOKEN": "s3cr3t"}})
 	t.Fatal("provision returned")
 }

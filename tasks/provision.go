@@ -13,17 +13,21 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/cleanup"
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/registry"
 )
 
 // ProvisionInput describes the sandbox to create.
 type ProvisionInput struct {
-	// BackendOptions choose the backend, its connection and the
-	// backend-specific settings (app_name, gpu, ignore_image, ...).
+	// BackendOptions choose the backend, its connection and its options
+	// (backend_options).
 	BackendOptions
 
 	Image     string  `json:"image,omitempty"`
 	CPU       float64 `json:"cpu,omitempty"`
 	MemoryMiB int     `json:"memory_mib,omitempty"`
+	// GPU is the GPU type and count ("A10G", "A100:2"), for backends with
+	// GPUs.
+	GPU string `json:"gpu,omitempty"`
 	// Lifetime is the server-side lifetime ("2h" or 7200); default 1h. It must
 	// cover everything up to the collect task.
 	Lifetime Duration          `json:"lifetime,omitempty"`
@@ -63,11 +67,16 @@ func Provision(ctx context.Context, d Deps, in ProvisionInput) (string, error) {
 
 // provision does the work shared by Provision and Convert. On success the
 // caller owns the driver and the sandbox.
-func provision(ctx context.Context, d Deps, in ProvisionInput) (*sandbox.Sandbox, sandbox.Driver, Record, []string, error) {
+func provision(ctx context.Context, d Deps, in ProvisionInput) (*sandbox.Sandbox, *sandbox.Backend, Record, []string, error) {
 	if err := d.check(); err != nil {
 		return nil, nil, Record{}, nil, err
 	}
 	log := d.logger()
+	// What the backend cannot do fails first, before any connection or
+	// secret is read.
+	if err := in.Check(d.drivers()); err != nil {
+		return nil, nil, Record{}, nil, err
+	}
 	in.StageIn = d.Run.expandURLs(in.StageIn)
 	spec, secrets, err := buildSpec(ctx, d, in)
 	if err != nil {
@@ -84,17 +93,17 @@ func provision(ctx context.Context, d Deps, in ProvisionInput) (*sandbox.Sandbox
 	if err := checkStorage(ctx, d, "stage_in", in.StageIn, true, creds); err != nil {
 		return nil, nil, Record{}, nil, err
 	}
-	drv, req, err := openDriver(ctx, d, in.BackendOptions)
+	drv, req, err := openBackend(ctx, d, in.BackendOptions)
 	if err != nil {
 		return nil, nil, Record{}, nil, err
 	}
 	log.Info("creating sandbox", "backend", req.Backend, "image", spec.Image, "owner", spec.Owner, "lifetime", spec.WithDefaults().Timeout)
-	sb, err := sandbox.Create(ctx, drv, spec)
+	sb, err := drv.Create(ctx, spec)
 	if err != nil {
 		drv.Close()
 		return nil, nil, Record{}, nil, fmt.Errorf("creating a %s sandbox: %w", req.Backend, err)
 	}
-	fail := func(err error) (*sandbox.Sandbox, sandbox.Driver, Record, []string, error) {
+	fail := func(err error) (*sandbox.Sandbox, *sandbox.Backend, Record, []string, error) {
 		what := destroyQuietly(ctx, d, sb)
 		drv.Close()
 		return nil, nil, Record{}, nil, fmt.Errorf("%w (%s)", err, what)
@@ -122,13 +131,31 @@ func provision(ctx context.Context, d Deps, in ProvisionInput) (*sandbox.Sandbox
 	return sb, drv, rec, secrets, nil
 }
 
+// Check parses the backend options with the backends r links and refuses
+// what the chosen backend cannot provide (gpu on local, say), naming the
+// field and the backend. The bundle config loader calls it with a task's
+// defaults, so such a config is refused when packed; provision calls it
+// again with the values a run bound.
+func (in ProvisionInput) Check(r *registry.Registry) error {
+	cfg, err := CheckBackendOptions(r, in.BackendOptions)
+	if err != nil {
+		return err
+	}
+	return CheckSpec(r, in.BackendOptions.name(), cfg, in.shape().WithDefaults())
+}
+
+// shape is the spec's resource and network part, before env and owner.
+func (in ProvisionInput) shape() sandbox.Spec {
+	return sandbox.Spec{
+		Image: in.Image, CPU: in.CPU, MemoryMiB: in.MemoryMiB, GPU: in.GPU,
+		Timeout: time.Duration(in.Lifetime), Workdir: in.Workdir, Network: in.Network.Policy(),
+	}
+}
+
 // buildSpec turns the input into a sandbox spec, resolving env_from.
 func buildSpec(ctx context.Context, d Deps, in ProvisionInput) (sandbox.Spec, []string, error) {
-	spec := sandbox.Spec{
-		Image: in.Image, CPU: in.CPU, MemoryMiB: in.MemoryMiB,
-		Timeout: time.Duration(in.Lifetime), Workdir: in.Workdir,
-		Network: in.Network.Policy(), Owner: in.Owner, Tags: in.Tags,
-	}
+	spec := in.shape()
+	spec.Owner, spec.Tags = in.Owner, in.Tags
 	if spec.Owner == "" {
 		spec.Owner = d.Run.Owner()
 	}

@@ -193,7 +193,9 @@ func TestBackendConnectionResolution(t *testing.T) {
 		{"opensandbox default missing is an error", nil, BackendOptions{Backend: "OpenSandbox"}, "", `"opensandbox_default"`},
 		{"opensandbox explicit", []connections.Connection{{ConnID: "osb", Host: "h"}}, BackendOptions{Backend: "opensandbox", ConnID: "osb"}, "osb", ""},
 		{"local has none", nil, BackendOptions{}, "", ""},
-		{"local ignores modal settings", nil, BackendOptions{ConnID: "modal_default", AppName: "a", Regions: []string{"us"}}, "", ""},
+		{"local ignores conn_id and modal's options", nil, BackendOptions{ConnID: "modal_default", Options: map[string]json.RawMessage{"modal": json.RawMessage(`{"flag": "x"}`)}}, "", ""},
+		{"unknown backend names the linked ones", nil, BackendOptions{Backend: "kubernetes"}, "", `backend "kubernetes" is not one this bundle links (local, modal, opensandbox)`},
+		{"a misspelt option of the chosen backend", nil, BackendOptions{Backend: "modal", Options: map[string]json.RawMessage{"modal": json.RawMessage(`{"flga": "x"}`)}}, "", `backend_options.modal: unknown option "flga"`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -233,17 +235,38 @@ func (brokenAirflow) GetConnection(context.Context, string) (connections.Connect
 	return connections.Connection{}, errors.New("supervisor unreachable")
 }
 
-func TestIgnoredBackendSettingsAreLoggedAndDropped(t *testing.T) {
+// Only the chosen backend's options reach it, and a conn_id on a backend
+// that takes none is logged as ignored.
+func TestOnlyTheChosenBackendsOptionsApply(t *testing.T) {
 	e := newEnv(t)
-	req, err := resolveDriverRequest(context.Background(), e.deps, BackendOptions{Backend: "local", ConnID: "modal_default", AppName: "a", IgnoreImage: true})
+	opts := BackendOptions{Backend: "local", ConnID: "modal_default", Options: map[string]json.RawMessage{
+		"local": json.RawMessage(`{"flag": "mine"}`), "modal": json.RawMessage(`{"flag": "other"}`)}}
+	req, err := resolveDriverRequest(context.Background(), e.deps, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if req.Options.AppName != "" || req.Options.ConnID != "" || !req.Options.IgnoreImage {
-		t.Fatalf("options reaching the local driver: %+v", req.Options)
+	if string(req.Options) != `{"flag": "mine"}` || req.ConnID != "" || req.Conn != nil {
+		t.Fatalf("request for the local backend: options %s, conn %q", req.Options, req.ConnID)
 	}
-	if !strings.Contains(e.log.String(), "app_name, conn_id") {
-		t.Fatalf("ignored settings were not logged:\n%s", e.log.String())
+	if !strings.Contains(e.log.String(), "ignoring conn_id") {
+		t.Fatalf("the ignored conn_id was not logged:\n%s", e.log.String())
+	}
+}
+
+// A spec the chosen backend cannot honour fails before any connection or
+// secret is read, naming the field, the backend and the ones that could.
+func TestProvisionRefusesWhatTheBackendCannotDo(t *testing.T) {
+	e := newEnv(t)
+	e.af.vars["v"] = "secret-value"
+	_, err := Provision(context.Background(), e.deps, ProvisionInput{GPU: "A10G", EnvFrom: map[string]EnvSource{"V": {Variable: "v"}}})
+	if !errors.Is(err, sandbox.ErrRefused) || !strings.Contains(err.Error(), "gpu: the local backend cannot provide GPUs, which modal can") {
+		t.Fatalf("want a refusal naming gpu, local and the able backends, got %v", err)
+	}
+	if len(e.drv.creates) != 0 || len(e.af.masked) != 0 {
+		t.Fatalf("a refused provision created %d sandboxes and read %d secrets", len(e.drv.creates), len(e.af.masked))
+	}
+	if _, err := Provision(context.Background(), e.deps, ProvisionInput{GPU: "A10G", BackendOptions: BackendOptions{Backend: "modal"}}); err != nil {
+		t.Fatalf("gpu on a backend with GPUs: %v", err)
 	}
 }
 

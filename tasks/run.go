@@ -16,10 +16,9 @@ const DefaultOutputTail = 4 << 10
 
 // RunInput names a sandbox and the commands to run in it.
 type RunInput struct {
-	// Backend and ConnID locate the sandbox; a Record given as Sandbox
-	// supplies them.
-	Backend string `json:"backend,omitempty"`
-	ConnID  string `json:"conn_id,omitempty"`
+	// BackendOptions locate the sandbox (backend, conn_id and
+	// backend_options); a Record given as Sandbox supplies the first two.
+	BackendOptions
 	// Sandbox is the id provision returned, or its Record.
 	Sandbox SandboxRef `json:"sandbox"`
 	// Command is one command or a list, each run with sh -c, in order,
@@ -75,7 +74,7 @@ func RunCommands(ctx context.Context, d Deps, in RunInput) (RunResult, error) {
 	if len(in.Command) == 0 {
 		return RunResult{}, errors.New("command: nothing to run; give a command string or a list of them")
 	}
-	sb, drv, tags, err := openRef(ctx, d, BackendOptions{Backend: in.Backend, ConnID: in.ConnID}, in.Sandbox, in.Owner)
+	sb, drv, tags, err := openRef(ctx, d, in.BackendOptions, in.Sandbox, in.Owner)
 	if err != nil {
 		return RunResult{}, err
 	}
@@ -143,7 +142,7 @@ func runOne(ctx context.Context, d Deps, sb *sandbox.Sandbox, cmd string, opt sa
 // openRef opens the sandbox a task was pointed at and checks that it belongs
 // to the owner (default: this Dag run), so a task never works in a sandbox
 // another run owns.
-func openRef(ctx context.Context, d Deps, opts BackendOptions, ref SandboxRef, owner string) (*sandbox.Sandbox, sandbox.Driver, map[string]string, error) {
+func openRef(ctx context.Context, d Deps, opts BackendOptions, ref SandboxRef, owner string) (*sandbox.Sandbox, *sandbox.Backend, map[string]string, error) {
 	if ref.ID == "" || ref.ID == "None" {
 		// Under all_done this is usually a provision task that failed
 		// before it returned an id: say so, not only how to bind it.
@@ -156,11 +155,11 @@ func openRef(ctx context.Context, d Deps, opts BackendOptions, ref SandboxRef, o
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	drv, _, err := openDriver(ctx, d, opts)
+	drv, _, err := openBackend(ctx, d, opts)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	sb := sandbox.Open(drv, ref.ID)
+	sb := drv.Open(ref.ID)
 	if owner == "" {
 		owner = d.Run.Owner()
 	}

@@ -306,7 +306,7 @@ func TestRunRedactsASecretSplitAcrossChunks(t *testing.T) {
 	}{
 		{false, "token is tok-9f8e"}, {true, "warming up\n"}, {false, "7d6c5b4a\ndone\n"},
 	}}
-	e.deps.Drivers = func(context.Context, DriverRequest) (sandbox.Driver, error) { return cd, nil }
+	e.deps.Drivers = backendsFor(cd, nil)
 	res, err := RunCommands(context.Background(), e.deps, RunInput{Sandbox: SandboxRef{ID: id}, Command: Commands{"print-token"}})
 	if err != nil {
 		t.Fatal(err)

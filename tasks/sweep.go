@@ -13,10 +13,10 @@ import (
 
 // SweepInput chooses which leftover sandboxes to remove.
 type SweepInput struct {
-	Backend string `json:"backend,omitempty"`
-	ConnID  string `json:"conn_id,omitempty"`
-	// AppName is the Modal app to look in (Modal only).
-	AppName string `json:"app_name,omitempty"`
+	// BackendOptions name the backend to sweep, its connection and
+	// options (for Modal, app_name in backend_options.modal says which app
+	// to look in).
+	BackendOptions
 	// DryRun lists what would be destroyed without destroying it.
 	DryRun bool `json:"dry_run,omitempty"`
 	// FinishedRuns are owners ("<dag_id>/<run_id>") of Dag runs that are
@@ -103,7 +103,7 @@ func sweepAt(ctx context.Context, d Deps, in SweepInput, now time.Time) (res Swe
 		defer func() { res.Storage = reports }()
 	}
 	log := d.logger()
-	drv, req, err := openDriver(ctx, d, BackendOptions{Backend: in.Backend, ConnID: in.ConnID, AppName: in.AppName})
+	drv, req, err := openBackend(ctx, d, in.BackendOptions)
 	if err != nil {
 		return SweepResult{}, err
 	}
@@ -118,7 +118,7 @@ func sweepAt(ctx context.Context, d Deps, in SweepInput, now time.Time) (res Swe
 	// Unfiltered: the Python provider's sandboxes share no tag value a
 	// backend could filter on. Modal lists one app (app_name), which is the
 	// provider's default app too.
-	list, err := drv.ListSandboxes(ctx, nil)
+	list, err := drv.List(ctx, nil)
 	if err != nil {
 		return SweepResult{}, fmt.Errorf("listing %s sandboxes: %w", req.Backend, err)
 	}
@@ -152,7 +152,7 @@ func sweepAt(ctx context.Context, d Deps, in SweepInput, now time.Time) (res Swe
 			log.Info("would destroy", "id", s.ID, "owner", s.Owner, "creator", s.Creator, "reason", s.Reason, "expires_at", s.ExpiresAt)
 			continue
 		}
-		if err := sandbox.Open(drv, info.ID).Destroy(ctx); err != nil {
+		if err := drv.Open(info.ID).Destroy(ctx); err != nil {
 			log.Error("could not destroy", "id", s.ID, "error", err)
 			failed = append(failed, fmt.Sprintf("%s (%v)", s.ID, err))
 			continue

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	_ "github.com/airflow-sandbox/airflow-go-worker/sandbox/modal" // registers the real Modal backend
 	"github.com/airflow-sandbox/airflow-go-worker/testing/fakemodal"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/pyenv"
 )
@@ -38,7 +39,7 @@ func TestSweepRemovesPythonProviderSandboxes(t *testing.T) {
 	s := fakemodal.Start(t, fakemodal.Options{})
 	s.SetEnv(t)
 	e := newEnv(t)
-	e.deps.Drivers = nil // the real Modal driver, with the environment's credentials
+	e.deps.Drivers = nil // the registered backends: the real Modal driver, with the environment's credentials
 
 	made := pythonCreate(t, s,
 		map[string]any{"owner": "py_dag/manual__over"},
@@ -61,7 +62,7 @@ func TestSweepRemovesPythonProviderSandboxes(t *testing.T) {
 
 	ctx := context.Background()
 	// Three minutes on: the 120 s sandbox has expired by its tag.
-	res, err := sweepAt(ctx, e.deps, SweepInput{Backend: BackendModal, FinishedRuns: []string{"py_dag/manual__over"}}, time.Now().Add(3*time.Minute))
+	res, err := sweepAt(ctx, e.deps, SweepInput{BackendOptions: BackendOptions{Backend: "modal"}, FinishedRuns: []string{"py_dag/manual__over"}}, time.Now().Add(3*time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,6 +43,7 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/footer"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/selftest"
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/registry"
 	"github.com/airflow-sandbox/airflow-go-worker/tasks"
 )
 
@@ -51,8 +52,11 @@ import (
 type bundleConfig struct {
 	// Selftest adds the built-in airflow_go_worker_selftest Dag, so an
 	// operator can check a deployment of this bundle.
-	Selftest bool     `yaml:"selftest"`
-	Dags     dagsByID `yaml:"dags"`
+	Selftest bool `yaml:"selftest"`
+	// Backends holds each sandbox backend's options for every task of the
+	// bundle (a task's own backend_options override them key by key).
+	Backends map[string]map[string]any `yaml:"backends"`
+	Dags     dagsByID                  `yaml:"dags"`
 	// order lists dag ids and, per Dag, task ids as the file lists them:
 	// tasks register (and `run --dag` runs them) in the author's order.
 	order []orderedDag `yaml:"-"`
@@ -156,6 +160,15 @@ func loadBundleConfig(b *bundles.Bundle, data []byte, source string) error {
 	if cfg.Selftest {
 		selftest.Register(b)
 	}
+	for _, name := range sortedKeys(cfg.Backends) {
+		raw, err := json.Marshal(cfg.Backends[name])
+		if err != nil {
+			return fmt.Errorf("%s: backends.%s: values must be plain YAML scalars, lists and mappings: %v", source, name, err)
+		}
+		if _, _, err := registry.Default.Configure(name, raw); err != nil {
+			return fmt.Errorf("%s: backends.%s: %w", source, name, err)
+		}
+	}
 	for _, od := range cfg.order {
 		dagID, dag := od.id, cfg.Dags[od.id]
 		for _, taskID := range od.tasks {
@@ -168,9 +181,13 @@ func loadBundleConfig(b *bundles.Bundle, data []byte, source string) error {
 				}
 				return fmt.Errorf("%s: kind %q is not one of %s", where, tc.Kind, kindNames())
 			}
+			defaults := tc.Defaults
+			if len(cfg.Backends) > 0 && hasInput(kind.input, "backend_options") {
+				defaults = withBackendDefaults(defaults, cfg.Backends)
+			}
 			var opts []bundles.TaskOption
-			if len(tc.Defaults) > 0 {
-				opts = append(opts, bundles.WithDefaults(tc.Defaults))
+			if len(defaults) > 0 {
+				opts = append(opts, bundles.WithDefaults(defaults))
 			}
 			for _, name := range sortedKeys(tc.Inputs) {
 				opt, err := tc.Inputs[name].option(name)
@@ -187,7 +204,7 @@ func loadBundleConfig(b *bundles.Bundle, data []byte, source string) error {
 			if err := b.Add(dagID, taskID, kind.fn, opts...); err != nil {
 				return fmt.Errorf("%s: %w", where, err)
 			}
-			if err := checkNestedKeys(kind.input, tc.Defaults); err != nil {
+			if err := checkDefaults(kind.input, defaults); err != nil {
 				return fmt.Errorf("%s.defaults: %w", where, err)
 			}
 		}
@@ -205,7 +222,7 @@ var unknownField = sync.OnceValue(func() *regexp.Regexp {
 
 // allowedKeys says, per config level, which keys a user may write there.
 var allowedKeys = map[string]string{
-	"bundleConfig": "at the top level (allowed: selftest, dags)",
+	"bundleConfig": "at the top level (allowed: selftest, backends, dags)",
 	"dagConfig":    "in a Dag (allowed: description, tasks)",
 	"taskConfig":   "in a task (allowed: kind, defaults, inputs, conf)",
 	"inputConfig":  "in an input binding (allowed: xcom, key, param)",
@@ -342,23 +359,77 @@ func mappingKeys(n *yaml.Node) []string {
 	return keys
 }
 
-// checkNestedKeys decodes the defaults strictly, so a misspelt key inside a
+// checkDefaults decodes the defaults strictly, so a misspelt key inside a
 // nested mapping (network: {blok: true}) is an error rather than silently
-// meaning the default. Top-level keys and types were checked by bundles.Add.
-func checkNestedKeys(input reflect.Type, defaults map[string]any) error {
-	if len(defaults) == 0 {
-		return nil
-	}
+// meaning the default (top-level keys and types were checked by
+// bundles.Add), and lets the input check itself against the backends this
+// bundle links: a backend it does not link, a misspelt backend option, or
+// a setting the backend cannot provide (gpu on local) fails here, when the
+// bundle is packed or inspected, rather than at a task.
+func checkDefaults(input reflect.Type, defaults map[string]any) error {
 	data, err := json.Marshal(defaults)
 	if err != nil {
 		return fmt.Errorf("values must be plain YAML scalars, lists and mappings: %v", err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(reflect.New(input).Interface()); err != nil {
-		return err
+	v := reflect.New(input)
+	if len(defaults) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(v.Interface()); err != nil {
+			return err
+		}
+	}
+	if c, ok := v.Elem().Interface().(interface {
+		Check(*registry.Registry) error
+	}); ok {
+		return c.Check(registry.Default)
 	}
 	return nil
+}
+
+// hasInput reports whether an input struct has a field (its own or an
+// embedded struct's) that binds as name.
+func hasInput(t reflect.Type, name string) bool {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if f.Anonymous && f.Type.Kind() == reflect.Struct && hasInput(f.Type, name) {
+			return true
+		}
+		if tag, _, _ := strings.Cut(f.Tag.Get("json"), ","); tag == name {
+			return true
+		}
+	}
+	return false
+}
+
+// withBackendDefaults merges the bundle's backends: section under a task's
+// own backend_options, backend by backend and key by key.
+func withBackendDefaults(defaults map[string]any, backends map[string]map[string]any) map[string]any {
+	out := make(map[string]any, len(defaults)+1)
+	for k, v := range defaults {
+		out[k] = v
+	}
+	own, _ := defaults["backend_options"].(map[string]any)
+	merged := map[string]any{}
+	for name, opts := range backends {
+		m := map[string]any{}
+		for k, v := range opts {
+			m[k] = v
+		}
+		if o, ok := own[name].(map[string]any); ok {
+			for k, v := range o {
+				m[k] = v
+			}
+		}
+		merged[name] = m
+	}
+	for name, o := range own {
+		if _, done := merged[name]; !done {
+			merged[name] = o
+		}
+	}
+	out["backend_options"] = merged
+	return out
 }
 
 // embeddedBundleConfig returns the bundle config packed into this executable's
@@ -406,9 +477,11 @@ func sweepCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	var finished, prefixes stringList
 	var asJSON bool
 	var olderThan time.Duration
-	fs.StringVar(&in.Backend, "backend", "", "sandbox backend: local, modal or opensandbox (default local; with --storage, only storage is swept unless --backend is given)")
-	fs.StringVar(&in.ConnID, "conn-id", "", "Airflow connection of the backend (default modal_default / opensandbox_default)")
-	fs.StringVar(&in.AppName, "app-name", "", "Modal app to sweep (Modal only)")
+	var options stringList
+	backends := strings.Join(registry.Default.Names(), ", ")
+	fs.StringVar(&in.Backend, "backend", "", "sandbox backend: one of "+backends+" (default "+tasks.DefaultBackend+"; with --storage, only storage is swept unless --backend is given)")
+	fs.StringVar(&in.ConnID, "conn-id", "", "Airflow connection of the backend (default: the backend's own, e.g. modal_default)")
+	fs.Var(&options, "option", "a backend option as KEY=VALUE, e.g. app_name=etl for modal (repeatable; VALUE is read as JSON when it parses)")
 	fs.BoolVar(&in.DryRun, "dry-run", false, "list what would be destroyed, destroy nothing")
 	fs.StringVar(&connFile, "connections", "", "connections file (YAML/JSON, conn_id -> URI or object); AIRFLOW_CONN_* variables are read too")
 	fs.Var(&finished, "finished-run", "a finished Dag run, as <dag_id>/<run_id>, whose sandboxes go even before they expire (repeatable)")
@@ -417,7 +490,7 @@ func sweepCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.DurationVar(&olderThan, "older-than", tasks.DefaultLeftoverAge, "with --storage: how old a leftover must be to be removed")
 	fs.StringVar(&in.StorageConnID, "storage-conn-id", "", "with --storage: the aws connection for s3:// prefixes (default: the AWS credential chain)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: airflow-go-worker sweep [--backend local|modal|opensandbox] [--conn-id ID] [--dry-run] [--connections FILE] [--finished-run DAG/RUN ...]")
+		fmt.Fprintf(stderr, "usage: airflow-go-worker sweep [--backend %s] [--conn-id ID] [--option KEY=VALUE ...] [--dry-run] [--connections FILE] [--finished-run DAG/RUN ...]\n", strings.ReplaceAll(backends, ", ", "|"))
 		fmt.Fprintln(stderr, "       airflow-go-worker sweep --storage URL_PREFIX [--older-than DURATION] [--storage-conn-id ID] [--dry-run]")
 		fs.PrintDefaults()
 	}
@@ -437,7 +510,17 @@ func sweepCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return fmt.Errorf("sweep: --older-than %v is negative; give how old a leftover must be, e.g. 24h", olderThan)
 	}
 	if in.Backend == "" && len(in.Storage) == 0 {
-		in.Backend = tasks.BackendLocal
+		in.Backend = tasks.DefaultBackend
+	}
+	if len(options) > 0 {
+		if in.Backend == "" {
+			return errors.New("sweep: --option sets a backend's options; give --backend too")
+		}
+		raw, err := optionsJSON(options)
+		if err != nil {
+			return fmt.Errorf("sweep: %w", err)
+		}
+		in.Options = map[string]json.RawMessage{strings.ToLower(in.Backend): raw}
 	}
 	af := &cliAirflow{file: connFile}
 	log := hclog.New(&hclog.LoggerOptions{Name: "sweep", Output: stderr, Level: hclog.Info})
@@ -519,3 +602,22 @@ func (c *cliAirflow) GetVariable(_ context.Context, key string) (string, error) 
 
 func (c *cliAirflow) SetXCom(context.Context, string, any) error       { return nil }
 func (c *cliAirflow) MaskSecret(context.Context, string, string) error { return nil }
+
+// optionsJSON turns --option KEY=VALUE flags into a backend's options
+// object; a VALUE that parses as JSON (a number, true, a list) is taken as
+// such, anything else as a string.
+func optionsJSON(flags []string) (json.RawMessage, error) {
+	obj := map[string]any{}
+	for _, f := range flags {
+		k, v, ok := strings.Cut(f, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--option %q: give KEY=VALUE", f)
+		}
+		var val any
+		if err := json.Unmarshal([]byte(v), &val); err != nil {
+			val = v
+		}
+		obj[k] = val
+	}
+	return json.Marshal(obj)
+}

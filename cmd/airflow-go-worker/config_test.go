@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -81,7 +82,15 @@ func TestLoadBundleConfigErrorsNameTheSpot(t *testing.T) {
 		{"input not a mapping", `dags: {d: {tasks: {t: {kind: collect, inputs: {sandbox: provision}}}}}`, []string{"inputs", "provision", "{xcom: <upstream task_id>}"}},
 		{"conf names no field", `dags: {d: {tasks: {t: {kind: run, conf: [timeout, comand]}}}}`, []string{"dags.d.tasks.t", `conf lists "comand", which matches no input field`}},
 		{"unknown dag key", "dags:\n  d:\n    taks: {t: {kind: run}}\n", []string{"bundle.yaml", `line 3: unknown key "taks" in a Dag (allowed: description, tasks)`}},
-		{"unknown top key", "dag: {}\n", []string{"bundle.yaml", `unknown key "dag" at the top level (allowed: selftest, dags)`}},
+		{"unknown top key", "dag: {}\n", []string{"bundle.yaml", `unknown key "dag" at the top level (allowed: selftest, backends, dags)`}},
+		{"gpu on local", `dags: {d: {tasks: {t: {kind: provision, defaults: {gpu: A10G}}}}}`, []string{"dags.d.tasks.t.defaults", "gpu: the local backend cannot provide GPUs, which modal can"}},
+		{"cidr allowlist on opensandbox", `dags: {d: {tasks: {t: {kind: convert, defaults: {backend: opensandbox, network: {allow_cidrs: [10.0.0.0/8]}}}}}}`, []string{"dags.d.tasks.t.defaults", "network.allow_cidrs: the opensandbox backend cannot provide CIDR allowlists (its egress sidecar"}},
+		{"backend not linked", `dags: {d: {tasks: {t: {kind: run, defaults: {backend: kubernetes}}}}}`, []string{"dags.d.tasks.t.defaults", `backend "kubernetes" is not one this bundle links (local, modal, opensandbox)`}},
+		{"misspelt backend option", `dags: {d: {tasks: {t: {kind: provision, defaults: {backend_options: {modal: {app_nme: x}}}}}}}`, []string{"dags.d.tasks.t.defaults", `backend_options.modal: unknown option "app_nme"`}},
+		{"misspelt option in backends", "backends: {local: {ignore_imgae: true}}\ndags: {d: {tasks: {t: {kind: run}}}}\n", []string{"bundle.yaml: backends.local", `unknown option "ignore_imgae"`}},
+		{"unknown backend in backends", "backends: {k8s: {}}\ndags: {d: {tasks: {t: {kind: run}}}}\n", []string{"backends.k8s", `backend "k8s" is not one this bundle links`}},
+		{"bad option value", "backends: {modal: {egress_enforcement: loose}}\ndags: {d: {tasks: {t: {kind: run}}}}\n", []string{"backends.modal", `egress_enforcement: "loose" is not "strict" or "sni"`}},
+		{"host allowlist needs sni on modal", `dags: {d: {tasks: {t: {kind: provision, defaults: {backend: modal, network: {allow_hosts: [pypi.org]}}}}}}`, []string{"network.allow_hosts: the modal backend cannot provide host allowlists"}},
 		{"empty", "", []string{"bundle.yaml", "empty"}},
 		{"no tasks", `dags: {d: {}}`, []string{"dags.d", "no tasks"}},
 		{"bad dag id", `dags: {"bad id": {tasks: {t: {kind: run}}}}`, []string{"bad id", "dag_id"}},
@@ -100,6 +109,29 @@ func TestLoadBundleConfigErrorsNameTheSpot(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The bundle's backends: section reaches every task's backend_options,
+// under the task's own options, and makes what it enables acceptable.
+func TestBackendsSectionAppliesToEveryTask(t *testing.T) {
+	y := `backends:
+  modal: {egress_enforcement: sni, app_name: shared}
+dags:
+  d:
+    tasks:
+      p: {kind: provision, defaults: {backend: modal, network: {allow_hosts: [pypi.org]}, backend_options: {modal: {app_name: own}}}}
+      c: {kind: collect}
+`
+	b := bundles.New()
+	if err := loadBundleConfig(b, []byte(y), "bundle.yaml"); err != nil {
+		t.Fatalf("sni from the backends section allows host allowlists on modal: %v", err)
+	}
+	merged := withBackendDefaults(map[string]any{"backend_options": map[string]any{"modal": map[string]any{"app_name": "own"}}},
+		map[string]map[string]any{"modal": {"egress_enforcement": "sni", "app_name": "shared"}, "local": {"ignore_image": true}})
+	got, _ := json.Marshal(merged)
+	if want := `{"backend_options":{"local":{"ignore_image":true},"modal":{"app_name":"own","egress_enforcement":"sni"}}}`; string(got) != want {
+		t.Fatalf("merged defaults %s, want %s", got, want)
 	}
 }
 

@@ -41,8 +41,10 @@ type checkEnv struct {
 
 // localConf is what a user triggers the standard bundle's examples with to
 // run their sandboxes on the worker itself (bubblewrap) instead of Modal:
-// both keys are allowed by the examples' bundle configs (conf: [...]).
-var localConf = map[string]any{"backend": "local", "ignore_image": true}
+// the examples' bundle configs allow it (conf: [backend]), and their
+// backends: section tells the local backend to run the image's commands on
+// the worker's userland (ignore_image).
+var localConf = map[string]any{"backend": "local"}
 
 var scenarios = []*scenario{
 	{

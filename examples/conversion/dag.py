@@ -12,9 +12,10 @@ Connections (resolved by the Go task at run time, never stored in the Dag):
 * ``aws_default``: the S3 bucket holding the input and receiving the outputs.
 * ``modal_default``: the Modal workspace the sandbox runs in.
 
-A run may choose the backend through ``dag_run.conf`` (``conf: [backend,
-ignore_image]`` in ``bundle.yaml``), for example ``{"backend": "local",
-"ignore_image": true}`` to convert on the worker itself. Nothing else can be
+A run may choose the backend through ``dag_run.conf`` (``conf: [backend]`` in
+``bundle.yaml``), for example ``{"backend": "local"}`` to convert on the
+worker itself (the config's ``backends: {local: {ignore_image: true}}`` runs
+the registry image's commands on the worker's userland). Nothing else can be
 set per run: a conf key naming another input of ``convert`` fails the task
 before it starts.
 """

@@ -114,7 +114,7 @@ func run(bin, dir string) error {
 	fmt.Printf("    %s\n", connFile)
 
 	step("running Dag sandbox_conversion, task convert, through the local supervisor")
-	conf := `{"backend": "local", "ignore_image": true}`
+	conf := `{"backend": "local"}`
 	args := []string{"run", "--bundle-config", filepath.Join("examples", "conversion", "bundle.yaml"),
 		"--dag", "sandbox_conversion", "--task", "convert", "--conf", conf,
 		"--connections", connFile, "--state", stateDir}

@@ -33,6 +33,8 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/selftest"
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	_ "github.com/airflow-sandbox/airflow-go-worker/sandbox/local" // the sandbox backends rank_customers may use
+	_ "github.com/airflow-sandbox/airflow-go-worker/sandbox/modal"
 	"github.com/airflow-sandbox/airflow-go-worker/storage"
 	"github.com/airflow-sandbox/airflow-go-worker/tasks"
 )
@@ -144,12 +146,12 @@ func rankCustomers(ctx context.Context, ti bundles.TaskInstance, af tasks.Airflo
 		return nil, errors.New("totals is empty; bind it to fetch_orders' result")
 	}
 	d := tasks.Deps{Airflow: af, Logger: log, Run: tasks.Run{DagID: ti.DagID, RunID: ti.RunID, TaskID: ti.TaskID, MapIndex: ti.MapIndex}}
-	drv, err := tasks.OpenDriver(ctx, d, tasks.BackendOptions{Backend: in.Backend, ConnID: in.ConnID})
+	backend, err := tasks.OpenBackend(ctx, d, tasks.BackendOptions{Backend: in.Backend, ConnID: in.ConnID})
 	if err != nil {
 		return nil, err
 	}
-	defer drv.Close()
-	sb, err := sandbox.Create(ctx, drv, sandbox.Spec{Owner: d.Run.Owner(), Timeout: 10 * time.Minute})
+	defer backend.Close()
+	sb, err := backend.Create(ctx, sandbox.Spec{Owner: d.Run.Owner(), Timeout: 10 * time.Minute})
 	if err != nil {
 		return nil, err
 	}

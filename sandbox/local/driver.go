@@ -289,6 +289,32 @@ func (d *Driver) probe() error {
 // Backend returns "local".
 func (d *Driver) Backend() string { return Backend }
 
+// Capabilities: memory (through prlimit), a blocked or the host network,
+// tags and listing; cpu only when configured to ignore it. No GPUs, no
+// allowlists (bubblewrap cannot filter traffic), and no server-side
+// lifetime: an expired sandbox refuses commands and is removed by sweep or
+// the next driver start, but nothing ends it on its own.
+func (d *Driver) Capabilities() sandbox.Capabilities { return capabilities(d.ignoreCPU) }
+
+func capabilities(ignoreCPU bool) sandbox.Capabilities {
+	return sandbox.Capabilities{CPU: ignoreCPU, Memory: true, BlockNetwork: true, OpenNetwork: true, Tags: true, List: true,
+		Hints: map[string]string{
+			"cpu":                 "bubblewrap cannot limit cpu; leave cpu unset for local runs, or set the local option ignore_cpu to run without a limit",
+			"network.allow_hosts": "bubblewrap has no egress filter; use block: true with no allowlist, or block: false for the host network",
+			"network.allow_cidrs": "bubblewrap has no egress filter; use block: true with no allowlist, or block: false for the host network",
+		}}
+}
+
+// As gives the concrete driver (target *(*local.Driver)), for Root and
+// RemoveExpired.
+func (d *Driver) As(target any) bool {
+	if p, ok := target.(**Driver); ok {
+		*p = d
+		return true
+	}
+	return false
+}
+
 // Root is the directory that holds the sandboxes.
 func (d *Driver) Root() string { return d.root }
 
@@ -378,6 +404,9 @@ func (d *Driver) checkSpec(spec sandbox.Spec) (string, error) {
 	net := spec.NetworkPolicy()
 	if len(net.AllowHosts) > 0 || len(net.AllowCIDRs) > 0 {
 		errs = append(errs, "network: the local backend cannot enforce allow_hosts/allow_cidrs (bubblewrap has no egress filter); use block: true with no allowlist, block: false for the host network, or a backend such as modal")
+	}
+	if spec.GPU != "" {
+		errs = append(errs, fmt.Sprintf("gpu: the local backend has no GPUs (asked for %q); remove gpu or use a backend with GPUs such as modal", spec.GPU))
 	}
 	if spec.CPU > 0 && d.ignoreCPU {
 		d.log.Warn("local backend cannot limit cpu; running without a cpu limit", "cpu", spec.CPU)

@@ -17,7 +17,6 @@ import (
 	modal "github.com/modal-labs/modal-client/go"
 	"google.golang.org/grpc/codes"
 
-	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 )
 
@@ -34,13 +33,12 @@ const (
 type Options struct {
 	// Credentials from the modal connection; empty tokens mean the SDK's own
 	// resolution (MODAL_TOKEN_ID/MODAL_TOKEN_SECRET, then ~/.modal.toml).
-	Credentials connections.ModalConfig
+	Credentials Credentials
 	AppName     string // default "airflow-sandbox"
 	// DisableCreateApp makes a missing app an error instead of creating it.
 	DisableCreateApp bool
 	// EgressEnforcement is "strict" (default) or "sni"; see EgressSNI.
 	EgressEnforcement string
-	GPU               string   // e.g. "A10G" or "A100:2"; "" = none
 	Regions           []string // placement; nil = Modal's choice
 	Cloud             string   // "aws", "gcp", "oci"; "" = Modal's choice
 	Logger            hclog.Logger
@@ -108,6 +106,31 @@ func New(ctx context.Context, opts Options) (*Driver, error) {
 
 // Backend is "modal".
 func (d *Driver) Backend() string { return "modal" }
+
+// Capabilities: cpu, memory, GPUs, a blocked or open network, CIDR
+// allowlists, host allowlists when egress enforcement is "sni", tags,
+// listing and a server-side lifetime.
+func (d *Driver) Capabilities() sandbox.Capabilities { return capabilities(d.opts.EgressEnforcement) }
+
+func capabilities(egress string) sandbox.Capabilities {
+	return sandbox.Capabilities{CPU: true, Memory: true, GPU: true, BlockNetwork: true, OpenNetwork: true,
+		AllowCIDRs: true, AllowHosts: egress == EgressSNI, Tags: true, List: true, Lifetime: true,
+		Hints: map[string]string{"network.allow_hosts": "Modal can only allow hostnames by TLS SNI: set the modal option egress_enforcement: sni, or allow the hosts' IPv4 ranges with allow_cidrs"}}
+}
+
+// As gives the Modal SDK client (target *(*modal.Client) of
+// github.com/modal-labs/modal-client/go) or the concrete driver.
+func (d *Driver) As(target any) bool {
+	switch p := target.(type) {
+	case **modal.Client:
+		*p = d.client
+	case **Driver:
+		*p = d
+	default:
+		return false
+	}
+	return true
+}
 
 // Close closes the SDK client and its connections.
 func (d *Driver) Close() error {
@@ -344,7 +367,7 @@ func (d *Driver) createParams(name string, spec sandbox.Spec) (*modal.SandboxCre
 		Env:       maps.Clone(spec.Env),
 		CPU:       spec.CPU,
 		MemoryMiB: spec.MemoryMiB,
-		GPU:       d.opts.GPU,
+		GPU:       spec.GPU,
 		Regions:   d.opts.Regions,
 		Cloud:     d.opts.Cloud,
 		Tags:      maps.Clone(spec.Tags),

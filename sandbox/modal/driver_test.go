@@ -15,7 +15,6 @@ import (
 	pb "github.com/modal-labs/modal-client/go/proto/modal_proto"
 	"google.golang.org/grpc/codes"
 
-	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/fakemodal"
 )
@@ -67,9 +66,9 @@ func TestCreateMapsSpec(t *testing.T) {
 
 func TestCreateDefaultsAndPlacement(t *testing.T) {
 	fake, drv := newFake(t, func(o *Options) {
-		o.GPU, o.Regions, o.Cloud = "A100:2", []string{"us-east-1"}, "aws"
+		o.Regions, o.Cloud = []string{"us-east-1"}, "aws"
 	})
-	sb := mustCreate(t, drv, sandbox.Spec{Env: map[string]string{"K": "v"}})
+	sb := mustCreate(t, drv, sandbox.Spec{GPU: "A100:2", Env: map[string]string{"K": "v"}})
 	defer sb.Destroy(context.Background())
 	r := fake.Creates()[0]
 	def := r.Definition
@@ -233,7 +232,7 @@ func TestAttachReleaseThroughSDK(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Another task: a fresh driver and SDK client that knows only the id.
-	drv2, err := New(context.Background(), Options{Credentials: connections.ModalConfig{TokenID: fake.TokenID(), TokenSecret: fake.TokenSecret()}})
+	drv2, err := New(context.Background(), Options{Credentials: Credentials{TokenID: fake.TokenID(), TokenSecret: fake.TokenSecret()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,8 +277,8 @@ func TestAttachReleaseThroughSDK(t *testing.T) {
 func TestCredentialResolution(t *testing.T) {
 	fake := fakemodal.Start(t, fakemodal.Options{})
 	fake.SetEnv(t)
-	good := connections.ModalConfig{TokenID: fake.TokenID(), TokenSecret: fake.TokenSecret(), ConnID: "modal_default"}
-	ping := func(creds connections.ModalConfig) error {
+	good := Credentials{TokenID: fake.TokenID(), TokenSecret: fake.TokenSecret(), Source: "modal_default"}
+	ping := func(creds Credentials) error {
 		drv, err := New(context.Background(), Options{Credentials: creds})
 		if err != nil {
 			return err
@@ -297,13 +296,13 @@ func TestCredentialResolution(t *testing.T) {
 		}
 	})
 	t.Run("no tokens uses env", func(t *testing.T) {
-		if err := ping(connections.ModalConfig{ConnID: "modal_default"}); err != nil {
+		if err := ping(Credentials{Source: "modal_default"}); err != nil {
 			t.Fatal(err)
 		}
 	})
 	t.Run("bad env tokens are a terminal credential error", func(t *testing.T) {
 		t.Setenv("MODAL_TOKEN_SECRET", "as-wrong")
-		err := ping(connections.ModalConfig{})
+		err := ping(Credentials{})
 		if err == nil || sandbox.IsRetryable(err) || !strings.Contains(err.Error(), "modal connection") {
 			t.Fatalf("want a terminal error pointing at the connection, got %v", err)
 		}
@@ -312,7 +311,7 @@ func TestCredentialResolution(t *testing.T) {
 		}
 	})
 	t.Run("one token is an error", func(t *testing.T) {
-		_, err := New(context.Background(), Options{Credentials: connections.ModalConfig{TokenID: "ak-1", ConnID: "half"}})
+		_, err := New(context.Background(), Options{Credentials: Credentials{TokenID: "ak-1", Source: "half"}})
 		if err == nil || !strings.Contains(err.Error(), "half") {
 			t.Fatalf("got %v", err)
 		}
@@ -587,7 +586,7 @@ func TestSecretsStayOutOfLogsAndErrors(t *testing.T) {
 	fake := fakemodal.Start(t, fakemodal.Options{TokenSecret: secret})
 	fake.SetEnv(t)
 	drv, err := New(context.Background(), Options{Logger: log, RetryDelay: 10e6,
-		Credentials: connections.ModalConfig{TokenID: fake.TokenID(), TokenSecret: secret, ConnID: "c"}})
+		Credentials: Credentials{TokenID: fake.TokenID(), TokenSecret: secret, Source: "c"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -599,7 +598,7 @@ func TestSecretsStayOutOfLogsAndErrors(t *testing.T) {
 	sb.Destroy(context.Background())
 
 	bad, err := New(context.Background(), Options{Logger: log,
-		Credentials: connections.ModalConfig{TokenID: fake.TokenID(), TokenSecret: secret + "-wrong", ConnID: "c"}})
+		Credentials: Credentials{TokenID: fake.TokenID(), TokenSecret: secret + "-wrong", Source: "c"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/fakemodal"
 )
@@ -18,7 +17,7 @@ func newFake(t testing.TB, edit func(*Options)) (*fakemodal.Server, *Driver) {
 	fake := fakemodal.Start(t, fakemodal.Options{})
 	fake.SetEnv(t)
 	opts := Options{
-		Credentials: connections.ModalConfig{TokenID: fake.TokenID(), TokenSecret: fake.TokenSecret(), ConnID: "modal_test"},
+		Credentials: Credentials{TokenID: fake.TokenID(), TokenSecret: fake.TokenSecret(), Source: "modal_test"},
 		Logger:      hclog.NewNullLogger(),
 		RetryDelay:  10e6,
 	}

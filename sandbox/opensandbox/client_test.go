@@ -14,12 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 )
 
-func configFor(domain string) connections.OpenSandboxConfig {
-	return connections.OpenSandboxConfig{Domain: domain, Protocol: "http", APIKey: "sk-test-secret", RequestTimeout: 5 * time.Second, UseServerProxy: true}
+func configFor(domain string) Config {
+	return Config{Domain: domain, Protocol: "http", APIKey: "sk-test-secret", RequestTimeout: 5 * time.Second, UseServerProxy: true}
 }
 
 func sandboxIsRefused(err error) bool {

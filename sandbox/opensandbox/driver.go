@@ -21,7 +21,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 )
 
@@ -54,7 +53,7 @@ var DefaultEntrypoint = []string{"tail", "-f", "/dev/null"}
 
 // Options configure the driver.
 type Options struct {
-	Config       connections.OpenSandboxConfig
+	Config       Config
 	ReadyTimeout time.Duration // provisioning, endpoint and policy checks; default 120 s
 	Entrypoint   []string      // default ["tail","-f","/dev/null"]
 	Image        string        // used when Spec.Image is empty; default python:3.12-slim
@@ -80,7 +79,7 @@ type Options struct {
 // Driver implements sandbox.Driver on an OpenSandbox server.
 type Driver struct {
 	opts   Options
-	cfg    connections.OpenSandboxConfig
+	cfg    Config
 	log    hclog.Logger
 	life   *LifecycleClient
 	unary  *http.Client // request timeout: every call but streams
@@ -100,13 +99,13 @@ func New(opts Options) (*Driver, error) {
 		return nil, errors.New("opensandbox: no server domain configured; set the connection's host or OPEN_SANDBOX_DOMAIN")
 	}
 	if cfg.Protocol == "" {
-		cfg.Protocol = connections.DefaultOpenSandboxProtocol
+		cfg.Protocol = DefaultProtocol
 	}
 	if cfg.Protocol != "http" && cfg.Protocol != "https" {
 		return nil, fmt.Errorf("opensandbox: protocol %q is not http or https", cfg.Protocol)
 	}
 	if cfg.RequestTimeout <= 0 {
-		cfg.RequestTimeout = connections.DefaultOpenSandboxRequestTimeout
+		cfg.RequestTimeout = DefaultRequestTimeout
 	}
 	if opts.ReadyTimeout <= 0 {
 		opts.ReadyTimeout = DefaultReadyTimeout
@@ -147,9 +146,33 @@ func New(opts Options) (*Driver, error) {
 // Backend returns "opensandbox".
 func (d *Driver) Backend() string { return Backend }
 
+// Capabilities: cpu, memory, a blocked or open network, host allowlists
+// (the egress sidecar), tags (as metadata), listing, a server-side lifetime
+// and renewal. No GPUs, and no CIDR allowlists, whose enforcement cannot be
+// verified.
+func (d *Driver) Capabilities() sandbox.Capabilities { return capabilities }
+
+var capabilities = sandbox.Capabilities{CPU: true, Memory: true, BlockNetwork: true, OpenNetwork: true,
+	AllowHosts: true, Tags: true, List: true, Lifetime: true, Renew: true,
+	Hints: map[string]string{"network.allow_cidrs": "its egress sidecar enforces CIDR rules only in dns+nft mode, which cannot be verified; allow host names instead"}}
+
+// As gives the lifecycle client (target *(*opensandbox.LifecycleClient))
+// or the concrete driver.
+func (d *Driver) As(target any) bool {
+	switch p := target.(type) {
+	case **LifecycleClient:
+		*p = d.life
+	case **Driver:
+		*p = d
+	default:
+		return false
+	}
+	return true
+}
+
 // Config is the connection configuration in use (API key included: do
 // not log it; its String method hides the key).
-func (d *Driver) Config() connections.OpenSandboxConfig { return d.cfg }
+func (d *Driver) Config() Config { return d.cfg }
 
 // Lifecycle exposes the lifecycle client, for operations the portable API
 // does not have (pause, diagnostics through raw calls, renew).
@@ -180,6 +203,9 @@ func (d *Driver) createRequest(name string, spec sandbox.Spec) (CreateRequest, e
 	var errs []string
 	if spec.Timeout < MinTimeout {
 		errs = append(errs, fmt.Sprintf("timeout: OpenSandbox needs a lifetime of at least %v (got %v)", MinTimeout, spec.Timeout))
+	}
+	if spec.GPU != "" {
+		errs = append(errs, fmt.Sprintf("gpu: this driver does not attach GPUs on OpenSandbox (asked for %q); remove gpu or use a backend with GPUs such as modal", spec.GPU))
 	}
 	net := spec.NetworkPolicy()
 	if len(net.AllowCIDRs) > 0 {

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/opensandbox"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/fakeopensandbox"
@@ -25,7 +24,7 @@ func newEnv(t *testing.T, fo fakeopensandbox.Options, tweak func(*opensandbox.Op
 	t.Helper()
 	srv := fakeopensandbox.Start(t, fo)
 	opts := opensandbox.Options{
-		Config: connections.OpenSandboxConfig{
+		Config: opensandbox.Config{
 			Domain: srv.Domain, Protocol: "http", APIKey: srv.APIKey,
 			RequestTimeout: 10 * time.Second, UseServerProxy: true,
 		},

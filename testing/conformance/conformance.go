@@ -40,6 +40,7 @@ import (
 	"time"
 
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/memwatch"
 )
 
@@ -50,14 +51,16 @@ type Options struct {
 	// them. Zero is fine for backends whose default image has bash and
 	// coreutils.
 	Spec sandbox.Spec
-	// SupportsTags: Tags/SetTags work, so ownership tags, Attach and Release
-	// are tested. Otherwise Tags must return ErrUnsupported.
+	// SupportsTags, when set, must agree with Capabilities().Tags (the
+	// suite reads the capability; this only cross-checks a driver test's
+	// expectation). With tags, ownership tags, Attach and Release are
+	// tested; without, Tags must return ErrUnsupported.
 	SupportsTags bool
 	// RefusedSpec is a spec this backend must refuse before provisioning
 	// anything (for local: a CIDR allowlist). Nil skips that test.
 	RefusedSpec *sandbox.Spec
 	// CountProvisioned counts what the backend has provisioned, for the
-	// refused-spec test. Default: len(ListSandboxes(nil)).
+	// refused-spec tests. Default: len(sandbox.List(nil)).
 	CountProvisioned func(ctx context.Context, drv sandbox.Driver) (int, error)
 	// OpenNetworkReachesHost: a sandbox with Network{Block: false} can
 	// connect to a listener on the test host's 127.0.0.1. When true, this
@@ -91,7 +94,7 @@ func (o *Options) defaults() {
 	}
 	if o.CountProvisioned == nil {
 		o.CountProvisioned = func(ctx context.Context, drv sandbox.Driver) (int, error) {
-			l, err := drv.ListSandboxes(ctx, nil)
+			l, err := sandbox.List(ctx, drv, nil)
 			return len(l), err
 		}
 	}
@@ -118,6 +121,7 @@ func Run(t *testing.T, newDriver func(t *testing.T) sandbox.Driver, opts Options
 		{"DestroyTwiceAndGone", s.testDestroy},
 		{"SandboxesIsolated", s.testIsolation},
 		{"RefusedSpecProvisionsNothing", s.testRefused},
+		{"CapabilitiesMatchTheDriver", s.testCapabilities},
 		{"Tags", s.testTags},
 		{"AttachRelease", s.testAttach},
 	}
@@ -648,7 +652,7 @@ func (s *suite) testRefused(t *testing.T, drv sandbox.Driver) {
 
 func (s *suite) testTags(t *testing.T, drv sandbox.Driver) {
 	ctx := s.ctx(t)
-	if !s.opts.SupportsTags {
+	if !drv.Capabilities().Tags {
 		sb := s.create(t, drv, nil)
 		if _, err := sb.Tags(ctx); !errors.Is(err, sandbox.ErrUnsupported) {
 			t.Errorf("a backend without tags must return ErrUnsupported, got %v", err)
@@ -689,17 +693,17 @@ func (s *suite) testTags(t *testing.T, drv sandbox.Driver) {
 	if err != nil || !maps.Equal(again, tags) {
 		t.Errorf("tags did not round-trip: set %v, got %v (%v)", tags, again, err)
 	}
-	list, err := drv.ListSandboxes(ctx, map[string]string{sandbox.TagOwner: owner})
+	list, err := sandbox.List(ctx, drv, map[string]string{sandbox.TagOwner: owner})
 	if err != nil || len(list) != 1 || list[0].ID != sb.ID() {
 		t.Errorf("ListSandboxes by owner = %v, %v; want just %s", list, err, sb.ID())
 	}
-	if list, err := drv.ListSandboxes(ctx, map[string]string{sandbox.TagOwner: owner, "team": "other"}); err != nil || len(list) != 0 {
+	if list, err := sandbox.List(ctx, drv, map[string]string{sandbox.TagOwner: owner, "team": "other"}); err != nil || len(list) != 0 {
 		t.Errorf("ListSandboxes must match every pair: got %v, %v", list, err)
 	}
 }
 
 func (s *suite) testAttach(t *testing.T, drv sandbox.Driver) {
-	if !s.opts.SupportsTags {
+	if !drv.Capabilities().Tags {
 		t.Skip("attach needs tags, which this backend does not support")
 	}
 	ctx := s.ctx(t)
@@ -744,5 +748,70 @@ func (s *suite) testAttach(t *testing.T, drv sandbox.Driver) {
 	}
 	if err := sandbox.Release(ctx, drv, sb.ID(), h2); err != nil {
 		t.Errorf("release of a destroyed sandbox: %v", err)
+	}
+}
+
+// testCapabilities checks that the declared capabilities are the truth: the
+// optional interfaces are implemented exactly when declared, and every spec
+// field the backend declares it cannot honour is refused, terminally and
+// before anything is provisioned.
+func (s *suite) testCapabilities(t *testing.T, drv sandbox.Driver) {
+	caps := drv.Capabilities()
+	_, tagger := drv.(driver.Tagger)
+	_, lister := drv.(driver.Lister)
+	_, renewer := drv.(driver.Renewer)
+	for _, c := range []struct {
+		name           string
+		declared, real bool
+	}{{"Tags (Tagger)", caps.Tags, tagger}, {"List (Lister)", caps.List, lister}, {"Renew (Renewer)", caps.Renew, renewer}} {
+		if c.declared != c.real {
+			t.Errorf("capability %s is declared %v but the driver implements it: %v", c.name, c.declared, c.real)
+		}
+	}
+	if s.opts.SupportsTags && !caps.Tags {
+		t.Errorf("the driver test expects tags but Capabilities().Tags is false")
+	}
+	if !caps.BlockNetwork {
+		t.Errorf("every backend must offer a blocked network: it is the default spec")
+	}
+	ctx := s.ctx(t)
+	probes := []struct {
+		field string
+		edit  func(*sandbox.Spec)
+	}{
+		{"cpu", func(sp *sandbox.Spec) { sp.CPU = 1 }},
+		{"memory_mib", func(sp *sandbox.Spec) { sp.MemoryMiB = 512 }},
+		{"gpu", func(sp *sandbox.Spec) { sp.GPU = "A10G" }},
+		{"network.block", func(sp *sandbox.Spec) { sp.Network = &sandbox.NetworkPolicy{Block: false} }},
+		{"network.allow_hosts", func(sp *sandbox.Spec) {
+			sp.Network = &sandbox.NetworkPolicy{Block: true, AllowHosts: []string{"pypi.org"}}
+		}},
+		{"network.allow_cidrs", func(sp *sandbox.Spec) {
+			sp.Network = &sandbox.NetworkPolicy{Block: true, AllowCIDRs: []string{"192.0.2.0/24"}}
+		}},
+	}
+	for _, p := range probes {
+		spec := s.opts.Spec
+		p.edit(&spec)
+		refusals := caps.Refusals(spec.WithDefaults())
+		if len(refusals) == 0 {
+			continue // declared possible; other tests exercise what they can
+		}
+		before, err := s.opts.CountProvisioned(ctx, drv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sb, err := sandbox.Create(ctx, drv, spec)
+		if err == nil {
+			sb.Destroy(ctx)
+			t.Errorf("%s: declared unsupported, yet a sandbox was created", p.field)
+			continue
+		}
+		if !errors.Is(err, sandbox.ErrRefused) || !sandbox.IsTerminal(err) || !strings.Contains(err.Error(), p.field) || !strings.Contains(err.Error(), drv.Backend()) {
+			t.Errorf("%s: want a terminal ErrRefused naming the field and the %s backend, got %v", p.field, drv.Backend(), err)
+		}
+		if after, err := s.opts.CountProvisioned(ctx, drv); err != nil || after != before {
+			t.Errorf("%s: a refused create provisioned something (%d before, %d after, %v)", p.field, before, after, err)
+		}
 	}
 }

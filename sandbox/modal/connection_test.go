@@ -1,16 +1,18 @@
-package connections
+package modal
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/airflow-sandbox/airflow-go-worker/connections"
 )
 
-func TestModalFromConnection(t *testing.T) {
-	cfg, err := ModalFromConnection(&Connection{ConnID: "m", ConnType: "modal", Login: "ak-1", Password: "as-secret", Extra: `{"environment":"dev"}`})
+func TestCredentialsFromConnection(t *testing.T) {
+	cfg, err := CredentialsFromConnection(&connections.Connection{ConnID: "m", ConnType: "modal", Login: "ak-1", Password: "as-secret", Extra: `{"environment":"dev"}`})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.TokenID != "ak-1" || cfg.TokenSecret != "as-secret" || cfg.Environment != "dev" || cfg.ConnID != "m" {
+	if cfg.TokenID != "ak-1" || cfg.TokenSecret != "as-secret" || cfg.Environment != "dev" || cfg.Source != "m" {
 		t.Fatalf("got %+v", cfg)
 	}
 	if s := cfg.String(); strings.Contains(s, "as-secret") || !strings.Contains(s, "ak-1") {
@@ -18,9 +20,9 @@ func TestModalFromConnection(t *testing.T) {
 	}
 }
 
-func TestModalFromConnectionNeitherOrNil(t *testing.T) {
-	for _, c := range []*Connection{nil, {ConnID: DefaultModalConnID, ConnType: "modal"}} {
-		cfg, err := ModalFromConnection(c)
+func TestCredentialsFromConnectionNeitherOrNil(t *testing.T) {
+	for _, c := range []*connections.Connection{nil, {ConnID: DefaultConnID, ConnType: "modal"}} {
+		cfg, err := CredentialsFromConnection(c)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -30,12 +32,12 @@ func TestModalFromConnectionNeitherOrNil(t *testing.T) {
 	}
 }
 
-func TestModalFromConnectionOneTokenIsAnError(t *testing.T) {
-	for _, c := range []Connection{
+func TestCredentialsFromConnectionOneTokenIsAnError(t *testing.T) {
+	for _, c := range []connections.Connection{
 		{ConnID: "half", ConnType: "modal", Login: "ak-1"},
 		{ConnID: "half", ConnType: "modal", Password: "as-topsecret"},
 	} {
-		_, err := ModalFromConnection(&c)
+		_, err := CredentialsFromConnection(&c)
 		if err == nil {
 			t.Fatalf("%+v: want an error", c)
 		}
@@ -45,14 +47,14 @@ func TestModalFromConnectionOneTokenIsAnError(t *testing.T) {
 	}
 }
 
-func TestModalFromConnectionBadInput(t *testing.T) {
-	cases := []Connection{
+func TestCredentialsFromConnectionBadInput(t *testing.T) {
+	cases := []connections.Connection{
 		{ConnID: "x", ConnType: "aws", Login: "a", Password: "b"},
 		{ConnID: "x", ConnType: "modal", Extra: `{"environment": 3}`},
 		{ConnID: "x", ConnType: "modal", Extra: `not json`},
 	}
 	for _, c := range cases {
-		if _, err := ModalFromConnection(&c); err == nil || !strings.Contains(err.Error(), `"x"`) {
+		if _, err := CredentialsFromConnection(&c); err == nil || !strings.Contains(err.Error(), `"x"`) {
 			t.Fatalf("%+v: want an error naming the connection, got %v", c, err)
 		}
 	}

@@ -1,4 +1,4 @@
-package sandbox
+package driver
 
 import (
 	"context"
@@ -7,12 +7,21 @@ import (
 	"time"
 )
 
-// Driver is what a backend implements. The portable Sandbox type validates
-// input, applies ownership tags and byte limits, and calls a Driver; drivers
-// only translate to their backend. All methods must be safe for concurrent use.
+// Driver is what a backend implements. The portable sandbox package
+// validates input, checks the spec against Capabilities, applies ownership
+// tags and byte limits, and calls a Driver; drivers only translate to their
+// backend. All methods must be safe for concurrent use.
+//
+// Features not every backend has are the small optional interfaces below
+// (Tagger, Lister, Renewer), which a driver implements exactly when its
+// Capabilities say so; As reaches the backend's own client.
 type Driver interface {
 	// Backend is the backend's name: "local", "modal", "opensandbox".
 	Backend() string
+
+	// Capabilities says what a spec may ask of this backend. The portable
+	// layer refuses anything else before calling Create.
+	Capabilities() Capabilities
 
 	// Create provisions a sandbox named name from spec (already validated,
 	// defaults applied, ownership tags merged into spec.Tags). It refuses
@@ -46,20 +55,41 @@ type Driver interface {
 	// Stat describes path without following a final symlink.
 	Stat(ctx context.Context, id, path string) (FileInfo, error)
 
-	// Tags and SetTags read and replace the sandbox's whole tag set.
-	// Drivers without tags return ErrUnsupported.
-	Tags(ctx context.Context, id string) (map[string]string, error)
-	SetTags(ctx context.Context, id string, tags map[string]string) error
-
-	// List sandboxes whose tags include every pair in match (used by sweep).
-	ListSandboxes(ctx context.Context, match map[string]string) ([]Info, error)
-
 	// Destroy removes the sandbox. Destroying a sandbox that is already gone
 	// succeeds.
 	Destroy(ctx context.Context, id string) error
 
+	// As sets *target to the backend's own client when target's type
+	// matches one the driver documents (for example **modal.Client), and
+	// reports whether it did: the escape hatch for what the portable API
+	// does not cover.
+	As(target any) bool
+
 	// Close releases the driver's clients and connections.
 	Close() error
+}
+
+// Tagger is a driver whose sandboxes carry a tag set (Capabilities.Tags):
+// ownership, attach and hand-off to Python agents need it.
+type Tagger interface {
+	// Tags and SetTags read and replace the sandbox's whole tag set.
+	Tags(ctx context.Context, id string) (map[string]string, error)
+	SetTags(ctx context.Context, id string, tags map[string]string) error
+}
+
+// Lister is a driver that can find sandboxes by tag (Capabilities.List);
+// sweep needs it.
+type Lister interface {
+	// ListSandboxes lists sandboxes whose tags include every pair in match
+	// (nil: all the driver can see).
+	ListSandboxes(ctx context.Context, match map[string]string) ([]Info, error)
+}
+
+// Renewer is a driver that can extend a sandbox's server-side lifetime
+// (Capabilities.Renew).
+type Renewer interface {
+	// Renew moves the expiry to now+extend and returns it.
+	Renew(ctx context.Context, id string, extend time.Duration) (time.Time, error)
 }
 
 // Info describes a sandbox.

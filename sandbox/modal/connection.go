@@ -1,53 +1,55 @@
-package connections
+package modal
 
 import (
 	"fmt"
 	"strings"
+
+	"github.com/airflow-sandbox/airflow-go-worker/connections"
 )
 
-// DefaultModalConnID is the Modal provider's default connection id.
-const DefaultModalConnID = "modal_default"
+// DefaultConnID is the Modal provider's default connection id.
+const DefaultConnID = "modal_default"
 
-// ModalConfig is what an Airflow "modal" connection says about reaching
+// Credentials is what an Airflow "modal" connection says about reaching
 // Modal. Empty TokenID and TokenSecret mean "let the Modal SDK resolve
 // credentials itself": MODAL_TOKEN_ID/MODAL_TOKEN_SECRET, then ~/.modal.toml.
 // An empty Environment likewise leaves it to the SDK (MODAL_ENVIRONMENT or
 // the active profile).
-type ModalConfig struct {
+type Credentials struct {
 	TokenID     string
 	TokenSecret string
 	Environment string
-	ConnID      string // where the config came from, for error messages; "" = none
+	Source      string // the connection they were read from, for messages; "" = none
 }
 
 // HasTokens reports whether the config carries its own token pair, as
 // opposed to relying on the SDK's environment/profile resolution.
-func (m ModalConfig) HasTokens() bool { return m.TokenID != "" }
+func (m Credentials) HasTokens() bool { return m.TokenID != "" }
 
-// String never includes the token secret, so a ModalConfig can be logged or
+// String never includes the token secret, so a Credentials can be logged or
 // put in an error safely.
-func (m ModalConfig) String() string {
+func (m Credentials) String() string {
 	creds := "sdk-default"
 	if m.HasTokens() {
 		creds = "token(" + m.TokenID + ", secret=***)"
 	}
-	conn := m.ConnID
+	conn := m.Source
 	if conn == "" {
 		conn = "(none)"
 	}
-	return fmt.Sprintf("ModalConfig(conn=%s credentials=%s environment=%s)", conn, creds, m.Environment)
+	return fmt.Sprintf("Credentials(connection=%s credentials=%s environment=%s)", conn, creds, m.Environment)
 }
 
-// ModalFromConnection reads an Airflow modal connection the way the Modal
+// CredentialsFromConnection reads an Airflow modal connection the way the Modal
 // provider's ModalHook does: login is the token id, password the token
 // secret, extra "environment" the Modal environment. Tokens come in pairs:
 // both or neither; exactly one is an error naming the connection (never the
 // secret). A nil connection means "no connection": the SDK's own resolution.
-func ModalFromConnection(c *Connection) (ModalConfig, error) {
+func CredentialsFromConnection(c *connections.Connection) (Credentials, error) {
 	if c == nil {
-		return ModalConfig{}, nil
+		return Credentials{}, nil
 	}
-	cfg := ModalConfig{ConnID: c.ConnID}
+	cfg := Credentials{Source: c.ConnID}
 	switch strings.ToLower(c.ConnType) {
 	case "", "modal":
 	default:

@@ -1,6 +1,8 @@
-package connections
+package opensandbox
 
 import (
+	"github.com/airflow-sandbox/airflow-go-worker/connections"
+
 	"fmt"
 	"math"
 	"os"
@@ -9,20 +11,20 @@ import (
 	"time"
 )
 
-// DefaultOpenSandboxConnID is the connection id the Python provider uses
+// DefaultConnID is the connection id the Python provider uses
 // when none is given.
-const DefaultOpenSandboxConnID = "opensandbox_default"
+const DefaultConnID = "opensandbox_default"
 
 // Defaults shared with the Python provider and the OpenSandbox SDKs.
 const (
-	DefaultOpenSandboxRequestTimeout = 30 * time.Second
-	DefaultOpenSandboxProtocol       = "http"
+	DefaultRequestTimeout = 30 * time.Second
+	DefaultProtocol       = "http"
 )
 
-// OpenSandboxConfig is how to reach an OpenSandbox lifecycle server.
+// Config is how to reach an OpenSandbox lifecycle server.
 // Domain is "host" or "host:port" (no scheme); Protocol is http or https.
 // An empty APIKey means the server runs without authentication.
-type OpenSandboxConfig struct {
+type Config struct {
 	Domain         string
 	Protocol       string
 	APIKey         string
@@ -31,66 +33,66 @@ type OpenSandboxConfig struct {
 	// /sandboxes/{id}/proxy/{port} route, for workers that cannot reach
 	// sandbox ports directly.
 	UseServerProxy bool
-	ConnID         string // "" when read from the environment
+	Source         string // the connection it was read from; "" = the environment
 }
 
 // BaseURL is "{protocol}://{domain}", without the /v1 suffix.
-func (c OpenSandboxConfig) BaseURL() string { return c.Protocol + "://" + c.Domain }
+func (c Config) BaseURL() string { return c.Protocol + "://" + c.Domain }
 
 // String never includes the API key, so a config can be logged safely.
-func (c OpenSandboxConfig) String() string {
+func (c Config) String() string {
 	key := "none"
 	if c.APIKey != "" {
 		key = "***"
 	}
-	src := c.ConnID
+	src := c.Source
 	if src == "" {
 		src = "env"
 	}
-	return fmt.Sprintf("OpenSandboxConfig(%s %s api_key=%s request_timeout=%v use_server_proxy=%t)",
+	return fmt.Sprintf("Config(%s %s api_key=%s request_timeout=%v use_server_proxy=%t)",
 		src, c.BaseURL(), key, c.RequestTimeout, c.UseServerProxy)
 }
 
-// OpenSandboxFromConnection reads an OpenSandbox connection the way the
+// ConfigFromConnection reads an OpenSandbox connection the way the
 // Python provider does: host (required, so nothing silently falls back to
 // localhost), optional port, schema as the protocol (default http), password
 // as the API key, extras request_timeout (seconds, default 30) and
 // use_server_proxy (default true). Other extras are ignored. Errors name the
 // connection and the field, never the key.
-func OpenSandboxFromConnection(c Connection) (OpenSandboxConfig, error) {
-	cfg := OpenSandboxConfig{
+func ConfigFromConnection(c connections.Connection) (Config, error) {
+	cfg := Config{
 		APIKey:         c.Password,
-		RequestTimeout: DefaultOpenSandboxRequestTimeout,
+		RequestTimeout: DefaultRequestTimeout,
 		UseServerProxy: true,
-		ConnID:         c.ConnID,
+		Source:         c.ConnID,
 	}
 	host := strings.TrimSpace(c.Host)
 	if host == "" {
-		return OpenSandboxConfig{}, fmt.Errorf("connection %q has no host; set it to the OpenSandbox server's host name (and port), e.g. opensandbox.internal with port 8080", c.ConnID)
+		return Config{}, fmt.Errorf("connection %q has no host; set it to the OpenSandbox server's host name (and port), e.g. opensandbox.internal with port 8080", c.ConnID)
 	}
-	proto, host, err := openSandboxSplitScheme(host)
+	proto, host, err := splitScheme(host)
 	if err != nil {
-		return OpenSandboxConfig{}, fmt.Errorf("connection %q: host: %v", c.ConnID, err)
+		return Config{}, fmt.Errorf("connection %q: host: %v", c.ConnID, err)
 	}
 	schema := strings.ToLower(strings.TrimSpace(c.Schema))
 	switch {
 	case schema != "" && proto != "" && schema != proto:
-		return OpenSandboxConfig{}, fmt.Errorf("connection %q: host says %s:// but schema says %q; keep the protocol in one place", c.ConnID, proto, schema)
+		return Config{}, fmt.Errorf("connection %q: host says %s:// but schema says %q; keep the protocol in one place", c.ConnID, proto, schema)
 	case schema != "":
 		proto = schema
 	case proto == "":
-		proto = DefaultOpenSandboxProtocol
+		proto = DefaultProtocol
 	}
 	if proto != "http" && proto != "https" {
-		return OpenSandboxConfig{}, fmt.Errorf("connection %q: schema %q is not a protocol OpenSandbox speaks; use http or https", c.ConnID, c.Schema)
+		return Config{}, fmt.Errorf("connection %q: schema %q is not a protocol OpenSandbox speaks; use http or https", c.ConnID, c.Schema)
 	}
 	cfg.Protocol = proto
 	if c.Port != 0 {
 		if c.Port < 0 || c.Port > 65535 {
-			return OpenSandboxConfig{}, fmt.Errorf("connection %q: port %d is out of range 1-65535", c.ConnID, c.Port)
+			return Config{}, fmt.Errorf("connection %q: port %d is out of range 1-65535", c.ConnID, c.Port)
 		}
 		if strings.Contains(host, ":") && !strings.HasSuffix(host, "]") {
-			return OpenSandboxConfig{}, fmt.Errorf("connection %q: host %q already has a port and the port field says %d; keep only one", c.ConnID, host, c.Port)
+			return Config{}, fmt.Errorf("connection %q: host %q already has a port and the port field says %d; keep only one", c.ConnID, host, c.Port)
 		}
 		host += ":" + strconv.Itoa(c.Port)
 	}
@@ -98,61 +100,61 @@ func OpenSandboxFromConnection(c Connection) (OpenSandboxConfig, error) {
 
 	extra, err := c.ExtraMap()
 	if err != nil {
-		return OpenSandboxConfig{}, err
+		return Config{}, err
 	}
 	if v, ok := extra["request_timeout"]; ok && v != nil {
-		secs, ok := openSandboxSeconds(v)
+		secs, ok := seconds(v)
 		if !ok {
-			return OpenSandboxConfig{}, fmt.Errorf("connection %q: extra request_timeout %v is not a positive number of seconds; use e.g. 30", c.ConnID, v)
+			return Config{}, fmt.Errorf("connection %q: extra request_timeout %v is not a positive number of seconds; use e.g. 30", c.ConnID, v)
 		}
 		cfg.RequestTimeout = time.Duration(secs * float64(time.Second))
 	}
 	if v, ok := extra["use_server_proxy"]; ok && v != nil {
-		b, ok := openSandboxBool(v)
+		b, ok := boolValue(v)
 		if !ok {
-			return OpenSandboxConfig{}, fmt.Errorf("connection %q: extra use_server_proxy %v is not a boolean; use true or false", c.ConnID, v)
+			return Config{}, fmt.Errorf("connection %q: extra use_server_proxy %v is not a boolean; use true or false", c.ConnID, v)
 		}
 		cfg.UseServerProxy = b
 	}
 	return cfg, nil
 }
 
-// OpenSandboxFromEnv reads OPEN_SANDBOX_DOMAIN (required), OPEN_SANDBOX_API_KEY
+// ConfigFromEnv reads OPEN_SANDBOX_DOMAIN (required), OPEN_SANDBOX_API_KEY
 // and OPEN_SANDBOX_PROTOCOL, as the OpenSandbox SDKs do when no connection is
 // configured. Unlike the SDKs it never falls back to localhost:8080.
-func OpenSandboxFromEnv() (OpenSandboxConfig, error) {
+func ConfigFromEnv() (Config, error) {
 	domain := strings.TrimSpace(os.Getenv("OPEN_SANDBOX_DOMAIN"))
 	if domain == "" {
-		return OpenSandboxConfig{}, fmt.Errorf("OPEN_SANDBOX_DOMAIN is not set; set it to the OpenSandbox server's host:port, or configure the %s connection", DefaultOpenSandboxConnID)
+		return Config{}, fmt.Errorf("OPEN_SANDBOX_DOMAIN is not set; set it to the OpenSandbox server's host:port, or configure the %s connection", DefaultConnID)
 	}
-	proto, domain, err := openSandboxSplitScheme(domain)
+	proto, domain, err := splitScheme(domain)
 	if err != nil {
-		return OpenSandboxConfig{}, fmt.Errorf("OPEN_SANDBOX_DOMAIN: %v", err)
+		return Config{}, fmt.Errorf("OPEN_SANDBOX_DOMAIN: %v", err)
 	}
 	envProto := strings.ToLower(strings.TrimSpace(os.Getenv("OPEN_SANDBOX_PROTOCOL")))
 	switch {
 	case envProto != "" && proto != "" && envProto != proto:
-		return OpenSandboxConfig{}, fmt.Errorf("OPEN_SANDBOX_DOMAIN says %s:// but OPEN_SANDBOX_PROTOCOL says %q; keep the protocol in one place", proto, envProto)
+		return Config{}, fmt.Errorf("OPEN_SANDBOX_DOMAIN says %s:// but OPEN_SANDBOX_PROTOCOL says %q; keep the protocol in one place", proto, envProto)
 	case envProto != "":
 		proto = envProto
 	case proto == "":
-		proto = DefaultOpenSandboxProtocol
+		proto = DefaultProtocol
 	}
 	if proto != "http" && proto != "https" {
-		return OpenSandboxConfig{}, fmt.Errorf("OPEN_SANDBOX_PROTOCOL %q is not a protocol OpenSandbox speaks; use http or https", envProto)
+		return Config{}, fmt.Errorf("OPEN_SANDBOX_PROTOCOL %q is not a protocol OpenSandbox speaks; use http or https", envProto)
 	}
-	return OpenSandboxConfig{
+	return Config{
 		Domain:         domain,
 		Protocol:       proto,
 		APIKey:         os.Getenv("OPEN_SANDBOX_API_KEY"),
-		RequestTimeout: DefaultOpenSandboxRequestTimeout,
+		RequestTimeout: DefaultRequestTimeout,
 		UseServerProxy: true,
 	}, nil
 }
 
-// openSandboxSplitScheme accepts "host[:port]" and, like the SDKs, "http(s)://host[:port]".
+// splitScheme accepts "host[:port]" and, like the SDKs, "http(s)://host[:port]".
 // It returns the scheme ("" when absent) and the bare domain.
-func openSandboxSplitScheme(s string) (scheme, domain string, err error) {
+func splitScheme(s string) (scheme, domain string, err error) {
 	domain = s
 	if i := strings.Index(s, "://"); i >= 0 {
 		scheme, domain = strings.ToLower(s[:i]), s[i+3:]
@@ -167,9 +169,9 @@ func openSandboxSplitScheme(s string) (scheme, domain string, err error) {
 	return scheme, domain, nil
 }
 
-// openSandboxSeconds accepts a JSON number or a numeric string, as Python's
+// seconds accepts a JSON number or a numeric string, as Python's
 // float() does, and requires a positive finite value.
-func openSandboxSeconds(v any) (float64, bool) {
+func seconds(v any) (float64, bool) {
 	var f float64
 	switch x := v.(type) {
 	case float64:
@@ -188,8 +190,8 @@ func openSandboxSeconds(v any) (float64, bool) {
 	return f, true
 }
 
-// openSandboxBool accepts a JSON bool or true/false/1/0/yes/no strings.
-func openSandboxBool(v any) (bool, bool) {
+// boolValue accepts a JSON bool or true/false/1/0/yes/no strings.
+func boolValue(v any) (bool, bool) {
 	switch x := v.(type) {
 	case bool:
 		return x, true

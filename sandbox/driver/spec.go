@@ -1,12 +1,12 @@
-// Package sandbox is the portable sandbox API: a small Sandbox type over a
-// Driver interface, modelled on gocloud.dev/blob. Drivers live in sub-packages
-// (sandbox/local, sandbox/modal, sandbox/opensandbox) and never import each
-// other; every driver passes the same conformance suite (testing/conformance).
+// Package driver is what a sandbox backend implements: the Driver interface
+// and its optional feature interfaces, the types they exchange, the error
+// kinds every driver reports, and Capabilities. Users and tasks program
+// against package sandbox, the portable layer over it; a backend is a
+// package that implements Driver and registers itself with sandbox/registry
+// (see docs/ARCHITECTURE.md, "The backend plug-in contract").
 //
-// The package knows nothing of Airflow. Ownership (owner, holder, expiry,
-// network policy) is expressed as tags whose names and formats match what the
-// Python provider reads (shared/specs/python-provider-interop.md).
-package sandbox
+// The package knows nothing of Airflow.
+package driver
 
 import (
 	"fmt"
@@ -40,12 +40,15 @@ type NetworkPolicy struct {
 // it was given refuses the spec (ErrRefused); it never provisions a weaker
 // sandbox than asked for.
 type Spec struct {
-	Image     string            `json:"image,omitempty"`
-	CPU       float64           `json:"cpu,omitempty"`        // cores; 0 = backend default
-	MemoryMiB int               `json:"memory_mib,omitempty"` // 0 = backend default
-	Timeout   time.Duration     `json:"timeout,omitempty"`    // server-side lifetime; always set after WithDefaults
-	Workdir   string            `json:"workdir,omitempty"`
-	Env       map[string]string `json:"env,omitempty"`
+	Image     string  `json:"image,omitempty"`
+	CPU       float64 `json:"cpu,omitempty"`        // cores; 0 = backend default
+	MemoryMiB int     `json:"memory_mib,omitempty"` // 0 = backend default
+	// GPU is the backend's GPU type and count, e.g. "A10G" or "A100:2";
+	// "" = none.
+	GPU     string            `json:"gpu,omitempty"`
+	Timeout time.Duration     `json:"timeout,omitempty"` // server-side lifetime; always set after WithDefaults
+	Workdir string            `json:"workdir,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
 	// Network nil means the default: blocked, no allowlist.
 	Network *NetworkPolicy    `json:"network,omitempty"`
 	Owner   string            `json:"owner,omitempty"` // "<dag_id>/<run_id>" of the run that owns it
@@ -91,7 +94,10 @@ func (s Spec) Validate() error {
 	if s.Workdir != "" && (!path.IsAbs(s.Workdir) || path.Clean(s.Workdir) != s.Workdir) {
 		add("workdir: %q must be a clean absolute path such as /workspace", s.Workdir)
 	}
-	errs = append(errs, envProblems(s.Env)...)
+	if s.GPU != "" && strings.TrimSpace(s.GPU) != s.GPU {
+		add("gpu: %q has surrounding spaces", s.GPU)
+	}
+	errs = append(errs, EnvProblems(s.Env)...)
 	if n := s.Network; n != nil && !n.Block && (len(n.AllowHosts) > 0 || len(n.AllowCIDRs) > 0) {
 		add("network: allow_hosts/allow_cidrs only narrow a blocked network; set block: true to allow just those, or drop the lists for an open network")
 	}
@@ -109,10 +115,10 @@ func (s Spec) Validate() error {
 	return nil
 }
 
-// envProblems lists what is wrong with an environment, naming variables but
+// EnvProblems lists what is wrong with an environment, naming variables but
 // never their values (which may be secrets). No OS environment can hold a
 // NUL byte, and a name cannot be empty or hold '='.
-func envProblems(env map[string]string) []string {
+func EnvProblems(env map[string]string) []string {
 	var errs []string
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		if k == "" || strings.ContainsAny(k, "=\x00") {

@@ -1,0 +1,71 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
+)
+
+// Backend is one open connection to a sandbox backend: what a task or a Go
+// user holds to create, find and attach to sandboxes. Open one through
+// sandbox/registry (which reads the backend's Airflow connection) or wrap a
+// driver a backend package built with NewBackend.
+type Backend struct {
+	drv driver.Driver
+}
+
+// NewBackend wraps a driver in the portable type.
+func NewBackend(drv driver.Driver) *Backend { return &Backend{drv: drv} }
+
+// Name is the backend's name ("local", "modal", ...).
+func (b *Backend) Name() string { return b.drv.Backend() }
+
+// Capabilities says what a spec may ask of this backend.
+func (b *Backend) Capabilities() Capabilities { return b.drv.Capabilities() }
+
+// Create provisions a sandbox; see the package-level Create.
+func (b *Backend) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
+	return Create(ctx, b.drv, spec)
+}
+
+// Open returns a handle on an existing sandbox without contacting the
+// backend.
+func (b *Backend) Open(id string) *Sandbox { return Open(b.drv, id) }
+
+// Attach claims a sandbox another task created; see the package-level
+// Attach.
+func (b *Backend) Attach(ctx context.Context, id, owner, holder string) (*Sandbox, Attachment, error) {
+	return Attach(ctx, b.drv, id, owner, holder)
+}
+
+// Release drops holder's claim; see the package-level Release.
+func (b *Backend) Release(ctx context.Context, id, holder string) error {
+	return Release(ctx, b.drv, id, holder)
+}
+
+// List lists the sandboxes whose tags include every pair in match.
+func (b *Backend) List(ctx context.Context, match map[string]string) ([]Info, error) {
+	return List(ctx, b.drv, match)
+}
+
+// As sets target to the backend's own client when the driver supports
+// target's type (see each driver's documentation).
+func (b *Backend) As(target any) bool { return b.drv.As(target) }
+
+// Driver is the driver behind the backend, for code that implements or
+// tests backends.
+func (b *Backend) Driver() driver.Driver { return b.drv }
+
+// Close releases the backend's clients; sandboxes are untouched.
+func (b *Backend) Close() error { return b.drv.Close() }
+
+// List lists drv's sandboxes whose tags include every pair in match;
+// ErrUnsupported when the backend cannot list.
+func List(ctx context.Context, drv Driver, match map[string]string) ([]Info, error) {
+	l, ok := drv.(driver.Lister)
+	if !ok {
+		return nil, &Error{Op: "list sandboxes", Kind: ErrUnsupported, Err: fmt.Errorf("the %s backend cannot list its sandboxes", drv.Backend())}
+	}
+	return l.ListSandboxes(ctx, match)
+}

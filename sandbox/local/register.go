@@ -1,0 +1,93 @@
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/airflow-sandbox/airflow-go-worker/connections"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/registry"
+)
+
+// The local backend takes no connection. Its sandboxes live under
+// DefaultRoot(), so the separate processes of provision, run and collect
+// find the same sandboxes.
+func init() {
+	registry.Register(registry.Backend{Name: Backend, Configure: configure})
+}
+
+// BundleOptions are the local backend's settings in a bundle config
+// (backends: {local: {...}} or a task's backend_options.local). Where
+// sandboxes live and which bubblewrap and prlimit run belong to whoever
+// runs the worker, not to a Dag: they are not options.
+type BundleOptions struct {
+	// IgnoreImage runs specs that name a registry image on the host's
+	// userland instead of refusing them (Options.IgnoreImage).
+	IgnoreImage bool `json:"ignore_image,omitempty"`
+	// IgnoreCPU accepts cpu without limiting it (Options.IgnoreCPU).
+	IgnoreCPU bool `json:"ignore_cpu,omitempty"`
+}
+
+func configure(raw json.RawMessage) (registry.Config, error) {
+	var o BundleOptions
+	if err := registry.DecodeOptions(raw, &o); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// Capabilities of the local backend with these options.
+func (o BundleOptions) Capabilities() driver.Capabilities { return capabilities(o.IgnoreCPU) }
+
+// Open builds the driver; conn is always nil. Image roots come from the
+// worker's environment (ImageRootsEnv).
+func (o BundleOptions) Open(_ context.Context, _ *connections.Connection, log hclog.Logger) (driver.Driver, error) {
+	maxProcs, err := maxProcessesFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	return New(Options{IgnoreImage: o.IgnoreImage, IgnoreCPU: o.IgnoreCPU, Logger: log,
+		ImageRoots: splitRoots(os.Getenv(ImageRootsEnv)), MaxProcesses: maxProcs})
+}
+
+// MaxProcessesEnv is the operator's cap on the processes and threads of
+// each sandbox command: a number, or -1 for none (on a host that cannot
+// enforce one: a root worker without a writable pids cgroup). Unset:
+// DefaultMaxProcesses.
+const MaxProcessesEnv = "AIRFLOW_GO_WORKER_LOCAL_MAX_PROCESSES"
+
+func maxProcessesFromEnv() (int, error) {
+	v := strings.TrimSpace(os.Getenv(MaxProcessesEnv))
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n == 0 || n < -1 {
+		return 0, fmt.Errorf("%s=%q is not a process limit; give a positive number such as 1024, or -1 for no limit", MaxProcessesEnv, v)
+	}
+	return n, nil
+}
+
+// ImageRootsEnv names the worker setting that allows image directories:
+// colon-separated absolute directories under which an image directory must
+// lie. Unset or empty: none is allowed. It belongs to the operator, like the
+// worker's environment, never to a Dag run.
+const ImageRootsEnv = "AIRFLOW_GO_WORKER_IMAGE_ROOTS"
+
+// splitRoots splits a colon-separated list of directories, dropping empty
+// entries; New checks that each is an existing absolute directory.
+func splitRoots(v string) []string {
+	var roots []string
+	for _, r := range strings.Split(v, ":") {
+		if r = strings.TrimSpace(r); r != "" {
+			roots = append(roots, r)
+		}
+	}
+	return roots
+}

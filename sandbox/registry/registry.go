@@ -1,0 +1,169 @@
+// Package registry is where sandbox backends plug in. Each backend package
+// registers one Backend from its init function, so a bundle links exactly
+// the backends its main package imports (one import line each):
+//
+//	import _ "github.com/airflow-sandbox/airflow-go-worker/sandbox/modal"
+//
+// A Backend says which Airflow connection it reads and parses its options
+// (the backends: section of a bundle config, or backend_options of a task)
+// into a Config, which declares the backend's capabilities and opens its
+// driver. The tasks and the bundle config loader know backends only
+// through this package.
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/airflow-sandbox/airflow-go-worker/connections"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
+)
+
+// Backend is what a backend package registers.
+type Backend struct {
+	// Name is what a bundle config's backend: says ("modal").
+	Name string
+	// DefaultConnID is the Airflow connection read when a task names none;
+	// "" means the backend takes no connection (conn_id is then ignored).
+	DefaultConnID string
+	// ConnOptional: when DefaultConnID does not exist, Open gets a nil
+	// connection and uses credentials from the worker's environment, as
+	// the Python provider's hook does for Modal.
+	ConnOptional bool
+	// Configure parses the backend's options, a JSON object (nil when the
+	// config gives none), strictly: an unknown or ill-typed key is an error
+	// naming it. It must not do I/O: it runs when a bundle loads.
+	Configure func(options json.RawMessage) (Config, error)
+}
+
+// Config is a backend with its options applied.
+type Config interface {
+	// Capabilities says what a spec may ask of the backend so configured.
+	Capabilities() driver.Capabilities
+	// Open builds the driver. conn is the Airflow connection the task
+	// resolved (nil when the backend takes none, or an optional one is
+	// missing); its secrets are already registered with the masker.
+	Open(ctx context.Context, conn *connections.Connection, log hclog.Logger) (driver.Driver, error)
+}
+
+// Registry holds backends by name. The zero value is not usable; use New.
+type Registry struct {
+	mu       sync.RWMutex
+	backends map[string]Backend
+}
+
+// New returns an empty registry (tests build their own).
+func New() *Registry { return &Registry{backends: map[string]Backend{}} }
+
+// Default is where backend packages register themselves.
+var Default = New()
+
+// Register adds b to Default; see Registry.Register.
+func Register(b Backend) { Default.Register(b) }
+
+// Register adds b. It panics on an empty or lower-case-incompatible name,
+// a missing Configure, or a name registered twice: all programming errors
+// that must fail at start-up, not at a task.
+func (r *Registry) Register(b Backend) {
+	if b.Name == "" || b.Name != strings.ToLower(b.Name) || b.Configure == nil {
+		panic(fmt.Sprintf("registry: backend %q needs a lower-case name and a Configure function", b.Name))
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, dup := r.backends[b.Name]; dup {
+		panic(fmt.Sprintf("registry: backend %q registered twice", b.Name))
+	}
+	r.backends[b.Name] = b
+}
+
+// Lookup finds a backend by name (case-insensitive, surrounding spaces
+// ignored).
+func (r *Registry) Lookup(name string) (Backend, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	b, ok := r.backends[strings.ToLower(strings.TrimSpace(name))]
+	return b, ok
+}
+
+// Names lists the registered backends, sorted.
+func (r *Registry) Names() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	names := make([]string, 0, len(r.backends))
+	for n := range r.backends {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Unknown is the error for a backend name nothing registered: it lists the
+// ones this binary links.
+func (r *Registry) Unknown(name string) error {
+	names := r.Names()
+	if len(names) == 0 {
+		return fmt.Errorf("backend %q is not linked into this bundle, which links no sandbox backend; import the backend's package in the bundle's main package", name)
+	}
+	return fmt.Errorf("backend %q is not one this bundle links (%s); use one of those, or build a bundle that imports the backend's package", name, strings.Join(names, ", "))
+}
+
+// Configure looks name up and parses its options. Errors name the backend.
+func (r *Registry) Configure(name string, options json.RawMessage) (Backend, Config, error) {
+	b, ok := r.Lookup(name)
+	if !ok {
+		return Backend{}, nil, r.Unknown(name)
+	}
+	cfg, err := b.Configure(options)
+	if err != nil {
+		return b, nil, fmt.Errorf("backend_options.%s: %w", b.Name, err)
+	}
+	return b, cfg, nil
+}
+
+// Able lists the registered backends whose default capabilities cover
+// field (a driver.Refusal field such as "gpu"), for "use one of these"
+// hints.
+func (r *Registry) Able(field string) []string {
+	var out []string
+	for _, n := range r.Names() {
+		b, _ := r.Lookup(n)
+		if cfg, err := b.Configure(nil); err == nil && cfg.Capabilities().Has(field) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// DecodeOptions decodes a backend's options into dst (a pointer to the
+// backend's options struct) strictly, for Configure implementations:
+// unknown keys and wrong types are errors naming the key.
+func DecodeOptions(raw json.RawMessage, dst any) error {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return describe(err)
+	}
+	return nil
+}
+
+// describe turns encoding/json's messages into the config's terms.
+func describe(err error) error {
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &te):
+		return fmt.Errorf("%s: want %s, got a JSON %s", te.Field, te.Type, te.Value)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return fmt.Errorf("unknown option %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
+	}
+	return err
+}

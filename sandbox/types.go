@@ -1,0 +1,52 @@
+package sandbox
+
+import (
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
+)
+
+// The driver package defines what backends exchange with this package;
+// these names let users of the portable API say sandbox.Spec, sandbox.ErrGone
+// and so on without importing it.
+type (
+	Driver        = driver.Driver
+	Capabilities  = driver.Capabilities
+	Spec          = driver.Spec
+	NetworkPolicy = driver.NetworkPolicy
+	Info          = driver.Info
+	ExecRequest   = driver.ExecRequest
+	ExecResult    = driver.ExecResult
+	FileInfo      = driver.FileInfo
+	Error         = driver.Error
+	TooLargeError = driver.TooLargeError
+)
+
+// Defaults applied by Spec.WithDefaults, and the longest lifetime.
+const (
+	DefaultTimeout = driver.DefaultTimeout
+	DefaultWorkdir = driver.DefaultWorkdir
+	MaxTimeout     = driver.MaxTimeout
+)
+
+// Error kinds; match with errors.Is.
+var (
+	ErrNotFound    = driver.ErrNotFound
+	ErrIsDir       = driver.ErrIsDir
+	ErrNotRegular  = driver.ErrNotRegular
+	ErrTooLarge    = driver.ErrTooLarge
+	ErrGone        = driver.ErrGone
+	ErrRefused     = driver.ErrRefused
+	ErrUnsupported = driver.ErrUnsupported
+)
+
+// Retryable marks err as worth retrying; terminal is the default.
+func Retryable(err error) error { return driver.Retryable(err) }
+
+// IsRetryable reports whether err was marked retryable.
+func IsRetryable(err error) bool { return driver.IsRetryable(err) }
+
+// IsTerminal is !IsRetryable for a non-nil error.
+func IsTerminal(err error) bool { return driver.IsTerminal(err) }
+
+// Refused builds a terminal ErrRefused error: the spec asks for something
+// the backend cannot enforce, and nothing was provisioned.
+func Refused(format string, a ...any) error { return driver.Refused(format, a...) }

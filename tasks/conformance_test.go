@@ -1,0 +1,23 @@
+package tasks
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/testing/conformance"
+)
+
+// The driver the task tests run against keeps the contract every real
+// driver keeps, so what those tests prove holds for the real ones.
+func TestTestDriverConformance(t *testing.T) {
+	var drv *dirDriver
+	conformance.Run(t, func(t *testing.T) sandbox.Driver {
+		drv = newDirDriver(t)
+		return drv
+	}, conformance.Options{
+		OpenNetworkReachesHost: true,
+		HostWorkdir:            func(id string) string { return filepath.Join(drv.Root(), id, "work") },
+		BigFileSize:            32 << 20,
+	})
+}
