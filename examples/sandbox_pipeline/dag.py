@@ -25,9 +25,9 @@ Connections: ``aws_default`` (the S3 bucket) and ``modal_default`` (the Modal
 workspace the sandbox runs in).
 
 A run may choose the backend through ``dag_run.conf``, for example
-``{"backend": "local", "ignore_image": true}`` to run the sandbox on the
-worker itself (bubblewrap; provision, run and collect then all run on that
-worker). Nothing else can be set per run: a conf key naming another input
+``{"backend": "local"}`` to run the sandbox on the worker itself
+(bubblewrap, on the worker's userland as the config's ``backends:`` says;
+provision, run and collect then all run on that worker). Nothing else can be set per run: a conf key naming another input
 of a task fails it before it starts.
 """
 
