@@ -175,7 +175,7 @@ func run(ctx context.Context, o options) (err error) {
 	printSummary(runs)
 	fmt.Printf("\n%d Dag runs, %d failed, %s in all\n", len(runs), failed, time.Since(started).Round(time.Second))
 	if failed > 0 {
-		return errors.New("not every Dag run succeeded; see the task logs above")
+		return errors.New("not every Dag run succeeded and passed its checks; see the task logs and failed checks above")
 	}
 	if len(left) > 0 {
 		return fmt.Errorf("%d local sandboxes were left behind", len(left))
