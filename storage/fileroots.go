@@ -51,24 +51,23 @@ func fileRoots() ([]fileRoot, error) {
 }
 
 // errNoFileRoots says file:// is off and how to turn it on.
-func errNoFileRoots(p string) error {
-	return fmt.Errorf("file://%s: file:// URLs are refused on this worker because %s is not set; the worker's operator lists the directories file:// may read and write there (colon-separated absolute paths), or use object storage (s3://...)", p, FileRootsEnv)
-}
+var errNoFileRoots = fmt.Errorf("file:// URLs are refused on this worker because %s is not set; the worker's operator lists the directories file:// may read and write there (colon-separated absolute paths), or use object storage (s3://...)", FileRootsEnv)
 
 // confine finds the root p lies under, after resolving the symlinks of the
 // part of p that exists, and returns it with p relative to it. A path
-// outside every root is an error that names the roots.
+// outside every root is an error that names the roots. Errors do not repeat
+// p: callers name the URL.
 func confine(p string) (fileRoot, string, error) {
 	roots, err := fileRoots()
 	if err != nil {
 		return fileRoot{}, "", err
 	}
 	if len(roots) == 0 {
-		return fileRoot{}, "", errNoFileRoots(p)
+		return fileRoot{}, "", errNoFileRoots
 	}
 	resolved, err := resolveExisting(filepath.Clean(p))
 	if err != nil {
-		return fileRoot{}, "", fmt.Errorf("file://%s: %v", p, unwrapPath(err))
+		return fileRoot{}, "", unwrapPath(err)
 	}
 	best, rel := -1, ""
 	for i, r := range roots {
@@ -85,7 +84,7 @@ func confine(p string) (fileRoot, string, error) {
 		if resolved != filepath.Clean(p) {
 			shown = fmt.Sprintf(" (it resolves to %s)", resolved)
 		}
-		return fileRoot{}, "", fmt.Errorf("file://%s is outside the directories file:// may use on this worker%s; use a path under %s, or ask the worker's operator to add its directory to %s", p, shown, strings.Join(dirs, ", "), FileRootsEnv)
+		return fileRoot{}, "", fmt.Errorf("it lies outside the directories file:// may use on this worker%s; use a path under %s, or ask the worker's operator to add its directory to %s", shown, strings.Join(dirs, ", "), FileRootsEnv)
 	}
 	return roots[best], rel, nil
 }

@@ -2,45 +2,101 @@ package storage
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-
-	"gocloud.dev/blob"
-	"gocloud.dev/blob/fileblob"
-	"gocloud.dev/gcerrors"
+	"syscall"
 )
 
-// fileStore is the local filesystem through fileblob, rooted at "/" so that
-// every file:// URL is one key. fileblob writes to a temporary file next to
-// the target and renames it into place on success, which gives the
-// all-or-nothing write; parent directories are created as needed.
-type fileStore struct {
-	b *blob.Bucket
-}
+// fileStore is the local filesystem, confined to the directories the
+// worker's operator lists in FileRootsEnv. Every operation resolves its
+// path to one of those roots and then runs through an os.Root, so it cannot
+// leave the root even through a symlink swapped in after the check.
+//
+// Writes go to a temporary file next to the target (<name>.<16 hex>.tmp,
+// which sweep recognises) and are renamed into place on Commit, which gives
+// the all-or-nothing write; parent directories are created as needed. An
+// existing destination that is not a regular file (a device such as
+// /dev/null, a directory, a symlink) is refused, never replaced.
+type fileStore struct{}
 
-func openFileStore(context.Context, Location, Options) (Bucket, error) { return newFileStore() }
-
-func newFileStore() (*fileStore, error) {
-	b, err := fileblob.OpenBucket("/", &fileblob.Options{
-		// Temporary files next to the target: a rename across filesystems
-		// (from os.TempDir) would fail.
-		NoTempDir: true,
-		// Plain files only: no .attrs sidecars next to the user's files.
-		Metadata: fileblob.MetadataDontWrite,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("opening the local filesystem: %w", err)
+// openFileStore checks loc's path against the roots, so that storage.Check
+// (run before a sandbox is created) refuses a path outside them.
+func openFileStore(_ context.Context, loc Location, _ Options) (Bucket, error) {
+	if _, _, err := confine("/" + loc.Key); err != nil {
+		return nil, err
 	}
-	return &fileStore{b: b}, nil
+	return fileStore{}, nil
 }
 
-func (s *fileStore) path(key string) string { return "/" + key }
+// fileModeKey carries the permission bits a write should give its file.
+type fileModeKey struct{}
 
-func (s *fileStore) Put(ctx context.Context, key string, r io.Reader) error {
+// WithFileMode makes file:// writes on ctx create their file with perm (the
+// process umask still applies) instead of 0666: an export of a 0640 file
+// lands as 0640, never wider. Other stores ignore it.
+func WithFileMode(ctx context.Context, perm fs.FileMode) context.Context {
+	return context.WithValue(ctx, fileModeKey{}, perm.Perm())
+}
+
+func fileModeOf(ctx context.Context) fs.FileMode {
+	if m, ok := ctx.Value(fileModeKey{}).(fs.FileMode); ok {
+		return m
+	}
+	return 0o666
+}
+
+// at confines key and opens its root; the caller closes the root.
+func at(key string) (*os.Root, string, error) {
+	fr, rel, err := confine("/" + key)
+	if err != nil {
+		return nil, "", err
+	}
+	root, err := fr.open()
+	if err != nil {
+		return nil, "", err
+	}
+	return root, rel, nil
+}
+
+// checkReplaceable refuses a destination that exists and is not a regular
+// file: renaming over /dev/null would replace the host's device with a
+// regular file.
+func checkReplaceable(root *os.Root, rel string) error {
+	fi, err := root.Lstat(rel)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return unwrapPath(err)
+	case fi.Mode().IsRegular():
+		return nil
+	}
+	return fmt.Errorf("refusing to replace it: it exists and is not a regular file (%s); export to a file path, or remove what is there", describeMode(fi.Mode()))
+}
+
+func describeMode(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeSymlink != 0:
+		return "a symbolic link"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	}
+	return "mode " + m.String()
+}
+
+func (s fileStore) Put(ctx context.Context, key string, r io.Reader) error {
 	p, err := s.Upload(ctx, key, r, -1)
 	if err != nil {
 		return err
@@ -48,24 +104,54 @@ func (s *fileStore) Put(ctx context.Context, key string, r io.Reader) error {
 	return p.Commit(ctx)
 }
 
-// Upload writes r to a temporary file next to key (<key>.<hex>.tmp) and
-// holds it there; Commit renames it into place.
-func (s *fileStore) Upload(ctx context.Context, key string, r io.Reader, _ int64) (Pending, error) {
-	// Cancelling the writer's context before Close is how gocloud aborts a
-	// write: fileblob then deletes its temporary file instead of renaming it.
-	wctx, cancel := context.WithCancel(ctx)
-	w, err := s.b.NewWriter(wctx, key, &blob.WriterOptions{ContentType: "application/octet-stream"})
+// Upload writes r to a temporary file next to key and holds it there;
+// Commit renames it into place.
+func (fileStore) Upload(ctx context.Context, key string, r io.Reader, _ int64) (Pending, error) {
+	root, rel, err := at(key)
 	if err != nil {
-		cancel()
 		return nil, err
 	}
-	p := &filePending{w: w, cancel: cancel, path: s.path(key)}
-	_, err = io.Copy(w, r)
+	p, err := upload(ctx, root, rel, r)
+	if err != nil {
+		root.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+func upload(ctx context.Context, root *os.Root, rel string, r io.Reader) (*filePending, error) {
+	if err := checkReplaceable(root, rel); err != nil {
+		return nil, err
+	}
+	if dir := filepath.Dir(rel); dir != "." {
+		if err := root.MkdirAll(dir, 0o755); err != nil {
+			return nil, unwrapPath(err)
+		}
+	}
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, err
+	}
+	tmp := rel + "." + hex.EncodeToString(b[:]) + ".tmp"
+	// O_EXCL: a fresh file, never one (or a symlink) someone put there.
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, fileModeOf(ctx))
+	if err != nil {
+		return nil, unwrapPath(err)
+	}
+	p := &filePending{root: root, tmp: tmp, rel: rel}
+	_, err = io.Copy(f, r)
 	if err == nil {
-		err = ctx.Err() // fileblob does not look at it while writing
+		err = ctx.Err()
+	}
+	if err == nil {
+		// The bytes are durable before anyone can see the name.
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
 	if err != nil {
-		_ = p.Abort(ctx)
+		root.Remove(tmp)
 		return nil, err
 	}
 	return p, nil
@@ -73,73 +159,115 @@ func (s *fileStore) Upload(ctx context.Context, key string, r io.Reader, _ int64
 
 // filePending is a finished temporary file waiting for its rename.
 type filePending struct {
-	w      *blob.Writer
-	cancel context.CancelFunc
-	path   string
+	root     *os.Root
+	tmp, rel string
+	done     bool
 }
 
 func (p *filePending) Commit(context.Context) error {
-	defer p.cancel()
-	if err := p.w.Close(); err != nil {
+	if p.done {
+		return errors.New("the upload was already committed or aborted")
+	}
+	p.done = true
+	defer p.root.Close()
+	// Checked again: something may have been put there since Upload.
+	err := checkReplaceable(p.root, p.rel)
+	if err == nil {
+		err = unwrapPath(p.root.Rename(p.tmp, p.rel))
+	}
+	if err != nil {
+		p.root.Remove(p.tmp)
 		return err
 	}
-	// The file is in place; make its bytes and its name durable before
-	// anyone reads it.
-	if err := syncPath(p.path); err != nil {
-		return err
+	// Make the new name durable too.
+	d, err := p.root.Open(filepath.Dir(p.rel))
+	if err != nil {
+		return unwrapPath(err)
 	}
-	return syncPath(filepath.Dir(p.path))
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("fsync of the directory: %w", err)
+	}
+	return nil
 }
 
 func (p *filePending) Abort(context.Context) error {
-	p.cancel()
-	_ = p.w.Close() // with the context cancelled, this deletes the temporary file
+	if p.done {
+		return nil
+	}
+	p.done = true
+	defer p.root.Close()
+	if err := p.root.Remove(p.tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return unwrapPath(err)
+	}
 	return nil
 }
 
-func (s *fileStore) Check(context.Context) error { return nil }
+func (fileStore) Check(context.Context) error { return nil }
 
-func (s *fileStore) Open(ctx context.Context, key string) (io.ReadCloser, error) {
-	r, err := s.b.NewReader(ctx, key, nil)
+// Open reads a regular file; a directory, device or pipe is refused (a
+// stage_in of /dev/zero would never end).
+func (fileStore) Open(_ context.Context, key string) (io.ReadCloser, error) {
+	root, rel, err := at(key)
 	if err != nil {
-		if gcerrors.Code(err) == gcerrors.NotFound {
-			return nil, ErrNotFound
-		}
 		return nil, err
 	}
-	return r, nil
+	defer root.Close() // an open file outlives its root
+	// O_NONBLOCK: opening a named pipe for reading would otherwise wait
+	// for a writer; on a regular file it changes nothing.
+	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, unwrapPath(err)
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("it is not a regular file (%s); only regular files are read", describeMode(fi.Mode()))
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
-func (s *fileStore) Remove(_ context.Context, key string) error {
-	err := os.Remove(s.path(key))
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+func (fileStore) Remove(_ context.Context, key string) error {
+	root, rel, err := at(key)
+	if err != nil {
 		return err
+	}
+	defer root.Close()
+	fi, err := root.Lstat(rel)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return unwrapPath(err)
+	case fi.IsDir():
+		return fmt.Errorf("refusing to remove it: it is a directory")
+	}
+	if err := root.Remove(rel); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return unwrapPath(err)
 	}
 	return nil
 }
 
-func (s *fileStore) Exists(_ context.Context, key string) (bool, error) {
-	fi, err := os.Stat(s.path(key))
+func (fileStore) Exists(_ context.Context, key string) (bool, error) {
+	root, rel, err := at(key)
+	if err != nil {
+		return false, err
+	}
+	defer root.Close()
+	fi, err := root.Stat(rel)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return false, nil
 	case err != nil:
-		return false, err
+		return false, unwrapPath(err)
 	}
 	return fi.Mode().IsRegular(), nil
 }
 
-func (s *fileStore) Close() error { return s.b.Close() }
-
-// syncPath fsyncs a file or directory by path.
-func syncPath(p string) error {
-	f, err := os.Open(p)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("fsync %s: %w", p, err)
-	}
-	return nil
-}
+func (fileStore) Close() error { return nil }

@@ -79,7 +79,7 @@ func sweepFiles(u *url.URL, cutoff time.Time, dryRun bool, rep *SweepReport) err
 	dir := filepath.Clean(u.Path)
 	fr, rel, err := confine(dir)
 	if err != nil {
-		return fmt.Errorf("sweep: %w", err)
+		return fmt.Errorf("sweep: file://%s: %w", dir, err)
 	}
 	root, err := fr.open()
 	if err != nil {

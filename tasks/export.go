@@ -10,6 +10,7 @@ import (
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/cleanup"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/storage"
 )
 
 // DefaultMaxExportBytes is the per-file export budget, as in Python.
@@ -148,7 +149,8 @@ func stageOut(ctx context.Context, d Deps, sb *sandbox.Sandbox, exp Exporter, p,
 	log := d.logger()
 	log.Info("exporting", "from", p, "to", dest, "bytes", size)
 	pr := newProgressReader(rc, log, p+" -> "+dest, size)
-	n, err := exp.Stage(ctx, dest, pr, size)
+	// A file:// destination gets the file's permissions, never wider ones.
+	n, err := exp.Stage(storage.WithFileMode(ctx, st.Mode.Perm()), dest, pr, size)
 	if err != nil {
 		return err
 	}

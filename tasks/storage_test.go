@@ -3,6 +3,7 @@ package tasks
 import (
 	"context"
 	"errors"
+	"github.com/airflow-sandbox/airflow-go-worker/storage"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,6 +44,7 @@ func TestObjectStorageExports(t *testing.T) {
 	ctx := context.Background()
 	log := hclog.NewNullLogger()
 	dir := t.TempDir()
+	t.Setenv(storage.FileRootsEnv, dir)
 	url := func(name string) string { return "file://" + filepath.Join(dir, name) }
 
 	for _, files := range [][]string{{"a", "b"}, {"c"}} {

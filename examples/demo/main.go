@@ -122,7 +122,9 @@ func run(bin, dir string) error {
 	cmd := exec.CommandContext(ctx, bin, args...)
 	// Local sandboxes live under XDG_STATE_HOME: keep them inside the demo
 	// directory, so the demo leaves nothing elsewhere.
-	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+stateDir)
+	// The worker's operator decides where file:// may read and write; the
+	// demo's own directory is the only place it may (it uses S3 itself).
+	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+stateDir, "AIRFLOW_GO_WORKER_FILE_ROOTS="+dir)
 	// One writer for both streams keeps the task log and the result in order.
 	out := prefixed(os.Stdout)
 	cmd.Stdout, cmd.Stderr = out, out

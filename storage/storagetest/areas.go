@@ -3,6 +3,7 @@ package storagetest
 import (
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync/atomic"
@@ -19,9 +20,11 @@ var buckets atomic.Int64
 // NewBucketName is a bucket name no other area of this process uses.
 func NewBucketName() string { return fmt.Sprintf("area-%d", buckets.Add(1)) }
 
-// FileArea is a fresh directory; it also returns the directory.
+// FileArea is a fresh directory, added to the test's file:// roots
+// (storage.FileRootsEnv); it also returns the directory.
 func FileArea(t testing.TB) (Area, string) {
 	root := t.TempDir()
+	AllowFiles(t, root)
 	return Area{
 		URL: func(key string) string { return "file://" + filepath.Join(root, key) },
 		Objects: func(t testing.TB) []string {
@@ -81,4 +84,14 @@ func AzureArea(t testing.TB, srv *azurite.Server, scheme string) Area {
 		Objects:       func(t testing.TB) []string { return srv.Blobs(t, name) },
 		MissingBucket: scheme + "://no-such-container/k",
 	}
+}
+
+// AllowFiles adds dir to storage.FileRootsEnv for the rest of the test, as
+// an operator would, so file:// URLs under it may be read and written.
+func AllowFiles(t testing.TB, dir string) {
+	roots := os.Getenv(storage.FileRootsEnv)
+	if roots != "" {
+		roots += string(os.PathListSeparator)
+	}
+	t.Setenv(storage.FileRootsEnv, roots+dir)
 }
