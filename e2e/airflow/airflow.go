@@ -77,7 +77,15 @@ func startAirflow(ctx context.Context, o options, w *workdir, s *store) (*deploy
 	step("starting scheduler, dag-processor and api-server (%s)", base)
 	d := &deployment{}
 	for _, c := range []string{"scheduler", "dag-processor", "api-server"} {
-		p, err := startProc(c, filepath.Join(w.logs, c+".log"), env, airflowBin, c)
+		cenv := env
+		if c == "api-server" {
+			// A bundle's GetConnection is relayed to the Execution API, so
+			// the api-server's secrets backends answer it, never the
+			// worker's environment: the connection is given to the
+			// api-server only, which proves it is where one must be set.
+			cenv = append(append([]string(nil), env...), "AIRFLOW_CONN_AWS_DEFAULT="+s.connection())
+		}
+		p, err := startProc(c, filepath.Join(w.logs, c+".log"), cenv, airflowBin, c)
 		if err != nil {
 			return d, err
 		}
@@ -94,7 +102,7 @@ func startAirflow(ctx context.Context, o options, w *workdir, s *store) (*deploy
 // airflowEnv is the environment of every Airflow process: the caller's,
 // minus any Airflow settings it had (a user's AIRFLOW_HOME or connections
 // must not leak into the test deployment), plus ours. The forked bundles
-// inherit it through the scheduler.
+// inherit it through the scheduler; the api-server gets the connections.
 func airflowEnv(o options, w *workdir, s *store, base, port, logPort, user, passwords string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
@@ -137,9 +145,8 @@ func airflowEnv(o options, w *workdir, s *store, base, port, logPort, user, pass
 		"AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": logPort,
 		"AIRFLOW__SDK__COORDINATORS":               string(coordinators),
 		"AIRFLOW__SDK__QUEUE_TO_COORDINATOR":       string(queues),
-		// What the examples' Go tasks reach: the S3 server, and the
-		// directory the local backend keeps its sandboxes under.
-		"AIRFLOW_CONN_AWS_DEFAULT": s.connection(),
+		// The directory the local backend keeps its sandboxes under: the
+		// forked bundles' (the scheduler's) environment.
 		// The examples use no file:// URLs and no local image directories,
 		// so AIRFLOW_GO_WORKER_FILE_ROOTS / _IMAGE_ROOTS stay unset: refused.
 		"XDG_STATE_HOME": w.state,
