@@ -2,7 +2,6 @@ package e2e_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,24 +10,40 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"sync"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	gstorage "cloud.google.com/go/storage"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/feature/s3/manager"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/hashicorp/go-hclog"
+	"google.golang.org/api/option"
 
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/local"
 	"github.com/airflow-sandbox/airflow-go-worker/storage"
+	"github.com/airflow-sandbox/airflow-go-worker/storage/gcs"
 	"github.com/airflow-sandbox/airflow-go-worker/tasks"
+	"github.com/airflow-sandbox/airflow-go-worker/testing/azurite"
+	"github.com/airflow-sandbox/airflow-go-worker/testing/gcsserver"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/s3server"
 )
 
-// BenchExportBytesEnv sets the exported file's size (default 1 GiB), e.g.
-// 64MiB for a quick run or 4GiB to check that memory does not grow with it.
+// BenchExportBytesEnv sets the bytes each export moves (default 1 GiB), in
+// one file or split over three, e.g. 64MiB for a quick run or 4GiB to check
+// that memory does not grow with it.
 const BenchExportBytesEnv = "AIRFLOW_GO_WORKER_BENCH_EXPORT_BYTES"
+
+// BenchStoresEnv limits the stores benchmarked (comma separated: s3, gcs,
+// azure; default all). fake-gcs-server rehashes an object at every chunk
+// of a resumable upload, so GCS at 4 GiB takes hours: use s3,azure there.
+const BenchStoresEnv = "AIRFLOW_GO_WORKER_BENCH_STORES"
 
 // benchChildEnv makes the test binary a one-shot transfer process, so the
 // peak memory measured is that of one transfer and nothing else.
@@ -36,12 +51,18 @@ const benchChildEnv = "AIRFLOW_GO_WORKER_BENCH_CHILD"
 
 // benchJob is what the parent asks a child to do.
 type benchJob struct {
-	Mode      string // "put": storage.Put from a host file; "export": tasks.Export from a sandbox
-	AWS       connections.AWSConfig
-	File      string // put: the host file
-	Sandbox   string // export: the sandbox id (local backend, root from XDG_STATE_HOME)
-	Dest      string
-	SizeBytes int64
+	// Mode "direct" uploads Files from the host with the store's own SDK
+	// (aws-sdk's manager.Uploader, Google's storage.Writer, azblob's
+	// UploadFile), one after the other; "export" runs tasks.Export of Paths
+	// from Sandbox (local backend, root from XDG_STATE_HOME).
+	Mode    string
+	Store   string // s3, gcs, azure
+	Conn    connections.Connection
+	Files   []string
+	Sandbox string
+	Paths   []string
+	Dests   []string // URLs, in the order of Files or Paths
+	Size    int64    // of the largest file (the export's max_bytes)
 }
 
 // runBenchChild runs in the child process; it prints the transfer's
@@ -53,71 +74,122 @@ func runBenchChild(spec string) error {
 	}
 	ctx := context.Background()
 	start := time.Now()
+	var err error
 	switch job.Mode {
-	case "put":
-		f, err := os.Open(job.File)
+	case "direct":
+		err = directUpload(ctx, job)
+	case "export":
+		exports := map[string]string{}
+		for i, p := range job.Paths {
+			exports[p] = job.Dests[i]
+		}
+		d := tasks.Deps{Logger: benchLogger(), Airflow: benchAirflow{job.Conn}, Run: tasks.Run{DagID: "bench", RunID: "run", TaskID: "export", MapIndex: -1}}
+		_, err = tasks.Export(ctx, d, tasks.ExportInput{Sandbox: tasks.SandboxRef{ID: job.Sandbox}, Exports: exports, ExportConnID: job.Conn.ConnID, MaxBytes: job.Size})
+	default:
+		err = fmt.Errorf("unknown mode %q", job.Mode)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Println(time.Since(start).Nanoseconds())
+	return nil
+}
+
+// directUpload is the baseline: each file uploaded by the store's own SDK,
+// with the part or chunk size and concurrency package storage uses.
+func directUpload(ctx context.Context, job benchJob) error {
+	for i, file := range job.Files {
+		loc, err := storage.ParseURL(job.Dests[i])
+		if err != nil {
+			return err
+		}
+		f, err := os.Open(file)
 		if err != nil {
 			return err
 		}
 		defer f.Close()
-		if _, err := storage.Put(ctx, job.Dest, f, storage.Options{AWS: &job.AWS, ProgressEvery: -1}); err != nil {
-			return err
+		switch job.Store {
+		case "s3":
+			cfg, err := connections.AWSFromConnection(job.Conn)
+			if err != nil {
+				return err
+			}
+			client := s3.New(s3.Options{
+				Region: cfg.Region, BaseEndpoint: aws.String(cfg.EndpointURL), UsePathStyle: true,
+				Credentials:                credentials.NewStaticCredentialsProvider(cfg.AccessKeyID, cfg.SecretAccessKey, ""),
+				RequestChecksumCalculation: aws.RequestChecksumCalculationWhenRequired,
+				ResponseChecksumValidation: aws.ResponseChecksumValidationWhenRequired,
+			})
+			up := manager.NewUploader(client, func(u *manager.Uploader) {
+				u.PartSize, u.Concurrency = storage.PartSize, storage.UploadConcurrency
+			})
+			// A plain reader, as the export's stream is: no seeking.
+			_, err = up.Upload(ctx, &s3.PutObjectInput{Bucket: aws.String(loc.Bucket), Key: aws.String(loc.Key), Body: struct{ io.Reader }{f}})
+			if err != nil {
+				return err
+			}
+		case "gcs":
+			cfg, err := connections.GCPFromConnection(job.Conn)
+			if err != nil {
+				return err
+			}
+			client, err := gstorage.NewClient(ctx, option.WithEndpoint(cfg.Endpoint+"/storage/v1/"), option.WithoutAuthentication(), gstorage.WithDisabledClientMetrics())
+			if err != nil {
+				return err
+			}
+			w := client.Bucket(loc.Bucket).Object(loc.Key).NewWriter(ctx)
+			w.ChunkSize = gcs.ChunkSize
+			if _, err := io.Copy(w, f); err != nil {
+				return err
+			}
+			if err := w.Close(); err != nil {
+				return err
+			}
+			client.Close()
+		case "azure":
+			cfg, err := connections.AzureFromConnection(job.Conn)
+			if err != nil {
+				return err
+			}
+			cred, err := azblob.NewSharedKeyCredential(cfg.AccountName, cfg.AccountKey)
+			if err != nil {
+				return err
+			}
+			client, err := azblob.NewClientWithSharedKeyCredential(cfg.AccountURL, cred, nil)
+			if err != nil {
+				return err
+			}
+			if _, err := client.UploadFile(ctx, loc.Bucket, loc.Key, f, &azblob.UploadFileOptions{BlockSize: storage.PartSize, Concurrency: storage.UploadConcurrency}); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("unknown store %q", job.Store)
 		}
-	case "export":
-		// The log line "staged" marks the end of streaming, before the
-		// commit moves the staged object into place.
-		stamp := &stagedStamp{}
-		d := tasks.Deps{Logger: benchLogger(stamp), Airflow: benchAirflow{job.AWS}, Run: tasks.Run{DagID: "bench", RunID: "run", TaskID: "export", MapIndex: -1}}
-		if _, err := tasks.Export(ctx, d, tasks.ExportInput{Sandbox: tasks.SandboxRef{ID: job.Sandbox},
-			Exports: map[string]string{"big.bin": job.Dest}, ExportConnID: "aws", MaxBytes: job.SizeBytes}); err != nil {
-			return err
-		}
-		total := time.Since(start)
-		fmt.Println(total.Nanoseconds(), stamp.at().Sub(start).Nanoseconds())
-		return nil
-	default:
-		return fmt.Errorf("unknown mode %q", job.Mode)
 	}
-	d := time.Since(start).Nanoseconds()
-	fmt.Println(d, d)
 	return nil
 }
 
-// stagedStamp remembers when the export logged "staged".
-type stagedStamp struct {
-	mu sync.Mutex
-	t  time.Time
-}
+type benchAirflow struct{ conn connections.Connection }
 
-func (s *stagedStamp) Write(p []byte) (int, error) {
-	if bytes.Contains(p, []byte("staged:")) {
-		s.mu.Lock()
-		s.t = time.Now()
-		s.mu.Unlock()
-	}
-	return len(p), nil
-}
-
-func (s *stagedStamp) at() time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.t
-}
-
-type benchAirflow struct{ aws connections.AWSConfig }
-
-func (a benchAirflow) GetConnection(_ context.Context, id string) (connections.Connection, error) {
-	extra, _ := json.Marshal(map[string]string{"endpoint_url": a.aws.EndpointURL, "region_name": a.aws.Region})
-	return connections.Connection{ConnID: id, ConnType: "aws", Login: a.aws.AccessKeyID, Password: a.aws.SecretAccessKey, Extra: string(extra)}, nil
+func (a benchAirflow) GetConnection(context.Context, string) (connections.Connection, error) {
+	return a.conn, nil
 }
 func (benchAirflow) GetVariable(context.Context, string) (string, error) { return "", nil }
 func (benchAirflow) SetXCom(context.Context, string, any) error          { return nil }
 func (benchAirflow) MaskSecret(context.Context, string, string) error    { return nil }
 
-// benchChild runs one transfer in a fresh process and returns its
-// duration, the time until the bytes were staged (the whole duration for a
-// put) and the process's peak resident memory.
-func benchChild(b *testing.B, env []string, job benchJob) (total, staged time.Duration, peak int64) {
+// benchLogger shows the export's own timeline when
+// AIRFLOW_GO_WORKER_BENCH_DEBUG is set.
+func benchLogger() hclog.Logger {
+	if os.Getenv("AIRFLOW_GO_WORKER_BENCH_DEBUG") == "" {
+		return hclog.NewNullLogger()
+	}
+	return hclog.New(&hclog.LoggerOptions{Output: os.Stderr, Level: hclog.Info})
+}
+
+// benchChild runs one transfer in a fresh process and returns its duration
+// and the process's peak resident memory.
+func benchChild(b *testing.B, env []string, job benchJob) (time.Duration, int64) {
 	b.Helper()
 	spec, _ := json.Marshal(job)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
@@ -125,21 +197,153 @@ func benchChild(b *testing.B, env []string, job benchJob) (total, staged time.Du
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
-		b.Fatalf("%s transfer: %v", job.Mode, err)
+		b.Fatalf("%s %s transfer: %v", job.Store, job.Mode, err)
 	}
-	var totalNS, stagedNS int64
-	if _, err := fmt.Sscan(string(out), &totalNS, &stagedNS); err != nil || stagedNS <= 0 {
-		b.Fatalf("%s transfer printed %q", job.Mode, out)
+	ns, err := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
+	if err != nil || ns <= 0 {
+		b.Fatalf("%s %s transfer printed %q", job.Store, job.Mode, out)
 	}
 	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	return time.Duration(totalNS), time.Duration(stagedNS), ru.Maxrss * 1024 // Linux reports KiB
+	return time.Duration(ns), ru.Maxrss * 1024 // Linux reports KiB
 }
 
-func trimNL(b []byte) []byte {
-	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
-		b = b[:len(b)-1]
+// benchStore is a store under benchmark: a bucket on its emulator and the
+// connection that reaches it.
+type benchStore struct {
+	name string
+	conn connections.Connection
+	url  func(key string) string
+}
+
+func startBenchStore(b *testing.B, name string) benchStore {
+	switch name {
+	case "s3":
+		srv := s3server.Start(b)
+		srv.CreateBucket(b, "bench")
+		extra, _ := json.Marshal(map[string]string{"endpoint_url": srv.Endpoint, "region_name": srv.Region})
+		return benchStore{name, connections.Connection{ConnID: "bench", ConnType: "aws", Login: srv.AccessKey, Password: srv.SecretKey, Extra: string(extra)},
+			func(k string) string { return "s3://bench/" + k }}
+	case "gcs":
+		srv := gcsserver.Start(b)
+		srv.CreateBucket(b, "bench")
+		extra, _ := json.Marshal(map[string]any{"gcs.endpoint": srv.Endpoint, "is_anonymous": true})
+		return benchStore{name, connections.Connection{ConnID: "bench", ConnType: "google_cloud_platform", Extra: string(extra)},
+			func(k string) string { return "gs://bench/" + k }}
+	case "azure":
+		srv := azurite.Start(b)
+		srv.CreateContainer(b, "bench")
+		return benchStore{name, connections.Connection{ConnID: "bench", ConnType: "wasb", Host: srv.AccountURL, Login: srv.Account, Password: srv.Key},
+			func(k string) string { return "abfs://bench/" + k }}
 	}
-	return b
+	b.Fatalf("%s=%q: unknown store %q; use s3, gcs or azure", BenchStoresEnv, os.Getenv(BenchStoresEnv), name)
+	return benchStore{}
+}
+
+// BenchmarkExport exports from a local sandbox to each store (versitygw,
+// fake-gcs-server, Azurite), one file of the benchmark size or three files
+// of a third of it, through tasks.Export, and compares it with uploading
+// the same host files with the store's own SDK, each transfer in its own
+// process. Every iteration runs the pair twice, in both orders (direct,
+// export, export, direct), so neither side always meets a warmer disk. Run
+// with -benchtime 1x; the reported ratio is direct time over export time
+// (1 = the SDK's speed), and the peaks are each process's VmHWM.
+func BenchmarkExport(b *testing.B) {
+	size := benchSize(b)
+	stores := []string{"s3", "gcs", "azure"}
+	if v := os.Getenv(BenchStoresEnv); v != "" {
+		stores = strings.Split(v, ",")
+	}
+	dir := b.TempDir()
+	stateHome := filepath.Join(dir, "state")
+	env := append(os.Environ(), "XDG_STATE_HOME="+stateHome)
+	drv, err := local.New(local.Options{Root: filepath.Join(stateHome, "airflow-go-worker", "sandboxes")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer drv.Close()
+	ctx := context.Background()
+	sb, err := sandbox.Create(ctx, drv, sandbox.Spec{Owner: "bench/run", Timeout: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sb.Destroy(ctx)
+
+	layouts := []struct {
+		name  string
+		files int
+	}{{"1file", 1}, {"3files", 3}}
+	hostFiles := map[string][]string{}
+	for _, l := range layouts {
+		for i := 0; i < l.files; i++ {
+			name := fmt.Sprintf("%s-%d.bin", l.name, i)
+			p := filepath.Join(dir, name)
+			writePattern(b, p, size/int64(l.files))
+			in, err := os.Open(p)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := sb.WriteFile(ctx, name, in, 0); err != nil {
+				b.Fatal(err)
+			}
+			in.Close()
+			hostFiles[l.name] = append(hostFiles[l.name], p)
+		}
+	}
+	for _, storeName := range stores {
+		st := startBenchStore(b, strings.TrimSpace(storeName))
+		for _, l := range layouts {
+			b.Run(st.name+"/"+l.name, func(b *testing.B) {
+				files := hostFiles[l.name]
+				var direct, export time.Duration
+				var directRSS, exportRSS int64
+				for i := 0; i < b.N; i++ {
+					for _, mode := range []string{"direct", "export", "export", "direct"} {
+						job := benchJob{Mode: mode, Store: st.name, Conn: st.conn, Size: size / int64(l.files)}
+						for _, f := range files {
+							job.Dests = append(job.Dests, st.url(fmt.Sprintf("%s/%s/%s", mode, l.name, filepath.Base(f))))
+							job.Files = append(job.Files, f)
+							job.Paths = append(job.Paths, filepath.Base(f))
+						}
+						if mode == "export" {
+							job.Files, job.Sandbox = nil, sb.ID()
+						} else {
+							job.Paths = nil
+						}
+						d, rss := benchChild(b, env, job)
+						if mode == "direct" {
+							direct, directRSS = direct+d, max(directRSS, rss)
+						} else {
+							export, exportRSS = export+d, max(exportRSS, rss)
+						}
+					}
+				}
+				mibps := func(d time.Duration) float64 { return float64(2*size) * float64(b.N) / d.Seconds() / (1 << 20) }
+				b.ReportMetric(float64(size)/(1<<20), "MiB")
+				b.ReportMetric(mibps(direct), "direct-MiB/s")
+				b.ReportMetric(mibps(export), "export-MiB/s")
+				b.ReportMetric(direct.Seconds()/export.Seconds(), "export/direct")
+				b.ReportMetric(float64(directRSS)/(1<<20), "direct-peak-MiB")
+				b.ReportMetric(float64(exportRSS)/(1<<20), "export-peak-MiB")
+			})
+		}
+	}
+}
+
+func writePattern(b *testing.B, path string, n int64) {
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	if _, err := io.Copy(w, &patternReader{left: n}); err != nil {
+		b.Fatal(err)
+	}
+	if err := w.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		b.Fatal(err)
+	}
 }
 
 func benchSize(b *testing.B) int64 {
@@ -180,86 +384,4 @@ func (p *patternReader) Read(b []byte) (int, error) {
 	p.pos += int64(len(b))
 	p.left -= int64(len(b))
 	return len(b), nil
-}
-
-// BenchmarkExportToS3 compares exporting a file from a local sandbox to S3
-// (versitygw) through tasks.Export with uploading the same file from disk
-// through package storage (the same S3 client), each in its own process,
-// and reports the export's throughput ratio and peak memory.
-func BenchmarkExportToS3(b *testing.B) {
-	size := benchSize(b)
-	srv := s3server.Start(b)
-	srv.CreateBucket(b, "bench")
-	dir := b.TempDir()
-	stateHome := filepath.Join(dir, "state")
-	env := append(os.Environ(), "XDG_STATE_HOME="+stateHome)
-
-	src := filepath.Join(dir, "big.bin")
-	f, err := os.Create(src)
-	if err != nil {
-		b.Fatal(err)
-	}
-	w := bufio.NewWriterSize(f, 1<<20)
-	if _, err := io.Copy(w, &patternReader{left: size}); err != nil {
-		b.Fatal(err)
-	}
-	if err := w.Flush(); err != nil {
-		b.Fatal(err)
-	}
-	f.Close()
-
-	drv, err := local.New(local.Options{Root: filepath.Join(stateHome, "airflow-go-worker", "sandboxes")})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer drv.Close()
-	ctx := context.Background()
-	sb, err := sandbox.Create(ctx, drv, sandbox.Spec{Owner: "bench/run", Timeout: time.Hour})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer sb.Destroy(ctx)
-	in, err := os.Open(src)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := sb.WriteFile(ctx, "big.bin", in, 0); err != nil {
-		b.Fatal(err)
-	}
-	in.Close()
-
-	var direct, export, staged time.Duration
-	var directRSS, exportRSS int64
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		d, _, rss := benchChild(b, env, benchJob{Mode: "put", AWS: srv.AWS(), File: src, Dest: fmt.Sprintf("s3://bench/direct-%d.bin", i)})
-		direct += d
-		directRSS = max(directRSS, rss)
-		e, st, rss := benchChild(b, env, benchJob{Mode: "export", AWS: srv.AWS(), Sandbox: sb.ID(), Dest: fmt.Sprintf("s3://bench/export-%d.bin", i), SizeBytes: size})
-		export += e
-		staged += st
-		exportRSS = max(exportRSS, rss)
-	}
-	b.StopTimer()
-	mbps := func(d time.Duration) float64 { return float64(size) * float64(b.N) / d.Seconds() / (1 << 20) }
-	b.ReportMetric(float64(size)/(1<<20), "file-MiB")
-	b.ReportMetric(mbps(direct), "direct-MiB/s")
-	b.ReportMetric(mbps(export), "export-MiB/s")
-	b.ReportMetric(direct.Seconds()/export.Seconds(), "export/direct")
-	// Streaming alone, before the commit's server-side copy of the staged
-	// object (a full data copy on versitygw's posix backend, cheap on S3).
-	b.ReportMetric(mbps(staged), "stage-MiB/s")
-	b.ReportMetric(direct.Seconds()/staged.Seconds(), "stage/direct")
-	b.ReportMetric(float64(directRSS)/(1<<20), "direct-peak-MiB")
-	b.ReportMetric(float64(exportRSS)/(1<<20), "export-peak-MiB")
-}
-
-// benchLogger feeds the stamp, and shows the export's own timeline when
-// AIRFLOW_GO_WORKER_BENCH_DEBUG is set.
-func benchLogger(stamp *stagedStamp) hclog.Logger {
-	var out io.Writer = stamp
-	if os.Getenv("AIRFLOW_GO_WORKER_BENCH_DEBUG") != "" {
-		out = io.MultiWriter(stamp, os.Stderr)
-	}
-	return hclog.New(&hclog.LoggerOptions{Output: out, Level: hclog.Info})
 }

@@ -207,7 +207,6 @@ func (t *s3Target) Part(ctx context.Context, n int, data []byte) error {
 		UploadId:      t.id,
 		PartNumber:    aws.Int32(int32(n)),
 		Body:          bytes.NewReader(data),
-		ContentLength: aws.Int64(int64(len(data))),
 	}
 	if t.sums() {
 		in.ChecksumAlgorithm = types.ChecksumAlgorithmCrc32

@@ -204,7 +204,7 @@ func publishRanking(ctx context.Context, c bundles.ConnectionGetter, log hclog.L
 		return "", err
 	}
 	body := strings.Join(in.Ranking, "\n") + "\n"
-	w, err := storage.Put(ctx, in.RankingURL, strings.NewReader(body), storage.Options{AWS: aws, Logger: log})
+	w, err := storage.Put(ctx, in.RankingURL, strings.NewReader(body), storage.Options{AWS: aws, Logger: log, SHA256: true})
 	if err != nil {
 		return "", err
 	}

@@ -28,7 +28,7 @@ import (
 
 // ChunkSize is the size of each resumable-upload request and of the buffer
 // each upload holds.
-const ChunkSize = 8 << 20
+const ChunkSize = 16 << 20
 
 func init() { storage.Register("gs", Open) }
 

@@ -5,8 +5,8 @@
 // lets an export land several files together without copying them.
 //
 // Memory is bounded whatever the object's size: at most Concurrency parts
-// in flight plus the one being read, each PartSize bytes, from a pool the
-// uploads share.
+// in flight, ReadAhead queued and the one being read, each PartSize bytes,
+// from a pool the uploads share.
 package parts
 
 import (
@@ -109,27 +109,47 @@ func Stream(ctx context.Context, r io.Reader, t Target, opt Options, whole bool)
 	return p, nil
 }
 
+// ReadAhead is how many parts are read and queued beyond those in flight,
+// so that a worker freed by a finished part starts the next one at once
+// instead of waiting for the reader (which, on a busy machine, may not be
+// scheduled for a while).
+const ReadAhead = 2
+
+type chunk struct {
+	n   int
+	buf []byte
+	len int
+}
+
 // sendAll sends the first part (n bytes of buf) and every further part of
-// r, at most conc at a time, and returns how many parts it sent. An empty
-// object is one empty part.
+// r with conc workers, and returns how many parts it sent. An empty object
+// is one empty part.
 func sendAll(ctx context.Context, r io.Reader, up Upload, pool *bufPool, buf []byte, n, conc int) (int, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	sem := make(chan struct{}, max(conc, 1))
+	queue := make(chan chunk, ReadAhead)
 	var wg sync.WaitGroup
-	send := func(part int, b []byte, size int) {
-		sem <- struct{}{}
+	for range max(conc, 1) {
 		wg.Add(1)
 		go func() {
-			defer func() { pool.put(b); <-sem; wg.Done() }()
-			if err := up.Part(ctx, part, b[:size]); err != nil {
-				cancel(fmt.Errorf("sending part %d: %w", part, err))
+			defer wg.Done()
+			for c := range queue {
+				if ctx.Err() == nil {
+					if err := up.Part(ctx, c.n, c.buf[:c.len]); err != nil {
+						cancel(fmt.Errorf("sending part %d: %w", c.n, err))
+					}
+				}
+				pool.put(c.buf)
 			}
 		}()
 	}
 	part := 1
 	for {
-		send(part, buf, n)
+		select {
+		case queue <- chunk{n: part, buf: buf, len: n}:
+		case <-ctx.Done():
+			pool.put(buf)
+		}
 		if n < len(buf) || ctx.Err() != nil {
 			break
 		}
@@ -146,6 +166,7 @@ func sendAll(ctx context.Context, r io.Reader, up Upload, pool *bufPool, buf []b
 		}
 		part++
 	}
+	close(queue)
 	wg.Wait()
 	if err := context.Cause(ctx); err != nil {
 		return 0, err

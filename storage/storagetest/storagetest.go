@@ -90,7 +90,9 @@ func roundTrip(t *testing.T, a Area) {
 		key := fmt.Sprintf("round/trip-%d.bin", n)
 		keys = append(keys, key)
 		data := RandomBytes(n, uint64(i))
-		w, err := storage.Put(ctx, a.URL(key), bytes.NewReader(data), a.Options)
+		opt := a.Options
+		opt.SHA256 = true
+		w, err := storage.Put(ctx, a.URL(key), bytes.NewReader(data), opt)
 		if err != nil {
 			t.Fatalf("Put %d bytes: %v", n, err)
 		}
@@ -191,7 +193,9 @@ func exportLandsAllAtCommit(t *testing.T, a Area) {
 		"out/b.bin": RandomBytes(1000, 2),
 		"out/c.bin": RandomBytes(0, 3),
 	}
-	e := storage.NewExport(a.Options)
+	opt := a.Options
+	opt.SHA256 = true
+	e := storage.NewExport(opt)
 	defer e.Abort(ctx)
 	for _, k := range slices.Sorted(maps.Keys(files)) {
 		w, err := e.Stage(ctx, a.URL(k), bytes.NewReader(files[k]), int64(len(files[k])))
