@@ -28,6 +28,7 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/local"
 	"github.com/airflow-sandbox/airflow-go-worker/storage"
+	_ "github.com/airflow-sandbox/airflow-go-worker/storage/azure"
 	"github.com/airflow-sandbox/airflow-go-worker/storage/gcs"
 	"github.com/airflow-sandbox/airflow-go-worker/tasks"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/azurite"

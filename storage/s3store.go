@@ -202,11 +202,11 @@ func (t *s3Target) Begin(ctx context.Context) (parts.Upload, error) {
 
 func (t *s3Target) Part(ctx context.Context, n int, data []byte) error {
 	in := &s3.UploadPartInput{
-		Bucket:        aws.String(t.s.bucket),
-		Key:           aws.String(t.key),
-		UploadId:      t.id,
-		PartNumber:    aws.Int32(int32(n)),
-		Body:          bytes.NewReader(data),
+		Bucket:     aws.String(t.s.bucket),
+		Key:        aws.String(t.key),
+		UploadId:   t.id,
+		PartNumber: aws.Int32(int32(n)),
+		Body:       bytes.NewReader(data),
 	}
 	if t.sums() {
 		in.ChecksumAlgorithm = types.ChecksumAlgorithmCrc32

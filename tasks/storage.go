@@ -170,7 +170,9 @@ func checkStorage(ctx context.Context, d Deps, field string, urls map[string]str
 	return nil
 }
 
-// DefaultStorage is package storage with every driver this module has.
+// DefaultStorage is package storage with the drivers the bundle links
+// (s3:// and file:// always; gs:// and Azure when the bundle imports
+// storage/gcs and storage/azure, as the standard bundle does).
 var DefaultStorage Storage = objectStorage{}
 
 // objectStorage adapts package storage. Its own progress lines are turned

@@ -113,7 +113,7 @@ func Stream(ctx context.Context, r io.Reader, t Target, opt Options, whole bool)
 // so that a worker freed by a finished part starts the next one at once
 // instead of waiting for the reader (which, on a busy machine, may not be
 // scheduled for a while).
-const ReadAhead = 2
+const ReadAhead = 1
 
 type chunk struct {
 	n   int
@@ -184,11 +184,18 @@ func readPart(r io.Reader, buf []byte) (int, error) {
 }
 
 // bufPool recycles part buffers of one size across uploads, so sequential
-// uploads (the files of an export) reuse the same memory.
+// uploads (the files of an export) reuse the same memory. Unlike a
+// sync.Pool it is not emptied by each garbage collection: buffers thrown
+// away and allocated anew would let the heap, and the resident set, grow to
+// twice the buffers in use before the collector caught up.
 type bufPool struct {
 	size int
-	p    sync.Pool
+	free chan []byte
 }
+
+// keptBuffers is how many idle buffers of each size are kept: those of one
+// upload at full concurrency.
+const keptBuffers = 8
 
 var (
 	poolsMu sync.Mutex
@@ -200,17 +207,24 @@ func poolFor(size int) *bufPool {
 	defer poolsMu.Unlock()
 	p := pools[size]
 	if p == nil {
-		p = &bufPool{size: size}
+		p = &bufPool{size: size, free: make(chan []byte, keptBuffers)}
 		pools[size] = p
 	}
 	return p
 }
 
 func (p *bufPool) get() []byte {
-	if b, ok := p.p.Get().(*[]byte); ok {
-		return *b
+	select {
+	case b := <-p.free:
+		return b
+	default:
+		return make([]byte, p.size)
 	}
-	return make([]byte, p.size)
 }
 
-func (p *bufPool) put(b []byte) { b = b[:cap(b)]; p.p.Put(&b) }
+func (p *bufPool) put(b []byte) {
+	select {
+	case p.free <- b[:cap(b)]:
+	default: // enough kept; let the collector have it
+	}
+}
