@@ -22,9 +22,14 @@ import (
 const (
 	// dialTimeout bounds connecting to the supervisor's two sockets.
 	dialTimeout = 30 * time.Second
-	// firstFrameTimeout bounds the wait for StartupDetails: the supervisor
-	// sends it as soon as it accepts, so a silent peer is a broken one.
-	firstFrameTimeout = 60 * time.Second
+	// firstFrameTimeout bounds the wait for StartupDetails. Airflow 3.3.2
+	// accepts our connections first and only then marks the task running
+	// through the Execution API (PATCH .../run, execution_api_retries tries
+	// of execution_api_timeout each, with backoff), sending StartupDetails
+	// after that: a real scheduler on a loaded 2-core machine took over
+	// 60 s there (make airflow-e2e), and it kills us itself if that call
+	// fails. So the bound only catches a peer that is not Airflow at all.
+	firstFrameTimeout = 15 * time.Minute
 	// CancelGrace is how long a cancelled task may take to return (and
 	// clean up, see package cleanup) before the runtime reports it failed
 	// anyway, so SIGTERM always yields an outcome. Airflow's supervisor

@@ -39,11 +39,11 @@ type checkEnv struct {
 	o     options
 }
 
-// localConf is what a user triggers the standard bundle's examples with to
-// run their sandboxes on the worker itself (bubblewrap) instead of Modal:
-// the examples' bundle configs allow it (conf: [backend]), and their
-// backends: section tells the local backend to run the image's commands on
-// the worker's userland (ignore_image).
+// localConf is what a user triggers the examples with to run their
+// sandboxes on the worker itself (bubblewrap) instead of Modal: every task
+// allows backend in dag_run.conf (conf: [backend] in the bundle configs,
+// AllowConf in go_tasks' main), and the configs' backends: section has the
+// local backend ignore the registry image.
 var localConf = map[string]any{"backend": "local"}
 
 var scenarios = []*scenario{
@@ -61,9 +61,7 @@ var scenarios = []*scenario{
 	},
 	{
 		dagID: "go_tasks_example", example: "go_tasks", goMain: true,
-		// rank_customers defaults to Modal; its Go main lets dag_run.conf
-		// set backend (it has no image to ignore).
-		conf:   map[string]any{"backend": "local"},
+		conf:   localConf,
 		proves: "fetch_orders' totals reached rank_customers, whose ranking reached publish_ranking, through XCom",
 		check:  checkGoTasks,
 	},
