@@ -9,12 +9,12 @@ import (
 	"strings"
 )
 
-// Main is the whole main() of a Go user's bundle binary:
+// Main serves Airflow and nothing else: --comm/--logs (coordinator mode)
+// and --airflow-metadata [--format yaml|json], exiting with the right code.
+// A bundle's main() usually calls cli.Main (package bundles/cli) instead,
+// which adds the run, pack, inspect and version commands:
 //
-//	func main() { bundles.Main(bundles.New().Register("my_dag", "extract", extract)) }
-//
-// It handles --comm/--logs (coordinator mode) and --airflow-metadata
-// [--format yaml|json], and exits with the right code.
+//	func main() { cli.Main(bundles.New().Register("my_dag", "extract", extract)) }
 func Main(b *Bundle) {
 	os.Exit(RunMain(context.Background(), b, os.Args[1:], os.Stdout, os.Stderr))
 }

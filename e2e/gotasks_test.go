@@ -1,13 +1,17 @@
 package e2e_test
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/supervisor"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 )
 
 // examples/go_tasks: Go functions registered in their own main, values
-// passed between them through XCom bindings, a sandbox used from Go.
+// passed between them through XCom bindings, a sandbox used from Go, and a
+// catalogue task (cleanup, the sweep kind) in the same bundle.
 func TestGoTasksExample(t *testing.T) {
 	for _, backend := range []string{"local", "modal"} {
 		t.Run(backend, func(t *testing.T) {
@@ -31,6 +35,24 @@ func TestGoTasksExample(t *testing.T) {
 			}
 			if alive := w.alive(backend); len(alive) != 0 {
 				t.Fatalf("rank_customers left %v alive", alive)
+			}
+
+			// cleanup removes what this run left (a killed rank_customers'
+			// sandbox), and nothing of another run.
+			drv := w.driverFor(backend)
+			ctx := context.Background()
+			left, err := sandbox.Create(ctx, drv, sandbox.Spec{Owner: dag + "/" + run, Timeout: 10 * time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			other, err := sandbox.Create(ctx, drv, sandbox.Spec{Owner: dag + "/manual__other", Timeout: 10 * time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer other.Destroy(ctx)
+			w.runTask(sup, supervisor.TaskRequest{DagID: dag, TaskID: "cleanup", RunID: run, Conf: conf}, supervisor.StateSuccess)
+			if alive := w.alive(backend); len(alive) != 1 || alive[0] != other.ID() {
+				t.Fatalf("after cleanup %v are alive; want only the other run's %s (this run's was %s)", alive, other.ID(), left.ID())
 			}
 		})
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -352,5 +353,28 @@ func TestTruncatedTailStartsAtALine(t *testing.T) {
 	}
 	if !strings.HasPrefix(res.OutputTail, "line-") || len(res.OutputTail) > DefaultOutputTail {
 		t.Fatalf("tail starts mid-line or is too long: %q...", res.OutputTail[:40])
+	}
+}
+
+// A sweep at the end of a run names its own run as finished with
+// "{dag_id}/{run_id}": it removes that run's sandboxes and no other's.
+func TestSweepOfItsOwnRun(t *testing.T) {
+	e := newEnv(t)
+	mine, err := Provision(context.Background(), e.deps, ProvisionInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := e.deps
+	other.Run.RunID = "manual__other"
+	theirs, err := Provision(context.Background(), other, ProvisionInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Sweep(context.Background(), e.deps, SweepInput{FinishedRuns: []string{"{dag_id}/{run_id}"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Destroyed) != 1 || res.Destroyed[0] != mine || !slices.Contains(e.drv.alive(), theirs) {
+		t.Fatalf("destroyed %v, alive %v; want only %s gone", res.Destroyed, e.drv.alive(), mine)
 	}
 }

@@ -216,3 +216,44 @@ func privateKeyOf(keyJSON []byte) string {
 	}
 	return k.PrivateKey
 }
+
+// OpenObject streams the object at url for a Go task: its connection
+// (connID, or the one the URL names; none means the store's default
+// chain) is read through d.Airflow and its secrets registered with the
+// masker, as the catalogue's own transfers do. The caller closes it.
+func OpenObject(ctx context.Context, d Deps, url, connID string) (io.ReadCloser, error) {
+	if err := d.check(); err != nil {
+		return nil, err
+	}
+	creds, err := resolveStorage(ctx, d, "conn_id", connID, map[string]string{"object": url})
+	if err != nil {
+		return nil, err
+	}
+	return d.storage().Open(ctx, url, creds, d.logger())
+}
+
+// PutObject writes size bytes from r to url, all or nothing, with the
+// connection chosen as for OpenObject, and returns the URL written.
+func PutObject(ctx context.Context, d Deps, url string, r io.Reader, size int64, connID string) (string, error) {
+	if err := d.check(); err != nil {
+		return "", err
+	}
+	creds, err := resolveStorage(ctx, d, "conn_id", connID, map[string]string{"object": url})
+	if err != nil {
+		return "", err
+	}
+	x := d.storage().NewExport(creds, d.logger(), 1)
+	if _, err := x.Stage(ctx, url, r, size); err != nil {
+		x.Abort(context.WithoutCancel(ctx))
+		return "", err
+	}
+	urls, err := x.Commit(ctx)
+	if err != nil {
+		x.Abort(context.WithoutCancel(ctx))
+		return "", err
+	}
+	if len(urls) != 1 {
+		return "", fmt.Errorf("writing %s: the store reported %d objects written", storage.RedactURL(url), len(urls))
+	}
+	return urls[0], nil
+}

@@ -21,6 +21,8 @@ type SweepInput struct {
 	DryRun bool `json:"dry_run,omitempty"`
 	// FinishedRuns are owners ("<dag_id>/<run_id>") of Dag runs that are
 	// over; their sandboxes are removed even before they expire.
+	// "{dag_id}/{run_id}" is the sweep task's own run: a last task (trigger
+	// rule all_done) clears what its run left behind.
 	FinishedRuns []string `json:"finished_runs,omitempty"`
 
 	// Storage lists URL prefixes (s3://bucket/prefix, file:///dir) to clear
@@ -110,6 +112,7 @@ func sweepAt(ctx context.Context, d Deps, in SweepInput, now time.Time) (res Swe
 	defer drv.Close()
 	finished := map[string]bool{}
 	for _, o := range in.FinishedRuns {
+		o = d.Run.expand(o)
 		if !strings.Contains(o, "/") {
 			return SweepResult{}, fmt.Errorf("finished_runs: %q is not of the form <dag_id>/<run_id>", o)
 		}

@@ -54,6 +54,10 @@ type Supervisor struct {
 	Env []string
 	// ConnectionsFile is consulted after AIRFLOW_CONN_<ID> (optional).
 	ConnectionsFile string
+	// Variables are served over the comm socket only, before
+	// AIRFLOW_VAR_<KEY>: the child's environment does not carry them, as a
+	// variable kept in Airflow's metadata database is not in a task's.
+	Variables map[string]string
 	// StateDir keeps XComs between runs as
 	// <StateDir>/xcom/<dag_id>/<run_id>/<task_id>/<key>.json; empty keeps
 	// them in memory for the Supervisor's lifetime.
@@ -525,6 +529,9 @@ func (s *Supervisor) handle(m protocol.Message, ti protocol.TaskInstance, b map[
 		return connectionResult(c), nil
 	case protocol.TypeGetVariable:
 		key := str("key")
+		if v, ok := s.Variables[key]; ok {
+			return map[string]any{"type": protocol.TypeVariableResult, "key": key, "value": v}, nil
+		}
 		if v, ok := s.lookupEnv("AIRFLOW_VAR_" + strings.ToUpper(key)); ok {
 			return map[string]any{"type": protocol.TypeVariableResult, "key": key, "value": v}, nil
 		}

@@ -62,7 +62,7 @@ var scenarios = []*scenario{
 	{
 		dagID: "go_tasks_example", example: "go_tasks", goMain: true,
 		conf:   localConf,
-		proves: "fetch_orders' totals reached rank_customers, whose ranking reached publish_ranking, through XCom",
+		proves: "fetch_orders' totals reached rank_customers, whose ranking reached publish_ranking, through XCom; the catalogue's sweep (cleanup) ran in the same bundle",
 		check:  checkGoTasks,
 	},
 }
@@ -346,7 +346,7 @@ func checkPipeline(ctx context.Context, e *checkEnv, r *dagRun) []error {
 }
 
 func checkGoTasks(ctx context.Context, e *checkEnv, r *dagRun) []error {
-	errs := allSucceeded(r, "fetch_orders", "rank_customers", "publish_ranking")
+	errs := allSucceeded(r, "fetch_orders", "rank_customers", "publish_ranking", "cleanup")
 	in, err := parseOrders(e.store.input)
 	if err != nil {
 		return append(errs, err)

@@ -1,11 +1,12 @@
 """
 Go functions as Airflow tasks.
 
-    fetch_orders >> rank_customers >> publish_ranking
+    fetch_orders >> rank_customers >> publish_ranking >> cleanup
 
-The three tasks are ``@task.stub(queue="golang")``: their code is the Go
-bundle built from ``examples/go_tasks/main.go``, registered under the same
-dag_id and task ids. Values flow between them through XCom: each Go task
+The tasks are ``@task.stub(queue="golang")``: their code is the Go bundle
+built from ``examples/go_tasks/main.go``, registered under the same dag_id
+and task ids: three Go functions of its own and ``cleanup``, a task of the
+standard catalogue (kind ``sweep``). Values flow between them through XCom: each Go task
 reads its upstream's ``return_value`` itself (``bundles.WithXCom`` in
 ``main.go``), because Airflow 3.3 drops a stub call's arguments; on 3.4 the
 arguments below arrive too, bound by name, and carry the same values:
@@ -15,7 +16,9 @@ arguments below arrive too, bound by name, and carry the same values:
 * ``rank_customers(totals=...)`` ranks them inside a throwaway Modal sandbox
   (connection ``modal_default``);
 * ``publish_ranking(ranking=...)`` writes the ranking back to S3 and returns
-  its URL.
+  its URL;
+* ``cleanup`` (trigger rule ``all_done``) removes any sandbox this run left
+  behind, e.g. when ``rank_customers`` was killed before its own cleanup.
 """
 
 from __future__ import annotations
@@ -35,9 +38,13 @@ def rank_customers(totals: dict): ...
 def publish_ranking(ranking: list): ...
 
 
+@task.stub(queue="golang", trigger_rule="all_done")
+def cleanup(): ...
+
+
 @dag(dag_id="go_tasks_example", schedule=None, tags=["go"])
 def go_tasks_example():
-    publish_ranking(ranking=rank_customers(totals=fetch_orders()))
+    publish_ranking(ranking=rank_customers(totals=fetch_orders())) >> cleanup()
 
 
 go_tasks_example()

@@ -1,18 +1,23 @@
-// Command go_tasks is a bundle whose tasks are ordinary Go functions,
-// registered in its own main: the way platform engineers write tasks when the
-// standard bundle's catalogue is not enough. It implements the stub tasks of
-// dag.py (Dag go_tasks_example):
+// Command go_tasks is a bundle that mixes its own Go functions with a task
+// of the standard catalogue, registered in its own main: the way platform
+// engineers write tasks when the catalogue alone is not enough. It
+// implements the stub tasks of dag.py (Dag go_tasks_example):
 //
-//	fetch_orders >> rank_customers >> publish_ranking
+//	fetch_orders >> rank_customers >> publish_ranking >> cleanup
 //
 // fetch_orders reads a CSV from object storage; rank_customers ranks the
-// customers inside a throwaway sandbox (using the catalogue's backends from
-// Go); publish_ranking writes the result back to object storage.
+// customers inside a throwaway sandbox; publish_ranking writes the result
+// back to object storage; cleanup is the catalogue's sweep kind, removing
+// any sandbox this run left behind. Its own tasks are written like the
+// catalogue's (func(ctx, tasks.Deps, In)), so they reach connections,
+// sandboxes and storage the way the catalogue does, secrets masked.
 //
-// Build and pack it like any bundle:
+// It links the local and Modal backends and s3:// (package storage), and
+// has every bundle command (run, pack, inspect, version). Build and pack it
+// like any bundle:
 //
 //	go build -o go_tasks ./examples/go_tasks
-//	airflow-go-worker pack --executable go_tasks
+//	./go_tasks pack
 package main
 
 import (
@@ -27,15 +32,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
-
 	"github.com/airflow-sandbox/airflow-go-worker/bundles"
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/cli"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/selftest"
-	"github.com/airflow-sandbox/airflow-go-worker/connections"
+	"github.com/airflow-sandbox/airflow-go-worker/catalogue"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
-	_ "github.com/airflow-sandbox/airflow-go-worker/sandbox/local" // the sandbox backends rank_customers may use
+	_ "github.com/airflow-sandbox/airflow-go-worker/sandbox/local" // the sandbox backends it links
 	_ "github.com/airflow-sandbox/airflow-go-worker/sandbox/modal"
-	"github.com/airflow-sandbox/airflow-go-worker/storage"
 	"github.com/airflow-sandbox/airflow-go-worker/tasks"
 )
 
@@ -45,7 +48,7 @@ func main() {
 	b := bundles.New()
 	// The self-test Dag lets an operator check a deployment of this bundle.
 	selftest.Register(b)
-	b.Register(dagID, "fetch_orders", fetchOrders, bundles.WithDefaults(map[string]any{
+	b.Register(dagID, "fetch_orders", catalogue.Adapt(fetchOrders), bundles.WithDefaults(map[string]any{
 		"orders_url":  "s3://airflow-artifacts/incoming/orders.csv",
 		"aws_conn_id": "aws_default",
 	}))
@@ -54,28 +57,21 @@ func main() {
 	// arguments are dropped, and on 3.4, where they arrive and win.
 	// dag_run.conf sets nothing unless allowed: a run may move the ranking
 	// onto the worker's local backend (its command is fixed) and choose top.
-	b.Register(dagID, "rank_customers", rankCustomers, bundles.WithDefaults(map[string]any{
+	b.Register(dagID, "rank_customers", catalogue.Adapt(rankCustomers), bundles.WithDefaults(map[string]any{
 		"backend": "modal", "conn_id": "modal_default", "top": 3,
 	}), bundles.WithXCom("totals", "fetch_orders"), bundles.AllowConf("backend", "top"))
-	b.Register(dagID, "publish_ranking", publishRanking, bundles.WithDefaults(map[string]any{
+	b.Register(dagID, "publish_ranking", catalogue.Adapt(publishRanking), bundles.WithDefaults(map[string]any{
 		"ranking_url": "s3://airflow-artifacts/reports/ranking.txt",
 		"aws_conn_id": "aws_default",
 	}), bundles.WithXCom("ranking", "rank_customers"))
-	bundles.Main(b)
-}
-
-// awsConfig reads an aws connection for package storage; "" means the
-// default AWS credential chain.
-func awsConfig(ctx context.Context, c bundles.ConnectionGetter, connID string) (*connections.AWSConfig, error) {
-	if connID == "" {
-		return nil, nil
+	// The catalogue's sweep, for this run (trigger rule all_done): a
+	// rank_customers killed before its cleanup leaves no sandbox behind.
+	if err := catalogue.Add(b, dagID, "cleanup", "sweep", map[string]any{
+		"backend": "modal", "finished_runs": []any{"{dag_id}/{run_id}"},
+	}, bundles.AllowConf("backend")); err != nil {
+		panic(err)
 	}
-	conn, err := c.GetConnection(ctx, connID)
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := connections.AWSFromConnection(conn)
-	return &cfg, err
+	cli.Main(b)
 }
 
 type FetchInput struct {
@@ -85,12 +81,8 @@ type FetchInput struct {
 
 // fetchOrders sums the amount column of a customer,amount CSV per customer.
 // The map it returns becomes its return_value XCom.
-func fetchOrders(ctx context.Context, c bundles.ConnectionGetter, log hclog.Logger, in FetchInput) (map[string]float64, error) {
-	aws, err := awsConfig(ctx, c, in.AWSConnID)
-	if err != nil {
-		return nil, err
-	}
-	rc, err := storage.Open(ctx, in.OrdersURL, storage.Options{AWS: aws, Logger: log})
+func fetchOrders(ctx context.Context, d tasks.Deps, in FetchInput) (map[string]float64, error) {
+	rc, err := tasks.OpenObject(ctx, d, in.OrdersURL, in.AWSConnID)
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +111,7 @@ func fetchOrders(ctx context.Context, c bundles.ConnectionGetter, log hclog.Logg
 		}
 		totals[rec[cust]] += v
 	}
-	log.Info("orders read", "customers", len(totals))
+	d.Logger.Info("orders read", "customers", len(totals))
 	return totals, nil
 }
 
@@ -133,20 +125,20 @@ func indexOf(list []string, s string) int {
 }
 
 type RankInput struct {
-	Totals  map[string]float64 `json:"totals"`
-	Top     int                `json:"top"`
-	Backend string             `json:"backend"`
-	ConnID  string             `json:"conn_id"`
+	Totals map[string]float64 `json:"totals"`
+	Top    int                `json:"top"`
+	// backend, conn_id and backend_options, as the catalogue's tasks take.
+	tasks.BackendOptions
 }
 
 // rankCustomers ranks the customers in a sandbox: untrusted tooling runs
 // there, not on the worker. The sandbox lives only for this task.
-func rankCustomers(ctx context.Context, ti bundles.TaskInstance, af tasks.Airflow, log hclog.Logger, in RankInput) ([]string, error) {
+func rankCustomers(ctx context.Context, d tasks.Deps, in RankInput) ([]string, error) {
 	if len(in.Totals) == 0 {
 		return nil, errors.New("totals is empty; bind it to fetch_orders' result")
 	}
-	d := tasks.Deps{Airflow: af, Logger: log, Run: tasks.Run{DagID: ti.DagID, RunID: ti.RunID, TaskID: ti.TaskID, MapIndex: ti.MapIndex}}
-	backend, err := tasks.OpenBackend(ctx, d, tasks.BackendOptions{Backend: in.Backend, ConnID: in.ConnID})
+	log := d.Logger
+	backend, err := tasks.OpenBackend(ctx, d, in.BackendOptions)
 	if err != nil {
 		return nil, err
 	}
@@ -198,16 +190,12 @@ type PublishInput struct {
 
 // publishRanking writes the ranking, one customer a line, to object storage
 // and returns where it landed.
-func publishRanking(ctx context.Context, c bundles.ConnectionGetter, log hclog.Logger, in PublishInput) (string, error) {
-	aws, err := awsConfig(ctx, c, in.AWSConnID)
-	if err != nil {
-		return "", err
-	}
+func publishRanking(ctx context.Context, d tasks.Deps, in PublishInput) (string, error) {
 	body := strings.Join(in.Ranking, "\n") + "\n"
-	w, err := storage.Put(ctx, in.RankingURL, strings.NewReader(body), storage.Options{AWS: aws, Logger: log, SHA256: true})
+	url, err := tasks.PutObject(ctx, d, in.RankingURL, strings.NewReader(body), int64(len(body)), in.AWSConnID)
 	if err != nil {
 		return "", err
 	}
-	log.Info("ranking published", "url", w.URL, "sha256", w.SHA256)
-	return w.URL, nil
+	d.Logger.Info("ranking published", "url", url)
+	return url, nil
 }

@@ -1,4 +1,4 @@
-package main
+package catalogue
 
 import (
 	"bytes"
@@ -43,7 +43,7 @@ dags:
 
 func TestLoadBundleConfigRegistersExactlyItsTasks(t *testing.T) {
 	b := bundles.New()
-	if err := loadBundleConfig(b, []byte(sampleConfig), "bundle.yaml"); err != nil {
+	if err := Load(b, []byte(sampleConfig), "bundle.yaml"); err != nil {
 		t.Fatal(err)
 	}
 	var got []string
@@ -99,7 +99,7 @@ func TestLoadBundleConfigErrorsNameTheSpot(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			b := bundles.New()
-			err := loadBundleConfig(b, []byte(c.yaml), "bundle.yaml")
+			err := Load(b, []byte(c.yaml), "bundle.yaml")
 			if err == nil {
 				t.Fatal("want an error")
 			}
@@ -124,7 +124,7 @@ dags:
       c: {kind: collect}
 `
 	b := bundles.New()
-	if err := loadBundleConfig(b, []byte(y), "bundle.yaml"); err != nil {
+	if err := Load(b, []byte(y), "bundle.yaml"); err != nil {
 		t.Fatalf("sni from the backends section allows host allowlists on modal: %v", err)
 	}
 	merged := withBackendDefaults(map[string]any{"backend_options": map[string]any{"modal": map[string]any{"app_name": "own"}}},
@@ -172,7 +172,7 @@ func TestEveryKindRegisters(t *testing.T) {
 }
 
 func TestExampleConfigsLoad(t *testing.T) {
-	files, _ := filepath.Glob("../../examples/*/bundle.yaml")
+	files, _ := filepath.Glob("../examples/*/bundle.yaml")
 	if len(files) < 2 {
 		t.Fatalf("want the agent handoff and conversion configs, found %v", files)
 	}
@@ -181,7 +181,7 @@ func TestExampleConfigsLoad(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := loadBundleConfig(bundles.New(), data, f); err != nil {
+		if err := Load(bundles.New(), data, f); err != nil {
 			t.Errorf("%s: %v", f, err)
 		}
 	}
@@ -241,7 +241,7 @@ func TestBundleConfigOptsIntoSelftest(t *testing.T) {
 	for _, with := range []bool{false, true} {
 		b := bundles.New()
 		cfg := fmt.Sprintf("selftest: %v\ndags: {d: {tasks: {t: {kind: destroy}}}}\n", with)
-		if err := loadBundleConfig(b, []byte(cfg), "bundle.yaml"); err != nil {
+		if err := Load(b, []byte(cfg), "bundle.yaml"); err != nil {
 			t.Fatal(err)
 		}
 		var dags []string

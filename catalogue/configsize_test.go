@@ -1,4 +1,4 @@
-package main
+package catalogue
 
 import (
 	"fmt"
@@ -25,7 +25,7 @@ func manyDags(n int) []byte {
 func TestLoadBundleConfigWithManyDags(t *testing.T) {
 	const n = 100_000
 	b := bundles.New()
-	if err := loadBundleConfig(b, manyDags(n), "big.yaml"); err != nil {
+	if err := Load(b, manyDags(n), "big.yaml"); err != nil {
 		t.Fatal(err)
 	}
 	refs := b.Tasks()
@@ -39,7 +39,7 @@ func TestLoadBundleConfigWithManyDags(t *testing.T) {
 // at once, saying so.
 func TestOversizedBundleConfigIsRefused(t *testing.T) {
 	data := append([]byte("dags: {d: {tasks: {t: {kind: run}}}}\n#"), strings.Repeat("x", maxBundleConfigSize)...)
-	err := loadBundleConfig(bundles.New(), data, "huge.yaml")
+	err := Load(bundles.New(), data, "huge.yaml")
 	if err == nil || !strings.Contains(err.Error(), "huge.yaml: the bundle config is") || !strings.Contains(err.Error(), "16 MiB") {
 		t.Fatalf("got %v", err)
 	}
@@ -51,7 +51,7 @@ func BenchmarkLoadBundleConfig(b *testing.B) {
 		b.Run(fmt.Sprintf("dags=%d", n), func(b *testing.B) {
 			b.SetBytes(int64(len(data)))
 			for b.Loop() {
-				if err := loadBundleConfig(bundles.New(), data, "big.yaml"); err != nil {
+				if err := Load(bundles.New(), data, "big.yaml"); err != nil {
 					b.Fatal(err)
 				}
 			}

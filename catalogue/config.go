@@ -1,4 +1,10 @@
-package main
+// Package catalogue is the standard task catalogue as a Go user imports it:
+// the task kinds of package tasks (provision, run, export, collect, destroy,
+// convert, sweep) adapted to the bundle runtime, the YAML bundle config
+// format that maps Dag tasks to them, the sweep command, and Main, the whole
+// main() of the standard bundle. A Go bundle can mix catalogue tasks (Add,
+// Load) with its own functions (Adapt gives them the same Deps).
+package catalogue
 
 // The standard bundle: a YAML bundle config maps (dag_id, task_id) to a task
 // kind of the catalogue plus input defaults, so Dag authors get sandbox tasks
@@ -21,12 +27,8 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -34,17 +36,13 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"gopkg.in/yaml.v3"
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/footer"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/selftest"
-	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/registry"
-	"github.com/airflow-sandbox/airflow-go-worker/tasks"
 )
 
 // bundleConfig is the YAML file's shape. Unknown keys are errors: a
@@ -106,53 +104,12 @@ func (in inputConfig) option(name string) (bundles.TaskOption, error) {
 	return nil, fmt.Errorf("inputs.%s: give {xcom: <upstream task_id>} (optionally with key: <xcom key>) or {param: <name>}", name)
 }
 
-// taskKind is one entry of the catalogue as the config exposes it.
-type taskKind struct {
-	fn    any          // the function registered with bundles
-	input reflect.Type // its input struct, to check defaults at load time
-}
-
-// adapt turns a catalogue function into a bundle task: the runtime injects
-// the task instance, the Airflow client and the task logger; the input
-// struct binds from arg_bindings, dag_run.conf and the config's defaults.
-func adapt[In, Out any](fn func(context.Context, tasks.Deps, In) (Out, error)) taskKind {
-	return taskKind{
-		fn: func(ctx context.Context, ti bundles.TaskInstance, af tasks.Airflow, log hclog.Logger, in In) (Out, error) {
-			d := tasks.Deps{
-				Airflow: af,
-				Run:     tasks.Run{DagID: ti.DagID, RunID: ti.RunID, TaskID: ti.TaskID, MapIndex: ti.MapIndex},
-				Logger:  log,
-			}
-			return fn(ctx, d, in)
-		},
-		input: reflect.TypeFor[In](),
-	}
-}
-
-// taskKinds is the catalogue by kind name.
-var taskKinds = map[string]taskKind{
-	"provision": adapt(tasks.Provision),
-	"run":       adapt(tasks.RunCommands),
-	"export":    adapt(tasks.Export),
-	"collect":   adapt(tasks.Collect),
-	"destroy":   adapt(tasks.Destroy),
-	"convert":   adapt(tasks.Convert),
-	"sweep":     adapt(tasks.Sweep),
-}
-
-func kindNames() string {
-	names := make([]string, 0, len(taskKinds))
-	for k := range taskKinds {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	return strings.Join(names, ", ")
-}
-
-// loadBundleConfig registers the tasks a YAML bundle config declares.
-// source is the config's display name (its file name). Errors name the
-// source, the Dag, the task and the key at fault.
-func loadBundleConfig(b *bundles.Bundle, data []byte, source string) error {
+// Load registers with b the tasks a YAML bundle config declares. source
+// is the config's display name (its file name). Errors name the source,
+// the Dag, the task and the key at fault; what the bundle's backends
+// cannot do (gpu on local), a backend it does not link or a misspelt
+// option fail here, so pack, inspect and --airflow-metadata refuse them.
+func Load(b *bundles.Bundle, data []byte, source string) error {
 	cfg, err := parseBundleConfig(data, source)
 	if err != nil {
 		return err
@@ -217,7 +174,7 @@ func loadBundleConfig(b *bundles.Bundle, data []byte, source string) error {
 // Compiled on first use: only a broken config needs them, and every task
 // start would pay for compiling them at init.
 var unknownField = sync.OnceValue(func() *regexp.Regexp {
-	return regexp.MustCompile(`field (\S+) not found in type main\.(\w+)`)
+	return regexp.MustCompile(`field (\S+) not found in type catalogue\.(\w+)`)
 })
 
 // allowedKeys says, per config level, which keys a user may write there.
@@ -230,7 +187,7 @@ var allowedKeys = map[string]string{
 
 // wrongShape matches yaml.v3's message for a value of the wrong kind.
 var wrongShape = sync.OnceValue(func() *regexp.Regexp {
-	return regexp.MustCompile("cannot unmarshal !!\\w+ `([^`]*)` into main\\.(\\w+)")
+	return regexp.MustCompile("cannot unmarshal !!\\w+ `([^`]*)` into catalogue\\.(\\w+)")
 })
 
 // expectedShape says, per config type, what a user must write there.
@@ -455,169 +412,4 @@ func embeddedBundleConfig() (data []byte, source string, err error) {
 func isYAMLName(name string) bool {
 	ext := strings.ToLower(filepath.Ext(name))
 	return ext == ".yaml" || ext == ".yml"
-}
-
-// runSweep implements `airflow-go-worker sweep`: remove leftover sandboxes
-// this bundle created that expired or whose Dag run is over.
-func runSweep(args []string) error {
-	return sweepCommand(context.Background(), args, os.Stdout, os.Stderr)
-}
-
-// stringList is a repeatable flag.
-type stringList []string
-
-func (s *stringList) String() string     { return strings.Join(*s, ",") }
-func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
-
-func sweepCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("sweep", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var in tasks.SweepInput
-	var connFile string
-	var finished, prefixes stringList
-	var asJSON bool
-	var olderThan time.Duration
-	var options stringList
-	backends := strings.Join(registry.Default.Names(), ", ")
-	fs.StringVar(&in.Backend, "backend", "", "sandbox backend: one of "+backends+" (default "+tasks.DefaultBackend+"; with --storage, only storage is swept unless --backend is given)")
-	fs.StringVar(&in.ConnID, "conn-id", "", "Airflow connection of the backend (default: the backend's own, e.g. modal_default)")
-	fs.Var(&options, "option", "a backend option as KEY=VALUE, e.g. app_name=etl for modal (repeatable; VALUE is read as JSON when it parses)")
-	fs.BoolVar(&in.DryRun, "dry-run", false, "list what would be destroyed, destroy nothing")
-	fs.StringVar(&connFile, "connections", "", "connections file (YAML/JSON, conn_id -> URI or object); AIRFLOW_CONN_* variables are read too")
-	fs.Var(&finished, "finished-run", "a finished Dag run, as <dag_id>/<run_id>, whose sandboxes go even before they expire (repeatable)")
-	fs.BoolVar(&asJSON, "json", false, "print the result as JSON")
-	fs.Var(&prefixes, "storage", "a URL prefix (s3://bucket/prefix, file:///dir) to clear of interrupted transfers' leftovers: temporary files, .partial objects, unfinished multipart uploads (repeatable)")
-	fs.DurationVar(&olderThan, "older-than", tasks.DefaultLeftoverAge, "with --storage: how old a leftover must be to be removed")
-	fs.StringVar(&in.StorageConnID, "storage-conn-id", "", "with --storage: the aws connection for s3:// prefixes (default: the AWS credential chain)")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: airflow-go-worker sweep [--backend %s] [--conn-id ID] [--option KEY=VALUE ...] [--dry-run] [--connections FILE] [--finished-run DAG/RUN ...]\n", strings.ReplaceAll(backends, ", ", "|"))
-		fmt.Fprintln(stderr, "       airflow-go-worker sweep --storage URL_PREFIX [--older-than DURATION] [--storage-conn-id ID] [--dry-run]")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		// -h printed the usage; that is success, as for run and pack.
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return fmt.Errorf("sweep: %w (see airflow-go-worker sweep -h)", err)
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("sweep: unexpected argument %q; see airflow-go-worker sweep -h", fs.Arg(0))
-	}
-	in.FinishedRuns = finished
-	in.Storage, in.OlderThan = prefixes, tasks.Duration(olderThan)
-	if olderThan < 0 {
-		return fmt.Errorf("sweep: --older-than %v is negative; give how old a leftover must be, e.g. 24h", olderThan)
-	}
-	if in.Backend == "" && len(in.Storage) == 0 {
-		in.Backend = tasks.DefaultBackend
-	}
-	if len(options) > 0 {
-		if in.Backend == "" {
-			return errors.New("sweep: --option sets a backend's options; give --backend too")
-		}
-		raw, err := optionsJSON(options)
-		if err != nil {
-			return fmt.Errorf("sweep: %w", err)
-		}
-		in.Options = map[string]json.RawMessage{strings.ToLower(in.Backend): raw}
-	}
-	af := &cliAirflow{file: connFile}
-	log := hclog.New(&hclog.LoggerOptions{Name: "sweep", Output: stderr, Level: hclog.Info})
-	res, err := tasks.Sweep(ctx, tasks.Deps{Airflow: af, Logger: log}, in)
-	if asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if eerr := enc.Encode(res); eerr != nil && err == nil {
-			err = eerr
-		}
-	} else {
-		printSweep(stdout, res)
-	}
-	if err != nil {
-		return fmt.Errorf("sweep: %w", err)
-	}
-	return nil
-}
-
-func printSweep(w io.Writer, res tasks.SweepResult) {
-	for _, rep := range res.Storage {
-		verb := "removed"
-		if res.DryRun {
-			verb = "would remove"
-		}
-		for _, l := range rep.Found {
-			fmt.Fprintf(w, "%s %s\tkind=%s\tsince=%s\n", verb, l.URL, l.Kind, l.Since.Format(time.RFC3339))
-		}
-		fmt.Fprintf(w, "%s: %d leftovers found, %d removed\n", rep.Prefix, len(rep.Found), len(rep.Removed))
-	}
-	if res.Backend == "" {
-		return
-	}
-	verb := "destroyed"
-	if res.DryRun {
-		verb = "would destroy"
-	}
-	for _, s := range res.Found {
-		fmt.Fprintf(w, "%s %s\towner=%s\texpires_at=%s\treason=%s\n", verb, s.ID, s.Owner, s.ExpiresAt, s.Reason)
-	}
-	fmt.Fprintf(w, "%s sandboxes: %d found stale, %d destroyed, %d still in use\n", res.Backend, len(res.Found), len(res.Destroyed), res.Kept)
-}
-
-// cliAirflow answers the tasks' Airflow questions outside a task: connections
-// from AIRFLOW_CONN_* and a connections file, variables from AIRFLOW_VAR_*.
-// Nothing is pushed or masked: the CLI writes no XCom and prints no secrets.
-type cliAirflow struct {
-	file  string
-	cache map[string]connections.Connection
-}
-
-func (c *cliAirflow) GetConnection(_ context.Context, id string) (connections.Connection, error) {
-	if conn, ok, err := connections.FromEnv(id); err != nil {
-		return conn, err
-	} else if ok {
-		return conn, nil
-	}
-	if c.file != "" {
-		if c.cache == nil {
-			all, err := connections.LoadFile(c.file)
-			if err != nil {
-				return connections.Connection{}, fmt.Errorf("connections file %s: %w", c.file, err)
-			}
-			c.cache = all
-		}
-		if conn, ok := c.cache[id]; ok {
-			return conn, nil
-		}
-	}
-	return connections.Connection{}, fmt.Errorf("connection %q (not in AIRFLOW_CONN_%s or --connections): %w", id, strings.ToUpper(id), connections.ErrNotFound)
-}
-
-func (c *cliAirflow) GetVariable(_ context.Context, key string) (string, error) {
-	if v, ok := os.LookupEnv("AIRFLOW_VAR_" + strings.ToUpper(key)); ok {
-		return v, nil
-	}
-	return "", fmt.Errorf("variable %q: set AIRFLOW_VAR_%s", key, strings.ToUpper(key))
-}
-
-func (c *cliAirflow) SetXCom(context.Context, string, any) error       { return nil }
-func (c *cliAirflow) MaskSecret(context.Context, string, string) error { return nil }
-
-// optionsJSON turns --option KEY=VALUE flags into a backend's options
-// object; a VALUE that parses as JSON (a number, true, a list) is taken as
-// such, anything else as a string.
-func optionsJSON(flags []string) (json.RawMessage, error) {
-	obj := map[string]any{}
-	for _, f := range flags {
-		k, v, ok := strings.Cut(f, "=")
-		if !ok || k == "" {
-			return nil, fmt.Errorf("--option %q: give KEY=VALUE", f)
-		}
-		var val any
-		if err := json.Unmarshal([]byte(v), &val); err != nil {
-			val = v
-		}
-		obj[k] = val
-	}
-	return json.Marshal(obj)
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -10,22 +10,23 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"sort"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles"
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/footer"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/supervisor"
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
 )
 
-const runUsage = `usage: airflow-go-worker run --dag D [--task T] [flags]
+const runUsage = `usage: %s run --dag D [--task T] [--bundle FILE] [flags]
 
-Runs one task of this bundle (or, without --task, every task of the Dag in
-registration order, stopping at the first that does not succeed) through a
-local supervisor that forks this binary and speaks Airflow's coordinator
-protocol to it, as Airflow 3.3 does unless --airflow says otherwise: no stub
+Runs one task of this bundle, or with --bundle of any AFBNDL01 bundle (ours
+or one built with Airflow's Go SDK), or without --task every task of the
+Dag in registration order, stopping at the first that does not succeed,
+through a local supervisor that forks the bundle and speaks Airflow's
+coordinator protocol to it, as Airflow 3.3 does unless --airflow says otherwise: no stub
 call arguments reach the task (tasks bind upstream values with inputs:), and
 --conf sets only the inputs the bundle config allows. Connections come from
 AIRFLOW_CONN_<ID> and --connections, variables from AIRFLOW_VAR_<KEY>, XComs
@@ -34,11 +35,14 @@ from --state (or memory).
 Flags:
 `
 
-// runCommand implements `airflow-go-worker run`.
-func runCommand(ctx context.Context, args []string, configPath string, stdout, stderr io.Writer) int {
+// runCommand implements `<bundle> run`.
+func (p Program) runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, runUsage); fs.PrintDefaults() }
+	fs.Usage = func() { fmt.Fprintf(stderr, runUsage, p.name()); fs.PrintDefaults() }
+	var vars varFlags
+	fs.Var(&vars, "var", "an Airflow variable as KEY=VALUE, served over the comm socket as Airflow serves variables from its database (repeatable)")
+	bundleFile := fs.String("bundle", "", "an AFBNDL01 bundle file to run instead of this bundle (its tasks come from its manifest)")
 	dagID := fs.String("dag", "", "Dag id (required)")
 	taskID := fs.String("task", "", "task id; omit to run the whole Dag")
 	confJSON := fs.String("conf", "", "dag_run.conf as a JSON object")
@@ -55,11 +59,11 @@ func runCommand(ctx context.Context, args []string, configPath string, stdout, s
 		return bundles.ExitUsage
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "airflow-go-worker run: unexpected argument %q (all options are flags; see run -h)\n", fs.Arg(0))
+		fmt.Fprintf(stderr, "%s run: unexpected argument %q (all options are flags; see run -h)\n", p.name(), fs.Arg(0))
 		return bundles.ExitUsage
 	}
 	fail := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "airflow-go-worker run: "+format+"\n", a...)
+		fmt.Fprintf(stderr, "%s run: %s\n", p.name(), fmt.Sprintf(format, a...))
 		return bundles.ExitUsage
 	}
 	var conf map[string]any
@@ -88,28 +92,16 @@ func runCommand(ctx context.Context, args []string, configPath string, stdout, s
 			return fail("--state: %v (give a directory you can write to)", err)
 		}
 	}
-	b, err := newBundle(configPath)
+	exe, childArgs, dags, err := p.runTarget(*bundleFile)
 	if err != nil {
 		return fail("%v", err)
 	}
 	if *dagID == "" {
-		return fail("--dag is required; this bundle's Dags are: %s", strings.Join(dagNames(b), ", "))
+		return fail("--dag is required; this bundle's Dags are: %s", strings.Join(dags.dagNames(), ", "))
 	}
-	taskIDs, err := tasksToRun(b, *dagID, *taskID)
+	taskIDs, err := dags.resolve(*dagID, *taskID)
 	if err != nil {
 		return fail("%v", err)
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		return fail("finding this executable to fork it: %v", err)
-	}
-	var childArgs []string
-	if configPath != "" {
-		abs, err := filepath.Abs(configPath)
-		if err != nil {
-			return fail("--bundle-config: %v", err)
-		}
-		childArgs = []string{"--bundle-config", abs}
 	}
 	if *runID == "" {
 		*runID = "manual__" + time.Now().UTC().Format("2006-01-02T15:04:05.000000+00:00")
@@ -118,6 +110,7 @@ func runCommand(ctx context.Context, args []string, configPath string, stdout, s
 		Executable:      exe,
 		Args:            childArgs,
 		ConnectionsFile: *connFile,
+		Variables:       vars.m,
 		StateDir:        *stateDir,
 		Logs:            stderr,
 		Airflow:         *airflow,
@@ -159,47 +152,49 @@ func runCommand(ctx context.Context, args []string, configPath string, stdout, s
 	return code
 }
 
-func errOrNull(err error) error {
-	if err == nil {
-		return errors.New("got null")
+// runTarget is what run forks: this executable (with the program's fork
+// arguments) and its registered tasks, or a bundle file and the tasks its
+// manifest lists.
+func (p Program) runTarget(bundleFile string) (exe string, args []string, dags dagTasks, err error) {
+	if bundleFile != "" {
+		abs, err := filepath.Abs(bundleFile)
+		if err != nil {
+			return "", nil, dags, fmt.Errorf("--bundle: %w", err)
+		}
+		fb, err := footer.Read(abs)
+		if err != nil {
+			return "", nil, dags, fmt.Errorf("--bundle %s: %w", bundleFile, err)
+		}
+		dags = dagTasks{tasks: map[string][]string{}}
+		for _, id := range fb.Manifest.DagIDs() {
+			dags.order = append(dags.order, id)
+			dags.tasks[id] = fb.Manifest.Dags[id].Tasks
+		}
+		return abs, nil, dags, nil
 	}
-	return err
+	b, err := p.Bundle()
+	if err != nil {
+		return "", nil, dags, err
+	}
+	if exe, err = os.Executable(); err != nil {
+		return "", nil, dags, fmt.Errorf("finding this executable to fork it: %w", err)
+	}
+	return exe, p.ForkArgs, tasksOfBundle(b), nil
 }
 
-// tasksToRun resolves --dag/--task against the registry, so a typo fails
-// with the ids that do exist instead of a "removed" task.
-func tasksToRun(b *bundles.Bundle, dagID, taskID string) ([]string, error) {
-	var ids []string
-	for _, ref := range b.Tasks() {
-		if ref.DagID == dagID {
-			ids = append(ids, ref.TaskID)
-		}
-	}
-	if len(ids) == 0 {
-		return nil, fmt.Errorf("--dag %q is not in this bundle; its Dags are: %s", dagID, strings.Join(dagNames(b), ", "))
-	}
-	if taskID == "" {
-		return ids, nil
-	}
-	for _, id := range ids {
-		if id == taskID {
-			return []string{taskID}, nil
-		}
-	}
-	return nil, fmt.Errorf("--task %q is not in Dag %q; its tasks are: %s", taskID, dagID, strings.Join(ids, ", "))
-}
+// varFlags collects --var KEY=VALUE.
+type varFlags struct{ m map[string]string }
 
-// dagNames lists the bundle's Dag ids, sorted, for errors that must say
-// which --dag values exist.
-func dagNames(b *bundles.Bundle) []string {
-	seen := map[string]bool{}
-	var names []string
-	for _, ref := range b.Tasks() {
-		if !seen[ref.DagID] {
-			seen[ref.DagID] = true
-			names = append(names, ref.DagID)
-		}
+func (v *varFlags) String() string { return "" }
+
+func (v *varFlags) Set(s string) error {
+	k, val, ok := strings.Cut(s, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("give KEY=VALUE, got %q", s)
 	}
-	sort.Strings(names)
-	return names
+	if v.m == nil {
+		v.m = map[string]string{}
+	}
+	v.m[k] = val
+	return nil
 }

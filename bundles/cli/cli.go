@@ -1,0 +1,193 @@
+// Package cli is the command line every bundle gets: besides serving
+// Airflow (--comm/--logs) and printing its manifest (--airflow-metadata),
+// which package bundles implements,
+//
+//	run      run a task or a whole Dag through a local supervisor
+//	pack     pack a binary into an AFBNDL01 bundle
+//	inspect  validate a bundle as Airflow's coordinator does
+//	version  print versions
+//
+// A Go user's bundle gets them with one line:
+//
+//	func main() { cli.Main(bundles.New().Register("my_dag", "extract", extract)) }
+//
+// run --bundle FILE runs any AFBNDL01 bundle (ours or one built with
+// Airflow's Go SDK) under the same supervisor.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+
+	"github.com/airflow-sandbox/airflow-go-worker/bundles"
+)
+
+// Command is an extra subcommand a program adds (the catalogue's sweep).
+type Command struct {
+	Name    string
+	Usage   string // its arguments, for the program's usage ("[flags]")
+	Summary string // what it does, in a few words
+	Run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+// Program is a bundle's command line.
+type Program struct {
+	// Name is used in messages; default: the executable's base name.
+	Name string
+	// Bundle builds the bundle when a command needs it (task execution,
+	// --airflow-metadata, run); pack, inspect and version do not call it.
+	Bundle func() (*bundles.Bundle, error)
+	// ForkArgs are passed to every child run forks, before --comm/--logs
+	// (the catalogue passes its --bundle-config).
+	ForkArgs []string
+	// Commands are extra subcommands.
+	Commands []Command
+	// Notes are appended to the usage text.
+	Notes string
+}
+
+// Main runs b's command line and exits with its code.
+func Main(b *bundles.Bundle) {
+	os.Exit(Program{Bundle: func() (*bundles.Bundle, error) { return b, nil }}.Run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func (p Program) name() string {
+	if p.Name != "" {
+		return p.Name
+	}
+	return filepath.Base(os.Args[0])
+}
+
+// Usage is the program's usage text.
+func (p Program) Usage() string {
+	n := p.name()
+	var b strings.Builder
+	fmt.Fprintf(&b, "usage:\n")
+	line := func(cmd, what string) { fmt.Fprintf(&b, "  %-56s %s\n", n+" "+cmd, what) }
+	line("--comm=HOST:PORT --logs=HOST:PORT", "run one task (Airflow does this)")
+	line("--airflow-metadata [--format yaml|json]", "print the bundle manifest")
+	fmt.Fprintf(&b, "  %s run --dag D [--task T] [--bundle FILE] [--conf JSON] [--state DIR] [--connections FILE] [--run-id ID] [--airflow 3.3|3.4]\n", n)
+	fmt.Fprintf(&b, "  %-56s %s\n", "", "run a task (or a whole Dag) locally")
+	line("pack [flags]", "pack this binary into an AFBNDL01 bundle")
+	line("inspect BUNDLE", "validate a bundle and print its manifest")
+	for _, c := range p.Commands {
+		line(c.Name+" "+c.Usage, c.Summary)
+	}
+	line("version", "print versions")
+	if p.Notes != "" {
+		b.WriteString("\n" + p.Notes)
+	}
+	return b.String()
+}
+
+// Run dispatches the command line and returns the exit code.
+func (p Program) Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	n := p.name()
+	if len(args) == 0 {
+		fmt.Fprintf(stderr, "%s: no arguments\n\n%s", n, p.Usage())
+		return bundles.ExitUsage
+	}
+	report := func(err error) int {
+		if err == nil {
+			return bundles.ExitOK
+		}
+		fmt.Fprintf(stderr, "%s: %v\n", n, err)
+		return bundles.ExitFailure
+	}
+	switch args[0] {
+	case "pack":
+		return report(runPack(args[1:], stdout, stderr))
+	case "inspect":
+		return report(runInspect(args[1:], stdout, stderr))
+	case "version":
+		if len(args) > 1 {
+			fmt.Fprintf(stderr, "%s: version takes no arguments, got %q\n", n, args[1])
+			return bundles.ExitUsage
+		}
+		printVersion(stdout, n)
+		return bundles.ExitOK
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, p.Usage())
+		return bundles.ExitOK
+	case "run":
+		return p.runCommand(ctx, args[1:], stdout, stderr)
+	}
+	for _, c := range p.Commands {
+		if args[0] == c.Name {
+			return report(c.Run(ctx, args[1:], stdout, stderr))
+		}
+	}
+	if !strings.HasPrefix(args[0], "-") {
+		fmt.Fprintf(stderr, "%s: unknown command %q\n\n%s", n, args[0], p.Usage())
+		return bundles.ExitUsage
+	}
+	b, err := p.Bundle()
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", n, err)
+		return bundles.ExitUsage
+	}
+	return bundles.RunMain(ctx, b, args, stdout, stderr)
+}
+
+func printVersion(w io.Writer, name string) {
+	fmt.Fprintf(w, "%s %s\n", name, bundles.Version())
+	fmt.Fprintf(w, "go %s %s/%s\n", strings.TrimPrefix(runtime.Version(), "go"), runtime.GOOS, runtime.GOARCH)
+	fmt.Fprintf(w, "supervisor schema %s (declared; speaks %s)\n", bundles.DeclaredSchemaVersion(), bundles.KnownSchemaVersions())
+}
+
+// dagTasks is what run can run: task ids by Dag, in registration order.
+type dagTasks struct {
+	order []string
+	tasks map[string][]string
+}
+
+func tasksOfBundle(b *bundles.Bundle) dagTasks {
+	d := dagTasks{tasks: map[string][]string{}}
+	for _, ref := range b.Tasks() {
+		if _, ok := d.tasks[ref.DagID]; !ok {
+			d.order = append(d.order, ref.DagID)
+		}
+		d.tasks[ref.DagID] = append(d.tasks[ref.DagID], ref.TaskID)
+	}
+	return d
+}
+
+// dagNames lists the Dag ids, sorted, for errors that must say which --dag
+// values exist.
+func (d dagTasks) dagNames() []string {
+	names := append([]string(nil), d.order...)
+	sort.Strings(names)
+	return names
+}
+
+// resolve turns --dag/--task into the tasks to run, so a typo fails with
+// the ids that do exist instead of a "removed" task.
+func (d dagTasks) resolve(dagID, taskID string) ([]string, error) {
+	ids := d.tasks[dagID]
+	if len(ids) == 0 {
+		return nil, fmt.Errorf("--dag %q is not in this bundle; its Dags are: %s", dagID, strings.Join(d.dagNames(), ", "))
+	}
+	if taskID == "" {
+		return ids, nil
+	}
+	for _, id := range ids {
+		if id == taskID {
+			return []string{taskID}, nil
+		}
+	}
+	return nil, fmt.Errorf("--task %q is not in Dag %q; its tasks are: %s", taskID, dagID, strings.Join(ids, ", "))
+}
+
+func errOrNull(err error) error {
+	if err == nil {
+		return errors.New("got null")
+	}
+	return err
+}

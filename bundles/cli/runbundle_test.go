@@ -1,0 +1,59 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/airflow-sandbox/airflow-go-worker/bundles"
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/selftest"
+)
+
+// run --bundle runs another AFBNDL01 bundle, whose tasks come from its
+// manifest, and serves --var variables over the comm socket only.
+func TestRunBundleFile(t *testing.T) {
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "plainbundle")
+	if out, err := exec.Command("go", "build", "-o", exe, "../../e2e/startup/internal/plainbundle").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	file := filepath.Join(dir, "plain.bundle")
+	if _, _, err := pack(t, "--executable", exe, "--output", file); err != nil {
+		t.Fatal(err)
+	}
+	prog := Program{Name: "host", Bundle: func() (*bundles.Bundle, error) {
+		return nil, errors.New("run --bundle must not build this program's own bundle")
+	}}
+	run := func(args ...string) (int, string, string) {
+		var out, errb bytes.Buffer
+		code := prog.Run(context.Background(), append([]string{"run", "--bundle", file}, args...), &out, &errb)
+		return code, out.String(), errb.String()
+	}
+	os.Unsetenv("AIRFLOW_VAR_" + strings.ToUpper(selftest.DefaultVariableKey))
+	code, out, errs := run("--dag", selftest.DagID, "--task", "variable", "--var", selftest.DefaultVariableKey+"=s3cret")
+	if code != 0 || !strings.Contains(out, `"found":true`) || !strings.Contains(out, `"length":6`) {
+		t.Fatalf("exit %d; want the variable found over the socket:\n%s\n%s", code, out, errs)
+	}
+	if strings.Contains(out+errs, "s3cret") {
+		t.Fatalf("the variable's value reached the output:\n%s\n%s", out, errs)
+	}
+	code, out, _ = run("--dag", "plain", "--task", "shout", "--conf", `{}`)
+	if code != 0 || !strings.Contains(out, "plain.shout") {
+		t.Fatalf("the bundle's own task: exit %d\n%s", code, out)
+	}
+	if code, _, errs := run("--dag", "plain", "--task", "whisper"); code == 0 || !strings.Contains(errs, `its tasks are: shout`) {
+		t.Fatalf("a task the manifest does not list: exit %d, %s", code, errs)
+	}
+	if code, _, errs := run("--dag", "nope"); code == 0 || !strings.Contains(errs, selftest.DagID) {
+		t.Fatalf("an unknown Dag must list the manifest's: exit %d, %s", code, errs)
+	}
+	var errb bytes.Buffer
+	if code := prog.Run(context.Background(), []string{"run", "--bundle", exe, "--dag", "plain"}, &bytes.Buffer{}, &errb); code == 0 || !strings.Contains(errb.String(), "--bundle") {
+		t.Fatalf("a plain binary is no bundle: exit %d, %s", code, errb.String())
+	}
+}

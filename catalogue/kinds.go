@@ -1,0 +1,99 @@
+package catalogue
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/airflow-sandbox/airflow-go-worker/bundles"
+	"github.com/airflow-sandbox/airflow-go-worker/tasks"
+)
+
+// taskKind is one entry of the catalogue as the config exposes it.
+type taskKind struct {
+	fn    any          // the function registered with bundles
+	input reflect.Type // its input struct, to check defaults at load time
+}
+
+// Adapt turns a function written like the catalogue's own tasks,
+// func(ctx, tasks.Deps, In) (Out, error), into a function bundles can
+// register: the runtime injects the task instance, the Airflow client and
+// the task logger, which become its Deps; In binds from arg_bindings,
+// inputs, dag_run.conf and defaults like any input struct. Go users' tasks
+// get sandboxes and storage through the same Deps (tasks.OpenBackend,
+// tasks.OpenObject) as the catalogue's.
+func Adapt[In, Out any](fn func(context.Context, tasks.Deps, In) (Out, error)) any {
+	return adapt(fn).fn
+}
+
+func adapt[In, Out any](fn func(context.Context, tasks.Deps, In) (Out, error)) taskKind {
+	return taskKind{
+		fn: func(ctx context.Context, ti bundles.TaskInstance, af tasks.Airflow, log hclog.Logger, in In) (Out, error) {
+			return fn(ctx, DepsFor(ti, af, log), in)
+		},
+		input: reflect.TypeFor[In](),
+	}
+}
+
+// DepsFor is the tasks.Deps of a running task instance.
+func DepsFor(ti bundles.TaskInstance, af tasks.Airflow, log hclog.Logger) tasks.Deps {
+	return tasks.Deps{
+		Airflow: af,
+		Run:     tasks.Run{DagID: ti.DagID, RunID: ti.RunID, TaskID: ti.TaskID, MapIndex: ti.MapIndex},
+		Logger:  log,
+	}
+}
+
+// taskKinds is the catalogue by kind name.
+var taskKinds = map[string]taskKind{
+	"provision": adapt(tasks.Provision),
+	"run":       adapt(tasks.RunCommands),
+	"export":    adapt(tasks.Export),
+	"collect":   adapt(tasks.Collect),
+	"destroy":   adapt(tasks.Destroy),
+	"convert":   adapt(tasks.Convert),
+	"sweep":     adapt(tasks.Sweep),
+}
+
+func kindNames() string {
+	names := make([]string, 0, len(taskKinds))
+	for k := range taskKinds {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
+
+// Kinds lists the catalogue's task kinds.
+func Kinds() []string {
+	names := make([]string, 0, len(taskKinds))
+	for k := range taskKinds {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Add registers catalogue kind as (dagID, taskID) in b, with the same
+// checks a bundle config's task gets: defaults decoded strictly and checked
+// against the backends the bundle links.
+func Add(b *bundles.Bundle, dagID, taskID, kind string, defaults map[string]any, opts ...bundles.TaskOption) error {
+	k, ok := taskKinds[kind]
+	if !ok {
+		return fmt.Errorf("kind %q is not one of %s", kind, kindNames())
+	}
+	if len(defaults) > 0 {
+		opts = append([]bundles.TaskOption{bundles.WithDefaults(defaults)}, opts...)
+	}
+	if err := b.Add(dagID, taskID, k.fn, opts...); err != nil {
+		return err
+	}
+	if err := checkDefaults(k.input, defaults); err != nil {
+		return fmt.Errorf("task %s.%s defaults: %w", dagID, taskID, err)
+	}
+	return nil
+}
