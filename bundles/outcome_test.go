@@ -85,7 +85,7 @@ func TestCleanupWithinOrCutByTheGrace(t *testing.T) {
 			})
 			parent, cancel := context.WithCancel(context.Background())
 			go func() { <-started; cancel() }()
-			s := runFakeWith(t, b, startupFrame(t, "d", "t", nil), nil, serveConfig{cancelGrace: cleanup.Reserve + time.Second}, parent)
+			s := runFakeWith(t, b, startupFrame(t, "d", "t", nil), nil, serveConfig{cancelGrace: 3 * time.Second, cleanupReserve: 2500 * time.Millisecond}, parent)
 			if s.terminal == nil || s.terminal.Body["state"] != "failed" {
 				t.Fatalf("want failed, got %+v (%v)", s.terminal, s.err)
 			}

@@ -62,6 +62,9 @@ type serveConfig struct {
 	lookupEnv   func(string) (string, bool)
 	signals     bool // cancel on SIGTERM/SIGINT
 	cancelGrace time.Duration
+	// cleanupReserve is the part of the grace kept for reporting (0:
+	// cleanup.Reserve).
+	cleanupReserve time.Duration
 	// schema is the supervisor schema version to speak (the declared one;
 	// Schema33 when empty): the runtime sends no field it lacks.
 	schema        string
@@ -282,7 +285,11 @@ func (b *Bundle) runTask(ctx context.Context, r *rpc, startupID int64, sd protoc
 		out.err = fmt.Errorf("task instance id %q is not a UUID", ti.ID)
 		shouldRetry = false
 	default:
-		runCtx, grace := cleanup.WithGrace(taskCtx, cfg.cancelGrace)
+		reserve := cfg.cleanupReserve
+		if reserve == 0 {
+			reserve = cleanup.Reserve
+		}
+		runCtx, grace := cleanup.WithGraceReserve(taskCtx, cfg.cancelGrace, reserve)
 		done := make(chan outcome, 1)
 		go func() { done <- b.execute(runCtx, t, ti, dr, sd, log, cl) }()
 		select {

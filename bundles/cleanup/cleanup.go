@@ -28,7 +28,8 @@ type key struct{}
 
 // Grace is the runtime's record of one task's cancel grace.
 type Grace struct {
-	grace time.Duration
+	grace   time.Duration
+	reserve time.Duration
 
 	mu          sync.Mutex
 	cancelledAt time.Time
@@ -38,7 +39,14 @@ type Grace struct {
 // WithGrace returns ctx carrying a Grace of the given length; the runtime
 // calls it on the task's context and Cancelled when it cancels the task.
 func WithGrace(ctx context.Context, grace time.Duration) (context.Context, *Grace) {
-	g := &Grace{grace: grace}
+	return WithGraceReserve(ctx, grace, Reserve)
+}
+
+// WithGraceReserve is WithGrace keeping reserve, not Reserve, for the
+// runtime's report; tests widen it so that a loaded machine cannot turn a
+// cut cleanup into a task that missed the grace.
+func WithGraceReserve(ctx context.Context, grace, reserve time.Duration) (context.Context, *Grace) {
+	g := &Grace{grace: grace, reserve: reserve}
 	return context.WithValue(ctx, key{}, g), g
 }
 
@@ -58,7 +66,7 @@ func (g *Grace) Deadline() time.Time {
 	if g.cancelledAt.IsZero() {
 		return time.Time{}
 	}
-	return g.cancelledAt.Add(g.grace - Reserve)
+	return g.cancelledAt.Add(g.grace - g.reserve)
 }
 
 // Cut is how many cleanup contexts the grace ended before they finished.
