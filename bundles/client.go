@@ -188,7 +188,7 @@ func (c *client) GetConnection(ctx context.Context, connID string) (connections.
 	m, err := c.rpc.call(ctx, map[string]any{"type": protocol.TypeGetConnection, "conn_id": connID})
 	if err != nil {
 		if apiCode(err) == "CONNECTION_NOT_FOUND" {
-			return connections.Connection{}, fmt.Errorf("connection %q: %w (define it in Airflow or as AIRFLOW_CONN_%s)", connID, ErrConnectionNotFound, strings.ToUpper(connID))
+			return connections.Connection{}, fmt.Errorf("connection %q: %w (define it in Airflow: the UI, `airflow connections add`, or AIRFLOW_CONN_%s in the api-server's environment, which answers task lookups on Airflow 3.3; under airflow-go-worker run, --connections)", connID, ErrConnectionNotFound, strings.ToUpper(connID))
 		}
 		return connections.Connection{}, fmt.Errorf("getting connection %q: %w", connID, err)
 	}
