@@ -29,7 +29,7 @@ func Main() {
 
 // Run is Main's command line, returning the exit code.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	prog := cli.Program{Commands: []cli.Command{SweepCommand}, Notes: notes}
+	prog := cli.Program{Commands: []cli.Command{SweepCommand}, Notes: notes, CheckSource: checkPackedConfig}
 	name := filepath.Base(os.Args[0])
 	if len(args) > 0 {
 		switch args[0] {
@@ -120,4 +120,15 @@ func NewBundle(configPath string) (*bundles.Bundle, error) {
 		return nil, err
 	}
 	return b, nil
+}
+
+// checkPackedConfig loads a YAML source region as this binary would at run
+// time, with the backends this binary links: inspect then refuses a packed
+// config asking a backend for what it cannot do, as --airflow-metadata and
+// the task would.
+func checkPackedConfig(name string, data []byte) error {
+	if !isYAMLName(name) {
+		return nil
+	}
+	return Load(bundles.New(), data, name)
 }

@@ -51,6 +51,10 @@ type Program struct {
 	Commands []Command
 	// Notes are appended to the usage text.
 	Notes string
+	// CheckSource, when set, checks the source region of a bundle
+	// inspect reads (the catalogue loads a packed bundle config, so inspect
+	// refuses what it would refuse at run time).
+	CheckSource func(name string, data []byte) error
 }
 
 // Main runs b's command line and exits with its code.
@@ -105,7 +109,7 @@ func (p Program) Run(ctx context.Context, args []string, stdout, stderr io.Write
 	case "pack":
 		return report(runPack(args[1:], stdout, stderr))
 	case "inspect":
-		return report(runInspect(args[1:], stdout, stderr))
+		return report(inspect(args[1:], stdout, stderr, p.CheckSource))
 	case "version":
 		if len(args) > 1 {
 			fmt.Fprintf(stderr, "%s: version takes no arguments, got %q\n", n, args[1])

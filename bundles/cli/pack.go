@@ -349,6 +349,12 @@ func (c *cappedBuffer) Write(p []byte) (int, error) {
 
 // runInspect implements `airflow-go-worker inspect BUNDLE [--format yaml|json] [--airflow 3.3|3.4]`.
 func runInspect(args []string, stdout, stderr io.Writer) error {
+	return inspect(args, stdout, stderr, nil)
+}
+
+// inspect is runInspect with the program's check of a packed source
+// region (nil: none).
+func inspect(args []string, stdout, stderr io.Writer, checkSource func(name string, data []byte) error) error {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {
@@ -389,6 +395,17 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 	}
 	if err := coordinatorRefusal(b, *airflow, accepted); err != nil {
 		return fmt.Errorf("inspect: %w", err)
+	}
+	if checkSource != nil {
+		src, name, ok, err := footer.ReadSource(b.Path)
+		if err != nil {
+			return fmt.Errorf("inspect: %w", err)
+		}
+		if ok {
+			if err := checkSource(name, src); err != nil {
+				return fmt.Errorf("inspect: the bundle's packed %s: %w", name, err)
+			}
+		}
 	}
 	// The coordinator hashes only the binary; the cache digest also covers
 	// the packed config and the manifest, so an edit to them shows here.
