@@ -17,9 +17,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
-	"gocloud.dev/blob"
-	"gocloud.dev/blob/s3blob"
-	"gocloud.dev/gcerrors"
 
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/storage/parts"
@@ -42,7 +39,6 @@ const cleanupTimeout = parts.CleanupTimeout
 type s3Store struct {
 	bucket    string
 	client    *s3.Client
-	blob      *blob.Bucket // reads, existence checks and error codes
 	checksums aws.RequestChecksumCalculation
 }
 
@@ -51,11 +47,7 @@ func openS3Store(ctx context.Context, loc Location, opt Options) (Bucket, error)
 	if err != nil {
 		return nil, err
 	}
-	b, err := s3blob.OpenBucket(ctx, client, loc.Bucket, &s3blob.Options{RequestChecksumCalculation: checksums})
-	if err != nil {
-		return nil, fmt.Errorf("opening bucket %q: %w", loc.Bucket, err)
-	}
-	return &s3Store{bucket: loc.Bucket, client: client, blob: b, checksums: checksums}, nil
+	return &s3Store{bucket: loc.Bucket, client: client, checksums: checksums}, nil
 }
 
 // newS3Client builds a client from an aws connection, or from the default
@@ -262,25 +254,28 @@ func (s *s3Store) Check(ctx context.Context) error {
 }
 
 func (s *s3Store) Open(ctx context.Context, key string) (io.ReadCloser, error) {
-	r, err := s.blob.NewReader(ctx, key, nil)
+	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)})
 	if err != nil {
 		if isNoSuchBucket(err) {
 			return nil, explainS3(err)
 		}
-		if gcerrors.Code(err) == gcerrors.NotFound {
+		if isNotFound(err) {
 			return nil, ErrNotFound
 		}
 		return nil, explainS3(err)
 	}
-	return r, nil
+	return out.Body, nil
 }
 
 func (s *s3Store) Exists(ctx context.Context, key string) (bool, error) {
-	ok, err := s.blob.Exists(ctx, key)
-	if err != nil {
-		return false, explainS3(err)
+	_, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)})
+	switch {
+	case err == nil:
+		return true, nil
+	case apiCode(err) == "NotFound" || apiCode(err) == "NoSuchKey":
+		return false, nil
 	}
-	return ok, nil
+	return false, explainS3(err)
 }
 
 func (s *s3Store) Remove(ctx context.Context, key string) error {
@@ -291,7 +286,7 @@ func (s *s3Store) Remove(ctx context.Context, key string) error {
 	return nil
 }
 
-func (s *s3Store) Close() error { return s.blob.Close() }
+func (s *s3Store) Close() error { return nil }
 
 func apiCode(err error) string {
 	var ae smithy.APIError
@@ -308,7 +303,8 @@ func isNotFound(err error) bool {
 	case "NoSuchKey", "NotFound", "NoSuchBucket":
 		return true
 	}
-	return gcerrors.Code(err) == gcerrors.NotFound
+	var nf *types.NoSuchKey
+	return errors.As(err, &nf)
 }
 
 // explainS3 adds what to do to the S3 errors users meet most.
