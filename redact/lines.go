@@ -59,8 +59,9 @@ func (l *Lines) Write(p []byte) (int, error) {
 
 // limit is how many bytes of one line are buffered before a piece goes
 // out: at least twice the longest secret, so a piece can always hold one
-// whole and still make progress.
-func (l *Lines) limit() int { return max(l.maxLine, 2*l.set.MaxLen()) }
+// whole and still make progress, and at least 2, so a held-back "\r" never
+// fills the buffer alone.
+func (l *Lines) limit() int { return max(l.maxLine, 2*l.set.MaxLen(), 2) }
 
 func (l *Lines) line() {
 	text := string(bytes.TrimSuffix(l.buf, []byte{'\r'}))
@@ -69,7 +70,11 @@ func (l *Lines) line() {
 }
 
 func (l *Lines) piece() {
-	out, used := mask(string(l.buf), l.set.patterns(), false)
+	text := l.buf
+	if n := len(text); n > 0 && text[n-1] == '\r' {
+		text = text[:n-1] // it may end the line: line() trims it then
+	}
+	out, used := mask(string(text), l.set.patterns(), false)
 	if used == 0 { // cannot happen with limit >= 2*MaxLen; never stall
 		out, used = mask(string(l.buf), l.set.patterns(), true)
 	}
