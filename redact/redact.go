@@ -71,19 +71,23 @@ func (s *Set) Add(value string) {
 	if s.seen == nil {
 		s.seen = map[string]bool{}
 	}
-	added := false
+	var fresh []string
 	for _, p := range parts {
 		if !s.seen[p] {
 			s.seen[p] = true
-			s.pats = append(s.pats, p)
-			added = true
+			fresh = append(fresh, p)
 		}
 	}
-	if added {
-		// Longest first: at one position the longest secret wins, so a
-		// secret containing another is masked whole.
-		sort.SliceStable(s.pats, func(i, j int) bool { return len(s.pats[i]) > len(s.pats[j]) })
+	if len(fresh) == 0 {
+		return
 	}
+	// A new slice, never the old one changed in place: a String running
+	// concurrently keeps scanning the patterns it started with.
+	pats := append(append(make([]string, 0, len(s.pats)+len(fresh)), s.pats...), fresh...)
+	// Longest first: at one position the longest secret wins, so a secret
+	// containing another is masked whole.
+	sort.SliceStable(pats, func(i, j int) bool { return len(pats[i]) > len(pats[j]) })
+	s.pats = pats
 }
 
 // lines returns the lines of a multi-line value worth masking alone

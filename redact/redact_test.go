@@ -208,3 +208,22 @@ func BenchmarkLines(b *testing.B) {
 		l.Write(line)
 	}
 }
+
+// Masking while secrets are added (the supervisor adds MaskSecret values
+// while output streams) is safe: run with -race.
+func TestConcurrentAddAndMask(t *testing.T) {
+	s := New("first-secret")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 200 {
+			s.Add(fmt.Sprintf("secret-number-%03d", i))
+		}
+	}()
+	for range 200 {
+		if got := s.String("x first-secret y"); got != "x *** y" {
+			t.Fatalf("got %q", got)
+		}
+	}
+	<-done
+}
