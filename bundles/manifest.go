@@ -1,12 +1,9 @@
 package bundles
 
 import (
-	"bytes"
-	"encoding/json"
-	"fmt"
 	"runtime/debug"
 
-	"gopkg.in/yaml.v3"
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/footer"
 )
 
 const (
@@ -17,44 +14,25 @@ const (
 	// `--supervisor-schema-version` chooses another (see SchemaVersions).
 	SupervisorSchemaVersion = Schema33
 	// MetadataVersion is airflow_bundle_metadata_version.
-	MetadataVersion = "1.0"
+	MetadataVersion = footer.MetadataVersion
 	// ModulePath is this module, whose version the manifest reports.
 	ModulePath = "github.com/airflow-sandbox/airflow-go-worker"
 )
 
-// Manifest is what --airflow-metadata prints and what pack embeds in the
-// AFBNDL01 footer (spec 2.3 and 2.5).
-type Manifest struct {
-	AirflowBundleMetadataVersion string                 `yaml:"airflow_bundle_metadata_version" json:"airflow_bundle_metadata_version"`
-	SDK                          ManifestSDK            `yaml:"sdk" json:"sdk"`
-	Dags                         map[string]ManifestDag `yaml:"dags" json:"dags"`
-}
-
-// ManifestSDK is the manifest's sdk section.
-type ManifestSDK struct {
-	Language                string `yaml:"language" json:"language"`
-	Version                 string `yaml:"version" json:"version"`
-	SupervisorSchemaVersion string `yaml:"supervisor_schema_version" json:"supervisor_schema_version"`
-}
-
-// ManifestDag lists a Dag's task ids in registration order.
-type ManifestDag struct {
-	Tasks []string `yaml:"tasks" json:"tasks"`
-}
-
-// Manifest describes the registered tasks. Empty arguments take Version()
-// and SupervisorSchemaVersion.
-func (b *Bundle) Manifest(sdkVersion, schemaVersion string) Manifest {
+// Manifest describes the registered tasks, in the one manifest type that
+// pack embeds and inspect and the supervisor read (package bundles/footer).
+// Empty arguments take Version() and SupervisorSchemaVersion.
+func (b *Bundle) Manifest(sdkVersion, schemaVersion string) footer.Manifest {
 	if sdkVersion == "" {
 		sdkVersion = Version()
 	}
 	if schemaVersion == "" {
 		schemaVersion = SupervisorSchemaVersion
 	}
-	m := Manifest{
-		AirflowBundleMetadataVersion: MetadataVersion,
-		SDK:                          ManifestSDK{Language: "go", Version: sdkVersion, SupervisorSchemaVersion: schemaVersion},
-		Dags:                         map[string]ManifestDag{},
+	m := footer.Manifest{
+		MetadataVersion: MetadataVersion,
+		SDK:             footer.SDK{Language: "go", Version: sdkVersion, SupervisorSchemaVersion: schemaVersion},
+		Dags:            map[string]footer.Dag{},
 	}
 	for _, ref := range b.Tasks() {
 		d := m.Dags[ref.DagID]
@@ -62,29 +40,6 @@ func (b *Bundle) Manifest(sdkVersion, schemaVersion string) Manifest {
 		m.Dags[ref.DagID] = d
 	}
 	return m
-}
-
-// Encode renders the manifest as "yaml" (the default) or "json" (4-space
-// indent plus newline, as Airflow's Go SDK prints it).
-func (m Manifest) Encode(format string) ([]byte, error) {
-	switch format {
-	case "", "yaml":
-		var buf bytes.Buffer
-		enc := yaml.NewEncoder(&buf)
-		enc.SetIndent(2)
-		if err := enc.Encode(m); err != nil {
-			return nil, err
-		}
-		enc.Close()
-		return buf.Bytes(), nil
-	case "json":
-		out, err := json.MarshalIndent(m, "", "    ")
-		if err != nil {
-			return nil, err
-		}
-		return append(out, '\n'), nil
-	}
-	return nil, fmt.Errorf("unknown --format %q: use yaml or json", format)
 }
 
 // Version is this module's version from the binary's build info, or

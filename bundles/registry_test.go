@@ -108,7 +108,7 @@ func TestManifestAndMetadata(t *testing.T) {
 	b.Register("a", "x", func() error { return nil })
 	b.Register("z", "first", func() error { return nil })
 	m := b.Manifest("v1.2.3", "")
-	if m.SDK.SupervisorSchemaVersion != SupervisorSchemaVersion || m.SDK.Language != "go" || m.AirflowBundleMetadataVersion != "1.0" {
+	if m.SDK.SupervisorSchemaVersion != SupervisorSchemaVersion || m.SDK.Language != "go" || m.MetadataVersion != "1.0" {
 		t.Fatalf("%+v", m)
 	}
 	if got := m.Dags["z"].Tasks; len(got) != 2 || got[0] != "second" || got[1] != "first" {
@@ -126,7 +126,9 @@ func TestManifestAndMetadata(t *testing.T) {
 	if code := RunMain(context.Background(), b, []string{"--airflow-metadata", "--format", "json"}, &out, &errOut); code != 0 {
 		t.Fatal(code)
 	}
-	var j Manifest
+	var j struct {
+		Dags map[string]any `json:"dags"`
+	}
 	if err := json.Unmarshal(out.Bytes(), &j); err != nil || len(j.Dags) != 2 || !strings.Contains(out.String(), "\n    \"") {
 		t.Fatalf("json manifest (4-space indent): %v %s", err, out.String())
 	}

@@ -2,14 +2,14 @@ package sandbox
 
 import (
 	"bytes"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/airflow-sandbox/airflow-go-worker/internal/randhex"
 )
 
 // Tag names, exactly as the Python provider reads them
@@ -36,13 +36,7 @@ const NamePrefix = "airflow-sandbox-"
 func NewName() string { return NamePrefix + RandomHex(6) }
 
 // RandomHex returns 2n lowercase hex characters from crypto/rand.
-func RandomHex(n int) string {
-	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		panic(fmt.Sprintf("crypto/rand failed: %v", err)) // never happens on Linux
-	}
-	return hex.EncodeToString(b)
-}
+func RandomHex(n int) string { return randhex.String(n) }
 
 // OwnerFor is the owner string of a Dag run: "<dag_id>/<run_id>".
 func OwnerFor(dagID, runID string) string { return dagID + "/" + runID }

@@ -2,8 +2,6 @@ package storage
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/airflow-sandbox/airflow-go-worker/internal/randhex"
 )
 
 // fileStore is the local filesystem, confined to the directories the
@@ -128,11 +128,7 @@ func upload(ctx context.Context, root *os.Root, rel string, r io.Reader) (*fileP
 			return nil, unwrapPath(err)
 		}
 	}
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return nil, err
-	}
-	tmp := rel + "." + hex.EncodeToString(b[:]) + ".tmp"
+	tmp := rel + "." + randhex.String(8) + ".tmp"
 	// O_EXCL: a fresh file, never one (or a symlink) someone put there.
 	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, fileModeOf(ctx))
 	if err != nil {

@@ -1,6 +1,7 @@
 package footer
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -89,6 +90,23 @@ func (m Manifest) ToMap() map[string]any {
 		out["digests"] = dig
 	}
 	return out
+}
+
+// Encode renders the manifest as --airflow-metadata prints it: "yaml" (the
+// default; Render) or "json" (4-space indent plus newline, as Airflow's Go
+// SDK prints it).
+func (m Manifest) Encode(format string) ([]byte, error) {
+	switch format {
+	case "", "yaml":
+		return m.Render()
+	case "json":
+		out, err := json.MarshalIndent(m.ToMap(), "", "    ")
+		if err != nil {
+			return nil, err
+		}
+		return append(out, '\n'), nil
+	}
+	return nil, fmt.Errorf("unknown --format %q: use yaml or json", format)
 }
 
 // Render returns the manifest as deterministic YAML: sorted keys, 2-space

@@ -12,31 +12,25 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
-	"time"
 
+	"github.com/airflow-sandbox/airflow-go-worker/redact"
+	"github.com/airflow-sandbox/airflow-go-worker/testing/s3server"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 )
 
 const (
 	bucket   = "airflow-artifacts"
 	inputKey = "incoming/orders.csv"
-	region   = "us-east-1"
 )
 
 func main() {
@@ -80,13 +74,13 @@ func run(bin, dir string) error {
 	}
 
 	step("starting a local S3 server (versitygw) over %s", s3dir)
-	gw, err := startVersityGW(s3dir)
+	gw, err := s3server.Launch(s3dir)
 	if err != nil {
 		return err
 	}
-	defer gw.stop()
-	fmt.Printf("    endpoint %s\n", gw.endpoint)
-	client := gw.client()
+	defer gw.Stop()
+	fmt.Printf("    endpoint %s\n", gw.Endpoint)
+	client := gw.Client()
 
 	step("creating bucket %s and uploading the input s3://%s/%s", bucket, bucket, inputKey)
 	input, err := os.ReadFile(filepath.Join("examples", "conversion", "orders.csv"))
@@ -104,8 +98,8 @@ func run(bin, dir string) error {
 	step("writing the Airflow connection aws_default (keys of the local S3 server)")
 	connFile := filepath.Join(dir, "connections.json")
 	conns := map[string]any{"aws_default": map[string]any{
-		"conn_type": "aws", "login": gw.accessKey, "password": gw.secretKey,
-		"extra": map[string]string{"endpoint_url": gw.endpoint, "region_name": region},
+		"conn_type": "aws", "login": gw.AccessKey, "password": gw.SecretKey,
+		"extra": map[string]string{"endpoint_url": gw.Endpoint, "region_name": gw.Region},
 	}}
 	data, _ := json.MarshalIndent(conns, "", "  ")
 	if err := os.WriteFile(connFile, data, 0o600); err != nil {
@@ -128,7 +122,9 @@ func run(bin, dir string) error {
 	// One writer for both streams keeps the task log and the result in order.
 	out := prefixed(os.Stdout)
 	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Run(); err != nil {
+	err = cmd.Run()
+	out.Flush()
+	if err != nil {
 		return fmt.Errorf("the convert task did not succeed (%v); its log is above", err)
 	}
 
@@ -205,113 +201,11 @@ func quoteArgs(args []string) []string {
 	return out
 }
 
-// prefixed indents the task's output under the current step. It writes
-// synchronously, so everything is printed before cmd.Run returns.
-func prefixed(w io.Writer) *linePrefixer { return &linePrefixer{w: w} }
-
-type linePrefixer struct {
-	w   io.Writer
-	buf []byte
-}
-
-func (p *linePrefixer) Write(b []byte) (int, error) {
-	p.buf = append(p.buf, b...)
-	for {
-		i := bytes.IndexByte(p.buf, '\n')
-		if i < 0 {
-			return len(b), nil
-		}
-		fmt.Fprintf(p.w, "    | %s\n", p.buf[:i])
-		p.buf = p.buf[i+1:]
-	}
-}
-
-// gateway is a running versitygw.
-type gateway struct {
-	endpoint, accessKey, secretKey string
-	cmd                            *exec.Cmd
-}
-
-func versityBinary() (string, error) {
-	if p, err := exec.LookPath("versitygw"); err == nil {
-		return p, nil
-	}
-	out, err := exec.Command("go", "env", "GOPATH").Output()
-	if err == nil {
-		p := filepath.Join(filepath.SplitList(strings.TrimSpace(string(out)))[0], "bin", "versitygw")
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-	}
-	return "", errors.New("versitygw is not installed; run `make tools` or `go install github.com/versity/versitygw/cmd/versitygw@v1.8.0`")
-}
-
-func startVersityGW(dir string) (*gateway, error) {
-	bin, err := versityBinary()
-	if err != nil {
-		return nil, err
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	addr := l.Addr().String()
-	l.Close()
-	g := &gateway{endpoint: "http://" + addr, accessKey: "DEMO" + randHex(8), secretKey: randHex(20)}
-	g.cmd = exec.Command(bin, "--port", addr, "--region", region, "--quiet", "posix", dir)
-	g.cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+g.accessKey, "ROOT_SECRET_KEY="+g.secretKey)
-	var output bytes.Buffer
-	g.cmd.Stdout, g.cmd.Stderr = &output, &output
-	g.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := g.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting versitygw: %w", err)
-	}
-	exited := make(chan struct{})
-	go func() { g.cmd.Wait(); close(exited) }()
-	hc := &http.Client{Timeout: time.Second}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := hc.Get(g.endpoint + "/")
-		if err == nil {
-			resp.Body.Close()
-			return g, nil
-		}
-		select {
-		case <-exited:
-			return nil, fmt.Errorf("versitygw exited: %s", output.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			g.stop()
-			return nil, fmt.Errorf("versitygw did not answer on %s: %v", g.endpoint, err)
-		}
-	}
-}
-
-func (g *gateway) stop() {
-	if g.cmd.Process != nil {
-		syscall.Kill(-g.cmd.Process.Pid, syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { g.cmd.Process.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			syscall.Kill(-g.cmd.Process.Pid, syscall.SIGKILL)
-		}
-	}
-}
-
-func (g *gateway) client() *s3.Client {
-	return s3.New(s3.Options{
-		Region: region, BaseEndpoint: aws.String(g.endpoint), UsePathStyle: true,
-		Credentials:                credentials.NewStaticCredentialsProvider(g.accessKey, g.secretKey, ""),
-		RequestChecksumCalculation: aws.RequestChecksumCalculationWhenRequired,
-		ResponseChecksumValidation: aws.ResponseChecksumValidationWhenRequired,
+// prefixed indents the task's output under the current step, line by
+// line. It writes synchronously, so everything but a last unterminated
+// line (Flush) is printed before cmd.Run returns.
+func prefixed(w io.Writer) *redact.Lines {
+	return redact.NewLines(redact.New(), 16<<10, func(text string, newline bool) {
+		fmt.Fprintf(w, "    | %s\n", text)
 	})
-}
-
-func randHex(n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return strings.ToUpper(hex.EncodeToString(b))
 }

@@ -14,15 +14,15 @@ package azure
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"net/url"
 	"os"
 	"strings"
+
+	"github.com/airflow-sandbox/airflow-go-worker/internal/randhex"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
@@ -183,11 +183,7 @@ func (t *target) PutWhole(ctx context.Context, data []byte) error {
 }
 
 func (t *target) Begin(context.Context) (parts.Upload, error) {
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return nil, err
-	}
-	t.token = hex.EncodeToString(b[:])
+	t.token = randhex.String(8)
 	return t, nil
 }
 

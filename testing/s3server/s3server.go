@@ -7,8 +7,6 @@ package s3server
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"net/http"
 	"os"
@@ -17,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/airflow-sandbox/airflow-go-worker/internal/randhex"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -163,11 +163,7 @@ func (s *Server) CreateBucket(tb testing.TB, name string) {
 // with `go install` when it is in neither.
 func Binary() (string, error) { return serverproc.GoBinary("versitygw", Module) }
 
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return strings.ToUpper(hex.EncodeToString(b))[:2*n]
-}
+func randomHex(n int) string { return strings.ToUpper(randhex.String(n)) }
 
 // Keys lists every object key in bucket, sorted.
 func (s *Server) Keys(tb testing.TB, bucket string) []string {
