@@ -350,7 +350,10 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request, b *sbx) {
 	w.WriteHeader(http.StatusOK)
 	flusher, _ := w.(http.Flusher)
 	sent := 0
-	write := func(ev event) {
+	// Periodic pings are not counted towards a stream fault's n, so a
+	// command that starts slowly (a loaded machine) cannot move the cut
+	// from the event a test aims at to an earlier one.
+	write := func(ev event, counted bool) {
 		if ev.Timestamp == 0 {
 			ev.Timestamp = time.Now().UnixMilli()
 		}
@@ -373,7 +376,9 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request, b *sbx) {
 			panic(http.ErrAbortHandler)
 		}
 		flusher.Flush()
-		sent++
+		if counted {
+			sent++
+		}
 	}
 	flusher.Flush()
 	pings := time.NewTicker(pingEvery)
@@ -384,7 +389,7 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request, b *sbx) {
 			if !ok {
 				// After the terminal event execd keeps the stream open for
 				// its graceful-shutdown time; a ping may come in it.
-				write(event{Type: "ping", Text: "pong"})
+				write(event{Type: "ping", Text: "pong"}, true)
 				t := time.NewTimer(s.opts.Linger)
 				defer t.Stop()
 				select {
@@ -398,9 +403,9 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request, b *sbx) {
 			if vanish && (ev.Type == "stdout" || ev.Type == "stderr") {
 				s.remove(b.id)
 			}
-			write(ev)
+			write(ev, true)
 		case <-pings.C:
-			write(event{Type: "ping", Text: "pong"})
+			write(event{Type: "ping", Text: "pong"}, false)
 		case <-b.gone:
 			panic(http.ErrAbortHandler)
 		case <-s.closing:

@@ -66,8 +66,8 @@ func (s *Server) SlowNext(route string, n int, d time.Duration) {
 }
 
 // DropNextStream cuts the next command stream after n whole events (init
-// and ping included), as a broken connection would; the command keeps
-// running.
+// and the first ping included, later periodic pings not counted), as a
+// broken connection would; the command keeps running.
 func (s *Server) DropNextStream(n int) {
 	s.mu.Lock()
 	s.stream = streamFault{after: n, kind: cutBetween}
