@@ -113,7 +113,7 @@ func Stream(ctx context.Context, r io.Reader, t Target, opt Options, whole bool)
 // so that a worker freed by a finished part starts the next one at once
 // instead of waiting for the reader (which, on a busy machine, may not be
 // scheduled for a while).
-const ReadAhead = 1
+const ReadAhead = 2
 
 type chunk struct {
 	n   int
@@ -195,7 +195,7 @@ type bufPool struct {
 
 // keptBuffers is how many idle buffers of each size are kept: those of one
 // upload at full concurrency.
-const keptBuffers = 8
+const keptBuffers = 8 // Concurrency + ReadAhead + 1 of the default settings, plus one
 
 var (
 	poolsMu sync.Mutex
