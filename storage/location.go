@@ -44,9 +44,6 @@ func (l Location) String() string {
 	return l.Scheme + "://" + l.Bucket + "/" + l.Key
 }
 
-// withKey is the same place with another key.
-func (l Location) withKey(key string) Location { l.Key = key; return l }
-
 // storeID identifies the bucket (or filesystem) a location lives in, so an
 // Export opens each one once.
 func (l Location) storeID() string {
@@ -74,17 +71,6 @@ var refusedSchemes = map[string]string{
 	"wasb":  "wasb:// is Hadoop's form, whose user part is the container; write abfs://container/key (the account comes from the wasb connection) or abfs://container@account.dfs.core.windows.net/key",
 	"wasbs": "wasbs:// is Hadoop's form, whose user part is the container; write abfs://container/key (the account comes from the wasb connection) or abfs://container@account.dfs.core.windows.net/key",
 	"adl":   "adl:// is Azure Data Lake Gen1, which Azure retired; write abfs://container/key for Blob storage",
-}
-
-// SchemeOf returns the store a URL names ("s3", "gs", "az", "file") after
-// checking the whole URL, so callers can pick the connection type before
-// any transfer.
-func SchemeOf(raw string) (string, error) {
-	loc, err := parseURL(raw)
-	if err != nil {
-		return "", err
-	}
-	return loc.Scheme, nil
 }
 
 // ParseURL checks a storage URL and explains what is wrong with it.
