@@ -122,17 +122,17 @@ func Open(ctx context.Context, rawURL string, opt Options) (io.ReadCloser, error
 type readCloser struct {
 	r  io.ReadCloser
 	st Bucket
-	p  *progress
+	p  *Progress
 }
 
 func (rc *readCloser) Read(b []byte) (int, error) {
 	n, err := rc.r.Read(b)
-	rc.p.add(n)
+	rc.p.Add(n)
 	return n, err
 }
 
 func (rc *readCloser) Close() error {
-	rc.p.finish()
+	rc.p.Finish()
 	err := rc.r.Close()
 	if cerr := rc.st.Close(); err == nil {
 		err = cerr
@@ -233,7 +233,7 @@ func hashed(opt Options, dest Location, r io.Reader, write func(io.Reader) error
 		hr.h = sha256.New()
 	}
 	err := write(hr)
-	hr.p.finish()
+	hr.p.Finish()
 	if err != nil {
 		return Written{}, err
 	}
@@ -249,7 +249,7 @@ type hashingReader struct {
 	r io.Reader
 	h hash.Hash
 	n int64
-	p *progress
+	p *Progress
 }
 
 func (hr *hashingReader) Read(b []byte) (int, error) {
@@ -259,29 +259,32 @@ func (hr *hashingReader) Read(b []byte) (int, error) {
 			hr.h.Write(b[:n])
 		}
 		hr.n += int64(n)
-		hr.p.add(n)
+		hr.p.Add(n)
 	}
 	return n, err
 }
 
-// progress logs bytes and rate of one transfer at a fixed interval, from its
-// own goroutine so a stalled transfer still reports (with a zero rate).
-type progress struct {
+// Progress logs the bytes and rate of one transfer at a fixed interval,
+// from its own goroutine, so a stalled transfer still reports (with a zero
+// rate), and a final line for a transfer long enough to have shown any. It
+// is the one progress logger: package storage's own transfers use it, and
+// the tasks use it for transfers between storage and a sandbox.
+type Progress struct {
 	n     atomic.Int64
 	stop  chan struct{}
 	done  chan struct{}
 	start time.Time
 }
 
-func startProgress(opt Options, op, url string) *progress {
-	p := &progress{start: time.Now()}
-	every := opt.every()
-	if every < 0 {
+// StartProgress starts logging to log every interval (negative: never)
+// with the key-value pairs kv naming the transfer. Call Finish when it
+// ends.
+func StartProgress(log hclog.Logger, every time.Duration, kv ...any) *Progress {
+	p := &Progress{start: time.Now()}
+	if every < 0 || log == nil {
 		return p
 	}
 	p.stop, p.done = make(chan struct{}), make(chan struct{})
-	log := opt.logger()
-	url = redactURL(url)
 	go func() {
 		defer close(p.done)
 		t := time.NewTicker(every)
@@ -292,12 +295,12 @@ func startProgress(opt Options, op, url string) *progress {
 			case <-p.stop:
 				if logged {
 					n := p.n.Load()
-					log.Info("transfer finished", "op", op, "url", url, "bytes", n, "mib_per_s", mibPerSec(n, time.Since(p.start)))
+					log.Info("transfer finished", append(kv, "bytes", n, "mib_per_s", mibPerSec(n, time.Since(p.start)))...)
 				}
 				return
 			case now := <-t.C:
 				n := p.n.Load()
-				log.Info("transfer progress", "op", op, "url", url, "bytes", n, "mib_per_s", mibPerSec(n-last, now.Sub(lastAt)))
+				log.Info("transfer progress", append(kv, "bytes", n, "mib_per_s", mibPerSec(n-last, now.Sub(lastAt)))...)
 				last, lastAt, logged = n, now, true
 			}
 		}
@@ -305,10 +308,32 @@ func startProgress(opt Options, op, url string) *progress {
 	return p
 }
 
-func (p *progress) add(n int) { p.n.Add(int64(n)) }
+func startProgress(opt Options, op, url string) *Progress {
+	return StartProgress(opt.logger(), opt.every(), "op", op, "url", redactURL(url))
+}
 
-// finish stops the progress goroutine; safe to call more than once.
-func (p *progress) finish() {
+// Add counts n more bytes moved.
+func (p *Progress) Add(n int) { p.n.Add(int64(n)) }
+
+// Bytes is how many bytes were counted.
+func (p *Progress) Bytes() int64 { return p.n.Load() }
+
+// Reader counts what is read from r.
+func (p *Progress) Reader(r io.Reader) io.Reader { return progressReader{r, p} }
+
+type progressReader struct {
+	r io.Reader
+	p *Progress
+}
+
+func (c progressReader) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	c.p.Add(n)
+	return n, err
+}
+
+// Finish stops the progress goroutine; safe to call more than once.
+func (p *Progress) Finish() {
 	if p.stop == nil {
 		return
 	}

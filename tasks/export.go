@@ -148,13 +148,14 @@ func stageOut(ctx context.Context, d Deps, sb *sandbox.Sandbox, exp Exporter, p,
 	defer rc.Close()
 	log := d.logger()
 	log.Info("exporting", "from", p, "to", dest, "bytes", size)
-	pr := newProgressReader(rc, log, p+" -> "+dest, size)
+	pr := storage.StartProgress(log, ProgressEvery, "what", p+" -> "+dest, "of", size)
+	defer pr.Finish()
 	// A file:// destination gets the file's permissions, never wider ones.
-	n, err := exp.Stage(storage.WithFileMode(ctx, st.Mode.Perm()), dest, pr, size)
+	n, err := exp.Stage(storage.WithFileMode(ctx, st.Mode.Perm()), dest, pr.Reader(rc), size)
 	if err != nil {
 		return err
 	}
-	pr.done()
+	pr.Finish()
 	log.Info("staged", "from", p, "to", dest, "bytes", n)
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 
@@ -238,6 +240,9 @@ type memStorage struct {
 	aborts    int
 	// beforeStage, when set, runs as a Stage starts, before it reads.
 	beforeStage func(dest string)
+	// midRead, when set, holds each object read by Open after its first
+	// byte until it is closed: a transfer that is visibly under way.
+	midRead <-chan struct{}
 }
 
 func newMemStorage() *memStorage {
@@ -254,7 +259,25 @@ func (m *memStorage) Open(_ context.Context, url string, _ StorageCreds, _ hclog
 	if !ok {
 		return nil, fmt.Errorf("%s: object not found", url)
 	}
+	if m.midRead != nil {
+		return io.NopCloser(io.MultiReader(bytes.NewReader(b[:1]), &heldReader{m.midRead, bytes.NewReader(b[1:])})), nil
+	}
 	return io.NopCloser(bytes.NewReader(b)), nil
+}
+
+// heldReader reads nothing until held is closed.
+type heldReader struct {
+	held <-chan struct{}
+	r    io.Reader
+}
+
+func (h *heldReader) Read(p []byte) (int, error) {
+	select {
+	case <-h.held:
+	case <-time.After(time.Minute):
+		return 0, errors.New("test: the transfer was held for a minute; nothing released it")
+	}
+	return h.r.Read(p)
 }
 
 // Check refuses what failCheck names, as a store refuses a missing bucket.

@@ -1,11 +1,14 @@
 package tasks
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/airflow-sandbox/airflow-go-worker/testing/waitwriter"
 	"github.com/hashicorp/go-hclog"
 )
 
@@ -118,24 +121,23 @@ func TestLineLoggerRedactsASecretAcrossACut(t *testing.T) {
 	}
 }
 
-func TestProgressReaderLogsEveryInterval(t *testing.T) {
-	var buf logBuffer
-	clock := time.Unix(1000, 0)
-	p := newProgressReader(strings.NewReader(strings.Repeat("x", 10<<20)), hclog.New(&hclog.LoggerOptions{Output: &buf}), "a -> b", 10<<20)
-	p.now = func() time.Time { return clock }
-	p.start, p.lastLog = clock, clock
-	chunk := make([]byte, 1<<20)
-	for i := 0; i < 10; i++ {
-		clock = clock.Add(time.Second)
-		p.Read(chunk)
+func TestTransfersIntoASandboxLogProgress(t *testing.T) {
+	e := newEnv(t)
+	// The object is held after its first byte until a progress line is
+	// logged: a transfer under way reports, even while it is stalled.
+	sink := waitwriter.New("transfer progress")
+	e.deps.Logger = hclog.New(&hclog.LoggerOptions{Output: sink})
+	defer func(every time.Duration) { ProgressEvery = every }(ProgressEvery)
+	ProgressEvery = time.Millisecond
+	e.st.objects["s3://in/big.bin"] = bytes.Repeat([]byte("x"), 4<<20)
+	e.st.midRead = sink.Seen()
+	if _, err := Provision(context.Background(), e.deps, ProvisionInput{StageIn: map[string]string{"big.bin": "s3://in/big.bin"}}); err != nil {
+		t.Fatal(err)
 	}
-	p.done()
-	// 10 s at 5 s intervals: two progress lines, then the final one.
-	if n := strings.Count(buf.String(), "transfer progress"); n != 2 {
-		t.Fatalf("want 2 progress lines, got %d:\n%s", n, buf.String())
-	}
-	if !strings.Contains(buf.String(), "rate=\"1.0 MiB/s\"") || !strings.Contains(buf.String(), "transfer finished") {
-		t.Fatalf("want the rate and a final line:\n%s", buf.String())
+	for _, s := range []string{"transfer progress", `what="s3://in/big.bin -> big.bin"`, "mib_per_s=", "transfer finished", "bytes=4194304"} {
+		if !strings.Contains(sink.String(), s) {
+			t.Errorf("the log lacks %q:\n%s", s, sink.String())
+		}
 	}
 }
 

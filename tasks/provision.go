@@ -14,6 +14,7 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/registry"
+	"github.com/airflow-sandbox/airflow-go-worker/storage"
 )
 
 // ProvisionInput describes the sandbox to create.
@@ -287,12 +288,13 @@ func stageIn(ctx context.Context, d Deps, sb *sandbox.Sandbox, path, url string,
 		return fmt.Errorf("stage_in %s: reading %s: %w", path, url, err)
 	}
 	defer rc.Close()
-	pr := newProgressReader(rc, log, url+" -> "+path, -1)
-	if err := sb.WriteFile(ctx, path, pr, 0o644); err != nil {
+	pr := storage.StartProgress(log, ProgressEvery, "what", url+" -> "+path)
+	defer pr.Finish()
+	if err := sb.WriteFile(ctx, path, pr.Reader(rc), 0o644); err != nil {
 		return fmt.Errorf("stage_in %s: writing into the sandbox from %s: %w", path, url, err)
 	}
-	pr.done()
-	log.Info("staged in", "to", path, "bytes", pr.n)
+	pr.Finish()
+	log.Info("staged in", "to", path, "bytes", pr.Bytes())
 	return nil
 }
 
