@@ -29,11 +29,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 
@@ -117,7 +118,7 @@ func Load(b *bundles.Bundle, data []byte, source string) error {
 	if cfg.Selftest {
 		selftest.Register(b)
 	}
-	for _, name := range sortedKeys(cfg.Backends) {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Backends)) {
 		raw, err := json.Marshal(cfg.Backends[name])
 		if err != nil {
 			return fmt.Errorf("%s: backends.%s: values must be plain YAML scalars, lists and mappings: %v", source, name, err)
@@ -146,7 +147,7 @@ func Load(b *bundles.Bundle, data []byte, source string) error {
 			if len(defaults) > 0 {
 				opts = append(opts, bundles.WithDefaults(defaults))
 			}
-			for _, name := range sortedKeys(tc.Inputs) {
+			for _, name := range slices.Sorted(maps.Keys(tc.Inputs)) {
 				opt, err := tc.Inputs[name].option(name)
 				if err != nil {
 					return fmt.Errorf("%s.%w", where, err)
@@ -256,16 +257,6 @@ func parseBundleConfig(data []byte, source string) (bundleConfig, error) {
 	}
 	cfg.order = fileOrder(mappingValue(doc.Content[0], "dags"))
 	return cfg, nil
-}
-
-// sortedKeys lists a map's keys in order, so registration is deterministic.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // fileOrder lists the Dags of a dags: mapping node, and each Dag's tasks,
