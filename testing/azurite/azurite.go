@@ -49,17 +49,12 @@ func Start(tb testing.TB) *Server {
 	if err != nil {
 		tb.Fatalf("azurite: %v", err)
 	}
-	var lastErr error
-	for attempt := 0; attempt < 3; attempt++ {
-		s, err := start(bin, tb.TempDir())
-		if err == nil {
-			tb.Cleanup(s.Stop)
-			return s
-		}
-		lastErr = err
+	s, err := serverproc.Retry(func() (*Server, error) { return start(bin, tb.TempDir()) })
+	if err != nil {
+		tb.Fatalf("azurite: %v", err)
 	}
-	tb.Fatalf("azurite: %v", lastErr)
-	return nil
+	tb.Cleanup(s.Stop)
+	return s
 }
 
 func start(bin, dir string) (*Server, error) {

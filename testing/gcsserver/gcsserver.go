@@ -42,18 +42,12 @@ func Start(tb testing.TB) *Server {
 	if err != nil {
 		tb.Fatalf("gcsserver: %v", err)
 	}
-	var lastErr error
-	// The port is chosen before the server binds it; retry a lost race.
-	for attempt := 0; attempt < 3; attempt++ {
-		s, err := start(bin, tb.TempDir())
-		if err == nil {
-			tb.Cleanup(s.Stop)
-			return s
-		}
-		lastErr = err
+	s, err := serverproc.Retry(func() (*Server, error) { return start(bin, tb.TempDir()) })
+	if err != nil {
+		tb.Fatalf("gcsserver: %v", err)
 	}
-	tb.Fatalf("gcsserver: %v", lastErr)
-	return nil
+	tb.Cleanup(s.Stop)
+	return s
 }
 
 func start(bin, dir string) (*Server, error) {

@@ -62,17 +62,7 @@ func Launch(dir string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	var lastErr error
-	// The free port is chosen before versitygw binds it, so another process
-	// can take it in between; a couple of attempts make that race harmless.
-	for attempt := 0; attempt < 3; attempt++ {
-		s, err := start(bin, dir)
-		if err == nil {
-			return s, nil
-		}
-		lastErr = err
-	}
-	return nil, lastErr
+	return serverproc.Retry(func() (*Server, error) { return start(bin, dir) })
 }
 
 func start(bin, dir string) (*Server, error) {

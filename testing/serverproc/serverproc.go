@@ -112,3 +112,20 @@ func (b *lockedBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// Attempts is how often Retry tries a start.
+const Attempts = 3
+
+// Retry runs start up to Attempts times and returns its first success or
+// its last error: the port FreePort chose can be taken before the server
+// binds it, and a few attempts make that race harmless.
+func Retry[T any](start func() (T, error)) (T, error) {
+	var v T
+	var err error
+	for attempt := 0; attempt < Attempts; attempt++ {
+		if v, err = start(); err == nil {
+			return v, nil
+		}
+	}
+	return v, err
+}
