@@ -29,7 +29,12 @@ type sniffListener struct {
 	conns chan net.Conn
 	done  chan struct{}
 	once  sync.Once
-	err   error // the inner Accept's error, once it has failed
+
+	// The inner Accept's error once it has failed. Guarded: Accept reads it
+	// from grpc's goroutine while the accept loop writes it, and a torn
+	// interface read hands grpc a nil *net.OpError (a crash seen in CI).
+	mu  sync.Mutex
+	err error
 }
 
 func newSniffListener(inner net.Listener) (*sniffListener, error) {
@@ -51,7 +56,9 @@ func (l *sniffListener) acceptLoop() {
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
+			l.mu.Lock()
 			l.err = err
+			l.mu.Unlock()
 			l.Close()
 			return
 		}
@@ -86,6 +93,8 @@ func (l *sniffListener) Accept() (net.Conn, error) {
 	case c := <-l.conns:
 		return c, nil
 	case <-l.done:
+		l.mu.Lock()
+		defer l.mu.Unlock()
 		if l.err != nil {
 			return nil, l.err
 		}
