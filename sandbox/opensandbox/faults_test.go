@@ -606,8 +606,11 @@ func TestFailedStartRemovesTheStdinFile(t *testing.T) {
 // file or a partial line as complete, and never waits on a silent server.
 func TestTransfersUnderFaults(t *testing.T) {
 	e := newEnv(t, fakeopensandbox.Options{}, func(o *opensandbox.Options) {
-		o.StallTimeout = 500 * time.Millisecond
-		o.Config.RequestTimeout = 2 * time.Second
+		// Well above what a loaded 2-core CI machine stalls a healthy
+		// transfer for (500 ms failed there once), well below the test's
+		// deadline; the injected stalls never end, so any guard catches them.
+		o.StallTimeout = 1500 * time.Millisecond
+		o.Config.RequestTimeout = 5 * time.Second
 	})
 	ctx := ctxT(t)
 	sb := create(t, e, sandbox.Spec{})
@@ -671,7 +674,7 @@ func TestTransfersUnderFaults(t *testing.T) {
 	})
 	t.Run("slow destroy", func(t *testing.T) {
 		other := create(t, e, sandbox.Spec{})
-		e.srv.SlowNext(fakeopensandbox.RouteDelete, 1, 4*time.Second)
+		e.srv.SlowNext(fakeopensandbox.RouteDelete, 1, 8*time.Second) // over RequestTimeout
 		if err := other.Destroy(ctx); err == nil || !sandbox.IsRetryable(err) {
 			t.Fatalf("a destroy that timed out: %v", err)
 		}
