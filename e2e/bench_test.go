@@ -15,14 +15,15 @@ import (
 	"testing"
 	"time"
 
-	gstorage "cloud.google.com/go/storage"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/feature/s3/manager"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/hashicorp/go-hclog"
+	"google.golang.org/api/googleapi"
 	"google.golang.org/api/option"
+	gstorage "google.golang.org/api/storage/v1"
 
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
@@ -53,9 +54,10 @@ const benchChildEnv = "AIRFLOW_GO_WORKER_BENCH_CHILD"
 // benchJob is what the parent asks a child to do.
 type benchJob struct {
 	// Mode "direct" uploads Files from the host with the store's own SDK
-	// (aws-sdk's manager.Uploader, Google's storage.Writer, azblob's
-	// UploadFile), one after the other; "export" runs tasks.Export of Paths
-	// from Sandbox (local backend, root from XDG_STATE_HOME).
+	// (aws-sdk's manager.Uploader, the generated GCS JSON client's
+	// resumable Objects.Insert, azblob's UploadFile), one after the other;
+	// "export" runs tasks.Export of Paths from Sandbox (local backend, root
+	// from XDG_STATE_HOME).
 	Mode    string
 	Store   string // s3, gcs, azure
 	Conn    connections.Connection
@@ -134,19 +136,17 @@ func directUpload(ctx context.Context, job benchJob) error {
 			if err != nil {
 				return err
 			}
-			client, err := gstorage.NewClient(ctx, option.WithEndpoint(cfg.Endpoint+"/storage/v1/"), option.WithoutAuthentication(), gstorage.WithDisabledClientMetrics())
+			svc, err := gstorage.NewService(ctx, option.WithEndpoint(cfg.Endpoint+"/storage/v1/"), option.WithoutAuthentication(), option.WithTelemetryDisabled())
 			if err != nil {
 				return err
 			}
-			w := client.Bucket(loc.Bucket).Object(loc.Key).NewWriter(ctx)
-			w.ChunkSize = gcs.ChunkSize
-			if _, err := io.Copy(w, f); err != nil {
+			// The generated client's own resumable upload, in chunks of the
+			// driver's size.
+			_, err = svc.Objects.Insert(loc.Bucket, &gstorage.Object{Name: loc.Key}).
+				Media(struct{ io.Reader }{f}, googleapi.ChunkSize(gcs.ChunkSize)).Context(ctx).Do()
+			if err != nil {
 				return err
 			}
-			if err := w.Close(); err != nil {
-				return err
-			}
-			client.Close()
 		case "azure":
 			cfg, err := connections.AzureFromConnection(job.Conn)
 			if err != nil {

@@ -1,11 +1,15 @@
-// Package gcs is the gs://bucket/key driver of package storage, on the
-// official Cloud Storage client. Importing it registers the scheme; a
-// bundle that does not import it links none of Google's SDK.
+// Package gcs is the gs://bucket/key driver of package storage, on Google's
+// generated JSON API client (google.golang.org/api/storage/v1), the API
+// the driver speaks anyway. The full Cloud Storage client
+// (cloud.google.com/go/storage) would add gRPC's xDS stack, OpenTelemetry
+// exporters and Arrow, paid at every task start. Importing this package
+// registers the scheme; a bundle that does not import it links none of
+// Google's SDK.
 //
-// Uploads are resumable uploads of ChunkSize chunks. An export's upload
-// (storage.Bucket.Upload) sends every chunk but the last and holds that one
-// (at most ChunkSize bytes, in the writer's buffer) until Commit, which
-// finalises the object: nothing is visible before, and nothing is copied.
+// Uploads are resumable uploads of ChunkSize chunks (resumable.go). An
+// upload sends every chunk but the last and holds that one (at most
+// ChunkSize bytes) until Commit, which finalises the object: nothing is
+// visible before, and nothing is copied.
 package gcs
 
 import (
@@ -18,9 +22,10 @@ import (
 	"os"
 	"strings"
 
-	gstorage "cloud.google.com/go/storage"
 	"google.golang.org/api/googleapi"
 	"google.golang.org/api/option"
+	gstorage "google.golang.org/api/storage/v1"
+	htransport "google.golang.org/api/transport/http"
 
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/storage"
@@ -30,69 +35,87 @@ import (
 // each upload holds.
 const ChunkSize = 16 << 20
 
+// DefaultEndpoint is Cloud Storage's JSON API.
+const DefaultEndpoint = "https://storage.googleapis.com"
+
 func init() { storage.Register("gs", Open) }
 
 type bucket struct {
-	name   string
-	client *gstorage.Client
-	b      *gstorage.BucketHandle
+	name string
+	hc   *http.Client // authenticated: the resumable uploads use it directly
+	svc  *gstorage.Service
+	// uploadURL is the bucket's resumable-upload endpoint.
+	uploadURL string
 }
 
 // Open opens the bucket loc names with opt.GCP (nil: application default
 // credentials, or STORAGE_EMULATOR_HOST's emulator).
 func Open(ctx context.Context, loc storage.Location, opt storage.Options) (storage.Bucket, error) {
-	opts, err := clientOptions(opt.GCP)
+	endpoint, opts, err := clientOptions(opt.GCP)
 	if err != nil {
 		return nil, err
 	}
-	client, err := gstorage.NewClient(ctx, opts...)
+	hc, _, err := htransport.NewClient(ctx, opts...)
 	if err != nil {
 		return nil, explain(err)
 	}
-	return &bucket{name: loc.Bucket, client: client, b: client.Bucket(loc.Bucket)}, nil
+	svc, err := gstorage.NewService(ctx, option.WithHTTPClient(hc), option.WithEndpoint(endpoint+"/storage/v1/"))
+	if err != nil {
+		return nil, explain(err)
+	}
+	return &bucket{name: loc.Bucket, hc: hc, svc: svc, uploadURL: endpoint + "/upload/storage/v1/b/" + pathEscape(loc.Bucket) + "/o"}, nil
 }
 
-func clientOptions(cfg *connections.GCPConfig) ([]option.ClientOption, error) {
-	// JSON reads: the same API (and the same emulator paths) as writes;
-	// no metrics exporter calling home from a worker.
-	opts := []option.ClientOption{gstorage.WithJSONReads(), gstorage.WithDisabledClientMetrics(), option.WithTelemetryDisabled()}
-	if cfg == nil {
-		if os.Getenv("STORAGE_EMULATOR_HOST") == "" && !hasDefaultCredentials() {
-			return nil, errNoCredentials
+// clientOptions are the transport's options for cfg and the endpoint (no
+// trailing slash) they reach.
+func clientOptions(cfg *connections.GCPConfig) (string, []option.ClientOption, error) {
+	// No OpenTelemetry wrapping of every request.
+	opts := []option.ClientOption{option.WithTelemetryDisabled()}
+	endpoint := DefaultEndpoint
+	if cfg != nil && cfg.Endpoint != "" {
+		endpoint = strings.TrimSuffix(cfg.Endpoint, "/")
+	} else if host := os.Getenv("STORAGE_EMULATOR_HOST"); host != "" {
+		// As Google's clients read it: an emulator that checks no
+		// credentials, named by host:port or URL.
+		if !strings.Contains(host, "://") {
+			host = "http://" + host
 		}
-		return opts, nil
+		return strings.TrimSuffix(host, "/"), append(opts, option.WithoutAuthentication()), nil
 	}
-	if cfg.Endpoint != "" {
-		opts = append(opts, option.WithEndpoint(strings.TrimSuffix(cfg.Endpoint, "/")+"/storage/v1/"))
+	scopes := []string{gstorage.DevstorageFullControlScope}
+	if cfg != nil && len(cfg.Scopes) > 0 {
+		scopes = cfg.Scopes
 	}
-	if len(cfg.Scopes) > 0 {
-		opts = append(opts, option.WithScopes(cfg.Scopes...))
-	}
+	opts = append(opts, option.WithScopes(scopes...))
 	switch {
+	case cfg == nil:
+		if !hasDefaultCredentials() {
+			return "", nil, errNoCredentials
+		}
 	case cfg.Anonymous:
 		opts = append(opts, option.WithoutAuthentication())
 	case len(cfg.KeyfileJSON) > 0:
 		typ, err := keyType(cfg.KeyfileJSON)
 		if err != nil {
-			return nil, err
+			return "", nil, err
 		}
 		opts = append(opts, option.WithAuthCredentialsJSON(typ, cfg.KeyfileJSON))
 	case cfg.KeyPath != "":
 		data, err := os.ReadFile(cfg.KeyPath)
 		if err != nil {
-			return nil, fmt.Errorf("reading the google_cloud_platform connection's key_path: %w; put the key file on the worker or use extra keyfile_dict", err)
+			return "", nil, fmt.Errorf("reading the google_cloud_platform connection's key_path: %w; put the key file on the worker or use extra keyfile_dict", err)
 		}
 		typ, err := keyType(data)
 		if err != nil {
-			return nil, fmt.Errorf("key_path %s: %w", cfg.KeyPath, err)
+			return "", nil, fmt.Errorf("key_path %s: %w", cfg.KeyPath, err)
 		}
-		opts = append(opts, option.WithAuthCredentialsFile(typ, cfg.KeyPath))
+		opts = append(opts, option.WithAuthCredentialsJSON(typ, data))
 	default:
-		if os.Getenv("STORAGE_EMULATOR_HOST") == "" && !hasDefaultCredentials() && cfg.Endpoint == "" {
-			return nil, errNoCredentials
+		if !hasDefaultCredentials() && cfg.Endpoint == "" {
+			return "", nil, errNoCredentials
 		}
 	}
-	return opts, nil
+	return endpoint, opts, nil
 }
 
 // keyType is the credential type a key JSON declares, which the client is
@@ -129,67 +152,48 @@ func hasDefaultCredentials() bool {
 	return false
 }
 
-func (b *bucket) obj(key string) *gstorage.ObjectHandle { return b.b.Object(key) }
-
 func (b *bucket) Put(ctx context.Context, key string, r io.Reader) error {
 	p, err := b.Upload(ctx, key, r, -1)
 	if err != nil {
 		return err
 	}
-	return p.Commit(ctx)
+	if err := p.Commit(ctx); err != nil {
+		_ = p.Abort(ctx)
+		return err
+	}
+	return nil
 }
 
 // Upload streams r as a resumable upload and holds its final chunk: the
-// object appears only when Commit closes the writer. size, when known,
-// shrinks the chunk buffer of a small object.
+// object appears only at Commit. size, when known, shrinks the chunk
+// buffer of a small object.
 func (b *bucket) Upload(ctx context.Context, key string, r io.Reader, size int64) (storage.Pending, error) {
-	wctx, cancel := context.WithCancel(ctx)
-	w := b.obj(key).NewWriter(wctx)
-	w.ContentType = "application/octet-stream"
-	w.ChunkSize = chunkFor(size)
-	p := &pending{w: w, cancel: cancel}
-	_, err := io.Copy(w, r)
+	u := newUpload(b, key, chunkFor(size))
+	err := u.stream(ctx, r)
 	if err == nil {
-		err = ctx.Err() // writes are asynchronous: a cancellation may not have surfaced yet
+		err = ctx.Err() // a cancelled reader may have ended with a clean EOF
 	}
 	if err != nil {
-		_ = p.Abort(ctx)
+		_ = u.Abort(ctx)
 		return nil, explain(err)
 	}
-	return p, nil
+	return u, nil
 }
 
-// chunkFor is the chunk size for an object of size bytes (-1: unknown): the
-// writer allocates it up front, so a small object gets a small buffer.
+// chunkFor is the chunk size for an object of size bytes (-1: unknown):
+// the buffer is allocated up front, so a small object gets a small one.
+// Chunks other than the last must be multiples of 256 KiB.
 func chunkFor(size int64) int {
 	if size < 0 || size >= ChunkSize {
 		return ChunkSize
 	}
-	const unit = 256 << 10 // the client rounds chunks to this
+	const unit = 256 << 10
 	return int((size/unit + 1) * unit)
 }
 
-type pending struct {
-	w      *gstorage.Writer
-	cancel context.CancelFunc
-}
-
-func (p *pending) Commit(context.Context) error {
-	defer p.cancel()
-	return explain(p.w.Close())
-}
-
-// Abort cancels the writer's context, which is how the client abandons a
-// resumable upload: nothing is finalised, and the session expires.
-func (p *pending) Abort(context.Context) error {
-	p.cancel()
-	_ = p.w.Close()
-	return nil
-}
-
 func (b *bucket) Open(ctx context.Context, key string) (io.ReadCloser, error) {
-	r, err := b.obj(key).NewReader(ctx)
-	if errors.Is(err, gstorage.ErrObjectNotExist) {
+	resp, err := b.svc.Objects.Get(b.name, key).Context(ctx).Download()
+	if isNotFound(err) {
 		if cerr := b.Check(ctx); cerr != nil {
 			return nil, cerr
 		}
@@ -198,13 +202,13 @@ func (b *bucket) Open(ctx context.Context, key string) (io.ReadCloser, error) {
 	if err != nil {
 		return nil, explain(err)
 	}
-	return r, nil
+	return newVerifiedBody(resp), nil
 }
 
 func (b *bucket) Exists(ctx context.Context, key string) (bool, error) {
-	_, err := b.obj(key).Attrs(ctx)
+	_, err := b.svc.Objects.Get(b.name, key).Context(ctx).Fields("name").Do()
 	switch {
-	case errors.Is(err, gstorage.ErrObjectNotExist):
+	case isNotFound(err):
 		return false, nil
 	case err != nil:
 		return false, explain(err)
@@ -213,30 +217,35 @@ func (b *bucket) Exists(ctx context.Context, key string) (bool, error) {
 }
 
 func (b *bucket) Remove(ctx context.Context, key string) error {
-	err := b.obj(key).Delete(ctx)
-	if err != nil && !errors.Is(err, gstorage.ErrObjectNotExist) {
+	err := b.svc.Objects.Delete(b.name, key).Context(ctx).Do()
+	if err != nil && !isNotFound(err) {
 		return explain(err)
 	}
 	return nil
 }
 
 func (b *bucket) Check(ctx context.Context) error {
-	_, err := b.b.Attrs(ctx)
-	if errors.Is(err, gstorage.ErrBucketNotExist) {
+	_, err := b.svc.Buckets.Get(b.name).Context(ctx).Fields("name").Do()
+	if isNotFound(err) {
 		return fmt.Errorf("bucket %q does not exist; create it (the worker never creates buckets) or fix the URL", b.name)
 	}
 	return explain(err)
 }
 
-func (b *bucket) Close() error { return b.client.Close() }
+func (b *bucket) Close() error {
+	b.hc.CloseIdleConnections()
+	return nil
+}
+
+func isNotFound(err error) bool {
+	var ge *googleapi.Error
+	return errors.As(err, &ge) && ge.Code == http.StatusNotFound
+}
 
 // explain adds what to do to the errors users meet most.
 func explain(err error) error {
 	if err == nil {
 		return nil
-	}
-	if errors.Is(err, gstorage.ErrBucketNotExist) {
-		return fmt.Errorf("%w; create the bucket (the worker never creates buckets) or fix the URL", err)
 	}
 	var ge *googleapi.Error
 	if errors.As(err, &ge) {
