@@ -11,8 +11,11 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/footer"
@@ -122,7 +125,7 @@ func (p Program) runCommand(ctx context.Context, args []string, stdout, stderr i
 	if argBindings != nil && schema < bundles.Schema34 {
 		return fail("--arg-bindings: this bundle declares supervisor schema %s (Airflow 3.3), which has no arg_bindings; pack it with --airflow 3.4 and run the packed bundle with --airflow 3.4, or bind the input with inputs: in the bundle config", schema)
 	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	ctx, interrupted, stop := cancelOnSignal(ctx)
 	defer stop()
 
 	code := bundles.ExitOK
@@ -149,7 +152,38 @@ func (p Program) runCommand(ctx context.Context, args []string, stdout, stderr i
 			break
 		}
 	}
+	if sig := interrupted(); sig != 0 {
+		// As a shell reports a command killed by the signal, so scripts
+		// tell an interrupted run from a failed task.
+		fmt.Fprintf(stderr, "run: interrupted by %s; the running task was cancelled and the rest not started\n", unix.SignalName(sig))
+		return 128 + int(sig)
+	}
 	return code
+}
+
+// cancelOnSignal cancels ctx on SIGINT or SIGTERM; interrupted tells which
+// signal did it (0 while none has). Signals stay caught until stop, so a
+// second Ctrl-C does not kill run while the task cleans up.
+func cancelOnSignal(parent context.Context) (ctx context.Context, interrupted func() syscall.Signal, stop func()) {
+	ctx, cancel := context.WithCancel(parent)
+	sigc := make(chan os.Signal, 1)
+	signal.Notify(sigc, os.Interrupt, syscall.SIGTERM)
+	var got atomic.Int32
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-sigc:
+			got.Store(int32(s.(syscall.Signal)))
+			cancel()
+		case <-done:
+		}
+	}()
+	stop = func() {
+		signal.Stop(sigc)
+		close(done)
+		cancel()
+	}
+	return ctx, func() syscall.Signal { return syscall.Signal(got.Load()) }, stop
 }
 
 // runTarget is what run forks: this executable (with the program's fork

@@ -8,10 +8,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/selftest"
+	"github.com/airflow-sandbox/airflow-go-worker/testing/waitwriter"
 )
 
 // run --bundle runs another AFBNDL01 bundle, whose tasks come from its
@@ -55,5 +58,43 @@ func TestRunBundleFile(t *testing.T) {
 	var errb bytes.Buffer
 	if code := prog.Run(context.Background(), []string{"run", "--bundle", exe, "--dag", "plain"}, &bytes.Buffer{}, &errb); code == 0 || !strings.Contains(errb.String(), "--bundle") {
 		t.Fatalf("a plain binary is no bundle: exit %d, %s", code, errb.String())
+	}
+}
+
+// An interrupted run exits as a shell reports a command killed by the
+// signal (128+n), not as a failed task (1), after cancelling the task.
+func TestInterruptedRunExitsWithTheSignal(t *testing.T) {
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "plainbundle")
+	if out, err := exec.Command("go", "build", "-o", exe, "../../e2e/startup/internal/plainbundle").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	file := filepath.Join(dir, "plain.bundle")
+	if _, _, err := pack(t, "--executable", exe, "--output", file); err != nil {
+		t.Fatal(err)
+	}
+	prog := Program{Name: "host"}
+	logs := waitwriter.New("[task] sleeping")
+	var out bytes.Buffer
+	code := make(chan int, 1)
+	go func() {
+		code <- prog.Run(context.Background(), []string{"run", "--bundle", file, "--dag", selftest.DagID, "--task", "sleep", "--conf", `{"seconds": 600}`}, &out, logs)
+	}()
+	select {
+	case <-logs.Seen():
+	case c := <-code:
+		t.Fatalf("run ended (exit %d) before the task slept:\n%s", c, logs.String())
+	case <-time.After(time.Minute):
+		t.Fatalf("the task never logged that it sleeps (a guard, not a wait):\n%s", logs.String())
+	}
+	// run catches SIGINT from here on (it registered before forking).
+	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if c := <-code; c != 128+int(syscall.SIGINT) {
+		t.Fatalf("exit %d, want %d:\n%s\n%s", c, 128+int(syscall.SIGINT), out.String(), logs.String())
+	}
+	if !strings.Contains(logs.String(), "interrupted by SIGINT") || !strings.Contains(out.String(), "sleep") {
+		t.Fatalf("the interruption is not reported:\n%s\n%s", out.String(), logs.String())
 	}
 }
