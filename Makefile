@@ -12,10 +12,28 @@ PKGS      := ./...
 
 all: build
 
+# Backends and stores beyond the default build (local backend, file://,
+# s3://) are chosen when the binary is built, like Airflow's extras:
+#   make build EXTRAS="modal opensandbox gcs azure"   (any of them)
+#   make build EXTRAS=all                             (every one)
+# Each is a go build tag (cmd/airflow-go-worker/extras.go); a binary links,
+# and pays at every task start for, only what it is built with.
+EXTRAS ?=
+extra_tag_modal       := backend_modal
+extra_tag_opensandbox := backend_opensandbox
+extra_tag_gcs         := store_gcs
+extra_tag_azure       := store_azure
+extra_tag_all         := all_extras
+comma := ,
+empty :=
+space := $(empty) $(empty)
+BUILD_TAGS := $(foreach e,$(subst $(comma),$(space),$(EXTRAS)),$(or $(extra_tag_$(e)),$(error EXTRAS: unknown extra "$(e)"; use any of modal opensandbox gcs azure, or all)))
+TAGS_FLAG  := $(if $(BUILD_TAGS),-tags $(subst $(space),$(comma),$(strip $(BUILD_TAGS))))
+
 # -buildvcs=auto stamps the git commit into the binary (bundle version) even
 # where GOFLAGS turns it off; without a .git it stamps nothing.
 build:
-	$(GO) build -trimpath -buildvcs=auto -o $(BIN) ./cmd/airflow-go-worker
+	$(GO) build -trimpath -buildvcs=auto $(TAGS_FLAG) -o $(BIN) ./cmd/airflow-go-worker
 
 # Tools the tests and the demo need that are not Go libraries (bubblewrap,
 # prlimit, PyYAML, versitygw): installed when missing, see the script.
@@ -30,13 +48,17 @@ venv:
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
+# The extras' files are vetted too (all_extras).
 vet:
 	$(GO) vet $(PKGS)
+	$(GO) vet -tags all_extras ./cmd/airflow-go-worker
 
 test: tools fmt-check vet
 	AIRFLOW_GO_WORKER_PYTHON=$$(./scripts/ensure-venv.sh) $(GO) test -count=1 -timeout 25m $(PKGS)
 
-demo: tools build
+# The demo packs examples/conversion, whose config names Modal (it runs on
+# local), so it builds its own binary with EXTRAS=modal (scripts/demo.sh).
+demo: tools
 	./scripts/demo.sh
 
 pack: build

@@ -310,10 +310,11 @@ func mappingKeys(n *yaml.Node) []string {
 // checkDefaults decodes the defaults strictly, so a misspelt key inside a
 // nested mapping (network: {blok: true}) is an error rather than silently
 // meaning the default (top-level keys and types were checked by
-// bundles.Add), and lets the input check itself against the backends this
-// bundle links: a backend it does not link, a misspelt backend option, or
-// a setting the backend cannot provide (gpu on local) fails here, when the
-// bundle is packed or inspected, rather than at a task.
+// bundles.Add), and lets the input check itself against the backends and
+// stores this bundle links: a backend or a URL's store it does not link, a
+// misspelt backend option, or a setting the backend cannot provide (gpu on
+// local) fails here, when the bundle is packed or inspected, rather than at
+// a task.
 func checkDefaults(input reflect.Type, defaults map[string]any) error {
 	data, err := json.Marshal(defaults)
 	if err != nil {
@@ -330,7 +331,12 @@ func checkDefaults(input reflect.Type, defaults map[string]any) error {
 	if c, ok := v.Elem().Interface().(interface {
 		Check(*registry.Registry) error
 	}); ok {
-		return c.Check(registry.Default)
+		if err := c.Check(registry.Default); err != nil {
+			return err
+		}
+	}
+	if c, ok := v.Elem().Interface().(interface{ CheckStores() error }); ok {
+		return c.CheckStores()
 	}
 	return nil
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/bundles"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/cli"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/selftest"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/registry"
+	"github.com/airflow-sandbox/airflow-go-worker/storage"
 )
 
 const notes = `Task execution, --airflow-metadata and run accept --bundle-config FILE (a YAML
@@ -29,7 +31,7 @@ func Main() {
 
 // Run is Main's command line, returning the exit code.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	prog := cli.Program{Commands: []cli.Command{SweepCommand}, Notes: notes, CheckSource: checkPackedConfig}
+	prog := cli.Program{Commands: []cli.Command{SweepCommand}, Notes: notes, CheckSource: checkPackedConfig, Links: links}
 	name := filepath.Base(os.Args[0])
 	if len(args) > 0 {
 		switch args[0] {
@@ -131,4 +133,10 @@ func checkPackedConfig(name string, data []byte) error {
 		return nil
 	}
 	return Load(bundles.New(), data, name)
+}
+
+// links is what a bundle config may name in this binary: the sandbox
+// backends and the storage URL schemes it links.
+func links() map[string][]string {
+	return map[string][]string{"backends": registry.Default.Names(), "stores": storage.Schemes()}
 }

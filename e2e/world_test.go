@@ -55,7 +55,9 @@ func TestMain(m *testing.M) {
 	workerBin = filepath.Join(dir, "airflow-go-worker")
 	goTasksBin = filepath.Join(dir, "go_tasks")
 	for bin, pkg := range map[string]string{workerBin: "../cmd/airflow-go-worker", goTasksBin: "../examples/go_tasks"} {
-		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+		// The e2e tests use every backend and store: the standard binary
+		// is built with all of them (make build EXTRAS=all).
+		if out, err := exec.Command("go", "build", "-tags", "all_extras", "-o", bin, pkg).CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", pkg, err, out)
 			os.RemoveAll(dir)
 			os.Exit(1)

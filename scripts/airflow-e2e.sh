@@ -2,7 +2,8 @@
 # `make airflow-e2e`: the examples on a real Airflow 3.3 scheduler, on this
 # machine. It installs what is missing (scripts/ensure-tools.sh: bubblewrap,
 # prlimit, versitygw; scripts/ensure-venv.sh: the pinned Airflow in .venv),
-# builds the bundle binaries, then hands over to the Go driver in
+# builds the bundle binaries (airflow-go-worker with every extra, EXTRAS=all:
+# the examples' configs name Modal), then hands over to the Go driver in
 # e2e/airflow, which starts Airflow (scheduler, dag-processor, api-server;
 # LocalExecutor, SQLite) and versitygw on 127.0.0.1 in a temporary
 # directory, runs the three example Dags, prints `DAG_ID RUN_ID STATE` per
@@ -37,7 +38,7 @@ venv="$(dirname "$(dirname "$(cat "$pyfile")")")"
 echo "    $venv"
 mkdir -p bin
 step 15m "building airflow-go-worker, the go_tasks example and the driver" sh -c '
-  go build -trimpath -buildvcs=auto -o bin/airflow-go-worker ./cmd/airflow-go-worker &&
+  go build -trimpath -buildvcs=auto -tags all_extras -o bin/airflow-go-worker ./cmd/airflow-go-worker &&
   go build -trimpath -o bin/go_tasks ./examples/go_tasks &&
   go build -trimpath -o bin/airflow-e2e ./e2e/airflow'
 

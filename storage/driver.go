@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 )
 
@@ -67,14 +70,70 @@ func Register(scheme string, open OpenFunc) {
 	drivers[scheme] = open
 }
 
+// unlinkedHint says how to get a binary that links a store this one does
+// not (SetUnlinkedHint).
+var unlinkedHint func(scheme string) string
+
+// SetUnlinkedHint sets what a URL of a store this binary does not link is
+// told: hint gets the store ("gs", "az") and returns the build command that
+// adds it (the standard binary chooses its stores with build tags), or ""
+// to keep the generic advice (import the driver package).
+func SetUnlinkedHint(hint func(scheme string) string) {
+	driversMu.Lock()
+	defer driversMu.Unlock()
+	unlinkedHint = hint
+}
+
+// Schemes lists the stores this binary links, sorted ("az", "file", "gs",
+// "s3").
+func Schemes() []string {
+	driversMu.RLock()
+	defer driversMu.RUnlock()
+	return slices.Sorted(maps.Keys(drivers))
+}
+
+// RequireLinked fails when raw is a URL of a store this binary does not
+// link, with what to do; it is nil for any other URL, valid or not
+// (ParseURL explains what is wrong with those). Bundle configs are checked
+// with it when they load, so such a config is refused when packed.
+func RequireLinked(raw string) error {
+	loc, err := parseURL(raw)
+	if err != nil {
+		return nil
+	}
+	driversMu.RLock()
+	_, ok := drivers[loc.Scheme]
+	driversMu.RUnlock()
+	if ok {
+		return nil
+	}
+	return unlinked(loc)
+}
+
+func unlinked(loc Location) error {
+	driversMu.RLock()
+	hint := unlinkedHint
+	driversMu.RUnlock()
+	if hint != nil {
+		if how := hint(loc.Scheme); how != "" {
+			return fmt.Errorf("%s:// URLs need the %s store, which is not linked into this binary (it links %s); %s",
+				loc.form, storeName[loc.Scheme], strings.Join(Schemes(), ", "), how)
+		}
+	}
+	return fmt.Errorf("%s:// URLs need the driver package %s, which this bundle does not link; import it (import _ %q) in the bundle's main package",
+		loc.form, driverPackages[loc.Scheme], driverPackages[loc.Scheme])
+}
+
+// storeName names the optional stores as their build options do.
+var storeName = map[string]string{"gs": "gcs", "az": "azure"}
+
 // openStore opens the bucket (or filesystem) that loc lives in.
 func openStore(ctx context.Context, loc Location, opt Options) (Bucket, error) {
 	driversMu.RLock()
 	open := drivers[loc.Scheme]
 	driversMu.RUnlock()
 	if open == nil {
-		return nil, fmt.Errorf("%s:// URLs need the driver package %s, which this bundle does not link; import it (import _ %q) in the bundle's main package",
-			loc.form, driverPackages[loc.Scheme], driverPackages[loc.Scheme])
+		return nil, unlinked(loc)
 	}
 	return open(ctx, loc, opt)
 }

@@ -130,5 +130,29 @@ func TestDriverNotLinked(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), pkg) || !strings.Contains(err.Error(), "does not link") {
 			t.Errorf("Put %s: want an error naming %s, got %v", u, pkg, err)
 		}
+		if err2 := RequireLinked(u); err2 == nil || !strings.HasSuffix(err.Error(), err2.Error()) {
+			t.Errorf("RequireLinked %s: %v, want the error Put gave (%v)", u, err2, err)
+		}
+	}
+	for _, u := range []string{"s3://b/k", "file:///x", "nonsense", "ftp://h/k"} {
+		if err := RequireLinked(u); err != nil {
+			t.Errorf("RequireLinked %s: %v; only a known store this binary lacks is its business", u, err)
+		}
+	}
+	if got := strings.Join(Schemes(), ","); got != "file,s3" {
+		t.Errorf("Schemes without the optional drivers: %s", got)
+	}
+	SetUnlinkedHint(func(scheme string) string {
+		if scheme == "gs" {
+			return "build with -tags store_gcs"
+		}
+		return ""
+	})
+	t.Cleanup(func() { SetUnlinkedHint(nil) })
+	if err := RequireLinked("gcs://b/k"); err == nil || !strings.Contains(err.Error(), "gcs:// URLs need the gcs store, which is not linked into this binary (it links file, s3); build with -tags store_gcs") {
+		t.Errorf("with a hint: %v", err)
+	}
+	if err := RequireLinked("abfs://c/k"); err == nil || !strings.Contains(err.Error(), "storage/azure") {
+		t.Errorf("a store the hint does not know keeps the generic advice: %v", err)
 	}
 }

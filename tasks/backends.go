@@ -65,6 +65,9 @@ func (o BackendOptions) name() string {
 // it loads. It returns the chosen backend's configuration.
 func CheckBackendOptions(r *registry.Registry, opts BackendOptions) (registry.Config, error) {
 	for _, name := range slices.Sorted(maps.Keys(opts.Options)) {
+		if _, ok := r.Lookup(name); !ok {
+			return nil, fmt.Errorf("backend_options.%s: %w", name, r.Unknown(name))
+		}
 		if _, _, err := r.Configure(name, opts.Options[name]); err != nil {
 			return nil, err
 		}

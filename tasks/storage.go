@@ -63,6 +63,9 @@ func resolveStorage(ctx context.Context, d Deps, field, connID string, urls map[
 	for _, p := range slices.Sorted(maps.Keys(urls)) {
 		raw := urls[p]
 		loc, err := storage.ParseURL(raw)
+		if err == nil {
+			err = storage.RequireLinked(raw)
+		}
 		if err != nil {
 			return StorageCreds{}, fmt.Errorf("%s: %w", p, err)
 		}

@@ -20,9 +20,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 
@@ -55,6 +57,10 @@ type Program struct {
 	// inspect reads (the catalogue loads a packed bundle config, so inspect
 	// refuses what it would refuse at run time).
 	CheckSource func(name string, data []byte) error
+	// Links, when set, says what this binary links that its bundle configs
+	// may name, by kind (the catalogue: "backends", "stores"); version
+	// prints it, and inspect reports it beside a source CheckSource checked.
+	Links func() map[string][]string
 }
 
 // Main runs b's command line and exits with its code.
@@ -109,13 +115,16 @@ func (p Program) Run(ctx context.Context, args []string, stdout, stderr io.Write
 	case "pack":
 		return report(runPack(args[1:], stdout, stderr))
 	case "inspect":
-		return report(inspect(args[1:], stdout, stderr, p.CheckSource))
+		return report(inspect(args[1:], stdout, stderr, p.CheckSource, p.Links))
 	case "version":
 		if len(args) > 1 {
 			fmt.Fprintf(stderr, "%s: version takes no arguments, got %q\n", n, args[1])
 			return bundles.ExitUsage
 		}
 		printVersion(stdout, n)
+		if p.Links != nil {
+			fmt.Fprintf(stdout, "links %s\n", formatLinks(p.Links()))
+		}
 		return bundles.ExitOK
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, p.Usage())
@@ -144,6 +153,19 @@ func printVersion(w io.Writer, name string) {
 	fmt.Fprintf(w, "%s %s\n", name, bundles.Version())
 	fmt.Fprintf(w, "go %s %s/%s\n", strings.TrimPrefix(runtime.Version(), "go"), runtime.GOOS, runtime.GOARCH)
 	fmt.Fprintf(w, "supervisor schema %s (declared; speaks %s)\n", bundles.DeclaredSchemaVersion(), bundles.KnownSchemaVersions())
+}
+
+// formatLinks renders Links as "backends: local; stores: file, s3".
+func formatLinks(links map[string][]string) string {
+	var parts []string
+	for _, kind := range slices.Sorted(maps.Keys(links)) {
+		names := "none"
+		if len(links[kind]) > 0 {
+			names = strings.Join(links[kind], ", ")
+		}
+		parts = append(parts, kind+": "+names)
+	}
+	return strings.Join(parts, "; ")
 }
 
 // dagTasks is what run can run: task ids by Dag, in registration order.

@@ -349,12 +349,13 @@ func (c *cappedBuffer) Write(p []byte) (int, error) {
 
 // runInspect implements `airflow-go-worker inspect BUNDLE [--format yaml|json] [--airflow 3.3|3.4]`.
 func runInspect(args []string, stdout, stderr io.Writer) error {
-	return inspect(args, stdout, stderr, nil)
+	return inspect(args, stdout, stderr, nil, nil)
 }
 
 // inspect is runInspect with the program's check of a packed source
-// region (nil: none).
-func inspect(args []string, stdout, stderr io.Writer, checkSource func(name string, data []byte) error) error {
+// region (nil: none) and what the program links (nil: unknown), reported
+// beside a checked source since the check depends on it.
+func inspect(args []string, stdout, stderr io.Writer, checkSource func(name string, data []byte) error, links func() map[string][]string) error {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {
@@ -396,6 +397,7 @@ func inspect(args []string, stdout, stderr io.Writer, checkSource func(name stri
 	if err := coordinatorRefusal(b, *airflow, accepted); err != nil {
 		return fmt.Errorf("inspect: %w", err)
 	}
+	checked := false
 	if checkSource != nil {
 		src, name, ok, err := footer.ReadSource(b.Path)
 		if err != nil {
@@ -403,8 +405,9 @@ func inspect(args []string, stdout, stderr io.Writer, checkSource func(name stri
 		}
 		if ok {
 			if err := checkSource(name, src); err != nil {
-				return fmt.Errorf("inspect: the bundle's packed %s: %w", name, err)
+				return fmt.Errorf("inspect: the bundle's packed %s, loaded as this binary would run it: %w", name, err)
 			}
+			checked = true
 		}
 	}
 	// The coordinator hashes only the binary; the cache digest also covers
@@ -413,6 +416,9 @@ func inspect(args []string, stdout, stderr io.Writer, checkSource func(name stri
 		fmt.Fprintf(stderr, "inspect: warning: digests.cache does not match the packed source and manifest; if airflow-go-worker packed %s, they were changed after packing (the coordinator does not check them): pack it again\n", b.Path)
 	}
 	report := inspectReport(b)
+	if checked && links != nil {
+		report["source_checked_with"] = links()
+	}
 	if *format == "json" {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")

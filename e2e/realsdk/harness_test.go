@@ -40,12 +40,17 @@ func TestMain(m *testing.M) {
 	workerBin = filepath.Join(binDir, "airflow-go-worker")
 	bundleA = filepath.Join(binDir, "testbundle-a")
 	bundleB = filepath.Join(binDir, "testbundle-b")
-	for _, b := range []struct{ out, pkg, ldflags string }{
-		{workerBin, "../../cmd/airflow-go-worker", ""},
-		{bundleA, "./testbundle", "-X main.variant=a"},
-		{bundleB, "./testbundle", "-X main.variant=b"},
+	// The standard binary with every backend and store (EXTRAS=all), as
+	// the examples' configs need.
+	for _, b := range []struct{ out, pkg, ldflags, tags string }{
+		{workerBin, "../../cmd/airflow-go-worker", "", "all_extras"},
+		{bundleA, "./testbundle", "-X main.variant=a", ""},
+		{bundleB, "./testbundle", "-X main.variant=b", ""},
 	} {
 		args := []string{"build", "-o", b.out}
+		if b.tags != "" {
+			args = append(args, "-tags", b.tags)
+		}
 		if b.ldflags != "" {
 			args = append(args, "-ldflags", b.ldflags)
 		}

@@ -6,14 +6,26 @@ import (
 	"testing"
 )
 
-// deps lists the packages pkg links (go list -deps), as Go would build it.
-func deps(t *testing.T, pkg string) []string {
+// deps lists the packages pkg links (go list -deps), as Go would build it
+// with the build tags given.
+func deps(t *testing.T, pkg string, tags ...string) []string {
 	t.Helper()
-	out, err := exec.Command("go", "list", "-deps", pkg).Output()
+	out, err := exec.Command("go", "list", "-deps", "-tags", strings.Join(tags, ","), pkg).Output()
 	if err != nil {
-		t.Fatalf("go list -deps %s: %v", pkg, err)
+		t.Fatalf("go list -deps -tags %q %s: %v", tags, pkg, err)
 	}
 	return strings.Fields(string(out))
+}
+
+// links reports whether list holds pkg or a package under it ("x/" also
+// matches "x/y" and "xz").
+func links(list []string, pkg string) bool {
+	for _, d := range list {
+		if d == pkg || strings.HasPrefix(d, pkg+"/") || strings.HasSuffix(pkg, "/") && strings.HasPrefix(d, pkg) {
+			return true
+		}
+	}
+	return false
 }
 
 const module = "github.com/airflow-sandbox/airflow-go-worker/"
@@ -38,10 +50,59 @@ func TestLayersLinkOnlyWhatTheyMay(t *testing.T) {
 	for _, c := range cases {
 		for _, d := range deps(t, c.pkg) {
 			for _, f := range c.forbidden {
-				if d == f || strings.HasPrefix(d, f+"/") || strings.HasSuffix(f, "/") && strings.HasPrefix(d, f) {
+				if links([]string{d}, f) {
 					t.Errorf("%s links %s, which it must not (forbidden: %s)", c.pkg, d, f)
 				}
 			}
 		}
 	}
+}
+
+// The standard binary's default build (make build) links the local
+// backend, file:// and s3:// only; each extra's build tag adds its package
+// and SDK, and nothing else's.
+func TestStandardBuildLinksOnlyItsExtras(t *testing.T) {
+	const cmd = module + "cmd/airflow-go-worker"
+	type extra struct {
+		tag  string
+		pkgs []string // what the tag links
+	}
+	extras := []extra{
+		{"backend_modal", []string{module + "sandbox/modal", "github.com/modal-labs/"}},
+		{"backend_opensandbox", []string{module + "sandbox/opensandbox"}},
+		{"store_gcs", []string{module + "storage/gcs", "google.golang.org/api/"}},
+		{"store_azure", []string{module + "storage/azure", "github.com/Azure/"}},
+	}
+	always := []string{module + "sandbox/local", module + "storage", "github.com/aws/aws-sdk-go-v2/service/s3"}
+	// Linked by no extra but pulled in by the SDKs: the default build must
+	// not have them either.
+	heavy := []string{"google.golang.org/grpc", "google.golang.org/protobuf", "cloud.google.com/", "go.opentelemetry.io/"}
+	check := func(tags []string, want func(extra) bool) {
+		t.Helper()
+		list := deps(t, cmd, tags...)
+		for _, p := range always {
+			if !links(list, p) {
+				t.Errorf("-tags %q: %s does not link %s", tags, cmd, p)
+			}
+		}
+		for _, e := range extras {
+			for _, p := range e.pkgs {
+				if got := links(list, p); got != want(e) {
+					t.Errorf("-tags %q: %s links %s: %v, want %v", tags, cmd, p, got, want(e))
+				}
+			}
+		}
+		if len(tags) == 0 {
+			for _, p := range heavy {
+				if links(list, p) {
+					t.Errorf("the default build links %s", p)
+				}
+			}
+		}
+	}
+	check(nil, func(extra) bool { return false })
+	for _, only := range extras {
+		check([]string{only.tag}, func(e extra) bool { return e.tag == only.tag })
+	}
+	check([]string{"all_extras"}, func(extra) bool { return true })
 }

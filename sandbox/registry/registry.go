@@ -57,6 +57,9 @@ type Config interface {
 type Registry struct {
 	mu       sync.RWMutex
 	backends map[string]Backend
+	// unlinked says how to get a binary that links a backend this one
+	// does not (SetUnlinkedHint).
+	unlinked func(name string) string
 }
 
 // New returns an empty registry (tests build their own).
@@ -104,14 +107,39 @@ func (r *Registry) Names() []string {
 	return names
 }
 
+// SetUnlinkedHint sets what Unknown advises for a backend this binary does
+// not link: hint returns the build command that adds it (the standard
+// binary chooses its backends with build tags), or "" for a name it does
+// not know, which keeps the generic advice.
+func (r *Registry) SetUnlinkedHint(hint func(name string) string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.unlinked = hint
+}
+
 // Unknown is the error for a backend name nothing registered: it lists the
-// ones this binary links.
+// ones this binary links, and how to build one that links name.
 func (r *Registry) Unknown(name string) error {
 	names := r.Names()
+	r.mu.RLock()
+	hint := r.unlinked
+	r.mu.RUnlock()
+	if hint != nil {
+		if how := hint(strings.ToLower(strings.TrimSpace(name))); how != "" {
+			return fmt.Errorf("backend %q is not linked into this binary (it links %s); %s", name, orNone(names), how)
+		}
+	}
 	if len(names) == 0 {
 		return fmt.Errorf("backend %q is not linked into this bundle, which links no sandbox backend; import the backend's package in the bundle's main package", name)
 	}
 	return fmt.Errorf("backend %q is not one this bundle links (%s); use one of those, or build a bundle that imports the backend's package", name, strings.Join(names, ", "))
+}
+
+func orNone(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
 }
 
 // Configure looks name up and parses its options. Errors name the backend.

@@ -57,6 +57,24 @@ func TestRegistryLooksUpAndListsBackends(t *testing.T) {
 	}
 }
 
+func TestUnknownGivesTheBinarysBuildHint(t *testing.T) {
+	r := New()
+	r.Register(backend("a", false))
+	r.SetUnlinkedHint(func(name string) string {
+		if name == "k8s" {
+			return "build with -tags backend_k8s"
+		}
+		return ""
+	})
+	if err := r.Unknown(" K8s"); !strings.Contains(err.Error(), `backend " K8s" is not linked into this binary (it links a); build with -tags backend_k8s`) {
+		t.Fatalf("known but unlinked backend: %v", err)
+	}
+	// A name the hint does not know (a typo) keeps the generic advice.
+	if err := r.Unknown("k9s"); !strings.Contains(err.Error(), `backend "k9s" is not one this bundle links (a)`) {
+		t.Fatalf("unknown backend: %v", err)
+	}
+}
+
 func TestRegisterRefusesDuplicatesAndBadNames(t *testing.T) {
 	for name, reg := range map[string]func(r *Registry){
 		"duplicate":  func(r *Registry) { r.Register(backend("a", false)); r.Register(backend("a", false)) },

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/registry"
+	"github.com/airflow-sandbox/airflow-go-worker/storage"
+)
+
+// Like Airflow's extras, the backends and stores beyond the default build
+// (the local backend, file:// and s3://) are chosen when the binary is
+// built, each by a build tag on its one-line import file: the cloud SDKs
+// cost every task start their package inits, so a binary links only what
+// its bundles use. `make build EXTRAS="modal gcs"` (or EXTRAS=all) sets
+// the tags.
+type extra struct {
+	kind   string // "backend" or "store"
+	name   string // the backend's name, or the store's URL scheme
+	option string // the Makefile's EXTRAS entry
+	tag    string // the go build tag
+}
+
+var extras = []extra{
+	{"backend", "modal", "modal", "backend_modal"},
+	{"backend", "opensandbox", "opensandbox", "backend_opensandbox"},
+	{"store", "gs", "gcs", "store_gcs"},
+	{"store", "az", "azure", "store_azure"},
+}
+
+// allExtrasTag links every extra (EXTRAS=all).
+const allExtrasTag = "all_extras"
+
+// A config naming a backend or store this binary lacks is told the exact
+// build command that adds it. main's init runs after every imported
+// package's, so the hints are set before anything can need them.
+func init() {
+	registry.Default.SetUnlinkedHint(func(name string) string { return buildHint("backend", name) })
+	storage.SetUnlinkedHint(func(scheme string) string { return buildHint("store", scheme) })
+}
+
+// linked reports whether this binary links e.
+func (e extra) linked() bool {
+	if e.kind == "backend" {
+		_, ok := registry.Default.Lookup(e.name)
+		return ok
+	}
+	for _, s := range storage.Schemes() {
+		if s == e.name {
+			return true
+		}
+	}
+	return false
+}
+
+// buildHint is the build command for a binary that links what this one
+// does plus the extra (kind, name), or "" when no extra is called that.
+func buildHint(kind, name string) string {
+	var options, tags []string
+	found := false
+	for _, e := range extras {
+		want := e.kind == kind && e.name == name
+		found = found || want
+		if want || e.linked() {
+			options = append(options, e.option)
+			tags = append(tags, e.tag)
+		}
+	}
+	if !found {
+		return ""
+	}
+	value := strings.Join(options, " ")
+	if len(options) > 1 {
+		value = `"` + value + `"`
+	}
+	return fmt.Sprintf("build one that does with `make build EXTRAS=%s` (or `go build -tags %s ./cmd/airflow-go-worker`; EXTRAS=all, tag %s, links every backend and store)",
+		value, strings.Join(tags, ","), allExtrasTag)
+}

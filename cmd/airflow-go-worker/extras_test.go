@@ -1,0 +1,138 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// buildWith builds the binary with build tags (none: the default build).
+func buildWith(t *testing.T, tags string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "airflow-go-worker")
+	args := []string{"build", "-o", out}
+	if tags != "" {
+		args = append(args, "-tags", tags)
+	}
+	if b, err := exec.Command("go", append(args, ".")...).CombinedOutput(); err != nil {
+		t.Fatalf("go build %v: %v\n%s", args, err, b)
+	}
+	return out
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func runBin(t *testing.T, bin string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "AIRFLOW__LOGGING__LOGGING_LEVEL=INFO")
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return result{code, out.String(), errb.String()}
+}
+
+func writeConfig(t *testing.T, yaml string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "bundle.yaml")
+	if err := os.WriteFile(p, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+const (
+	modalConfig = "dags: {d: {tasks: {t: {kind: provision, defaults: {backend: modal}}}}}\n"
+	gcsConfig   = "dags: {d: {tasks: {t: {kind: export, defaults: {sandbox: sb-1, exports: {out.txt: 'gs://b/out.txt'}}}}}}\n"
+	// A run may choose the backend and the stage-ins: what the binary
+	// lacks is refused when the task runs, before anything is created.
+	confConfig = "dags: {d: {tasks: {t: {kind: provision, conf: [backend, stage_in]}}}}\n"
+)
+
+// The default build links the local backend, file:// and s3:// only; a
+// config naming anything else is refused by --airflow-metadata, pack,
+// inspect and the task itself, with the build command that adds it.
+func TestDefaultBuildRefusesWhatItDoesNotLink(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary twice; skipped with -short")
+	}
+	def := buildWith(t, "")
+	full := buildWith(t, allExtrasTag)
+
+	if r := runBin(t, def, "version"); !strings.Contains(r.stdout, "links backends: local; stores: file, s3\n") {
+		t.Fatalf("default build's version: %q", r.stdout)
+	}
+	if r := runBin(t, full, "version"); !strings.Contains(r.stdout, "links backends: local, modal, opensandbox; stores: az, file, gs, s3\n") {
+		t.Fatalf("full build's version: %q", r.stdout)
+	}
+
+	modalHint := []string{`backend "modal" is not linked into this binary (it links local)`, "make build EXTRAS=modal", "go build -tags backend_modal ./cmd/airflow-go-worker"}
+	gcsHint := []string{"exports.out.txt: gs:// URLs need the gcs store, which is not linked into this binary (it links file, s3)", "make build EXTRAS=gcs", "go build -tags store_gcs ./cmd/airflow-go-worker"}
+	check := func(what string, r result, code int, want []string) {
+		t.Helper()
+		if r.code != code {
+			t.Errorf("%s: exit %d, want %d\nstdout %s\nstderr %s", what, r.code, code, r.stdout, r.stderr)
+		}
+		for _, w := range want {
+			// The task log quotes the error as a logfmt value.
+			if !strings.Contains(strings.ReplaceAll(r.stderr+r.stdout, `\"`, `"`), w) {
+				t.Errorf("%s: output lacks %q:\n%s%s", what, w, r.stdout, r.stderr)
+			}
+		}
+	}
+	modal, gcs := writeConfig(t, modalConfig), writeConfig(t, gcsConfig)
+	check("--airflow-metadata modal", runBin(t, def, "--airflow-metadata", "--bundle-config", modal), 2, append([]string{"dags.d.tasks.t.defaults"}, modalHint...))
+	check("--airflow-metadata gs://", runBin(t, def, "--airflow-metadata", "--bundle-config", gcs), 2, append([]string{"dags.d.tasks.t.defaults"}, gcsHint...))
+	out := filepath.Join(t.TempDir(), "x.bundle")
+	check("pack modal", runBin(t, def, "pack", "--executable", def, "--config", modal, "--output", out), 1, modalHint)
+	check("pack gs://", runBin(t, def, "pack", "--executable", def, "--config", gcs, "--output", out), 1, gcsHint)
+	if _, err := os.Stat(out); err == nil {
+		t.Error("a refused pack left a bundle behind")
+	}
+
+	// A bundle the full build packed is refused by the default build's
+	// inspect, which loads the config as it would run it.
+	packed := filepath.Join(t.TempDir(), "modal.bundle")
+	check("full pack modal", runBin(t, full, "pack", "--executable", full, "--config", modal, "--output", packed), 0, nil)
+	check("inspect modal", runBin(t, def, "inspect", packed), 1, append([]string{"loaded as this binary would run it"}, modalHint...))
+	r := runBin(t, full, "inspect", packed)
+	check("full inspect modal", r, 0, []string{"source_checked_with:", `"modal"`})
+
+	// At run time: a run choosing what the binary lacks fails the task.
+	conf := writeConfig(t, confConfig)
+	check("run backend modal", runBin(t, def, "run", "--bundle-config", conf, "--dag", "d", "--task", "t", "--conf", `{"backend": "modal"}`), 1, append([]string{": failed"}, modalHint...))
+	check("run stage_in gs://", runBin(t, def, "run", "--bundle-config", conf, "--dag", "d", "--task", "t", "--conf", `{"stage_in": {"in.txt": "gs://b/in.txt"}}`), 1,
+		[]string{": failed", "in.txt: gs:// URLs need the gcs store, which is not linked into this binary", "make build EXTRAS=gcs"})
+}
+
+// One extra's binary links it, and its hint for another keeps it: the
+// command given builds a binary with both.
+func TestOneExtraLinksOnlyItself(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary; skipped with -short")
+	}
+	bin := buildWith(t, "backend_modal")
+	if r := runBin(t, bin, "version"); !strings.Contains(r.stdout, "links backends: local, modal; stores: file, s3\n") {
+		t.Fatalf("version: %q", r.stdout)
+	}
+	if r := runBin(t, bin, "--airflow-metadata", "--bundle-config", writeConfig(t, modalConfig)); r.code != 0 {
+		t.Fatalf("a Modal config on a binary with Modal: exit %d\n%s", r.code, r.stderr)
+	}
+	r := runBin(t, bin, "--airflow-metadata", "--bundle-config", writeConfig(t, gcsConfig))
+	for _, w := range []string{`make build EXTRAS="modal gcs"`, "go build -tags backend_modal,store_gcs ./cmd/airflow-go-worker"} {
+		if r.code != 2 || !strings.Contains(r.stderr, w) {
+			t.Errorf("exit %d, want 2 and %q in:\n%s", r.code, w, r.stderr)
+		}
+	}
+}
