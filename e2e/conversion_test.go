@@ -24,13 +24,14 @@ func TestConversionExample(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			w := newWorld(t, backend)
 			w.putObject("incoming/orders.csv", ordersCSV)
-			// The example lets a run choose the backend; on
-			// OpenSandbox the connection must change too.
-			cfg := "../examples/conversion/bundle.yaml"
+			// The example runs on Modal and lets no run choose: the test,
+			// as the Dag author of a copy, lets the run pick the backend
+			// (and, for OpenSandbox, the connection).
+			allow := []string{"backend"}
 			if backend == "opensandbox" {
-				cfg = w.allowConf(cfg, map[string][]string{"convert": {"conn_id"}})
+				allow = append(allow, "conn_id")
 			}
-			sup := w.supervisor(workerBin, cfg)
+			sup := w.supervisor(workerBin, w.allowConf("../examples/conversion/bundle.yaml", map[string][]string{"convert": allow}))
 			run := "manual__conversion_" + backend
 			w.runTask(sup, supervisor.TaskRequest{DagID: "sandbox_conversion", TaskID: "convert", RunID: run, Conf: backendConf(backend)}, supervisor.StateSuccess)
 
@@ -74,7 +75,7 @@ func TestModalFallsBackToEnvironmentCredentials(t *testing.T) {
 	w.env = append(w.env, "MODAL_TOKEN_ID="+w.modal.TokenID(), "MODAL_TOKEN_SECRET="+w.modal.TokenSecret())
 	w.putObject("incoming/orders.csv", ordersCSV)
 	sup := w.supervisor(workerBin, "../examples/conversion/bundle.yaml")
-	w.runTask(sup, supervisor.TaskRequest{DagID: "sandbox_conversion", TaskID: "convert", RunID: "manual__env_creds", Conf: backendConf("modal")}, supervisor.StateSuccess)
+	w.runTask(sup, supervisor.TaskRequest{DagID: "sandbox_conversion", TaskID: "convert", RunID: "manual__env_creds"}, supervisor.StateSuccess)
 	if _, ok := w.getObject("converted/orders.jsonl"); !ok {
 		t.Fatal("nothing converted")
 	}
@@ -83,8 +84,7 @@ func TestModalFallsBackToEnvironmentCredentials(t *testing.T) {
 	}
 
 	// Any other missing connection id is an error that names it.
-	conf := backendConf("modal")
-	conf["conn_id"] = "modal_prod"
+	conf := map[string]any{"conn_id": "modal_prod"}
 	sup = w.supervisor(workerBin, w.allowConf("../examples/conversion/bundle.yaml", map[string][]string{"convert": {"conn_id"}}))
 	res := w.runTask(sup, supervisor.TaskRequest{DagID: "sandbox_conversion", TaskID: "convert", RunID: "manual__missing_conn", Conf: conf}, supervisor.StateFailed)
 	if !strings.Contains(fmt.Sprint(res.LogLines), `needs Airflow connection "modal_prod", which does not exist`) {

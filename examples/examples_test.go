@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	"gopkg.in/yaml.v3"
@@ -108,12 +109,7 @@ func readBundleConfig(t *testing.T, path string) goSide {
 // as Airflow does.
 func readGoBundle(t *testing.T, dir string) goSide {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "bundle")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Dir = dir
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building %s: %v\n%s", dir, err, out)
-	}
+	bin := buildGoExample(t, dir)
 	out, err := exec.Command(bin, "--airflow-metadata", "--format", "json").Output()
 	if err != nil {
 		t.Fatalf("%s --airflow-metadata: %v", dir, err)
@@ -142,6 +138,45 @@ func readGoBundle(t *testing.T, dir string) goSide {
 		g.connIDs[m[2]] = append(g.connIDs[m[2]], m[1])
 	}
 	return g
+}
+
+var goBuilds struct {
+	sync.Mutex
+	dir  string            // one temporary directory for every build, removed by TestMain
+	bins map[string]string // example dir -> its binary
+}
+
+// buildGoExample builds a Go example once per test binary.
+func buildGoExample(t *testing.T, dir string) string {
+	t.Helper()
+	goBuilds.Lock()
+	defer goBuilds.Unlock()
+	if bin, ok := goBuilds.bins[dir]; ok {
+		return bin
+	}
+	if goBuilds.dir == "" {
+		d, err := os.MkdirTemp("", "examples-test-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		goBuilds.dir, goBuilds.bins = d, map[string]string{}
+	}
+	bin := filepath.Join(goBuilds.dir, filepath.Base(dir))
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Dir = dir
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building %s: %v\n%s", dir, err, out)
+	}
+	goBuilds.bins[dir] = bin
+	return bin
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if goBuilds.dir != "" {
+		os.RemoveAll(goBuilds.dir)
+	}
+	os.Exit(code)
 }
 
 func TestExamplesAreConsistent(t *testing.T) {

@@ -32,7 +32,7 @@ type deployment struct {
 // the dag-processor and the api-server (REST and Execution API), each
 // bounded in how long it may take to come up. The returned deployment is
 // non-nil as soon as anything was started, so the caller can stop it.
-func startAirflow(ctx context.Context, o options, w *workdir, s *store) (*deployment, error) {
+func startAirflow(ctx context.Context, o options, w *workdir, s *store, m *modalServer) (*deployment, error) {
 	airflowBin := filepath.Join(o.venv, "bin", "airflow")
 	if _, err := os.Stat(airflowBin); err != nil {
 		return nil, fmt.Errorf("%s is missing (%v): create the venv with scripts/ensure-venv.sh", airflowBin, err)
@@ -52,7 +52,7 @@ func startAirflow(ctx context.Context, o options, w *workdir, s *store) (*deploy
 		return nil, err
 	}
 	base := "http://127.0.0.1:" + port
-	env := airflowEnv(o, w, s, base, port, logPort, user, passwords)
+	env := append(airflowEnv(o, w, base, port, logPort, user, passwords), m.env()...)
 
 	vctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
@@ -81,9 +81,10 @@ func startAirflow(ctx context.Context, o options, w *workdir, s *store) (*deploy
 		if c == "api-server" {
 			// A bundle's GetConnection is relayed to the Execution API, so
 			// the api-server's secrets backends answer it, never the
-			// worker's environment: the connection is given to the
+			// worker's environment: the connections are given to the
 			// api-server only, which proves it is where one must be set.
-			cenv = append(append([]string(nil), env...), "AIRFLOW_CONN_AWS_DEFAULT="+s.connection())
+			cenv = append(append([]string(nil), env...),
+				"AIRFLOW_CONN_AWS_DEFAULT="+s.connection(), "AIRFLOW_CONN_MODAL_DEFAULT="+m.connection())
 		}
 		p, err := startProc(c, filepath.Join(w.logs, c+".log"), cenv, airflowBin, c)
 		if err != nil {
@@ -103,10 +104,11 @@ func startAirflow(ctx context.Context, o options, w *workdir, s *store) (*deploy
 // minus any Airflow settings it had (a user's AIRFLOW_HOME or connections
 // must not leak into the test deployment), plus ours. The forked bundles
 // inherit it through the scheduler; the api-server gets the connections.
-func airflowEnv(o options, w *workdir, s *store, base, port, logPort, user, passwords string) []string {
+// A caller's Modal settings go too: the tasks must reach the fake only.
+func airflowEnv(o options, w *workdir, base, port, logPort, user, passwords string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "AIRFLOW") || strings.HasPrefix(kv, "XDG_STATE_HOME=") || strings.HasPrefix(kv, "PATH=") {
+		if strings.HasPrefix(kv, "AIRFLOW") || strings.HasPrefix(kv, "MODAL_") || strings.HasPrefix(kv, "XDG_STATE_HOME=") || strings.HasPrefix(kv, "PATH=") {
 			continue
 		}
 		env = append(env, kv)
@@ -145,8 +147,9 @@ func airflowEnv(o options, w *workdir, s *store, base, port, logPort, user, pass
 		"AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": logPort,
 		"AIRFLOW__SDK__COORDINATORS":               string(coordinators),
 		"AIRFLOW__SDK__QUEUE_TO_COORDINATOR":       string(queues),
-		// The directory the local backend keeps its sandboxes under: the
-		// forked bundles' (the scheduler's) environment.
+		// The directory the local backend would keep its sandboxes under
+		// (the forked bundles' environment): the examples run on Modal, so
+		// a sandbox found there ran on the worker itself.
 		// The examples use no file:// URLs and no local image directories,
 		// so AIRFLOW_GO_WORKER_FILE_ROOTS / _IMAGE_ROOTS stay unset: refused.
 		"XDG_STATE_HOME": w.state,

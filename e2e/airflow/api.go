@@ -231,8 +231,9 @@ func (r *dagRun) summaryLine() string {
 	return fmt.Sprintf("%s %s %s", r.scenario.dagID, r.runID, r.state)
 }
 
-func (c *apiClient) trigger(ctx context.Context, dagID, runID string, conf map[string]any) error {
-	body := map[string]any{"dag_run_id": runID, "logical_date": nil, "conf": orEmpty(conf)}
+// trigger starts a run with an empty dag_run.conf, as a scheduled run has.
+func (c *apiClient) trigger(ctx context.Context, dagID, runID string) error {
+	body := map[string]any{"dag_run_id": runID, "logical_date": nil, "conf": map[string]any{}}
 	return c.do(ctx, http.MethodPost, "/api/v2/dags/"+url.PathEscape(dagID)+"/dagRuns", body, nil, "")
 }
 

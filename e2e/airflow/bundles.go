@@ -18,7 +18,8 @@ type workdir struct {
 	dags        string // the Dags folder
 	executables string // the coordinator's executables_root
 	s3          string // versitygw's posix root
-	state       string // XDG_STATE_HOME of the worker: local sandboxes live under it
+	state       string // XDG_STATE_HOME of the worker: local sandboxes would live under it
+	modal       string // the fake Modal server's sandboxes (created by it)
 	logs        string // one log file per process started
 }
 
@@ -29,7 +30,7 @@ func newWorkdir() (*workdir, error) {
 	}
 	sub := func(name string) string { return filepath.Join(root, name) }
 	w := &workdir{root: root, home: sub("home"), dags: sub("dags"), executables: sub("executables"),
-		s3: sub("s3"), state: sub("state"), logs: sub("logs")}
+		s3: sub("s3"), state: sub("state"), modal: sub("modal"), logs: sub("logs")}
 	for _, d := range []string{w.home, w.dags, w.executables, w.s3, w.state, w.logs} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, err
@@ -38,8 +39,8 @@ func newWorkdir() (*workdir, error) {
 	return w, nil
 }
 
-// sandboxRoot is where the local backend keeps its sandboxes for the
-// worker's XDG_STATE_HOME.
+// sandboxRoot is where the local backend would keep its sandboxes for the
+// worker's XDG_STATE_HOME (the examples run on Modal: none should be there).
 func (w *workdir) sandboxRoot() string {
 	return filepath.Join(w.state, "airflow-go-worker", "sandboxes")
 }

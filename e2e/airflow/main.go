@@ -2,9 +2,11 @@
 // it starts Airflow (scheduler, dag-processor and api-server with
 // LocalExecutor over SQLite) from the pinned venv on 127.0.0.1, with our
 // packed bundles in the ExecutableCoordinator's executables_root, the
-// examples' stub Dags in the Dags folder and versitygw for S3, triggers
-// each Dag, waits for it and checks the results through Airflow's REST API
-// and the S3 server. `make airflow-e2e` (scripts/airflow-e2e.sh) builds
+// examples' stub Dags in the Dags folder, versitygw for S3 and the fake
+// Modal server (testing/fakemodal) for the examples' sandboxes, triggers
+// each Dag with no conf (they run on backend: modal, as shipped), waits
+// for it and checks the results through Airflow's REST API, the S3 server
+// and the fake. `make airflow-e2e` (scripts/airflow-e2e.sh) builds
 // what it needs and runs it:
 //
 //	airflow-e2e -venv .venv -worker bin/airflow-go-worker -go-tasks bin/go_tasks
@@ -122,8 +124,22 @@ func run(ctx context.Context, o options) (err error) {
 	defer store.stop()
 	info("endpoint %s, bucket %s, input s3://%s/%s", store.srv.Endpoint, bucket, bucket, inputKey)
 
+	step("starting the fake Modal server (testing/fakemodal) on 127.0.0.1")
+	modal, err := startModal(w)
+	if err != nil {
+		return err
+	}
+	// Stopped after Airflow (defers run in reverse), destroying whatever
+	// sandbox is left; an RPC it could not serve fails the run.
+	defer func() {
+		if stopErr := modal.stop(); stopErr != nil && err == nil {
+			err = stopErr
+		}
+	}()
+	info("%s (token via connection %s), sandboxes in %s", modal.srv.URL(), modalConnID, w.modal)
+
 	step("starting Airflow from %s on 127.0.0.1", o.venv)
-	af, err := startAirflow(ctx, o, w, store)
+	af, err := startAirflow(ctx, o, w, store, modal)
 	if af != nil {
 		defer af.stop()
 	}
@@ -146,8 +162,8 @@ func run(ctx context.Context, o options) (err error) {
 		return err
 	}
 
-	step("checking the results through the REST API and the S3 server")
-	env := &checkEnv{api: api, store: store, w: w, o: o}
+	step("checking the results through the REST API, the S3 server and the fake Modal server")
+	env := &checkEnv{api: api, store: store, modal: modal, w: w, o: o}
 	failed := 0
 	for _, r := range runs {
 		api.printFailedTasks(ctx, r)
@@ -166,10 +182,15 @@ func run(ctx context.Context, o options) (err error) {
 		}
 	}
 
-	// Every example destroys its sandboxes, also when a task failed.
-	left := sandboxesLeft(w)
+	// Every example destroys its sandboxes, also when a task failed; and
+	// none ran on the worker's own local backend.
+	left := modal.live()
 	if len(left) > 0 {
-		fmt.Printf("    sandboxes left behind in %s: %s\n", w.sandboxRoot(), strings.Join(left, ", "))
+		fmt.Printf("    sandboxes the fake Modal server still runs: %s\n", strings.Join(left, ", "))
+	}
+	if local := sandboxesLeft(w); len(local) > 0 {
+		fmt.Printf("    local sandboxes on the worker itself, in %s: %s\n", w.sandboxRoot(), strings.Join(local, ", "))
+		left = append(left, local...)
 	}
 
 	printSummary(runs)
@@ -178,7 +199,7 @@ func run(ctx context.Context, o options) (err error) {
 		return errors.New("not every Dag run succeeded and passed its checks; see the task logs and failed checks above")
 	}
 	if len(left) > 0 {
-		return fmt.Errorf("%d local sandboxes were left behind", len(left))
+		return fmt.Errorf("%d sandboxes were left behind", len(left))
 	}
 	return nil
 }

@@ -6,13 +6,14 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,46 +24,38 @@ import (
 // what must be true once its run succeeded.
 type scenario struct {
 	dagID   string
-	example string         // examples/<example>: dag.py plus bundle.yaml or main.go
-	goMain  bool           // packed from its own Go main (go_tasks), not a bundle config
-	conf    map[string]any // the trigger's dag_run.conf
-	proves  string         // what a passing check shows
+	example string // examples/<example>: dag.py plus bundle.yaml or main.go
+	goMain  bool   // packed from its own Go main (go_tasks), not a bundle config
+	proves  string // what a passing check shows
 	check   func(ctx context.Context, e *checkEnv, r *dagRun) []error
 }
 
-// checkEnv is what the checks read: Airflow's REST API, the S3 server, and
-// the worker's local sandbox root.
+// checkEnv is what the checks read: Airflow's REST API, the S3 server, the
+// fake Modal server, and the work directory.
 type checkEnv struct {
 	api   *apiClient
 	store *store
+	modal *modalServer
 	w     *workdir
 	o     options
 }
 
-// localConf is what a user triggers the examples with to run their
-// sandboxes on the worker itself (bubblewrap) instead of Modal: every task
-// allows backend in dag_run.conf (conf: [backend] in the bundle configs,
-// AllowConf in go_tasks' main), and the configs' backends: section has the
-// local backend ignore the registry image.
-var localConf = map[string]any{"backend": "local"}
-
+// The Dags are triggered with an empty dag_run.conf: they run as shipped,
+// on backend: modal (the fake), and no example lets a run choose another.
 var scenarios = []*scenario{
 	{
 		dagID: "sandbox_conversion", example: "conversion",
-		conf:   localConf,
-		proves: "convert staged orders.csv from S3, converted it in a local sandbox and wrote both outputs to S3; announce got its XCom",
+		proves: "convert staged orders.csv from S3, converted it in a Modal sandbox and wrote both outputs to S3; announce got its XCom",
 		check:  checkConversion,
 	},
 	{
 		dagID: "sandbox_pipeline", example: "sandbox_pipeline",
-		conf:   localConf,
-		proves: "provision -> run -> collect handed one local sandbox on through XCom, the totals landed in S3, no sandbox is left",
+		proves: "provision -> run -> collect handed one Modal sandbox on through XCom, the totals landed in S3, no sandbox is left",
 		check:  checkPipeline,
 	},
 	{
 		dagID: "go_tasks_example", example: "go_tasks", goMain: true,
-		conf:   localConf,
-		proves: "fetch_orders' totals reached rank_customers, whose ranking reached publish_ranking, through XCom; the catalogue's sweep (cleanup) ran in the same bundle",
+		proves: "fetch_orders' totals reached rank_customers, whose ranking (made in a Modal sandbox) reached publish_ranking, through XCom; the catalogue's sweep (cleanup) ran in the same bundle",
 		check:  checkGoTasks,
 	},
 }
@@ -106,9 +99,8 @@ func runAll(ctx context.Context, api *apiClient, list []*scenario, timeout time.
 	var runs []*dagRun
 	for _, s := range list {
 		r := &dagRun{scenario: s, runID: runID, state: "queued"}
-		conf, _ := json.Marshal(orEmpty(s.conf))
-		step("triggering %s (run %s, conf %s)", s.dagID, runID, conf)
-		if err := api.trigger(ctx, s.dagID, runID, s.conf); err != nil {
+		step("triggering %s (run %s, no conf)", s.dagID, runID)
+		if err := api.trigger(ctx, s.dagID, runID); err != nil {
 			return runs, fmt.Errorf("triggering %s: %w", s.dagID, err)
 		}
 		runs = append(runs, r)
@@ -286,7 +278,8 @@ func checkConversion(ctx context.Context, e *checkEnv, r *dagRun) []error {
 	if err != nil {
 		errs = append(errs, fmt.Errorf("converted/orders.jsonl.gz: %v", err))
 	}
-	return append(errs, noPartials(ctx, e, "converted/")...)
+	errs = append(errs, noPartials(ctx, e, "converted/")...)
+	return append(errs, ranOnModal(e, r)...)
 }
 
 func checkPipeline(ctx context.Context, e *checkEnv, r *dagRun) []error {
@@ -307,8 +300,8 @@ func checkPipeline(ctx context.Context, e *checkEnv, r *dagRun) []error {
 	}
 	if err := e.api.xcom(ctx, r, "provision", "sandbox", &rec); err != nil {
 		errs = append(errs, err)
-	} else if rec.Backend != "local" || rec.ID != id {
-		errs = append(errs, fmt.Errorf("provision's sandbox record is %+v, want backend local and id %q", rec, id))
+	} else if rec.Backend != "modal" || rec.ID != id {
+		errs = append(errs, fmt.Errorf("provision's sandbox record is %+v, want backend modal and id %q", rec, id))
 	}
 	var res struct {
 		ExitCode   *int   `json:"exit_code"`
@@ -381,7 +374,7 @@ func checkGoTasks(ctx context.Context, e *checkEnv, r *dagRun) []error {
 	} else if want := strings.Join(wantRanking, "\n") + "\n"; string(got) != want {
 		errs = append(errs, fmt.Errorf("s3://%s/reports/ranking.txt is %q, want %q (rank_customers' ranking)", bucket, got, want))
 	}
-	return errs
+	return append(errs, ranOnModal(e, r)...)
 }
 
 func sameTotals(a, b map[string]float64) bool {
@@ -411,24 +404,37 @@ func noPartials(ctx context.Context, e *checkEnv, prefix string) []error {
 	return errs
 }
 
-// noSandboxLeft checks that the run's sandbox is gone, twice: the local
-// backend's root no longer holds it, and our sweep finds nothing it would
-// destroy for this finished run.
+// ranOnModal fails unless the fake Modal server created a sandbox owned by
+// this run: the example ran on its shipped backend, not elsewhere.
+func ranOnModal(e *checkEnv, r *dagRun) []error {
+	if len(e.modal.createdFor(r.scenario.dagID, r.runID)) == 0 {
+		return []error{fmt.Errorf("the fake Modal server created no sandbox owned by %s/%s: the run did not use the modal backend it ships with", r.scenario.dagID, r.runID)}
+	}
+	return nil
+}
+
+// noSandboxLeft checks that the run's sandbox was made on Modal and is
+// gone, twice: the fake no longer runs it, and our sweep, asking Modal
+// through the modal_default connection as an operator would, finds nothing
+// it would destroy for this finished run.
 func noSandboxLeft(ctx context.Context, e *checkEnv, r *dagRun, id string) []error {
 	var errs []error
-	if id != "" {
-		if _, err := os.Stat(filepath.Join(e.w.sandboxRoot(), id)); err == nil {
-			errs = append(errs, fmt.Errorf("sandbox %s is still in %s after collect", id, e.w.sandboxRoot()))
+	if id != "" && !slices.Contains(e.modal.createdFor(r.scenario.dagID, r.runID), id) {
+		errs = append(errs, fmt.Errorf("the fake Modal server never created sandbox %s for this run", id))
+	}
+	for _, s := range e.modal.srv.Sandboxes() {
+		if s.ID == id {
+			errs = append(errs, fmt.Errorf("sandbox %s still runs on the fake Modal server after collect", id))
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, e.o.workerBin, "sweep", "--backend", "local", "--dry-run", "--json",
+	cmd := exec.CommandContext(ctx, e.o.workerBin, "sweep", "--backend", "modal", "--conn-id", modalConnID, "--dry-run", "--json",
 		"--finished-run", r.scenario.dagID+"/"+r.runID)
-	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+e.w.state)
+	cmd.Env = append(append(os.Environ(), e.modal.env()...), "AIRFLOW_CONN_MODAL_DEFAULT="+e.modal.connection())
 	out, err := cmd.Output()
 	if err != nil {
-		return append(errs, fmt.Errorf("airflow-go-worker sweep --dry-run failed: %v", err))
+		return append(errs, fmt.Errorf("airflow-go-worker sweep --backend modal --dry-run failed: %v%s", err, stderrOf(err)))
 	}
 	var sw struct {
 		Found []struct {
@@ -444,9 +450,10 @@ func noSandboxLeft(ctx context.Context, e *checkEnv, r *dagRun, id string) []err
 	return errs
 }
 
-func orEmpty(m map[string]any) map[string]any {
-	if m == nil {
-		return map[string]any{}
+func stderrOf(err error) string {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && len(ee.Stderr) > 0 {
+		return ": " + strings.TrimSpace(string(ee.Stderr))
 	}
-	return m
+	return ""
 }

@@ -12,12 +12,11 @@ Connections (resolved by the Go task at run time, never stored in the Dag):
 * ``aws_default``: the S3 bucket holding the input and receiving the outputs.
 * ``modal_default``: the Modal workspace the sandbox runs in.
 
-A run may choose the backend through ``dag_run.conf`` (``conf: [backend]`` in
-``bundle.yaml``), for example ``{"backend": "local"}`` to convert on the
-worker itself (the config's ``backends: {local: {ignore_image: true}}`` runs
-the registry image's commands on the worker's userland). Nothing else can be
-set per run: a conf key naming another input of ``convert`` fails the task
-before it starts.
+Nothing can be set per run: ``bundle.yaml`` gives ``convert`` no ``conf:``
+list, so a ``dag_run.conf`` key naming one of its inputs (``{"backend":
+"local"}``, which would move the sandbox onto the worker itself, say) fails
+the task before it starts. To convert on the worker, the Dag author sets
+``backend: local`` in the bundle config (``make demo`` does, in a copy).
 """
 
 from __future__ import annotations
@@ -43,7 +42,6 @@ def announce(result: dict) -> list[str]:
     dag_id="sandbox_conversion",
     schedule=None,
     tags=["sandbox", "go"],
-    params={"backend": "modal"},
 )
 def sandbox_conversion():
     announce(convert())

@@ -26,6 +26,7 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/testing/s3server"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"gopkg.in/yaml.v3"
 )
 
 const (
@@ -107,10 +108,19 @@ func run(bin, dir string) error {
 	}
 	fmt.Printf("    %s\n", connFile)
 
+	step("writing a demo-only bundle config: examples/conversion/bundle.yaml on the local backend")
+	// The shipped config runs on Modal, and dag_run.conf may not move it
+	// (that is the Dag author's choice, not a triggering user's): the demo
+	// is its own Dag author and sets backend: local in a copy.
+	config := filepath.Join(dir, "conversion-local.yaml")
+	if err := writeLocalConfig(filepath.Join("examples", "conversion", "bundle.yaml"), config); err != nil {
+		return err
+	}
+	fmt.Printf("    %s\n", config)
+
 	step("running Dag sandbox_conversion, task convert, through the local supervisor")
-	conf := `{"backend": "local"}`
-	args := []string{"run", "--bundle-config", filepath.Join("examples", "conversion", "bundle.yaml"),
-		"--dag", "sandbox_conversion", "--task", "convert", "--conf", conf,
+	args := []string{"run", "--bundle-config", config,
+		"--dag", "sandbox_conversion", "--task", "convert",
 		"--connections", connFile, "--state", stateDir}
 	fmt.Printf("    %s %s\n", filepath.Base(bin), strings.Join(quoteArgs(args), " "))
 	cmd := exec.CommandContext(ctx, bin, args...)
@@ -167,6 +177,75 @@ func run(bin, dir string) error {
 
 	step("done: the result landed in s3://%s/converted/ on the local S3 server,\n    stored on disk at %s", bucket, filepath.Join(s3dir, bucket, "converted"))
 	return nil
+}
+
+// writeLocalConfig copies a bundle config with every task's backend
+// default set to local and only the local backend's options, so a binary
+// built with the local backend alone runs it too (comments and everything
+// else kept).
+func writeLocalConfig(src, dst string) error {
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return fmt.Errorf("reading the example's bundle config (run the demo from the repository root): %w", err)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil || len(doc.Content) != 1 {
+		return fmt.Errorf("%s: not a YAML document: %v", src, err)
+	}
+	set := 0
+	for _, dag := range mappingValues(lookup(doc.Content[0], "dags")) {
+		for _, task := range mappingValues(lookup(dag, "tasks")) {
+			if b := lookup(lookup(task, "defaults"), "backend"); b != nil {
+				b.Value = "local"
+				set++
+			}
+		}
+	}
+	if set == 0 {
+		return fmt.Errorf("%s: no task sets a backend default to switch to local", src)
+	}
+	if opts := lookup(doc.Content[0], "backends"); opts != nil && opts.Kind == yaml.MappingNode {
+		var keep []*yaml.Node
+		for i := 0; i+1 < len(opts.Content); i += 2 {
+			if opts.Content[i].Value == "local" {
+				keep = append(keep, opts.Content[i], opts.Content[i+1])
+			}
+		}
+		opts.Content = keep
+	}
+	var out bytes.Buffer
+	fmt.Fprintf(&out, "# Written by make demo: %s with backend: local in every task.\n", src)
+	enc := yaml.NewEncoder(&out)
+	enc.SetIndent(2)
+	if err := enc.Encode(&doc); err != nil {
+		return err
+	}
+	return os.WriteFile(dst, out.Bytes(), 0o644)
+}
+
+// lookup is the value under key in a YAML mapping, nil when absent.
+func lookup(m *yaml.Node, key string) *yaml.Node {
+	if m == nil || m.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i+1]
+		}
+	}
+	return nil
+}
+
+// mappingValues are a YAML mapping's values, in order.
+func mappingValues(m *yaml.Node) []*yaml.Node {
+	if m == nil || m.Kind != yaml.MappingNode {
+		return nil
+	}
+	var out []*yaml.Node
+	for i := 1; i < len(m.Content); i += 2 {
+		out = append(out, m.Content[i])
+	}
+	return out
 }
 
 // demoMarker marks a directory the demo made, the only kind it deletes.

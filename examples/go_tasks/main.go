@@ -55,11 +55,12 @@ func main() {
 	// Values flow through XCom: each task reads its upstream's return_value
 	// (WithXCom), which works on Airflow 3.3, where the stub call's
 	// arguments are dropped, and on 3.4, where they arrive and win.
-	// dag_run.conf sets nothing unless allowed: a run may move the ranking
-	// onto the worker's local backend (its command is fixed) and choose top.
+	// dag_run.conf sets nothing unless allowed: a run may choose how many
+	// customers to rank (top), never where the sandbox runs (backend local
+	// would put it on the worker itself) or with which connection.
 	b.Register(dagID, "rank_customers", catalogue.Adapt(rankCustomers), bundles.WithDefaults(map[string]any{
 		"backend": "modal", "conn_id": "modal_default", "top": 3,
-	}), bundles.WithXCom("totals", "fetch_orders"), bundles.AllowConf("backend", "top"))
+	}), bundles.WithXCom("totals", "fetch_orders"), bundles.AllowConf("top"))
 	b.Register(dagID, "publish_ranking", catalogue.Adapt(publishRanking), bundles.WithDefaults(map[string]any{
 		"ranking_url": "s3://airflow-artifacts/reports/ranking.txt",
 		"aws_conn_id": "aws_default",
@@ -68,7 +69,7 @@ func main() {
 	// rank_customers killed before its cleanup leaves no sandbox behind.
 	if err := catalogue.Add(b, dagID, "cleanup", "sweep", map[string]any{
 		"backend": "modal", "finished_runs": []any{"{dag_id}/{run_id}"},
-	}, bundles.AllowConf("backend")); err != nil {
+	}); err != nil {
 		panic(err)
 	}
 	cli.Main(b)

@@ -24,11 +24,10 @@ and connection in ``bundle.yaml``.
 Connections: ``aws_default`` (the S3 bucket) and ``modal_default`` (the Modal
 workspace the sandbox runs in).
 
-A run may choose the backend through ``dag_run.conf``, for example
-``{"backend": "local"}`` to run the sandbox on the worker itself
-(bubblewrap, on the worker's userland as the config's ``backends:`` says;
-provision, run and collect then all run on that worker). Nothing else can be set per run: a conf key naming another input
-of a task fails it before it starts.
+Nothing can be set per run: no task has a ``conf:`` list in ``bundle.yaml``,
+so a ``dag_run.conf`` key naming an input of a task (``{"backend":
+"local"}``, which would move the sandbox onto the worker itself, say) fails
+it before it starts.
 """
 
 from __future__ import annotations

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/testing/fakemodal"
+)
+
+// modalConnID is the connection the examples' Modal tasks name (conn_id in
+// the bundle configs, go_tasks' defaults).
+const modalConnID = "modal_default"
+
+// modalServer is the fake Modal control plane the examples' backend: modal
+// tasks reach, in this process on 127.0.0.1. Its sandboxes run in local
+// bubblewrap sandboxes under the work directory.
+type modalServer struct {
+	srv *fakemodal.Server
+	log *os.File
+}
+
+func startModal(w *workdir) (*modalServer, error) {
+	f, err := os.Create(filepath.Join(w.logs, "fakemodal.log"))
+	if err != nil {
+		return nil, err
+	}
+	srv, err := fakemodal.New(fakemodal.Options{
+		Root:   w.modal,
+		Logger: hclog.New(&hclog.LoggerOptions{Name: "fakemodal", Level: hclog.Info, Output: f}),
+	})
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("starting the fake Modal server: %w", err)
+	}
+	return &modalServer{srv: srv, log: f}, nil
+}
+
+// env points the Modal SDK in the forked bundles at the fake and away from
+// a developer's ~/.modal.toml. The token is deliberately not here: the
+// tasks must read it from the modal_default connection, as a deployment
+// does.
+func (m *modalServer) env() []string {
+	var env []string
+	for k, v := range m.srv.Env() {
+		if k != "MODAL_TOKEN_ID" && k != "MODAL_TOKEN_SECRET" {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
+}
+
+// connection is modal_default as Airflow reads it from
+// AIRFLOW_CONN_MODAL_DEFAULT: the fake's token, as the Modal provider's
+// connection holds a real one (login = token id, password = secret).
+func (m *modalServer) connection() string {
+	b, _ := json.Marshal(map[string]string{"conn_type": "modal", "login": m.srv.TokenID(), "password": m.srv.TokenSecret()})
+	return string(b)
+}
+
+// createdFor lists the sandboxes the fake created for one Dag run (by the
+// owner tag our tasks stamp on them).
+func (m *modalServer) createdFor(dagID, runID string) []string {
+	var ids []string
+	for _, c := range m.srv.Creates() {
+		if c.Tags[sandbox.TagOwner] == dagID+"/"+runID {
+			ids = append(ids, c.SandboxID)
+		}
+	}
+	return ids
+}
+
+// live lists the sandboxes the fake still runs.
+func (m *modalServer) live() []string {
+	var ids []string
+	for _, s := range m.srv.Sandboxes() {
+		ids = append(ids, fmt.Sprintf("%s (owner %s)", s.ID, s.Tags[sandbox.TagOwner]))
+	}
+	return ids
+}
+
+// stop stops the fake, destroying any sandbox still there, and fails when a
+// client called an RPC the fake does not serve (the fake answered
+// UNIMPLEMENTED, so the run did not test what it claims).
+func (m *modalServer) stop() error {
+	step("stopping the fake Modal server")
+	m.srv.Close()
+	m.log.Close()
+	info("stopped; it created %d sandboxes", len(m.srv.Creates()))
+	if u := m.srv.Unimplemented(); len(u) > 0 {
+		return fmt.Errorf("the Modal clients called RPCs the fake does not serve: %s; serve them in testing/fakemodal", strings.Join(u, ", "))
+	}
+	return nil
+}
