@@ -3,7 +3,7 @@
 // backend (bubblewrap) and the bundle binary driven through its local
 // supervisor, exactly as Airflow would drive it. `make demo` runs it.
 //
-//	go run ./examples/demo [-bin bin/demo/airflow-go-worker] [-dir demo-out]
+//	go run ./examples/demo [-bin bin/airflow-go-worker] [-dir demo-out]
 //
 // It needs bubblewrap and versitygw (on PATH or in $(go env GOPATH)/bin;
 // `make tools` installs it).
@@ -35,7 +35,7 @@ const (
 )
 
 func main() {
-	bin := flag.String("bin", "bin/demo/airflow-go-worker", "the bundle binary, linking the Modal backend the example config names (scripts/demo.sh builds it; make build EXTRAS=modal)")
+	bin := flag.String("bin", "bin/airflow-go-worker", "the bundle binary (make build: the default build links the local backend the demo's config copy names)")
 	dir := flag.String("dir", "demo-out", "where the object store, the sandboxes and the state live; the result stays there")
 	flag.Parse()
 	if err := run(*bin, *dir); err != nil {
