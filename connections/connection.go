@@ -1,6 +1,7 @@
 // Package connections models Airflow Connections (the URI and JSON forms, the
-// AIRFLOW_CONN_<ID> environment variables, a connections file) and turns them
-// into the typed configurations our tasks use: modal, opensandbox and aws.
+// AIRFLOW_CONN_<ID> environment variables, a connections file). The
+// sandbox backends and storage drivers turn a Connection into their own
+// configuration in their own packages, so this one links no SDK.
 //
 // It knows nothing of sandboxes or of the coordinator protocol: both the bundle
 // runtime (which receives ConnectionResult frames) and the local supervisor

@@ -6,10 +6,11 @@ import (
 	"strings"
 )
 
-// checkEndpoint refuses an endpoint field that is not an http(s) URL or
+// CheckEndpoint refuses an endpoint field that is not an http(s) URL or
 // that carries credentials before the host (they would be logged and shown
-// in errors as the endpoint). An empty endpoint is fine.
-func checkEndpoint(connID, field, endpoint, keysGo string) error {
+// in errors as the endpoint). An empty endpoint is fine. Store drivers
+// call it on the endpoint fields of their connections.
+func CheckEndpoint(connID, field, endpoint, keysGo string) error {
 	if endpoint == "" {
 		return nil
 	}

@@ -29,7 +29,7 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/local"
 	"github.com/airflow-sandbox/airflow-go-worker/storage"
-	_ "github.com/airflow-sandbox/airflow-go-worker/storage/azure"
+	"github.com/airflow-sandbox/airflow-go-worker/storage/azure"
 	"github.com/airflow-sandbox/airflow-go-worker/storage/gcs"
 	"github.com/airflow-sandbox/airflow-go-worker/tasks"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/azurite"
@@ -113,7 +113,7 @@ func directUpload(ctx context.Context, job benchJob) error {
 		defer f.Close()
 		switch job.Store {
 		case "s3":
-			cfg, err := connections.AWSFromConnection(job.Conn)
+			cfg, err := storage.AWSFromConnection(job.Conn)
 			if err != nil {
 				return err
 			}
@@ -132,7 +132,7 @@ func directUpload(ctx context.Context, job benchJob) error {
 				return err
 			}
 		case "gcs":
-			cfg, err := connections.GCPFromConnection(job.Conn)
+			cfg, err := gcs.FromConnection(job.Conn)
 			if err != nil {
 				return err
 			}
@@ -148,7 +148,7 @@ func directUpload(ctx context.Context, job benchJob) error {
 				return err
 			}
 		case "azure":
-			cfg, err := connections.AzureFromConnection(job.Conn)
+			cfg, err := azure.FromConnection(job.Conn)
 			if err != nil {
 				return err
 			}
@@ -221,20 +221,15 @@ func startBenchStore(b *testing.B, name string) benchStore {
 	case "s3":
 		srv := s3server.Start(b)
 		srv.CreateBucket(b, "bench")
-		extra, _ := json.Marshal(map[string]string{"endpoint_url": srv.Endpoint, "region_name": srv.Region})
-		return benchStore{name, connections.Connection{ConnID: "bench", ConnType: "aws", Login: srv.AccessKey, Password: srv.SecretKey, Extra: string(extra)},
-			func(k string) string { return "s3://bench/" + k }}
+		return benchStore{name, srv.Connection("bench"), func(k string) string { return "s3://bench/" + k }}
 	case "gcs":
 		srv := gcsserver.Start(b)
 		srv.CreateBucket(b, "bench")
-		extra, _ := json.Marshal(map[string]any{"gcs.endpoint": srv.Endpoint, "is_anonymous": true})
-		return benchStore{name, connections.Connection{ConnID: "bench", ConnType: "google_cloud_platform", Extra: string(extra)},
-			func(k string) string { return "gs://bench/" + k }}
+		return benchStore{name, srv.Connection("bench"), func(k string) string { return "gs://bench/" + k }}
 	case "azure":
 		srv := azurite.Start(b)
 		srv.CreateContainer(b, "bench")
-		return benchStore{name, connections.Connection{ConnID: "bench", ConnType: "wasb", Host: srv.AccountURL, Login: srv.Account, Password: srv.Key},
-			func(k string) string { return "abfs://bench/" + k }}
+		return benchStore{name, srv.Connection("bench"), func(k string) string { return "abfs://bench/" + k }}
 	}
 	b.Fatalf("%s=%q: unknown store %q; use s3, gcs or azure", BenchStoresEnv, os.Getenv(BenchStoresEnv), name)
 	return benchStore{}

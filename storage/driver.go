@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/airflow-sandbox/airflow-go-worker/connections"
 )
 
 // Bucket is one bucket, container or the local filesystem behind a driver.
@@ -51,23 +53,142 @@ type Pending interface {
 // OpenFunc opens the bucket loc lives in with the credentials in opt.
 type OpenFunc func(ctx context.Context, loc Location, opt Options) (Bucket, error)
 
-var (
-	driversMu sync.RWMutex
-	drivers   = map[string]OpenFunc{"file": openFileStore, "s3": openS3Store}
-)
-
-// driverPackages are the packages that register each optional store.
-var driverPackages = map[string]string{
-	"gs": "github.com/airflow-sandbox/airflow-go-worker/storage/gcs",
-	"az": "github.com/airflow-sandbox/airflow-go-worker/storage/azure",
+// Credentials are one store's resolved connection, as its driver parsed it
+// (*AWSConfig, *gcs.Config, *azure.Config): opaque to package storage and
+// its callers, which only pass them back in Options.Credentials.
+type Credentials interface {
+	// Secrets are the values a secret masker must hide, keyed by what
+	// each is ("private key"); empty values are ignored.
+	Secrets() map[string]string
 }
 
-// Register makes scheme ("gs", "az") usable; driver packages call it from
-// init.
-func Register(scheme string, open OpenFunc) {
+// Driver is what a store package registers: its URL scheme, the Airflow
+// connection types that reach it and the adapter reading them, and how to
+// open a bucket. A new store is its own package plus one Register call.
+type Driver struct {
+	// Scheme is the store's name in Location.Scheme and
+	// Options.Credentials ("gs").
+	Scheme string
+	// Forms are the URL schemes that name the store, the canonical one
+	// first ("gs", "gcs"); empty means Scheme alone.
+	Forms []string
+	// ConnTypes are the Airflow connection types it accepts, the one to
+	// create first ("google_cloud_platform", "gcp"). A connection with no
+	// type is accepted too.
+	ConnTypes []string
+	// FromConnection parses a connection of one of ConnTypes; its errors
+	// name the connection and field, never a secret.
+	FromConnection func(connections.Connection) (Credentials, error)
+	// Open opens a bucket, with Options.Credentials[Scheme] (nil: the
+	// store's default credentials).
+	Open OpenFunc
+}
+
+var (
+	driversMu sync.RWMutex
+	drivers   = map[string]Driver{"file": {Scheme: "file", Open: openFileStore}, "s3": s3Driver}
+	forms     = map[string]string{} // URL scheme -> store, for registered stores
+)
+
+// wellKnown are stores this package names when a bundle does not link
+// them, so the error can say which package to import and the URL parser
+// can recognise their spellings.
+var wellKnown = map[string]struct{ form, pkg, connType string }{
+	"gs": {"gs", "github.com/airflow-sandbox/airflow-go-worker/storage/gcs", "google_cloud_platform"},
+	"az": {"abfs", "github.com/airflow-sandbox/airflow-go-worker/storage/azure", "wasb"},
+}
+
+// Register makes a store usable; driver packages call it from init. It
+// panics on a driver without a scheme, Open or FromConnection, or a
+// scheme registered twice: programming errors that must fail at start-up.
+func Register(d Driver) {
+	if d.Scheme == "" || d.Open == nil || (d.FromConnection == nil) != (len(d.ConnTypes) == 0) {
+		panic(fmt.Sprintf("storage: driver %q needs a scheme, Open, and connection types with FromConnection", d.Scheme))
+	}
 	driversMu.Lock()
 	defer driversMu.Unlock()
-	drivers[scheme] = open
+	if _, dup := drivers[d.Scheme]; dup {
+		panic(fmt.Sprintf("storage: driver %q registered twice", d.Scheme))
+	}
+	drivers[d.Scheme] = d
+	for _, f := range d.Forms {
+		forms[f] = d.Scheme
+	}
+}
+
+func lookupDriver(scheme string) (Driver, bool) {
+	driversMu.RLock()
+	defer driversMu.RUnlock()
+	d, ok := drivers[scheme]
+	return d, ok
+}
+
+// registeredForm is the store a registered driver's URL scheme names.
+func registeredForm(form string) string {
+	driversMu.RLock()
+	defer driversMu.RUnlock()
+	return forms[form]
+}
+
+// ConnType is the Airflow connection type to create for a store ("" for
+// file:// and stores that take none).
+func ConnType(scheme string) string {
+	if d, ok := lookupDriver(scheme); ok {
+		if len(d.ConnTypes) == 0 {
+			return ""
+		}
+		return d.ConnTypes[0]
+	}
+	return wellKnown[scheme].connType
+}
+
+// FromConnection parses Airflow connection c for the store scheme ("s3",
+// "gs", "az": a Location's Scheme) with the store's own adapter, after
+// checking that its type is one the store accepts.
+func FromConnection(scheme string, c connections.Connection) (Credentials, error) {
+	d, ok := lookupDriver(scheme)
+	if !ok {
+		form := wellKnown[scheme].form
+		if form == "" {
+			form = scheme
+		}
+		return nil, unlinked(Location{Scheme: scheme, form: form})
+	}
+	if d.FromConnection == nil {
+		return nil, fmt.Errorf("%s:// URLs take no connection; remove the connection %q from the task", scheme, c.ConnID)
+	}
+	if t := strings.ToLower(c.ConnType); t != "" && !slices.Contains(d.ConnTypes, t) {
+		return nil, fmt.Errorf("connection %q has type %q, not %s; %s URLs need a %s connection", c.ConnID, c.ConnType, d.ConnTypes[0], d.describe(), d.ConnTypes[0])
+	}
+	return d.FromConnection(c)
+}
+
+// describe names the store's URL forms ("gs:// and gcs://").
+func (d Driver) describe() string {
+	fs := d.Forms
+	if len(fs) == 0 {
+		fs = []string{d.Scheme}
+	}
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = f + "://"
+	}
+	return strings.Join(out, ", ")
+}
+
+// CredentialsFor is opt's credentials for scheme as the driver's own type
+// T (a pointer); the zero T when opt holds none. Drivers call it in Open.
+func CredentialsFor[T Credentials](opt Options, scheme string) (T, error) {
+	var zero T
+	c, ok := opt.Credentials[scheme]
+	if !ok || c == nil {
+		return zero, nil
+	}
+	t, ok := c.(T)
+	if !ok {
+		return zero, fmt.Errorf("Options.Credentials[%q] holds %T, not the %T its driver reads; parse the connection with storage.FromConnection(%q, conn)", scheme, c, zero, scheme)
+	}
+	return t, nil
 }
 
 // unlinkedHint says how to get a binary that links a store this one does
@@ -120,8 +241,9 @@ func unlinked(loc Location) error {
 				loc.form, storeName[loc.Scheme], strings.Join(Schemes(), ", "), how)
 		}
 	}
+	pkg := wellKnown[loc.Scheme].pkg
 	return fmt.Errorf("%s:// URLs need the driver package %s, which this bundle does not link; import it (import _ %q) in the bundle's main package",
-		loc.form, driverPackages[loc.Scheme], driverPackages[loc.Scheme])
+		loc.form, pkg, pkg)
 }
 
 // storeName names the optional stores as their build options do.
@@ -129,11 +251,9 @@ var storeName = map[string]string{"gs": "gcs", "az": "azure"}
 
 // openStore opens the bucket (or filesystem) that loc lives in.
 func openStore(ctx context.Context, loc Location, opt Options) (Bucket, error) {
-	driversMu.RLock()
-	open := drivers[loc.Scheme]
-	driversMu.RUnlock()
-	if open == nil {
+	d, ok := lookupDriver(loc.Scheme)
+	if !ok {
 		return nil, unlinked(loc)
 	}
-	return open(ctx, loc, opt)
+	return d.Open(ctx, loc, opt)
 }

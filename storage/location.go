@@ -87,11 +87,19 @@ func parseURL(raw string) (Location, error) {
 	}
 	form := strings.ToLower(u.Scheme)
 	loc := Location{Scheme: schemes[form], form: form}
+	if loc.Scheme == "" {
+		// A store of its own package, registered with its URL forms.
+		loc.Scheme = registeredForm(form)
+	}
 	switch loc.Scheme {
-	case "s3", "gs", "az":
-		if err := parseBucketURL(&loc, u, raw); err != nil {
-			return Location{}, err
+	case "":
+		if form == "" {
+			return Location{}, fmt.Errorf("%q is not a storage URL such as s3://bucket/key or file:///path", redactURL(raw))
 		}
+		if why, ok := refusedSchemes[form]; ok {
+			return Location{}, fmt.Errorf("%q: %s", redactURL(raw), why)
+		}
+		return Location{}, fmt.Errorf("unsupported scheme %s:// in %q; %s", form, redactURL(raw), SupportedURLs)
 	case "file":
 		if u.Host != "" && u.Host != "localhost" {
 			return Location{}, fmt.Errorf("%q names host %q; file URLs must be local, like file:///absolute/path", raw, u.Host)
@@ -114,14 +122,10 @@ func parseURL(raw string) (Location, error) {
 			// fileblob reserves this suffix for its metadata sidecars.
 			return Location{}, fmt.Errorf("%q ends with .attrs, a suffix the file backend reserves; choose another file name", raw)
 		}
-	default:
-		if form == "" {
-			return Location{}, fmt.Errorf("%q is not a storage URL such as s3://bucket/key or file:///path", redactURL(raw))
+	default: // a bucket store: s3, gs, az or a registered one
+		if err := parseBucketURL(&loc, u, raw); err != nil {
+			return Location{}, err
 		}
-		if why, ok := refusedSchemes[form]; ok {
-			return Location{}, fmt.Errorf("%q: %s", redactURL(raw), why)
-		}
-		return Location{}, fmt.Errorf("unsupported scheme %s:// in %q; %s", form, redactURL(raw), SupportedURLs)
 	}
 	if err := checkKey(loc.Key); err != nil {
 		return Location{}, fmt.Errorf("%q: %v", redactURL(raw), err)
@@ -166,19 +170,6 @@ func bucketWord(scheme string) string {
 		return "container"
 	}
 	return "bucket"
-}
-
-// ConnType is the Airflow connection type that reaches a store ("" for file).
-func ConnType(scheme string) string {
-	switch scheme {
-	case "s3":
-		return "aws"
-	case "gs":
-		return "google_cloud_platform"
-	case "az":
-		return "wasb"
-	}
-	return ""
 }
 
 func checkKey(key string) error {

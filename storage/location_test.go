@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"maps"
 	"strings"
 	"testing"
 )
@@ -114,16 +115,18 @@ func TestRedactURL(t *testing.T) {
 // storage/azure is told which package to link.
 func TestDriverNotLinked(t *testing.T) {
 	driversMu.Lock()
-	saved := map[string]OpenFunc{"gs": drivers["gs"], "az": drivers["az"]}
-	delete(drivers, "gs")
-	delete(drivers, "az")
+	saved := map[string]Driver{}
+	for _, k := range []string{"gs", "az"} {
+		if d, ok := drivers[k]; ok {
+			saved[k] = d
+		}
+		delete(drivers, k)
+	}
 	driversMu.Unlock()
 	t.Cleanup(func() {
-		for k, v := range saved {
-			if v != nil {
-				Register(k, v)
-			}
-		}
+		driversMu.Lock()
+		defer driversMu.Unlock()
+		maps.Copy(drivers, saved)
 	})
 	for u, pkg := range map[string]string{"gs://b/k": "storage/gcs", "abfs://c/k": "storage/azure", "azblob://c/k": "storage/azure"} {
 		_, err := Put(context.Background(), u, strings.NewReader("x"), Options{})

@@ -18,7 +18,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 
-	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/storage/parts"
 )
 
@@ -43,7 +42,11 @@ type s3Store struct {
 }
 
 func openS3Store(ctx context.Context, loc Location, opt Options) (Bucket, error) {
-	client, checksums, err := newS3Client(ctx, opt.AWS, loc.Bucket)
+	cfg, err := CredentialsFor[*AWSConfig](opt, "s3")
+	if err != nil {
+		return nil, err
+	}
+	client, checksums, err := newS3Client(ctx, cfg, loc.Bucket)
 	if err != nil {
 		return nil, err
 	}
@@ -54,8 +57,8 @@ func openS3Store(ctx context.Context, loc Location, opt Options) (Bucket, error)
 // credential chain when cfg is nil or has no keys. A custom endpoint (MinIO,
 // versitygw, ...) gets path-style addressing and checksums only when
 // required, which is what S3-compatible servers support.
-func newS3Client(ctx context.Context, cfg *connections.AWSConfig, bucket string) (*s3.Client, aws.RequestChecksumCalculation, error) {
-	var c connections.AWSConfig
+func newS3Client(ctx context.Context, cfg *AWSConfig, bucket string) (*s3.Client, aws.RequestChecksumCalculation, error) {
+	var c AWSConfig
 	if cfg != nil {
 		c = *cfg
 	}

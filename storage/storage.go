@@ -34,8 +34,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-
-	"github.com/airflow-sandbox/airflow-go-worker/connections"
 )
 
 // ErrNotFound is returned (wrapped, with the URL) when the object to read
@@ -48,18 +46,12 @@ const DefaultProgressEvery = 5 * time.Second
 
 // Options configure a transfer.
 type Options struct {
-	// AWS holds credentials, region and endpoint for s3:// URLs, usually
-	// from connections.AWSFromConnection. Nil means the default AWS
-	// credential chain (environment, ~/.aws, instance role).
-	AWS *connections.AWSConfig
-	// GCP holds credentials and endpoint for gs:// URLs, usually from
-	// connections.GCPFromConnection. Nil means Google's application default
-	// credentials (GOOGLE_APPLICATION_CREDENTIALS, gcloud, metadata server).
-	GCP *connections.GCPConfig
-	// Azure holds the account and credentials for Azure Blob URLs, usually
-	// from connections.AzureFromConnection. Nil means the AZURE_STORAGE_*
-	// environment variables.
-	Azure *connections.AzureConfig
+	// Credentials are each store's resolved connection by scheme ("s3",
+	// "gs", "az"), from FromConnection (or the driver's own type: an
+	// *AWSConfig for s3). A store without an entry uses its default
+	// credentials: the AWS chain, Google's application default
+	// credentials, the AZURE_STORAGE_* variables.
+	Credentials map[string]Credentials
 	// Logger receives progress lines; nil discards them.
 	Logger hclog.Logger
 	// ProgressEvery is the interval between progress lines; zero means
@@ -202,27 +194,10 @@ func checkConn(loc Location, opt Options) error {
 	if loc.ConnID == "" {
 		return nil
 	}
-	var field, resolve string
-	switch loc.Scheme {
-	case "s3":
-		if opt.AWS != nil {
-			return nil
-		}
-		field, resolve = "Options.AWS", "connections.AWSFromConnection"
-	case "gs":
-		if opt.GCP != nil {
-			return nil
-		}
-		field, resolve = "Options.GCP", "connections.GCPFromConnection"
-	case "az":
-		if opt.Azure != nil {
-			return nil
-		}
-		field, resolve = "Options.Azure", "connections.AzureFromConnection"
-	default:
+	if opt.Credentials[loc.Scheme] != nil {
 		return nil
 	}
-	return fmt.Errorf("%s names connection %q; resolve it (a %s connection) with %s and pass it as %s", loc, loc.ConnID, ConnType(loc.Scheme), resolve, field)
+	return fmt.Errorf("%s names connection %q; resolve it (a %s connection) with storage.FromConnection(%q, conn) and pass it in Options.Credentials[%q]", loc, loc.ConnID, ConnType(loc.Scheme), loc.Scheme, loc.Scheme)
 }
 
 // hashed runs write on r, counting (and with opt.SHA256 hashing) what

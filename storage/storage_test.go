@@ -57,9 +57,9 @@ func TestNoCredentialsSaysWhichConnectionToCreate(t *testing.T) {
 
 func TestS3WrongCredentials(t *testing.T) {
 	a, _ := s3Area(t)
-	bad := *a.Options.AWS
+	bad := *a.Options.Credentials["s3"].(*storage.AWSConfig)
 	bad.SecretAccessKey = "this-is-the-wrong-secret"
-	_, err := storage.Put(context.Background(), a.URL("k"), strings.NewReader("x"), storage.Options{AWS: &bad})
+	_, err := storage.Put(context.Background(), a.URL("k"), strings.NewReader("x"), storage.Options{Credentials: map[string]storage.Credentials{"s3": &bad}})
 	if err == nil || !strings.Contains(err.Error(), "credentials were rejected") {
 		t.Fatalf("want a rejected-credentials error, got %v", err)
 	}
@@ -71,11 +71,11 @@ func TestS3WrongCredentials(t *testing.T) {
 
 func TestURLNamingAConnectionNeedsIt(t *testing.T) {
 	for u, want := range map[string]string{
-		"s3://my_aws@bucket/key":  "Options.AWS",
-		"gs://my_gcp@bucket/key":  "Options.GCP",
-		"abfs://my_az@cont/key":   "Options.Azure",
-		"az://my_az@cont/key":     "Options.Azure",
-		"azblob://my_az@cont/key": "Options.Azure",
+		"s3://my_aws@bucket/key":  "Options.Credentials",
+		"gs://my_gcp@bucket/key":  "Options.Credentials",
+		"abfs://my_az@cont/key":   "Options.Credentials",
+		"az://my_az@cont/key":     "Options.Credentials",
+		"azblob://my_az@cont/key": "Options.Credentials",
 	} {
 		_, err := storage.Put(context.Background(), u, strings.NewReader("x"), storage.Options{})
 		if err == nil || !strings.Contains(err.Error(), `"my_`) || !strings.Contains(err.Error(), want) {
@@ -128,11 +128,11 @@ func TestAWSConfigFromConnectionReachesServer(t *testing.T) {
 	a, srv := s3Area(t)
 	conn := connections.Connection{ConnID: "aws_test", ConnType: "aws", Login: srv.AccessKey, Password: srv.SecretKey,
 		Extra: fmt.Sprintf(`{"endpoint_url": %q, "region_name": %q}`, srv.Endpoint, srv.Region)}
-	cfg, err := connections.AWSFromConnection(conn)
+	cfg, err := storage.FromConnection("s3", conn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := storage.Put(context.Background(), a.URL("via-conn"), strings.NewReader("x"), storage.Options{AWS: &cfg}); err != nil {
+	if _, err := storage.Put(context.Background(), a.URL("via-conn"), strings.NewReader("x"), storage.Options{Credentials: map[string]storage.Credentials{"s3": cfg}}); err != nil {
 		t.Fatal(err)
 	}
 	storagetest.AssertObjects(t, a, "via-conn")

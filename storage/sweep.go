@@ -135,11 +135,15 @@ func sweepS3(ctx context.Context, u *url.URL, cutoff time.Time, dryRun bool, opt
 	if bucket == "" {
 		return fmt.Errorf("sweep: %q has no bucket; write it as s3://bucket/prefix", redactURL(u.String()))
 	}
-	if u.User != nil && opt.AWS == nil {
+	cfg, err := CredentialsFor[*AWSConfig](opt, "s3")
+	if err != nil {
+		return fmt.Errorf("sweep: %w", err)
+	}
+	if u.User != nil && cfg == nil {
 		return fmt.Errorf("sweep: %s names connection %q; resolve it and pass its credentials", redactURL(u.String()), u.User.Username())
 	}
 	prefix := strings.TrimPrefix(u.Path, "/")
-	client, _, err := newS3Client(ctx, opt.AWS, bucket)
+	client, _, err := newS3Client(ctx, cfg, bucket)
 	if err != nil {
 		return fmt.Errorf("sweep: %w", err)
 	}

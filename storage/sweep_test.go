@@ -111,8 +111,11 @@ func TestSweepRemovesOldS3Leftovers(t *testing.T) {
 	srv := s3server.Start(t)
 	const bucket = "sweep"
 	srv.CreateBucket(t, bucket)
-	cfg := srv.AWS()
-	opt := Options{AWS: &cfg}
+	cfg, err := AWSFromConnection(srv.Connection("s3_test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt := Options{Credentials: map[string]Credentials{"s3": &cfg}}
 	c := srv.Client()
 	ctx := context.Background()
 	put := func(key string) {

@@ -301,14 +301,10 @@ func TestStorageConnectionFromTheURL(t *testing.T) {
 			continue
 		}
 		var got []string
-		if creds.AWS != nil {
-			got = append(got, "s3")
-		}
-		if creds.GCP != nil {
-			got = append(got, "gs")
-		}
-		if creds.Azure != nil {
-			got = append(got, "az")
+		for _, scheme := range []string{"s3", "gs", "az"} {
+			if creds[scheme] != nil {
+				got = append(got, scheme)
+			}
 		}
 		if err != nil || strings.Join(got, ",") != c.want {
 			t.Errorf("%v with %q: got %v, %v; want %q", c.urls, c.field, got, err, c.want)
@@ -338,13 +334,18 @@ func TestConnectionCredentialsAreMasked(t *testing.T) {
 	e.af.conns["lake"] = connections.Connection{ConnID: "lake", ConnType: "aws", Login: "AKIAEXAMPLE", Password: "aws-secret-123",
 		Extra: `{"aws_session_token": "aws-session-456"}`}
 	e.af.conns["modal_default"] = connections.Connection{ConnID: "modal_default", ConnType: "modal", Login: "ak-1", Password: "as-modal-789"}
-	if _, err := resolveStorage(context.Background(), e.deps, "export_conn_id", "lake", map[string]string{"a": "s3://b/k"}); err != nil {
+	// Each store's driver says which of its connection's values are secret.
+	e.af.conns["gcp"] = connections.Connection{ConnID: "gcp", ConnType: "google_cloud_platform",
+		Extra: `{"keyfile_dict": {"type": "service_account", "client_email": "sa@p.iam.gserviceaccount.com", "private_key": "gcp-private-key-321"}}`}
+	e.af.conns["wasb"] = connections.Connection{ConnID: "wasb", ConnType: "wasb", Login: "acct", Password: "azure-key-654"}
+	urls := map[string]string{"a": "s3://lake@b/k", "b": "gs://gcp@b/k", "c": "abfs://wasb@c/k"}
+	if _, err := resolveStorage(context.Background(), e.deps, "export_conn_id", "", urls); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := resolveDriverRequest(context.Background(), e.deps, BackendOptions{Backend: "modal"}); err != nil {
 		t.Fatal(err)
 	}
-	for _, secret := range []string{"aws-secret-123", "aws-session-456", "as-modal-789"} {
+	for _, secret := range []string{"aws-secret-123", "aws-session-456", "as-modal-789", "gcp-private-key-321", "azure-key-654"} {
 		if !slices.Contains(e.af.masked, secret) {
 			t.Errorf("%s was not registered with the masker (masked: %d values)", secret, len(e.af.masked))
 		}

@@ -2,7 +2,6 @@ package tasks
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -30,12 +29,9 @@ type Storage interface {
 }
 
 // StorageCreds are the resolved connections of one task's transfers, one
-// per store; nil means that store's default credential chain.
-type StorageCreds struct {
-	AWS   *connections.AWSConfig
-	GCP   *connections.GCPConfig
-	Azure *connections.AzureConfig
-}
+// per store, by scheme ("s3", "gs", "az"), each parsed by its store's
+// driver; a store without one uses its default credentials.
+type StorageCreds map[string]storage.Credentials
 
 // Exporter lands files at their destinations all or nothing: a failed export
 // leaves nothing half-written anywhere.
@@ -67,7 +63,7 @@ func resolveStorage(ctx context.Context, d Deps, field, connID string, urls map[
 			err = storage.RequireLinked(raw)
 		}
 		if err != nil {
-			return StorageCreds{}, fmt.Errorf("%s: %w", p, err)
+			return nil, fmt.Errorf("%s: %w", p, err)
 		}
 		if loc.Scheme == "file" {
 			continue
@@ -76,12 +72,12 @@ func resolveStorage(ctx context.Context, d Deps, field, connID string, urls map[
 		switch {
 		case loc.ConnID == "":
 		case connID != "" && loc.ConnID != connID:
-			return StorageCreds{}, fmt.Errorf("%s is %q but %s names connection %q; use one connection", field, connID, storage.RedactURL(raw), loc.ConnID)
+			return nil, fmt.Errorf("%s is %q but %s names connection %q; use one connection", field, connID, storage.RedactURL(raw), loc.ConnID)
 		default:
 			id, by = loc.ConnID, storage.RedactURL(raw)
 		}
 		if prev, ok := byScheme[loc.Scheme]; ok && prev != id {
-			return StorageCreds{}, fmt.Errorf("%s and %s choose two connections for %s://, %q and %q; one task transfers with one connection per store, so split it or use %s",
+			return nil, fmt.Errorf("%s and %s choose two connections for %s://, %q and %q; one task transfers with one connection per store, so split it or use %s",
 				namedBy[loc.Scheme], by, loc.Scheme, prev, id, field)
 		}
 		byScheme[loc.Scheme], namedBy[loc.Scheme] = id, by
@@ -89,58 +85,38 @@ func resolveStorage(ctx context.Context, d Deps, field, connID string, urls map[
 	if connID != "" && !slices.Contains(slices.Collect(maps.Values(byScheme)), connID) {
 		// No URL needs it, but a misspelt id is still worth reporting now.
 		if _, err := d.Airflow.GetConnection(ctx, connID); errors.Is(err, connections.ErrNotFound) {
-			return StorageCreds{}, fmt.Errorf("%s: Airflow connection %q does not exist; create it or remove %s", field, connID, field)
+			return nil, fmt.Errorf("%s: Airflow connection %q does not exist; create it or remove %s", field, connID, field)
 		}
 	}
-	var creds StorageCreds
+	creds := StorageCreds{}
 	for _, scheme := range slices.Sorted(maps.Keys(byScheme)) {
 		id := byScheme[scheme]
 		if id == "" {
 			continue
 		}
-		if err := resolveOne(ctx, d, field, scheme, id, namedBy[scheme], &creds); err != nil {
-			return StorageCreds{}, err
+		if err := resolveOne(ctx, d, field, scheme, id, namedBy[scheme], creds); err != nil {
+			return nil, err
 		}
 	}
 	return creds, nil
 }
 
-// resolveOne reads connection id for store scheme into creds and registers
-// its secrets with the masker.
-func resolveOne(ctx context.Context, d Deps, field, scheme, id, by string, creds *StorageCreds) error {
-	want := storage.ConnType(scheme)
+// resolveOne reads connection id for store scheme into creds, parsed by
+// the store's driver, and registers its secrets with the masker.
+func resolveOne(ctx context.Context, d Deps, field, scheme, id, by string, creds StorageCreds) error {
 	conn, err := d.Airflow.GetConnection(ctx, id)
 	if errors.Is(err, connections.ErrNotFound) {
-		return fmt.Errorf("%s: Airflow connection %q does not exist; create it (type %s) or remove it to use the worker's default %s credentials", by, id, want, scheme)
+		return fmt.Errorf("%s: Airflow connection %q does not exist; create it (type %s) or remove it to use the worker's default %s credentials", by, id, storage.ConnType(scheme), scheme)
 	}
 	if err != nil {
 		return fmt.Errorf("%s: reading Airflow connection %q: %w", by, id, err)
 	}
-	var secrets map[string]string
-	switch scheme {
-	case "s3":
-		cfg, err := connections.AWSFromConnection(conn)
-		if err != nil {
-			return fmt.Errorf("%s: %w", by, err)
-		}
-		creds.AWS = &cfg
-		secrets = map[string]string{"secret access key": cfg.SecretAccessKey, "session token": cfg.SessionToken}
-	case "gs":
-		cfg, err := connections.GCPFromConnection(conn)
-		if err != nil {
-			return fmt.Errorf("%s: %w", by, err)
-		}
-		creds.GCP = &cfg
-		secrets = map[string]string{"keyfile_dict": string(cfg.KeyfileJSON), "private key": privateKeyOf(cfg.KeyfileJSON)}
-	case "az":
-		cfg, err := connections.AzureFromConnection(conn)
-		if err != nil {
-			return fmt.Errorf("%s: %w", by, err)
-		}
-		creds.Azure = &cfg
-		secrets = map[string]string{"account key": cfg.AccountKey, "sas token": cfg.SASToken, "connection string": cfg.ConnectionString}
+	cfg, err := storage.FromConnection(scheme, conn)
+	if err != nil {
+		return fmt.Errorf("%s: %w", by, err)
 	}
-	if err := maskSecrets(ctx, d, id, secrets); err != nil {
+	creds[scheme] = cfg
+	if err := maskSecrets(ctx, d, id, cfg.Secrets()); err != nil {
 		return fmt.Errorf("%s: %w", field, err)
 	}
 	return nil
@@ -183,7 +159,7 @@ var DefaultStorage Storage = objectStorage{}
 type objectStorage struct{}
 
 func storageOptions(c StorageCreds, log hclog.Logger) storage.Options {
-	return storage.Options{AWS: c.AWS, GCP: c.GCP, Azure: c.Azure, Logger: log, ProgressEvery: -1}
+	return storage.Options{Credentials: c, Logger: log, ProgressEvery: -1}
 }
 
 func (objectStorage) Open(ctx context.Context, url string, c StorageCreds, log hclog.Logger) (io.ReadCloser, error) {
@@ -207,18 +183,6 @@ func (x objectExport) Stage(ctx context.Context, dest string, r io.Reader, size 
 
 func (x objectExport) Commit(ctx context.Context) ([]string, error) { return x.e.Commit(ctx) }
 func (x objectExport) Abort(ctx context.Context) error              { return x.e.Abort(ctx) }
-
-// privateKeyOf is the private_key of a service-account key JSON, masked on
-// its own since an error could quote it without the rest of the file.
-func privateKeyOf(keyJSON []byte) string {
-	var k struct {
-		PrivateKey string `json:"private_key"`
-	}
-	if len(keyJSON) == 0 || json.Unmarshal(keyJSON, &k) != nil {
-		return ""
-	}
-	return k.PrivateKey
-}
 
 // OpenObject streams the object at url for a Go task: its connection
 // (connID, or the one the URL names; none means the store's default

@@ -38,9 +38,9 @@ func sweepStorage(ctx context.Context, d Deps, in SweepInput) ([]storage.SweepRe
 			connID, by = c, storage.RedactURL(p)
 		}
 	}
-	var creds StorageCreds
+	creds := StorageCreds{}
 	if connID != "" {
-		if err := resolveOne(ctx, d, "storage_conn_id", "s3", connID, by, &creds); err != nil {
+		if err := resolveOne(ctx, d, "storage_conn_id", "s3", connID, by, creds); err != nil {
 			return nil, err
 		}
 	}

@@ -36,7 +36,18 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/storage/parts"
 )
 
-func init() { storage.Register("az", Open) }
+func init() {
+	storage.Register(storage.Driver{
+		Scheme: "az", Forms: []string{"abfs", "abfss", "az", "azblob"}, ConnTypes: []string{"wasb"}, Open: Open,
+		FromConnection: func(c connections.Connection) (storage.Credentials, error) {
+			cfg, err := FromConnection(c)
+			if err != nil {
+				return nil, err
+			}
+			return &cfg, nil
+		},
+	})
+}
 
 var blockParts = parts.Options{PartSize: storage.PartSize, Concurrency: storage.UploadConcurrency}
 
@@ -45,10 +56,13 @@ type bucket struct {
 	c    *container.Client
 }
 
-// Open opens the container loc names with opt.Azure (nil: the
-// AZURE_STORAGE_* environment variables).
+// Open opens the container loc names with opt.Credentials["az"], a
+// *Config (none: the AZURE_STORAGE_* environment variables).
 func Open(_ context.Context, loc storage.Location, opt storage.Options) (storage.Bucket, error) {
-	cfg := opt.Azure
+	cfg, err := storage.CredentialsFor[*Config](opt, "az")
+	if err != nil {
+		return nil, err
+	}
 	if cfg == nil {
 		cfg = fromEnv()
 	}
@@ -65,9 +79,9 @@ func Open(_ context.Context, loc storage.Location, opt storage.Options) (storage
 var errNoCredentials = errors.New("no Azure credentials found: create a wasb connection (login = account name, password = account key, or extra sas_token or connection_string) and name it in the task (export_conn_id, storage_conn_id) or the URL (abfs://conn_id@container/key), or give the worker AZURE_STORAGE_CONNECTION_STRING")
 
 // fromEnv reads the variables adlfs and the Azure CLI use.
-func fromEnv() *connections.AzureConfig {
+func fromEnv() *Config {
 	if cs := os.Getenv("AZURE_STORAGE_CONNECTION_STRING"); cs != "" {
-		return &connections.AzureConfig{ConnectionString: cs}
+		return &Config{ConnectionString: cs}
 	}
 	account := firstEnv("AZURE_STORAGE_ACCOUNT_NAME", "AZURE_STORAGE_ACCOUNT")
 	key := firstEnv("AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_KEY")
@@ -75,7 +89,7 @@ func fromEnv() *connections.AzureConfig {
 	if account == "" || (key == "" && sas == "") {
 		return nil
 	}
-	return &connections.AzureConfig{AccountName: account, AccountURL: "https://" + account + ".blob.core.windows.net/", AccountKey: key, SASToken: sas}
+	return &Config{AccountName: account, AccountURL: "https://" + account + ".blob.core.windows.net/", AccountKey: key, SASToken: sas}
 }
 
 func firstEnv(names ...string) string {
@@ -89,7 +103,7 @@ func firstEnv(names ...string) string {
 
 // serviceClient signs in as cfg says. urlAccount is the account host a URL
 // named (account.dfs.core.windows.net), which must agree with cfg.
-func serviceClient(cfg connections.AzureConfig, urlAccount string) (*azblob.Client, error) {
+func serviceClient(cfg Config, urlAccount string) (*azblob.Client, error) {
 	if cfg.ConnectionString != "" {
 		c, err := azblob.NewClientFromConnectionString(cfg.ConnectionString, nil)
 		if err != nil {
@@ -128,7 +142,7 @@ func serviceClient(cfg connections.AzureConfig, urlAccount string) (*azblob.Clie
 }
 
 // redactErr keeps a connection string's key out of an SDK error.
-func redactErr(err error, cfg connections.AzureConfig) string {
+func redactErr(err error, cfg Config) string {
 	msg := err.Error()
 	for _, part := range strings.Split(cfg.ConnectionString, ";") {
 		if k, v, ok := strings.Cut(part, "="); ok && v != "" && (strings.EqualFold(k, "AccountKey") || strings.EqualFold(k, "SharedAccessSignature")) {

@@ -38,7 +38,18 @@ const ChunkSize = 16 << 20
 // DefaultEndpoint is Cloud Storage's JSON API.
 const DefaultEndpoint = "https://storage.googleapis.com"
 
-func init() { storage.Register("gs", Open) }
+func init() {
+	storage.Register(storage.Driver{
+		Scheme: "gs", Forms: []string{"gs", "gcs"}, ConnTypes: []string{"google_cloud_platform", "gcp"}, Open: Open,
+		FromConnection: func(c connections.Connection) (storage.Credentials, error) {
+			cfg, err := FromConnection(c)
+			if err != nil {
+				return nil, err
+			}
+			return &cfg, nil
+		},
+	})
+}
 
 type bucket struct {
 	name string
@@ -48,10 +59,15 @@ type bucket struct {
 	uploadURL string
 }
 
-// Open opens the bucket loc names with opt.GCP (nil: application default
-// credentials, or STORAGE_EMULATOR_HOST's emulator).
+// Open opens the bucket loc names with opt.Credentials["gs"], a *Config
+// (none: application default credentials, or STORAGE_EMULATOR_HOST's
+// emulator).
 func Open(ctx context.Context, loc storage.Location, opt storage.Options) (storage.Bucket, error) {
-	endpoint, opts, err := clientOptions(opt.GCP)
+	cfg, err := storage.CredentialsFor[*Config](opt, "gs")
+	if err != nil {
+		return nil, err
+	}
+	endpoint, opts, err := clientOptions(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +84,7 @@ func Open(ctx context.Context, loc storage.Location, opt storage.Options) (stora
 
 // clientOptions are the transport's options for cfg and the endpoint (no
 // trailing slash) they reach.
-func clientOptions(cfg *connections.GCPConfig) (string, []option.ClientOption, error) {
+func clientOptions(cfg *Config) (string, []option.ClientOption, error) {
 	// No OpenTelemetry wrapping of every request.
 	opts := []option.ClientOption{option.WithTelemetryDisabled()}
 	endpoint := DefaultEndpoint

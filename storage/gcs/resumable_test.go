@@ -48,8 +48,8 @@ func newStrictGCS(t *testing.T) (*strictGCS, storage.Options) {
 	s := &strictGCS{t: t, objects: map[string][]byte{}, sessions: map[string][]byte{}}
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
-	cfg := connections.GCPConfig{Endpoint: srv.URL, Anonymous: true}
-	return s, storage.Options{GCP: &cfg}
+	return s, storagetest.Options(t, "gs", connections.Connection{ConnID: "strict", ConnType: "google_cloud_platform",
+		Extra: `{"gcs.endpoint": "` + srv.URL + `", "is_anonymous": true}`})
 }
 
 func crc(b []byte) string {

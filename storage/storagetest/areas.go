@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/storage"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/azurite"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/gcsserver"
@@ -49,9 +50,8 @@ func FileArea(t testing.TB) (Area, string) {
 func S3Area(t testing.TB, srv *s3server.Server) Area {
 	bucket := NewBucketName()
 	srv.CreateBucket(t, bucket)
-	cfg := srv.AWS()
 	return Area{
-		Options:       storage.Options{AWS: &cfg},
+		Options:       Options(t, "s3", srv.Connection("s3_test")),
 		URL:           func(key string) string { return "s3://" + bucket + "/" + key },
 		Objects:       func(t testing.TB) []string { return srv.Keys(t, bucket) },
 		Pending:       func(t testing.TB) int { return srv.PendingUploads(t, bucket) },
@@ -63,9 +63,8 @@ func S3Area(t testing.TB, srv *s3server.Server) Area {
 func GCSArea(t testing.TB, srv *gcsserver.Server) Area {
 	bucket := NewBucketName()
 	srv.CreateBucket(t, bucket)
-	cfg := srv.GCP()
 	return Area{
-		Options:       storage.Options{GCP: &cfg},
+		Options:       Options(t, "gs", srv.Connection("gs_test")),
 		URL:           func(key string) string { return "gs://" + bucket + "/" + key },
 		Objects:       func(t testing.TB) []string { o := srv.Objects(t, bucket); slices.Sort(o); return o },
 		MissingBucket: "gs://no-such-bucket/k",
@@ -77,13 +76,23 @@ func GCSArea(t testing.TB, srv *gcsserver.Server) Area {
 func AzureArea(t testing.TB, srv *azurite.Server, scheme string) Area {
 	name := NewBucketName()
 	srv.CreateContainer(t, name)
-	cfg := srv.Azure()
 	return Area{
-		Options:       storage.Options{Azure: &cfg},
+		Options:       Options(t, "az", srv.Connection("az_test")),
 		URL:           func(key string) string { return scheme + "://" + name + "/" + key },
 		Objects:       func(t testing.TB) []string { return srv.Blobs(t, name) },
 		MissingBucket: scheme + "://no-such-container/k",
 	}
+}
+
+// Options carries the credentials that conn gives the store scheme, parsed
+// by the store's driver as a task's would be, or fails the test.
+func Options(t testing.TB, scheme string, conn connections.Connection) storage.Options {
+	t.Helper()
+	c, err := storage.FromConnection(scheme, conn)
+	if err != nil {
+		t.Fatalf("connection %s for %s://: %v", conn.ConnID, scheme, err)
+	}
+	return storage.Options{Credentials: map[string]storage.Credentials{scheme: c}}
 }
 
 // AllowFiles adds dir to storage.FileRootsEnv for the rest of the test, as

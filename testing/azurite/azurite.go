@@ -98,9 +98,10 @@ func (s *Server) Stop() { s.proc.Stop() }
 // Output is what Azurite printed so far.
 func (s *Server) Output() string { return s.proc.Output() }
 
-// Azure is the wasb connection settings that reach this server.
-func (s *Server) Azure() connections.AzureConfig {
-	return connections.AzureConfig{AccountName: s.Account, AccountURL: s.AccountURL, AccountKey: s.Key}
+// Connection is a wasb connection with id that reaches this server
+// (account URL, name and key).
+func (s *Server) Connection(id string) connections.Connection {
+	return connections.Connection{ConnID: id, ConnType: "wasb", Host: s.AccountURL, Login: s.Account, Password: s.Key}
 }
 
 // ConnectionString is this server's Azure connection string.

@@ -94,10 +94,11 @@ func (s *Server) Stop() { s.proc.Stop() }
 // Output is what the emulator printed so far.
 func (s *Server) Output() string { return s.proc.Output() }
 
-// GCP is the connection settings that reach this emulator: anonymous, as
-// the emulator checks no credentials.
-func (s *Server) GCP() connections.GCPConfig {
-	return connections.GCPConfig{Endpoint: s.Endpoint, Anonymous: true, Project: s.Project}
+// Connection is a google_cloud_platform connection with id that reaches
+// this emulator: anonymous, as the emulator checks no credentials.
+func (s *Server) Connection(id string) connections.Connection {
+	extra, _ := json.Marshal(map[string]any{"gcs.endpoint": s.Endpoint, "is_anonymous": true, "project": s.Project})
+	return connections.Connection{ConnID: id, ConnType: "google_cloud_platform", Extra: string(extra)}
 }
 
 // CreateBucket creates a bucket through the JSON API or fails the test.

@@ -7,6 +7,7 @@ package s3server
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -120,9 +121,11 @@ func (s *Server) Stop() { s.proc.Stop() }
 // Output is what the gateway printed so far, for diagnosing a failing test.
 func (s *Server) Output() string { return s.proc.Output() }
 
-// AWS is the aws connection settings that reach this server.
-func (s *Server) AWS() connections.AWSConfig {
-	return connections.AWSConfig{AccessKeyID: s.AccessKey, SecretAccessKey: s.SecretKey, Region: s.Region, EndpointURL: s.Endpoint}
+// Connection is an aws connection with id that reaches this server, as an
+// operator would create it.
+func (s *Server) Connection(id string) connections.Connection {
+	extra, _ := json.Marshal(map[string]string{"endpoint_url": s.Endpoint, "region_name": s.Region})
+	return connections.Connection{ConnID: id, ConnType: "aws", Login: s.AccessKey, Password: s.SecretKey, Extra: string(extra)}
 }
 
 // Client is a plain aws-sdk S3 client for this server (path-style addressing),

@@ -1,9 +1,11 @@
-package connections
+package storage
 
 import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/airflow-sandbox/airflow-go-worker/connections"
 )
 
 // AWSConfig is what an Airflow "aws" connection says about reaching S3.
@@ -36,24 +38,38 @@ func (a AWSConfig) String() string {
 	return fmt.Sprintf("AWSConfig(credentials=%s region=%s endpoint=%s)", creds, a.Region, a.EndpointURL)
 }
 
+// s3Driver is the built-in s3:// store (s3store.go) with its aws
+// connections.
+var s3Driver = Driver{
+	Scheme: "s3", Forms: []string{"s3", "s3a"}, ConnTypes: []string{"aws", "s3"}, Open: openS3Store,
+	FromConnection: func(c connections.Connection) (Credentials, error) {
+		cfg, err := AWSFromConnection(c)
+		if err != nil {
+			return nil, err
+		}
+		return &cfg, nil
+	},
+}
+
+// Secrets are the secret key and session token.
+func (a AWSConfig) Secrets() map[string]string {
+	return map[string]string{"secret access key": a.SecretAccessKey, "session token": a.SessionToken}
+}
+
 // awsUnsupportedExtras change which identity Airflow would use. Ignoring them
 // would silently run with different credentials, so they are refused.
 var awsUnsupportedExtras = []string{"role_arn", "assume_role_method", "profile_name", "external_id"}
 
-// AWSFromConnection reads an Airflow aws connection the way Airflow's
+// AWSFromConnection reads an Airflow aws connection (FromConnection has
+// checked its type) the way Airflow's
 // AwsConnectionWrapper does: login/password are the access key id and secret;
 // extras aws_access_key_id/aws_secret_access_key are accepted when login and
 // password are empty; extras region_name, endpoint_url (or
 // service_config.s3.endpoint_url) and aws_session_token complete it.
 // Keys come in pairs: both or neither. Errors name the connection and the
 // field, never a secret value.
-func AWSFromConnection(c Connection) (AWSConfig, error) {
+func AWSFromConnection(c connections.Connection) (AWSConfig, error) {
 	var cfg AWSConfig
-	switch strings.ToLower(c.ConnType) {
-	case "", "aws", "s3":
-	default:
-		return cfg, fmt.Errorf("connection %q has type %q, not aws; point the export/storage connection at an aws connection", c.ConnID, c.ConnType)
-	}
 	if c.Host != "" {
 		return cfg, fmt.Errorf("connection %q: the host field is not used by aws connections; move the endpoint to extra endpoint_url (e.g. {\"endpoint_url\": \"http://%s\"})", c.ConnID, c.Host)
 	}
@@ -128,7 +144,7 @@ func AWSFromConnection(c Connection) (AWSConfig, error) {
 	if cfg.SessionToken != "" && cfg.AccessKeyID == "" {
 		return AWSConfig{}, fmt.Errorf("connection %q: extra aws_session_token is set without an access key; set login/password to the temporary key pair the token belongs to", c.ConnID)
 	}
-	if err := checkEndpoint(c.ConnID, "endpoint_url", cfg.EndpointURL, "login/password"); err != nil {
+	if err := connections.CheckEndpoint(c.ConnID, "endpoint_url", cfg.EndpointURL, "login/password"); err != nil {
 		return AWSConfig{}, err
 	}
 	return cfg, nil

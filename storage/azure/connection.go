@@ -1,15 +1,17 @@
-package connections
+package azure
 
 import (
 	"fmt"
 	"net"
 	"net/url"
 	"strings"
+
+	"github.com/airflow-sandbox/airflow-go-worker/connections"
 )
 
-// AzureConfig is what an Airflow "wasb" connection says about reaching Azure
+// Config is what an Airflow "wasb" connection says about reaching Azure
 // Blob storage: an account and one way to sign in to it.
-type AzureConfig struct {
+type Config struct {
 	// AccountName is the storage account (login, or the first label of the
 	// account URL's host).
 	AccountName string
@@ -28,8 +30,13 @@ type AzureConfig struct {
 	ConnectionString string
 }
 
+// Secrets are the account key, SAS token and connection string.
+func (a Config) Secrets() map[string]string {
+	return map[string]string{"account key": a.AccountKey, "sas token": a.SASToken, "connection string": a.ConnectionString}
+}
+
 // String never includes a key, token or connection string.
-func (a AzureConfig) String() string {
+func (a Config) String() string {
 	creds := "none"
 	switch {
 	case a.ConnectionString != "":
@@ -39,27 +46,23 @@ func (a AzureConfig) String() string {
 	case a.SASToken != "":
 		creds = "sas_token(***)"
 	}
-	return fmt.Sprintf("AzureConfig(account=%s url=%s credentials=%s)", a.AccountName, redactQuery(a.AccountURL), creds)
+	return fmt.Sprintf("Config(account=%s url=%s credentials=%s)", a.AccountName, redactQuery(a.AccountURL), creds)
 }
 
 // azureUnsupportedExtras select Azure AD identities the Go worker does not
 // implement; ignoring them would sign in differently from Airflow.
 var azureUnsupportedExtras = []string{"tenant_id", "managed_identity_client_id", "workload_identity_tenant_id", "client_secret_auth_config"}
 
-// AzureFromConnection reads a wasb connection the way the Azure provider's
+// FromConnection reads a wasb connection (the storage package has checked
+// its type) the way the Azure provider's
 // WasbHook does: extra connection_string wins; otherwise the account URL
 // comes from host (or https://<login>.blob.core.windows.net/), the key from
 // extra shared_access_key, password or extra account_key, and extra
 // sas_token signs requests when there is no key. Extras may carry the old
 // extra__wasb__ prefix. Errors name the connection and field, never a
 // secret.
-func AzureFromConnection(c Connection) (AzureConfig, error) {
-	var cfg AzureConfig
-	switch strings.ToLower(c.ConnType) {
-	case "", "wasb":
-	default:
-		return cfg, fmt.Errorf("connection %q has type %q, not wasb; Azure Blob URLs (abfs://, az://) need a wasb connection (login = account name, password = account key, or extra sas_token / connection_string)", c.ConnID, c.ConnType)
-	}
+func FromConnection(c connections.Connection) (Config, error) {
+	var cfg Config
 	extra, err := c.ExtraMap()
 	if err != nil {
 		return cfg, err
@@ -84,48 +87,48 @@ func AzureFromConnection(c Connection) (AzureConfig, error) {
 		}
 	}
 	if cfg.ConnectionString, err = str("connection_string"); err != nil {
-		return AzureConfig{}, err
+		return Config{}, err
 	}
 	if cfg.ConnectionString != "" {
 		if !strings.Contains(cfg.ConnectionString, "=") {
-			return AzureConfig{}, fmt.Errorf("connection %q: extra connection_string is not an Azure storage connection string (AccountName=...;AccountKey=...;BlobEndpoint=...); copy it from the storage account's Access keys page", c.ConnID)
+			return Config{}, fmt.Errorf("connection %q: extra connection_string is not an Azure storage connection string (AccountName=...;AccountKey=...;BlobEndpoint=...); copy it from the storage account's Access keys page", c.ConnID)
 		}
 		return cfg, nil
 	}
 	cfg.AccountName = strings.TrimSpace(c.Login)
 	if cfg.AccountName == "" {
 		if cfg.AccountName, err = str("account_name"); err != nil {
-			return AzureConfig{}, err
+			return Config{}, err
 		}
 	}
 	if cfg.AccountURL, err = azureAccountURL(c.ConnID, strings.TrimSpace(c.Host), cfg.AccountName); err != nil {
-		return AzureConfig{}, err
+		return Config{}, err
 	}
 	if cfg.AccountName == "" && cfg.AccountURL != "" {
 		cfg.AccountName = accountFromURL(cfg.AccountURL)
 	}
 	key, err := str("shared_access_key")
 	if err != nil {
-		return AzureConfig{}, err
+		return Config{}, err
 	}
 	if key == "" {
 		key = c.Password
 	}
 	if key == "" {
 		if key, err = str("account_key"); err != nil {
-			return AzureConfig{}, err
+			return Config{}, err
 		}
 	}
 	cfg.AccountKey = key
 	if cfg.SASToken, err = str("sas_token"); err != nil {
-		return AzureConfig{}, err
+		return Config{}, err
 	}
 	cfg.SASToken = strings.TrimPrefix(cfg.SASToken, "?")
 	if strings.HasPrefix(cfg.SASToken, "https://") || strings.HasPrefix(cfg.SASToken, "http://") {
 		// A whole account URL with its token, as WasbHook accepts.
 		u, err := url.Parse(cfg.SASToken)
 		if err != nil || u.RawQuery == "" {
-			return AzureConfig{}, fmt.Errorf("connection %q: extra sas_token looks like a URL but has no token after ?; give the token (sv=...&sig=...) or the account URL with it", c.ConnID)
+			return Config{}, fmt.Errorf("connection %q: extra sas_token looks like a URL but has no token after ?; give the token (sv=...&sig=...) or the account URL with it", c.ConnID)
 		}
 		cfg.SASToken = u.RawQuery
 		u.RawQuery = ""
@@ -135,10 +138,10 @@ func AzureFromConnection(c Connection) (AzureConfig, error) {
 		}
 	}
 	if cfg.AccountURL == "" {
-		return AzureConfig{}, fmt.Errorf("connection %q names no storage account; set login to the account name (or host to the account URL https://<account>.blob.core.windows.net), or extra connection_string", c.ConnID)
+		return Config{}, fmt.Errorf("connection %q names no storage account; set login to the account name (or host to the account URL https://<account>.blob.core.windows.net), or extra connection_string", c.ConnID)
 	}
 	if cfg.AccountKey == "" && cfg.SASToken == "" {
-		return AzureConfig{}, fmt.Errorf("connection %q has no credentials; set password to the account key, or extra sas_token or connection_string (Azure AD sign-in is not supported by the Go worker)", c.ConnID)
+		return Config{}, fmt.Errorf("connection %q has no credentials; set password to the account key, or extra sas_token or connection_string (Azure AD sign-in is not supported by the Go worker)", c.ConnID)
 	}
 	return cfg, nil
 }
@@ -161,7 +164,7 @@ func azureAccountURL(connID, host, account string) (string, error) {
 		}
 		host = "https://" + host
 	}
-	if err := checkEndpoint(connID, "host", host, "the password"); err != nil {
+	if err := connections.CheckEndpoint(connID, "host", host, "the password"); err != nil {
 		return "", fmt.Errorf("%s", strings.Replace(err.Error(), "extra host", "host", 1))
 	}
 	return host, nil

@@ -1,17 +1,19 @@
-package connections
+package gcs
 
 import (
 	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/airflow-sandbox/airflow-go-worker/connections"
 )
 
-// GCPConfig is what an Airflow "google_cloud_platform" connection says about
+// Config is what an Airflow "google_cloud_platform" connection says about
 // reaching Cloud Storage. With no key, Google's application default
 // credentials are used (GOOGLE_APPLICATION_CREDENTIALS, gcloud's
 // credentials, the metadata server).
-type GCPConfig struct {
+type Config struct {
 	// KeyfileJSON is a service-account (or other) credentials JSON: extra
 	// keyfile_dict, or the contents of credential_config_file.
 	KeyfileJSON []byte
@@ -31,11 +33,21 @@ type GCPConfig struct {
 	Endpoint string
 }
 
-// HasKey reports whether the config carries its own credentials.
-func (g GCPConfig) HasKey() bool { return len(g.KeyfileJSON) > 0 || g.KeyPath != "" }
+// Secrets are the key JSON and, on its own, its private key, which an
+// error could quote without the rest of the file.
+func (g Config) Secrets() map[string]string {
+	var k struct {
+		PrivateKey string `json:"private_key"`
+	}
+	_ = json.Unmarshal(g.KeyfileJSON, &k)
+	return map[string]string{"keyfile_dict": string(g.KeyfileJSON), "private key": k.PrivateKey}
+}
 
-// String never includes key material, so a GCPConfig can be logged.
-func (g GCPConfig) String() string {
+// HasKey reports whether the config carries its own credentials.
+func (g Config) HasKey() bool { return len(g.KeyfileJSON) > 0 || g.KeyPath != "" }
+
+// String never includes key material, so a Config can be logged.
+func (g Config) String() string {
 	creds := "application-default"
 	switch {
 	case g.Anonymous:
@@ -45,7 +57,7 @@ func (g GCPConfig) String() string {
 	case g.KeyPath != "":
 		creds = "key_path(" + g.KeyPath + ")"
 	}
-	return fmt.Sprintf("GCPConfig(credentials=%s project=%s endpoint=%s)", creds, g.Project, g.Endpoint)
+	return fmt.Sprintf("Config(credentials=%s project=%s endpoint=%s)", creds, g.Project, g.Endpoint)
 }
 
 // gcpUnsupportedExtras change which identity the Google provider would use
@@ -63,19 +75,15 @@ func gcpField(extra map[string]any, name string) (any, bool) {
 	return v, ok && v != nil && v != ""
 }
 
-// GCPFromConnection reads a google_cloud_platform connection the way the
+// FromConnection reads a google_cloud_platform connection (the storage
+// package has checked its type) the way the
 // Google provider's GoogleBaseHook does: extra keyfile_dict (a JSON string
 // or object) or key_path, credential_config_file, project, scope,
 // is_anonymous, plus gcs.endpoint from Airflow's gcs filesystem. keyfile_dict
 // and key_path together are an error, as in the provider. Errors name the
 // connection and field, never key material.
-func GCPFromConnection(c Connection) (GCPConfig, error) {
-	var cfg GCPConfig
-	switch strings.ToLower(c.ConnType) {
-	case "", "google_cloud_platform", "gcp":
-	default:
-		return cfg, fmt.Errorf("connection %q has type %q, not google_cloud_platform; gs:// URLs need a google_cloud_platform connection (extra keyfile_dict or key_path)", c.ConnID, c.ConnType)
-	}
+func FromConnection(c connections.Connection) (Config, error) {
+	var cfg Config
 	extra, err := c.ExtraMap()
 	if err != nil {
 		return cfg, err
@@ -105,28 +113,28 @@ func GCPFromConnection(c Connection) (GCPConfig, error) {
 		switch kv := v.(type) {
 		case string:
 			if !json.Valid([]byte(kv)) {
-				return GCPConfig{}, fmt.Errorf("connection %q: extra keyfile_dict is not valid JSON; paste the whole service-account key file", c.ConnID)
+				return Config{}, fmt.Errorf("connection %q: extra keyfile_dict is not valid JSON; paste the whole service-account key file", c.ConnID)
 			}
 			cfg.KeyfileJSON = []byte(kv)
 		case map[string]any:
 			cfg.KeyfileJSON, _ = json.Marshal(kv)
 		default:
-			return GCPConfig{}, fmt.Errorf("connection %q: extra keyfile_dict must be the key file's JSON (a string or an object), got %T", c.ConnID, v)
+			return Config{}, fmt.Errorf("connection %q: extra keyfile_dict must be the key file's JSON (a string or an object), got %T", c.ConnID, v)
 		}
 	}
 	if cfg.KeyPath, err = str("key_path"); err != nil {
-		return GCPConfig{}, err
+		return Config{}, err
 	}
 	if len(cfg.KeyfileJSON) > 0 && cfg.KeyPath != "" {
-		return GCPConfig{}, fmt.Errorf("connection %q sets both extra keyfile_dict and key_path; they are mutually exclusive, keep one", c.ConnID)
+		return Config{}, fmt.Errorf("connection %q sets both extra keyfile_dict and key_path; they are mutually exclusive, keep one", c.ConnID)
 	}
 	ccf, err := str("credential_config_file")
 	if err != nil {
-		return GCPConfig{}, err
+		return Config{}, err
 	}
 	if ccf != "" {
 		if cfg.HasKey() {
-			return GCPConfig{}, fmt.Errorf("connection %q sets credential_config_file and a key; keep one", c.ConnID)
+			return Config{}, fmt.Errorf("connection %q sets credential_config_file and a key; keep one", c.ConnID)
 		}
 		if strings.HasPrefix(ccf, "{") {
 			cfg.KeyfileJSON = []byte(ccf)
@@ -139,15 +147,15 @@ func GCPFromConnection(c Connection) (GCPConfig, error) {
 			Type string `json:"type"`
 		}
 		if err := json.Unmarshal(cfg.KeyfileJSON, &probe); err != nil || probe.Type == "" {
-			return GCPConfig{}, fmt.Errorf("connection %q: the key JSON has no \"type\" (such as service_account); paste the key file Google gave you", c.ConnID)
+			return Config{}, fmt.Errorf("connection %q: the key JSON has no \"type\" (such as service_account); paste the key file Google gave you", c.ConnID)
 		}
 	}
 	if cfg.Project, err = str("project"); err != nil {
-		return GCPConfig{}, err
+		return Config{}, err
 	}
 	scope, err := str("scope")
 	if err != nil {
-		return GCPConfig{}, err
+		return Config{}, err
 	}
 	for _, s := range strings.Split(scope, ",") {
 		if s = strings.TrimSpace(s); s != "" {
@@ -161,17 +169,17 @@ func GCPFromConnection(c Connection) (GCPConfig, error) {
 		case string:
 			cfg.Anonymous = strings.EqualFold(b, "true")
 		default:
-			return GCPConfig{}, fmt.Errorf("connection %q: extra is_anonymous must be true or false, got %T", c.ConnID, v)
+			return Config{}, fmt.Errorf("connection %q: extra is_anonymous must be true or false, got %T", c.ConnID, v)
 		}
 	}
 	if ep, ok := extra["gcs.endpoint"]; ok && ep != nil {
 		s, ok := ep.(string)
 		if !ok {
-			return GCPConfig{}, fmt.Errorf("connection %q: extra gcs.endpoint must be a URL string, got %T", c.ConnID, ep)
+			return Config{}, fmt.Errorf("connection %q: extra gcs.endpoint must be a URL string, got %T", c.ConnID, ep)
 		}
 		cfg.Endpoint = strings.TrimSpace(s)
-		if err := checkEndpoint(c.ConnID, "gcs.endpoint", cfg.Endpoint, "extra keyfile_dict"); err != nil {
-			return GCPConfig{}, err
+		if err := connections.CheckEndpoint(c.ConnID, "gcs.endpoint", cfg.Endpoint, "extra keyfile_dict"); err != nil {
+			return Config{}, err
 		}
 	}
 	return cfg, nil
