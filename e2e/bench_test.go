@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -51,6 +53,12 @@ const BenchStoresEnv = "AIRFLOW_GO_WORKER_BENCH_STORES"
 // peak memory measured is that of one transfer and nothing else.
 const benchChildEnv = "AIRFLOW_GO_WORKER_BENCH_CHILD"
 
+// BenchProfileEnv names a directory where each transfer process writes a
+// CPU profile and a heap profile taken at its end
+// (<mode>-<store>-<files>files-<pid>.cpu / .heap), to see where an export
+// spends its time or memory beyond the SDK's direct upload.
+const BenchProfileEnv = "AIRFLOW_GO_WORKER_BENCH_PROFILE"
+
 // benchJob is what the parent asks a child to do.
 type benchJob struct {
 	// Mode "direct" uploads Files from the host with the store's own SDK
@@ -76,8 +84,11 @@ func runBenchChild(spec string) error {
 		return err
 	}
 	ctx := context.Background()
+	stopProfile, err := startBenchProfile(job)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
-	var err error
 	switch job.Mode {
 	case "direct":
 		err = directUpload(ctx, job)
@@ -91,11 +102,54 @@ func runBenchChild(spec string) error {
 	default:
 		err = fmt.Errorf("unknown mode %q", job.Mode)
 	}
+	took := time.Since(start)
 	if err != nil {
 		return err
 	}
-	fmt.Println(time.Since(start).Nanoseconds())
+	if err := stopProfile(); err != nil {
+		return err
+	}
+	fmt.Println(took.Nanoseconds())
 	return nil
+}
+
+// startBenchProfile starts the CPU profile BenchProfileEnv asks for; the
+// function it returns stops it and writes the heap profile.
+func startBenchProfile(job benchJob) (func() error, error) {
+	dir := os.Getenv(BenchProfileEnv)
+	if dir == "" {
+		return func() error { return nil }, nil
+	}
+	base := filepath.Join(dir, fmt.Sprintf("%s-%s-%dfiles-%d", job.Mode, job.Store, len(job.Dests), os.Getpid()))
+	runtime.MemProfileRate = 4096
+	cpu, err := os.Create(base + ".cpu")
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", BenchProfileEnv, err)
+	}
+	if err := pprof.StartCPUProfile(cpu); err != nil {
+		return nil, err
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		if err := cpu.Close(); err != nil {
+			return err
+		}
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		_ = os.WriteFile(base+".memstats", fmt.Appendf(nil, "%+v\n", ms), 0o644)
+		runtime.GC() // publishes the allocations since the last cycle
+		heap, err := os.Create(base + ".heap")
+		if err != nil {
+			return err
+		}
+		if err := pprof.Lookup("allocs").WriteTo(heap, 0); err != nil {
+			return err
+		}
+		if status, err := os.ReadFile("/proc/self/status"); err == nil {
+			_ = os.WriteFile(base+".status", status, 0o644)
+		}
+		return heap.Close()
+	}, nil
 }
 
 // directUpload is the baseline: each file uploaded by the store's own SDK,
@@ -193,6 +247,10 @@ func benchLogger() hclog.Logger {
 func benchChild(b *testing.B, env []string, job benchJob) (time.Duration, int64) {
 	b.Helper()
 	spec, _ := json.Marshal(job)
+	// Each transfer starts with the previous ones' writes on disk: the
+	// emulators write every byte twice (parts, then the object), and the
+	// kernel's write-back of one transfer otherwise throttles the next.
+	syscall.Sync()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(env, benchChildEnv+"="+string(spec))
 	cmd.Stderr = os.Stderr

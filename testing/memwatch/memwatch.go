@@ -22,6 +22,9 @@ type Peak struct {
 	// RSS is the process's resident-set high-water mark since Start; 0 when
 	// /proc is unavailable.
 	RSS uint64
+	// BaseRSS is the resident set at Start, after the collection; 0 when
+	// /proc is unavailable.
+	BaseRSS uint64
 }
 
 // HeapGrowth is the peak heap above the baseline.
@@ -30,6 +33,16 @@ func (p Peak) HeapGrowth() uint64 {
 		return 0
 	}
 	return p.HeapInuse - p.BaseHeapInuse
+}
+
+// RSSGrowth is the resident-set high-water mark above the baseline: unlike
+// HeapGrowth it also sees memory outside the Go heap (mapped buffers, the
+// runtime's own) and garbage the collector has not yet returned.
+func (p Peak) RSSGrowth() uint64 {
+	if p.RSS < p.BaseRSS {
+		return 0
+	}
+	return p.RSS - p.BaseRSS
 }
 
 // Watch samples until Stop.
@@ -45,6 +58,7 @@ func Start() *Watch {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	base := ms.HeapInuse
+	baseRSS := status("VmRSS:")
 	w := &Watch{stop: make(chan struct{}), done: make(chan Peak, 1)}
 	go func() {
 		peak := base
@@ -58,7 +72,7 @@ func Start() *Watch {
 			case <-w.stop:
 				runtime.ReadMemStats(&ms) // what is held at Stop counts too
 				peak = max(peak, ms.HeapInuse)
-				w.done <- Peak{HeapInuse: peak, BaseHeapInuse: base, RSS: vmHWM()}
+				w.done <- Peak{HeapInuse: peak, BaseHeapInuse: base, RSS: status("VmHWM:"), BaseRSS: baseRSS}
 				return
 			case <-tick.C:
 			}
@@ -73,8 +87,9 @@ func (w *Watch) Stop() Peak {
 	return <-w.done
 }
 
-// vmHWM is the process's peak resident set in bytes (0 if unknown).
-func vmHWM() uint64 {
+// status reads a size field of /proc/self/status (VmHWM: the peak resident
+// set, VmRSS: the current one) in bytes; 0 if unknown.
+func status(field string) uint64 {
 	f, err := os.Open("/proc/self/status")
 	if err != nil {
 		return 0
@@ -82,7 +97,7 @@ func vmHWM() uint64 {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+		if rest, ok := strings.CutPrefix(sc.Text(), field); ok {
 			kb, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
 			return kb << 10
 		}
