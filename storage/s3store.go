@@ -22,8 +22,9 @@ import (
 )
 
 // S3 transfer tuning. These fix the memory an upload can use, whatever the
-// object's size: UploadConcurrency parts in flight plus the one being read,
-// PartSize each (about 40 MiB), from buffers that uploads share.
+// object's size: UploadConcurrency parts in flight, parts.ReadAhead queued
+// and the one being read, PartSize each (56 MiB), from buffers that uploads
+// share.
 const (
 	PartSize          = 8 << 20
 	UploadConcurrency = 4

@@ -5,8 +5,9 @@
 // storage/azure) and file:///path.
 //
 // Transfers stream: memory use does not grow with the object's size. An S3
-// or Azure upload holds at most (UploadConcurrency+1) × PartSize bytes
-// (about 40 MiB) while it streams and nothing once its parts are sent; a
+// or Azure upload holds at most (UploadConcurrency+parts.ReadAhead+1) ×
+// PartSize bytes (56 MiB, kept off the Go heap and reused by the next
+// upload) while it streams and nothing once its parts are sent; a
 // GCS upload holds one chunk (gcs.ChunkSize) until it is finalised; a
 // download holds one HTTP read buffer; file transfers copy in 32 KiB
 // pieces. The bound is per transfer: n concurrent Stage or Put calls use n

@@ -52,8 +52,8 @@ type Area struct {
 	MissingBucket string
 }
 
-// MemoryBound is the most the heap may grow while a stream much larger
-// than it is uploaded, and while an export holds three such uploads open.
+// MemoryBound is the most the heap, or the resident set, may grow while a
+// stream much larger than it is uploaded, and while an export holds three such uploads open.
 const MemoryBound = 96 << 20
 
 // Run runs the whole suite.
@@ -423,11 +423,7 @@ func boundedMemory(t *testing.T, a Area) {
 	if _, err := storage.Put(ctx, a.URL("mem/put.bin"), NewStream(size), a.Options); err != nil {
 		t.Fatal(err)
 	}
-	g := w.Stop().HeapGrowth()
-	t.Logf("Put of %d MiB: heap grew by %.1f MiB", size>>20, float64(g)/(1<<20))
-	if g > MemoryBound {
-		t.Fatalf("Put of %d MiB grew the heap by %d MiB, over the %d MiB bound", size>>20, g>>20, MemoryBound>>20)
-	}
+	checkMemory(t, fmt.Sprintf("Put of %d MiB", size>>20), w.Stop())
 	w = memwatch.Start()
 	e := storage.NewExport(a.Options)
 	for i := 0; i < 3; i++ {
@@ -438,12 +434,22 @@ func boundedMemory(t *testing.T, a Area) {
 	if _, err := e.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	g = w.Stop().HeapGrowth()
-	t.Logf("three-file export of %d MiB: heap grew by %.1f MiB", size>>20, float64(g)/(1<<20))
-	if g > MemoryBound {
-		t.Fatalf("a three-file export of %d MiB grew the heap by %d MiB, over the %d MiB bound", size>>20, g>>20, MemoryBound>>20)
-	}
+	checkMemory(t, fmt.Sprintf("a three-file export of %d MiB", size>>20), w.Stop())
 	AssertObjects(t, a, "mem/export-0.bin", "mem/export-1.bin", "mem/export-2.bin", "mem/put.bin")
+}
+
+// checkMemory fails when what a transfer did grew the heap, or the
+// resident set (which also sees part buffers kept off the heap), by more
+// than MemoryBound.
+func checkMemory(t *testing.T, what string, p memwatch.Peak) {
+	t.Helper()
+	t.Logf("%s: heap grew by %.1f MiB, resident set by %.1f MiB", what, float64(p.HeapGrowth())/(1<<20), float64(p.RSSGrowth())/(1<<20))
+	if g := p.HeapGrowth(); g > MemoryBound {
+		t.Fatalf("%s grew the heap by %d MiB, over the %d MiB bound", what, g>>20, MemoryBound>>20)
+	}
+	if g := p.RSSGrowth(); g > MemoryBound {
+		t.Fatalf("%s grew the resident set by %d MiB, over the %d MiB bound", what, g>>20, MemoryBound>>20)
+	}
 }
 
 // hookReader runs hook once, after at bytes were read.
