@@ -39,8 +39,8 @@ venv="$(dirname "$(dirname "$(cat "$pyfile")")")"
 echo "    $venv"
 mkdir -p bin
 step 15m "building airflow-go-worker, the go_tasks example and the driver" sh -c '
-  go build -trimpath -buildvcs=auto -tags all_extras -o bin/airflow-go-worker ./cmd/airflow-go-worker &&
-  go build -trimpath -o bin/go_tasks ./examples/go_tasks &&
+  CGO_ENABLED=0 go build -trimpath -buildvcs=auto -tags all_extras -o bin/airflow-go-worker ./cmd/airflow-go-worker &&
+  CGO_ENABLED=0 go build -trimpath -o bin/go_tasks ./examples/go_tasks &&
   go build -trimpath -o bin/airflow-e2e ./e2e/airflow'
 
 trap - INT TERM

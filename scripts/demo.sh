@@ -8,6 +8,6 @@ cd "$(dirname "$0")/.."
 # backend, naming no other (examples/demo), so the default build serves it.
 BIN=${BIN:-bin/airflow-go-worker}
 if [ ! -x "$BIN" ]; then
-  go build -o "$BIN" ./cmd/airflow-go-worker
+  CGO_ENABLED=0 go build -o "$BIN" ./cmd/airflow-go-worker
 fi
 exec go run ./examples/demo -bin "$BIN" -dir "${DEMO_DIR:-demo-out}"

@@ -8,12 +8,13 @@ import (
 	"net/url"
 	"path"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/airflow-sandbox/airflow-go-worker/internal/randhex"
 )
 
 // What a killed worker or a storage outage leaves behind: the temporary
@@ -21,10 +22,10 @@ import (
 // object of a multi-file export (<dest>.<12 hex>.partial, possibly with its
 // own .tmp), and on S3 multipart uploads that were never completed (billed,
 // and invisible in the bucket listing).
-var (
-	leftoverPartial = regexp.MustCompile(`\.[0-9a-f]{12}\.partial$`)
-	leftoverTemp    = regexp.MustCompile(`\.[0-9a-f]{8,16}\.tmp$`)
-)
+// Matched without regexps, which as package variables would be compiled at
+// every task start.
+func leftoverPartial(name string) bool { return randhex.Suffixed(name, ".partial", 12, 12) }
+func leftoverTemp(name string) bool    { return randhex.Suffixed(name, ".tmp", 8, 16) }
 
 // Leftover kinds.
 const (
@@ -101,9 +102,9 @@ func sweepFiles(u *url.URL, cutoff time.Time, dryRun bool, rep *SweepReport) err
 		}
 		kind := ""
 		switch name := d.Name(); {
-		case leftoverTemp.MatchString(name):
+		case leftoverTemp(name):
 			kind = LeftoverTempFile
-		case leftoverPartial.MatchString(name):
+		case leftoverPartial(name):
 			kind = LeftoverPartial
 		default:
 			return nil
@@ -158,7 +159,7 @@ func sweepS3(ctx context.Context, u *url.URL, cutoff time.Time, dryRun bool, opt
 		}
 		for _, o := range page.Contents {
 			key := aws.ToString(o.Key)
-			if !leftoverPartial.MatchString(path.Base(key)) || !aws.ToTime(o.LastModified).Before(cutoff) {
+			if !leftoverPartial(path.Base(key)) || !aws.ToTime(o.LastModified).Before(cutoff) {
 				continue
 			}
 			rep.Found = append(rep.Found, Leftover{URL: at(key), Kind: LeftoverPartial, Size: aws.ToInt64(o.Size), Since: aws.ToTime(o.LastModified).UTC()})

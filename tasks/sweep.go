@@ -3,10 +3,10 @@ package tasks
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 
+	"github.com/airflow-sandbox/airflow-go-worker/internal/randhex"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 	"github.com/airflow-sandbox/airflow-go-worker/storage"
 )
@@ -52,8 +52,13 @@ const (
 )
 
 // pythonSandboxName is the name the common.ai provider gives its sandboxes
-// (sandbox/base.py _new_sandbox_name: airflow-sandbox- + 12 hex).
-var pythonSandboxName = regexp.MustCompile(`^airflow-sandbox-[0-9a-f]{12}$`)
+// (sandbox/base.py _new_sandbox_name: airflow-sandbox- + 12 hex), matched
+// without a regexp, which as a package variable would be compiled at every
+// task start.
+func pythonSandboxName(name string) bool {
+	hex, ok := strings.CutPrefix(name, "airflow-sandbox-")
+	return ok && randhex.Is(hex, 12, 12)
+}
 
 // creator tells whose sandbox this is from its tags, "" for neither. The
 // Python provider marks none as its own, but it stamps its name in
@@ -63,7 +68,7 @@ func creator(tags map[string]string) string {
 	switch {
 	case tags[sandbox.TagCreatedBy] == sandbox.CreatedByValue:
 		return CreatorGoWorker
-	case tags[sandbox.TagCreatedBy] == "" && pythonSandboxName.MatchString(tags[sandbox.TagSandbox]) && !sandbox.ExpiresAt(tags).IsZero():
+	case tags[sandbox.TagCreatedBy] == "" && pythonSandboxName(tags[sandbox.TagSandbox]) && !sandbox.ExpiresAt(tags).IsZero():
 		return CreatorPythonProvider
 	}
 	return ""

@@ -50,7 +50,7 @@ func TestSweepRemovesPythonProviderSandboxes(t *testing.T) {
 		map[string]any{"owner": "py_dag/manual__over", "tags": map[string]string{"team": "analytics"}},
 	)
 	finished, live, shortLived, ownerless, tagged := made[0].Handle, made[1].Handle, made[2].Handle, made[3].Handle, made[4].Handle
-	if tags := made[0].Tags; tags["airflow_owner"] != "py_dag/manual__over" || !pythonSandboxName.MatchString(tags["airflow_sandbox"]) || tags["airflow_created_by"] != "" {
+	if tags := made[0].Tags; tags["airflow_owner"] != "py_dag/manual__over" || !pythonSandboxName(tags["airflow_sandbox"]) || tags["airflow_created_by"] != "" {
 		t.Fatalf("the provider stamped %v", tags)
 	}
 	// Made with Modal's client directly, in the same app, not by Airflow:

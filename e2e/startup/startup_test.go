@@ -39,6 +39,7 @@ type subject struct {
 	name string
 	pkg  string // package to build; "" = the trivial program
 	tags string // go build -tags
+	cgo  bool   // build with CGO_ENABLED=1, as go build does by default
 	bin  string
 	task bool // speaks the coordinator protocol (runs the self-test ping)
 
@@ -77,7 +78,14 @@ func build(b *testing.B, subjects []*subject) {
 			cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=")
 		} else {
 			cmd = exec.Command("go", "build", "-trimpath", "-tags", s.tags, "-o", s.bin, s.pkg)
+			cmd.Env = os.Environ()
 		}
+		// make build links statically (CGO_ENABLED=0): with cgo, package
+		// net alone makes a binary load libc through the dynamic linker
+		// and start its threads through pthreads, about 1.5 ms of CPU at
+		// every start (the cgo row). The trivial binary is static either
+		// way.
+		cmd.Env = append(cmd.Env, "CGO_ENABLED="+s.cgoEnv())
 		if out, err := cmd.CombinedOutput(); err != nil {
 			b.Fatalf("building %s: %v\n%s", s.name, err, out)
 		}
@@ -87,6 +95,13 @@ func build(b *testing.B, subjects []*subject) {
 		}
 		s.size = st.Size()
 	}
+}
+
+func (s *subject) cgoEnv() string {
+	if s.cgo {
+		return "1"
+	}
+	return "0"
 }
 
 func cpuOf(ru *syscall.Rusage) time.Duration {
@@ -170,6 +185,7 @@ func BenchmarkStartup(b *testing.B) {
 	subjects := []*subject{
 		{name: "trivial"},
 		{name: "plain_bundle", pkg: "./internal/plainbundle", task: true},
+		{name: "plain_bundle_cgo", pkg: "./internal/plainbundle", cgo: true, task: true},
 		{name: "go_tasks", pkg: "../../examples/go_tasks", task: true},
 		{name: "standard", pkg: standard, task: true},
 		{name: "standard+modal", pkg: standard, tags: "backend_modal", task: true},
