@@ -16,18 +16,17 @@ all: build
 # s3://) are chosen when the binary is built, like Airflow's extras:
 #   make build EXTRAS="modal opensandbox gcs azure"   (any of them)
 #   make build EXTRAS=all                             (every one)
-# Each is a go build tag (cmd/airflow-go-worker/extras.go); a binary links,
-# and pays at every task start for, only what it is built with.
+# Each is a go build tag, backend_<name> or store_<name>, on the file of that
+# name in cmd/airflow-go-worker (extras.go lists them); a binary links, and
+# pays at every task start for, only what it is built with.
 EXTRAS ?=
-extra_tag_modal       := backend_modal
-extra_tag_opensandbox := backend_opensandbox
-extra_tag_gcs         := store_gcs
-extra_tag_azure       := store_azure
-extra_tag_all         := all_extras
+EXTRA_FILES := $(notdir $(basename $(wildcard cmd/airflow-go-worker/backend_*.go cmd/airflow-go-worker/store_*.go)))
+EXTRA_NAMES := $(filter-out local,$(patsubst backend_%,%,$(patsubst store_%,%,$(EXTRA_FILES))))
 comma := ,
 empty :=
 space := $(empty) $(empty)
-BUILD_TAGS := $(foreach e,$(subst $(comma),$(space),$(EXTRAS)),$(or $(extra_tag_$(e)),$(error EXTRAS: unknown extra "$(e)"; use any of modal opensandbox gcs azure, or all)))
+extra_tag = $(if $(filter all,$(1)),all_extras,$(or $(filter backend_$(1) store_$(1),$(filter-out backend_local,$(EXTRA_FILES))),$(error EXTRAS: unknown extra "$(1)"; use any of $(EXTRA_NAMES), or all)))
+BUILD_TAGS := $(foreach e,$(subst $(comma),$(space),$(EXTRAS)),$(call extra_tag,$(e)))
 TAGS_FLAG  := $(if $(BUILD_TAGS),-tags $(subst $(space),$(comma),$(strip $(BUILD_TAGS))))
 
 # -buildvcs=auto stamps the git commit into the binary (bundle version) even

@@ -136,3 +136,35 @@ func TestOneExtraLinksOnlyItself(t *testing.T) {
 		}
 	}
 }
+
+// Each extra is one file, named as the Makefile's EXTRAS finds it
+// (backend_<option>.go, store_<option>.go), linked by its own tag and by
+// all_extras; and each such file is in the table, so its hint exists.
+func TestExtrasTableMatchesTheirFiles(t *testing.T) {
+	files, err := filepath.Glob("*_*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]bool{"backend_local.go": true}
+	for _, e := range extras {
+		prefix := map[string]string{"backend": "backend_", "store": "store_"}[e.kind]
+		if prefix == "" || e.tag != prefix+e.option {
+			t.Errorf("extra %+v: want kind backend or store and tag %s%s", e, prefix, e.option)
+		}
+		name := e.tag + ".go"
+		listed[name] = true
+		src, err := os.ReadFile(name)
+		if err != nil {
+			t.Errorf("extra %s: %v", e.option, err)
+			continue
+		}
+		if want := "//go:build " + e.tag + " || " + allExtrasTag + "\n"; !strings.HasPrefix(string(src), want) {
+			t.Errorf("%s must start with %q", name, want)
+		}
+	}
+	for _, f := range files {
+		if (strings.HasPrefix(f, "backend_") || strings.HasPrefix(f, "store_")) && !strings.HasSuffix(f, "_test.go") && !listed[f] {
+			t.Errorf("%s is not in the extras table (extras.go)", f)
+		}
+	}
+}
