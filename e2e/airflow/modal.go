@@ -21,8 +21,9 @@ const modalConnID = "modal_default"
 // tasks reach, in this process on 127.0.0.1. Its sandboxes run in local
 // bubblewrap sandboxes under the work directory.
 type modalServer struct {
-	srv *fakemodal.Server
-	log *os.File
+	srv  *fakemodal.Server
+	root string // where the fake's sandboxes live
+	log  *os.File
 }
 
 func startModal(w *workdir) (*modalServer, error) {
@@ -38,7 +39,7 @@ func startModal(w *workdir) (*modalServer, error) {
 		f.Close()
 		return nil, fmt.Errorf("starting the fake Modal server: %w", err)
 	}
-	return &modalServer{srv: srv, log: f}, nil
+	return &modalServer{srv: srv, root: w.modal, log: f}, nil
 }
 
 // env points the Modal SDK in the forked bundles at the fake and away from
@@ -84,14 +85,18 @@ func (m *modalServer) live() []string {
 	return ids
 }
 
-// stop stops the fake, destroying any sandbox still there, and fails when a
-// client called an RPC the fake does not serve (the fake answered
-// UNIMPLEMENTED, so the run did not test what it claims).
+// stop stops the fake, destroying any sandbox still there, and fails when
+// their files stay behind or when a client called an RPC the fake does not
+// serve (the fake answered UNIMPLEMENTED, so the run did not test what it
+// claims).
 func (m *modalServer) stop() error {
 	step("stopping the fake Modal server")
 	m.srv.Close()
 	m.log.Close()
 	info("stopped; it created %d sandboxes", len(m.srv.Creates()))
+	if left, _ := os.ReadDir(m.root); len(left) > 0 {
+		return fmt.Errorf("the fake Modal server left %d entries in %s after it stopped", len(left), m.root)
+	}
 	if u := m.srv.Unimplemented(); len(u) > 0 {
 		return fmt.Errorf("the Modal clients called RPCs the fake does not serve: %s; serve them in testing/fakemodal", strings.Join(u, ", "))
 	}
