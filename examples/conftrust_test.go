@@ -41,7 +41,8 @@ func TestShippedExamplesRefuseBackendFromConf(t *testing.T) {
 	}
 	type target struct {
 		dagID, taskID string
-		argv          []string // the bundle and its run command, before --dag
+		exe           string   // the bundle
+		args          []string // its run command, before --dag
 		env           []string
 	}
 	var targets []target
@@ -55,7 +56,7 @@ func TestShippedExamplesRefuseBackendFromConf(t *testing.T) {
 		for dagID, tasks := range g.tasks {
 			for _, task := range tasks {
 				targets = append(targets, target{dagID, task,
-					[]string{self, "--bundle-config", abs, "run"}, []string{asStandardBundleEnv + "=1"}})
+					self, []string{"--bundle-config", abs, "run"}, []string{asStandardBundleEnv + "=1"}})
 			}
 		}
 	}
@@ -63,7 +64,7 @@ func TestShippedExamplesRefuseBackendFromConf(t *testing.T) {
 	// publish_ranking have none, so a backend key is not theirs to refuse).
 	goTasks := buildGoExample(t, "go_tasks")
 	for _, task := range []string{"rank_customers", "cleanup"} {
-		targets = append(targets, target{"go_tasks_example", task, []string{goTasks, "run"}, nil})
+		targets = append(targets, target{"go_tasks_example", task, goTasks, []string{"run"}, nil})
 	}
 
 	for _, tg := range targets {
@@ -71,9 +72,9 @@ func TestShippedExamplesRefuseBackendFromConf(t *testing.T) {
 			state, xdg := t.TempDir(), t.TempDir()
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			args := append(append([]string(nil), tg.argv[1:]...), "--dag", tg.dagID, "--task", tg.taskID,
+			args := append(append([]string(nil), tg.args...), "--dag", tg.dagID, "--task", tg.taskID,
 				"--conf", `{"backend": "local"}`, "--run-id", "manual__conf_trust", "--state", state)
-			cmd := exec.CommandContext(ctx, tg.argv[0], args...)
+			cmd := exec.CommandContext(ctx, tg.exe, args...)
 			// No connections at all: a task that got past the refusal would
 			// ask for one (and say so); local sandboxes would land in xdg.
 			var env []string
