@@ -42,13 +42,7 @@ func (a AWSConfig) String() string {
 // connections.
 var s3Driver = Driver{
 	Scheme: "s3", Forms: []string{"s3", "s3a"}, ConnTypes: []string{"aws", "s3"}, Open: openS3Store,
-	FromConnection: func(c connections.Connection) (Credentials, error) {
-		cfg, err := AWSFromConnection(c)
-		if err != nil {
-			return nil, err
-		}
-		return &cfg, nil
-	},
+	FromConnection: Adapt(AWSFromConnection),
 }
 
 // Secrets are the secret key and session token.

@@ -91,11 +91,11 @@ var (
 )
 
 // wellKnown are stores this package names when a bundle does not link
-// them, so the error can say which package to import and the URL parser
-// can recognise their spellings.
-var wellKnown = map[string]struct{ form, pkg, connType string }{
-	"gs": {"gs", "github.com/airflow-sandbox/airflow-go-worker/storage/gcs", "google_cloud_platform"},
-	"az": {"abfs", "github.com/airflow-sandbox/airflow-go-worker/storage/azure", "wasb"},
+// them, so the error can say which package (or build option: name) to add
+// and the URL parser can recognise their spellings.
+var wellKnown = map[string]struct{ form, name, pkg, connType string }{
+	"gs": {"gs", "gcs", "github.com/airflow-sandbox/airflow-go-worker/storage/gcs", "google_cloud_platform"},
+	"az": {"abfs", "azure", "github.com/airflow-sandbox/airflow-go-worker/storage/azure", "wasb"},
 }
 
 // Register makes a store usable; driver packages call it from init. It
@@ -176,6 +176,21 @@ func (d Driver) describe() string {
 	return strings.Join(out, ", ")
 }
 
+// Adapt turns a connection adapter that returns the driver's config T into
+// Driver.FromConnection, which hands out *T (what CredentialsFor reads).
+func Adapt[T any, P interface {
+	*T
+	Credentials
+}](parse func(connections.Connection) (T, error)) func(connections.Connection) (Credentials, error) {
+	return func(c connections.Connection) (Credentials, error) {
+		cfg, err := parse(c)
+		if err != nil {
+			return nil, err
+		}
+		return P(&cfg), nil
+	}
+}
+
 // CredentialsFor is opt's credentials for scheme as the driver's own type
 // T (a pointer); the zero T when opt holds none. Drivers call it in Open.
 func CredentialsFor[T Credentials](opt Options, scheme string) (T, error) {
@@ -238,16 +253,13 @@ func unlinked(loc Location) error {
 	if hint != nil {
 		if how := hint(loc.Scheme); how != "" {
 			return fmt.Errorf("%s:// URLs need the %s store, which is not linked into this binary (it links %s); %s",
-				loc.form, storeName[loc.Scheme], strings.Join(Schemes(), ", "), how)
+				loc.form, wellKnown[loc.Scheme].name, strings.Join(Schemes(), ", "), how)
 		}
 	}
 	pkg := wellKnown[loc.Scheme].pkg
 	return fmt.Errorf("%s:// URLs need the driver package %s, which this bundle does not link; import it (import _ %q) in the bundle's main package",
 		loc.form, pkg, pkg)
 }
-
-// storeName names the optional stores as their build options do.
-var storeName = map[string]string{"gs": "gcs", "az": "azure"}
 
 // openStore opens the bucket (or filesystem) that loc lives in.
 func openStore(ctx context.Context, loc Location, opt Options) (Bucket, error) {

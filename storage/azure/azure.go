@@ -31,7 +31,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
-	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/storage"
 	"github.com/airflow-sandbox/airflow-go-worker/storage/parts"
 )
@@ -39,13 +38,7 @@ import (
 func init() {
 	storage.Register(storage.Driver{
 		Scheme: "az", Forms: []string{"abfs", "abfss", "az", "azblob"}, ConnTypes: []string{"wasb"}, Open: Open,
-		FromConnection: func(c connections.Connection) (storage.Credentials, error) {
-			cfg, err := FromConnection(c)
-			if err != nil {
-				return nil, err
-			}
-			return &cfg, nil
-		},
+		FromConnection: storage.Adapt(FromConnection),
 	})
 }
 

@@ -27,7 +27,6 @@ import (
 	gstorage "google.golang.org/api/storage/v1"
 	htransport "google.golang.org/api/transport/http"
 
-	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/storage"
 )
 
@@ -41,13 +40,7 @@ const DefaultEndpoint = "https://storage.googleapis.com"
 func init() {
 	storage.Register(storage.Driver{
 		Scheme: "gs", Forms: []string{"gs", "gcs"}, ConnTypes: []string{"google_cloud_platform", "gcp"}, Open: Open,
-		FromConnection: func(c connections.Connection) (storage.Credentials, error) {
-			cfg, err := FromConnection(c)
-			if err != nil {
-				return nil, err
-			}
-			return &cfg, nil
-		},
+		FromConnection: storage.Adapt(FromConnection),
 	})
 }
 

@@ -183,8 +183,7 @@ func (u *upload) Commit(ctx context.Context) error {
 	var obj *gstorage.Object
 	var err error
 	if u.session == "" {
-		obj, err = u.b.svc.Objects.Insert(u.b.name, &gstorage.Object{Name: u.key, ContentType: contentType, Crc32c: want}).
-			Media(bytes.NewReader(u.buf[:u.n]), googleapi.ChunkSize(0), googleapi.ContentType(contentType)).Context(ctx).Do()
+		obj, err = u.insert(ctx, want)
 	} else {
 		obj, err = u.finish(ctx, total, want)
 	}
@@ -196,6 +195,24 @@ func (u *upload) Commit(ctx context.Context) error {
 		return fmt.Errorf("the server stored %q as %d bytes (CRC32C %s), but %d bytes (CRC32C %s) were sent; the object is corrupt: export again", u.key, obj.Size, obj.Crc32c, total, want)
 	}
 	return nil
+}
+
+// insert stores a small object whole, in one request of the generated
+// client, retried as a chunk would be: the request carries the whole
+// object, so sending it again stores the same bytes.
+func (u *upload) insert(ctx context.Context, crc string) (*gstorage.Object, error) {
+	var obj *gstorage.Object
+	err := u.retry(ctx, func() (bool, error) {
+		var err error
+		obj, err = u.b.svc.Objects.Insert(u.b.name, &gstorage.Object{Name: u.key, ContentType: contentType, Crc32c: crc}).
+			Media(bytes.NewReader(u.buf[:u.n]), googleapi.ChunkSize(0), googleapi.ContentType(contentType)).Context(ctx).Do()
+		var ge *googleapi.Error
+		if errors.As(err, &ge) {
+			return retryable(ge.Code), err
+		}
+		return err != nil, err
+	})
+	return obj, err
 }
 
 // finish sends the held chunk as the last one, which makes the object.

@@ -40,8 +40,10 @@ type strictGCS struct {
 	// failChunk: the chunk PUT with this number (1-based, over the
 	// server's life) answers 503; shortChunk keeps only half of it.
 	failChunk, shortChunk, chunks int
-	deleted                       int  // sessions cancelled with DELETE
-	corrupt                       bool // downloads announce a wrong CRC32C
+	// failWhole: that many one-request uploads answer 503 first.
+	failWhole, wholes int
+	deleted           int  // sessions cancelled with DELETE
+	corrupt           bool // downloads announce a wrong CRC32C
 }
 
 func newStrictGCS(t *testing.T) (*strictGCS, storage.Options) {
@@ -98,6 +100,10 @@ func (s *strictGCS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *strictGCS) multipart(w http.ResponseWriter, r *http.Request) {
+	if s.wholes++; s.wholes <= s.failWhole {
+		http.Error(w, "backend error", http.StatusServiceUnavailable)
+		return
+	}
 	_, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	mr := multipart.NewReader(r.Body, params["boundary"])
 	var meta struct{ Name, Crc32c string }
@@ -209,6 +215,7 @@ func TestResumableUploadRecovers(t *testing.T) {
 // at Commit with its checksum, and nothing is visible before.
 func TestSmallObjectIsOneRequest(t *testing.T) {
 	s, opt := newStrictGCS(t)
+	s.failWhole = 1 // and a 503 is retried
 	e := storage.NewExport(opt)
 	if _, err := e.Stage(context.Background(), "gs://bkt/small", strings.NewReader("hello"), 5); err != nil {
 		t.Fatal(err)
