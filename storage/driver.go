@@ -90,9 +90,9 @@ var (
 	forms     = map[string]string{} // URL scheme -> store, for registered stores
 )
 
-// wellKnown are stores this package names when a bundle does not link
-// them, so the error can say which package (or build option: name) to add
-// and the URL parser can recognise their spellings.
+// wellKnown are the optional stores this package names when a bundle
+// does not link them (location.go knows their URL spellings), so the error
+// can say which package, or build option (name), adds them.
 var wellKnown = map[string]struct{ form, name, pkg, connType string }{
 	"gs": {"gs", "gcs", "github.com/airflow-sandbox/airflow-go-worker/storage/gcs", "google_cloud_platform"},
 	"az": {"abfs", "azure", "github.com/airflow-sandbox/airflow-go-worker/storage/azure", "wasb"},
@@ -111,8 +111,9 @@ func Register(d Driver) {
 		panic(fmt.Sprintf("storage: driver %q registered twice", d.Scheme))
 	}
 	drivers[d.Scheme] = d
+	forms[d.Scheme] = d.Scheme
 	for _, f := range d.Forms {
-		forms[f] = d.Scheme
+		forms[strings.ToLower(f)] = d.Scheme
 	}
 }
 

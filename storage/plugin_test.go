@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"io"
+	"maps"
 	"strings"
 	"testing"
 
@@ -47,8 +48,7 @@ func registerMem(t *testing.T, objects map[string]string) {
 		driversMu.Lock()
 		defer driversMu.Unlock()
 		delete(drivers, "mem")
-		delete(forms, "mem")
-		delete(forms, "memory")
+		maps.DeleteFunc(forms, func(_, store string) bool { return store == "mem" })
 	})
 }
 
