@@ -2,6 +2,8 @@
 #   make demo         runs the conversion example end to end on the local backend
 #   make test         runs every test (CI runs it through .ci/run)
 #   make airflow-e2e  runs the example Dags on a real Airflow 3.3.2 (CI runs it too)
+#   make build [EXTRAS="modal opensandbox gcs azure" | EXTRAS=all]
+#                     bin/airflow-go-worker with the backends and stores it links
 
 GO        ?= go
 BIN       := bin/airflow-go-worker
