@@ -4,7 +4,13 @@
 # installs the bundle into an Airflow worker image.
 #
 #   docker build -t airflow-go-worker .
-#   docker build --build-arg BUNDLE_CONFIG=examples/conversion/bundle.yaml -t airflow-conversion .
+#   docker build --build-arg BUNDLE_CONFIG=examples/conversion/bundle.yaml \
+#                --build-arg TAGS=backend_modal -t airflow-conversion .
+#
+# TAGS are the go build tags of the extras the binary links beyond the local
+# backend, file:// and s3:// (backend_modal, backend_opensandbox, store_gcs,
+# store_azure, comma-separated, or all_extras; see README, Choosing backends
+# and stores): pack refuses a config naming one the binary lacks.
 #
 # How Airflow finds the bundle: the ExecutableCoordinator configured in
 # [sdk] coordinators scans every directory in its executables_root kwarg for
@@ -38,7 +44,8 @@ RUN go mod download
 COPY . .
 # A static, reproducible binary: no cgo (the Airflow image's libc does not
 # matter) and no local paths baked in.
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/airflow-go-worker ./cmd/airflow-go-worker
+ARG TAGS=""
+RUN CGO_ENABLED=0 go build -trimpath -tags "${TAGS}" -ldflags="-s -w" -o /out/airflow-go-worker ./cmd/airflow-go-worker
 
 # BUNDLE_CONFIG (optional): a YAML bundle config, relative to the build
 # context, whose tasks the bundle registers; it is packed into the bundle's
