@@ -17,18 +17,26 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/testing/waitwriter"
 )
 
-// run --bundle runs another AFBNDL01 bundle, whose tasks come from its
-// manifest, and serves --var variables over the comm socket only.
-func TestRunBundleFile(t *testing.T) {
+// packedPlainBundle builds a bundle of plain Go tasks (no catalogue) and
+// packs it: the executable and the bundle file.
+func packedPlainBundle(t *testing.T) (exe, file string) {
+	t.Helper()
 	dir := t.TempDir()
-	exe := filepath.Join(dir, "plainbundle")
+	exe = filepath.Join(dir, "plainbundle")
 	if out, err := exec.Command("go", "build", "-o", exe, "../../e2e/startup/internal/plainbundle").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	file := filepath.Join(dir, "plain.bundle")
+	file = filepath.Join(dir, "plain.bundle")
 	if _, _, err := pack(t, "--executable", exe, "--output", file); err != nil {
 		t.Fatal(err)
 	}
+	return exe, file
+}
+
+// run --bundle runs another AFBNDL01 bundle, whose tasks come from its
+// manifest, and serves --var variables over the comm socket only.
+func TestRunBundleFile(t *testing.T) {
+	exe, file := packedPlainBundle(t)
 	prog := Program{Name: "host", Bundle: func() (*bundles.Bundle, error) {
 		return nil, errors.New("run --bundle must not build this program's own bundle")
 	}}
@@ -64,15 +72,7 @@ func TestRunBundleFile(t *testing.T) {
 // An interrupted run exits as a shell reports a command killed by the
 // signal (128+n), not as a failed task (1), after cancelling the task.
 func TestInterruptedRunExitsWithTheSignal(t *testing.T) {
-	dir := t.TempDir()
-	exe := filepath.Join(dir, "plainbundle")
-	if out, err := exec.Command("go", "build", "-o", exe, "../../e2e/startup/internal/plainbundle").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	file := filepath.Join(dir, "plain.bundle")
-	if _, _, err := pack(t, "--executable", exe, "--output", file); err != nil {
-		t.Fatal(err)
-	}
+	_, file := packedPlainBundle(t)
 	prog := Program{Name: "host"}
 	logs := waitwriter.New("[task] sleeping")
 	var out bytes.Buffer
