@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 
@@ -72,7 +73,7 @@ func Open(ctx context.Context, loc storage.Location, opt storage.Options) (stora
 	if err != nil {
 		return nil, explain(err)
 	}
-	return &bucket{name: loc.Bucket, hc: hc, svc: svc, uploadURL: endpoint + "/upload/storage/v1/b/" + pathEscape(loc.Bucket) + "/o"}, nil
+	return &bucket{name: loc.Bucket, hc: hc, svc: svc, uploadURL: endpoint + "/upload/storage/v1/b/" + url.PathEscape(loc.Bucket) + "/o"}, nil
 }
 
 // clientOptions are the transport's options for cfg and the endpoint (no

@@ -375,8 +375,6 @@ func drain(resp *http.Response) {
 	resp.Body.Close()
 }
 
-func pathEscape(s string) string { return url.PathEscape(s) }
-
 // verifiedBody checks a download against the CRC32C the server announced
 // (X-Goog-Hash), so a truncated or corrupted stream fails at its end
 // instead of passing as the object. Bodies the transport decompressed are
