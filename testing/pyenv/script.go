@@ -28,12 +28,14 @@ func Command(ctx context.Context, tb testing.TB, env map[string]string, script s
 	return cmd
 }
 
-// RunJSON runs python/<script> to completion (two minutes at most) and
+// RunJSON runs python/<script> to completion (five minutes at most: a
+// script that imports Airflow's provider took over two on a 2-core machine
+// at load 13) and
 // decodes the last line it printed on stdout, a JSON value, into out. The
 // test fails, with the script's stderr, if it fails or prints no JSON.
 func RunJSON(tb testing.TB, env map[string]string, out any, script string, args ...string) {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := Command(ctx, tb, env, script, args...)
 	var stdout, stderr bytes.Buffer
