@@ -242,9 +242,17 @@ func benchLogger() hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{Output: os.Stderr, Level: hclog.Info})
 }
 
-// benchChild runs one transfer in a fresh process and returns its duration
-// and the process's peak resident memory.
-func benchChild(b *testing.B, env []string, job benchJob) (time.Duration, int64) {
+// childRun is what one transfer process took: its own timing of the
+// transfer, its peak resident memory and the CPU time (user and system) of
+// the whole process.
+type childRun struct {
+	took time.Duration
+	rss  int64
+	cpu  time.Duration
+}
+
+// benchChild runs one transfer in a fresh process.
+func benchChild(b *testing.B, env []string, job benchJob) childRun {
 	b.Helper()
 	spec, _ := json.Marshal(job)
 	// Each transfer starts with the previous ones' writes on disk: the
@@ -263,7 +271,8 @@ func benchChild(b *testing.B, env []string, job benchJob) (time.Duration, int64)
 		b.Fatalf("%s %s transfer printed %q", job.Store, job.Mode, out)
 	}
 	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	return time.Duration(ns), ru.Maxrss * 1024 // Linux reports KiB
+	cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return childRun{took: time.Duration(ns), rss: ru.Maxrss * 1024, cpu: cpu} // Linux reports KiB
 }
 
 // benchStore is a store under benchmark: a bucket on its emulator and the
@@ -300,7 +309,8 @@ func startBenchStore(b *testing.B, name string) benchStore {
 // process. Every iteration runs the pair twice, in both orders (direct,
 // export, export, direct), so neither side always meets a warmer disk. Run
 // with -benchtime 1x; the reported ratio is direct time over export time
-// (1 = the SDK's speed), and the peaks are each process's VmHWM.
+// (1 = the SDK's speed), the peaks are each process's VmHWM, and the CPU
+// time per GiB is each process's user+system time.
 func BenchmarkExport(b *testing.B) {
 	size := benchSize(b)
 	stores := []string{"s3", "gcs", "azure"}
@@ -348,8 +358,7 @@ func BenchmarkExport(b *testing.B) {
 		for _, l := range layouts {
 			b.Run(st.name+"/"+l.name, func(b *testing.B) {
 				files := hostFiles[l.name]
-				var direct, export time.Duration
-				var directRSS, exportRSS int64
+				var direct, export childRun // durations summed, peaks the highest
 				for i := 0; i < b.N; i++ {
 					for _, mode := range []string{"direct", "export", "export", "direct"} {
 						job := benchJob{Mode: mode, Store: st.name, Conn: st.conn, Size: size / int64(l.files)}
@@ -363,21 +372,26 @@ func BenchmarkExport(b *testing.B) {
 						} else {
 							job.Paths = nil
 						}
-						d, rss := benchChild(b, env, job)
+						run := benchChild(b, env, job)
+						sum := &export
 						if mode == "direct" {
-							direct, directRSS = direct+d, max(directRSS, rss)
-						} else {
-							export, exportRSS = export+d, max(exportRSS, rss)
+							sum = &direct
 						}
+						sum.took, sum.cpu, sum.rss = sum.took+run.took, sum.cpu+run.cpu, max(sum.rss, run.rss)
 					}
 				}
 				mibps := func(d time.Duration) float64 { return float64(2*size) * float64(b.N) / d.Seconds() / (1 << 20) }
 				b.ReportMetric(float64(size)/(1<<20), "MiB")
-				b.ReportMetric(mibps(direct), "direct-MiB/s")
-				b.ReportMetric(mibps(export), "export-MiB/s")
-				b.ReportMetric(direct.Seconds()/export.Seconds(), "export/direct")
-				b.ReportMetric(float64(directRSS)/(1<<20), "direct-peak-MiB")
-				b.ReportMetric(float64(exportRSS)/(1<<20), "export-peak-MiB")
+				b.ReportMetric(mibps(direct.took), "direct-MiB/s")
+				b.ReportMetric(mibps(export.took), "export-MiB/s")
+				b.ReportMetric(direct.took.Seconds()/export.took.Seconds(), "export/direct")
+				b.ReportMetric(float64(direct.rss)/(1<<20), "direct-peak-MiB")
+				b.ReportMetric(float64(export.rss)/(1<<20), "export-peak-MiB")
+				// CPU time per GiB moved, the whole process's: unlike the
+				// rates, it hardly depends on what else the machine runs.
+				gib := float64(2*size) * float64(b.N) / (1 << 30)
+				b.ReportMetric(direct.cpu.Seconds()/gib, "direct-cpu-s/GiB")
+				b.ReportMetric(export.cpu.Seconds()/gib, "export-cpu-s/GiB")
 			})
 		}
 	}
