@@ -144,7 +144,7 @@ func sweepS3(ctx context.Context, u *url.URL, cutoff time.Time, dryRun bool, opt
 		return fmt.Errorf("sweep: %s names connection %q; resolve it and pass its credentials", redactURL(u.String()), u.User.Username())
 	}
 	prefix := strings.TrimPrefix(u.Path, "/")
-	client, _, err := newS3Client(ctx, cfg, bucket)
+	client, err := newS3Client(ctx, cfg, bucket)
 	if err != nil {
 		return fmt.Errorf("sweep: %w", err)
 	}
