@@ -45,16 +45,7 @@ func Binary() (string, error) { return serverproc.NpmBinary("azurite-blob", Pack
 // or fails the test with its output.
 func Start(tb testing.TB) *Server {
 	tb.Helper()
-	bin, err := Binary()
-	if err != nil {
-		tb.Fatalf("azurite: %v", err)
-	}
-	s, err := serverproc.Retry(func() (*Server, error) { return start(bin, tb.TempDir()) })
-	if err != nil {
-		tb.Fatalf("azurite: %v", err)
-	}
-	tb.Cleanup(s.Stop)
-	return s
+	return serverproc.StartForTest(tb, "azurite", Binary, start)
 }
 
 func start(bin, dir string) (*Server, error) {

@@ -38,16 +38,7 @@ func Binary() (string, error) { return serverproc.GoBinary("fake-gcs-server", Mo
 // t.Cleanup), or fails the test with its output.
 func Start(tb testing.TB) *Server {
 	tb.Helper()
-	bin, err := Binary()
-	if err != nil {
-		tb.Fatalf("gcsserver: %v", err)
-	}
-	s, err := serverproc.Retry(func() (*Server, error) { return start(bin, tb.TempDir()) })
-	if err != nil {
-		tb.Fatalf("gcsserver: %v", err)
-	}
-	tb.Cleanup(s.Stop)
-	return s
+	return serverproc.StartForTest(tb, "gcsserver", Binary, start)
 }
 
 func start(bin, dir string) (*Server, error) {

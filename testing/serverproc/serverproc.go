@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 )
 
@@ -128,4 +129,24 @@ func Retry[T any](start func() (T, error)) (T, error) {
 		}
 	}
 	return v, err
+}
+
+// Stopper is a started server.
+type Stopper interface{ Stop() }
+
+// StartForTest finds the server's binary (installing it when missing),
+// starts it in a fresh directory with Retry, and stops it when tb ends; it
+// fails tb, naming the server, when any step fails.
+func StartForTest[S Stopper](tb testing.TB, name string, binary func() (string, error), start func(bin, dir string) (S, error)) S {
+	tb.Helper()
+	bin, err := binary()
+	if err != nil {
+		tb.Fatalf("%s: %v", name, err)
+	}
+	s, err := Retry(func() (S, error) { return start(bin, tb.TempDir()) })
+	if err != nil {
+		tb.Fatalf("%s: %v", name, err)
+	}
+	tb.Cleanup(s.Stop)
+	return s
 }
