@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -51,9 +52,11 @@ type Watch struct {
 	done chan Peak
 }
 
-// Start collects garbage, resets the RSS high-water mark and starts sampling.
+// Start collects garbage and returns what it freed to the kernel (so the
+// resident set is not what an earlier transfer in the same process left
+// behind), resets the RSS high-water mark and starts sampling.
 func Start() *Watch {
-	runtime.GC()
+	debug.FreeOSMemory()
 	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) // resets VmHWM
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
