@@ -9,7 +9,6 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -181,15 +180,18 @@ func (b *Bundle) serve(ctx context.Context, commAddr, logsAddr string, cfg serve
 	}
 }
 
-// dialBoth connects to both sockets at once, as the Go SDK does.
+// dialBoth connects to the comm socket, then the logs socket. One after the
+// other, not at once as Airflow's Go SDK does: on loopback the second
+// connect adds microseconds, while dialling from two goroutines made the
+// runtime start a thread for each at every task start (0.26 ms of CPU per
+// task in the start-up benchmark, interleaved, 81 rounds).
 func dialBoth(ctx context.Context, commAddr, logsAddr string) (comm, logs net.Conn, err error) {
 	d := net.Dialer{Timeout: dialTimeout}
-	var wg sync.WaitGroup
-	var commErr, logsErr error
-	wg.Add(2)
-	go func() { defer wg.Done(); comm, commErr = d.DialContext(ctx, "tcp", commAddr) }()
-	go func() { defer wg.Done(); logs, logsErr = d.DialContext(ctx, "tcp", logsAddr) }()
-	wg.Wait()
+	var logsErr error
+	comm, commErr := d.DialContext(ctx, "tcp", commAddr)
+	if commErr == nil {
+		logs, logsErr = d.DialContext(ctx, "tcp", logsAddr)
+	}
 	if commErr != nil || logsErr != nil {
 		if comm != nil {
 			comm.Close()
