@@ -212,6 +212,12 @@ func TestSweepCommandArguments(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `"nope"`) {
 		t.Fatalf("missing connection: %v", err)
 	}
+	// Named by its flag, not the task's key, and refused before the
+	// backend's connection (which does not exist) is looked up.
+	err = sweepCommand(context.Background(), []string{"--backend", "opensandbox", "--conn-id", "nope", "--finished-run", "just_a_dag"}, &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), `--finished-run "just_a_dag" is not of the form <dag_id>/<run_id>`) || strings.Contains(err.Error(), "nope") {
+		t.Fatalf("malformed --finished-run: %v", err)
+	}
 }
 
 func TestCLIAirflowReadsTheEnvironment(t *testing.T) {

@@ -65,6 +65,13 @@ func sweepCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if fs.NArg() > 0 {
 		return fmt.Errorf("sweep: unexpected argument %q; see airflow-go-worker sweep -h", fs.Arg(0))
 	}
+	// Checked here too, so a typo is named by its flag and fails before
+	// any backend is contacted.
+	for _, r := range finished {
+		if err := tasks.CheckFinishedRun(r); err != nil {
+			return fmt.Errorf("sweep: --finished-run %w", err)
+		}
+	}
 	in.FinishedRuns = finished
 	in.Storage, in.OlderThan = prefixes, tasks.Duration(olderThan)
 	if olderThan < 0 {

@@ -102,6 +102,15 @@ func sweepAt(ctx context.Context, d Deps, in SweepInput, now time.Time) (res Swe
 	if err := d.check(); err != nil {
 		return SweepResult{}, err
 	}
+	// Bad input fails before anything is listed or removed.
+	finished := map[string]bool{}
+	for _, o := range in.FinishedRuns {
+		o = d.Run.expand(o)
+		if err := CheckFinishedRun(o); err != nil {
+			return SweepResult{}, fmt.Errorf("finished_runs: %w", err)
+		}
+		finished[o] = true
+	}
 	if len(in.Storage) > 0 {
 		reports, err := sweepStorage(ctx, d, in)
 		if in.Backend == "" || err != nil {
@@ -115,14 +124,6 @@ func sweepAt(ctx context.Context, d Deps, in SweepInput, now time.Time) (res Swe
 		return SweepResult{}, err
 	}
 	defer drv.Close()
-	finished := map[string]bool{}
-	for _, o := range in.FinishedRuns {
-		o = d.Run.expand(o)
-		if !strings.Contains(o, "/") {
-			return SweepResult{}, fmt.Errorf("finished_runs: %q is not of the form <dag_id>/<run_id>", o)
-		}
-		finished[o] = true
-	}
 	// Unfiltered: the Python provider's sandboxes share no tag value a
 	// backend could filter on. Modal lists one app (app_name), which is the
 	// provider's default app too.
@@ -173,4 +174,12 @@ func sweepAt(ctx context.Context, d Deps, in SweepInput, now time.Time) (res Swe
 			len(failed), strings.Join(failed, "; "), req.Backend)
 	}
 	return res, nil
+}
+
+// CheckFinishedRun fails unless run names a Dag run as <dag_id>/<run_id>.
+func CheckFinishedRun(run string) error {
+	if dag, id, ok := strings.Cut(run, "/"); !ok || dag == "" || id == "" {
+		return fmt.Errorf("%q is not of the form <dag_id>/<run_id>", run)
+	}
+	return nil
 }
