@@ -55,15 +55,8 @@ func sweepCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintln(stderr, "       airflow-go-worker sweep --storage URL_PREFIX [--older-than DURATION] [--storage-conn-id ID] [--dry-run]")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		// -h printed the usage; that is success, as for run and pack.
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return fmt.Errorf("sweep: %w (see airflow-go-worker sweep -h)", err)
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("sweep: unexpected argument %q; see airflow-go-worker sweep -h", fs.Arg(0))
+	if help, err := cli.ParseFlags(fs, args); help || err != nil {
+		return err
 	}
 	// Checked here too, so a typo is named by its flag and fails before
 	// any backend is contacted.

@@ -18,6 +18,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -216,4 +217,20 @@ func errOrNull(err error) error {
 		return errors.New("got null")
 	}
 	return err
+}
+
+// ParseFlags parses a command's flags; the commands take no positional
+// arguments. help reports that -h printed the usage, which is a success.
+// err names the command, what was wrong, and where its usage is.
+func ParseFlags(fs *flag.FlagSet, args []string) (help bool, err error) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return true, nil
+		}
+		return false, fmt.Errorf("%s: %w (see %s -h)", fs.Name(), err, fs.Name())
+	}
+	if fs.NArg() > 0 {
+		return false, fmt.Errorf("%s: unexpected argument %q; it takes only flags (see %s -h)", fs.Name(), fs.Arg(0), fs.Name())
+	}
+	return false, nil
 }

@@ -58,14 +58,8 @@ func runPack(args []string, stdout, stderr io.Writer) error {
 	configPath := fs.String("config", "", "YAML bundle config: its tasks are registered (--bundle-config) and it is embedded as the source region, which the packed bundle reads at run time")
 	airflow := fs.String("airflow", defaultAirflow, "Airflow release the bundle targets: 3.3 (schema "+bundles.Schema33+") or 3.4 (schema "+bundles.Schema34+"); it decides the supervisor schema version the bundle declares")
 	schema := fs.String("supervisor-schema-version", "", "declare this supervisor schema version instead of --airflow's (one of: "+bundles.KnownSchemaVersions()+")")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return fmt.Errorf("pack: %w (see airflow-go-worker pack -h)", err)
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("pack: unexpected argument %q; pack takes only flags (see pack -h)", fs.Arg(0))
+	if help, err := ParseFlags(fs, args); help || err != nil {
+		return err
 	}
 	target, err := packSchema(fs, *airflow, *schema)
 	if err != nil {

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -55,14 +54,10 @@ func (p Program) runCommand(ctx context.Context, args []string, stdout, stderr i
 	retry := fs.Bool("retry", false, "report failures as up_for_retry (ti_context.should_retry)")
 	airflow := fs.String("airflow", bundles.DefaultAirflow, "Airflow release to behave as: 3.3 or 3.4 (refuses a bundle whose schema that release does not know)")
 	argJSON := fs.String("arg-bindings", "", "Airflow 3.4 only: the stub call's arguments as a JSON list, e.g. '[{\"name\": \"sandbox\", \"kind\": \"xcom\", \"task_id\": \"provision\"}]'")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return bundles.ExitOK
-		}
-		return bundles.ExitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "%s run: unexpected argument %q (all options are flags; see run -h)\n", p.name(), fs.Arg(0))
+	if help, err := ParseFlags(fs, args); help {
+		return bundles.ExitOK
+	} else if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", p.name(), err)
 		return bundles.ExitUsage
 	}
 	fail := func(format string, a ...any) int {
