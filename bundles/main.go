@@ -43,7 +43,13 @@ func RunMain(ctx context.Context, b *Bundle, args []string, stdout, stderr io.Wr
 		stdout.Write(out)
 		return ExitOK
 	}
-	if err := b.Serve(ctx, opts.Comm, opts.Logs); err != nil {
+	// This process is one task instance and exits when it ends: start it
+	// on one P (see parallelismDelay).
+	cfg := processConfig()
+	cfg.oneP = startOnOneP(os.LookupEnv)
+	err = b.serve(ctx, opts.Comm, opts.Logs, cfg)
+	cfg.oneP.release()
+	if err != nil {
 		fmt.Fprintf(stderr, "airflow-go-worker: %v\n", err)
 		return ExitFailure
 	}

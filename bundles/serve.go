@@ -68,19 +68,30 @@ type serveConfig struct {
 	// Schema33 when empty): the runtime sends no field it lacks.
 	schema        string
 	schemaWarning string
+	// oneP, when set, gives the task the runtime's default GOMAXPROCS
+	// back once it has run for parallelismDelay.
+	oneP *oneP
 }
 
 // Serve runs one task instance in coordinator mode: it dials commAddr and
 // logsAddr, reads the first frame and either runs the named task and reports
 // its outcome, or answers a TaskHandlerParseRequest. SIGTERM and SIGINT
 // cancel the task's context. A nil return means the process should exit 0.
+// Serve leaves GOMAXPROCS alone; RunMain, whose process is the task,
+// starts it on one P (see parallelismDelay).
 func (b *Bundle) Serve(ctx context.Context, commAddr, logsAddr string) error {
+	return b.serve(ctx, commAddr, logsAddr, processConfig())
+}
+
+// processConfig is how a task process serves: the real environment,
+// signals, and the cancel grace and schema it declares.
+func processConfig() serveConfig {
 	schema, warning := declaredSchema()
 	grace, graceWarning := cancelGraceFromEnv(os.LookupEnv)
 	if graceWarning != "" {
 		warning = strings.TrimPrefix(warning+"; "+graceWarning, "; ")
 	}
-	return b.serve(ctx, commAddr, logsAddr, serveConfig{lookupEnv: os.LookupEnv, signals: true, cancelGrace: grace, schema: schema, schemaWarning: warning})
+	return serveConfig{lookupEnv: os.LookupEnv, signals: true, cancelGrace: grace, schema: schema, schemaWarning: warning}
 }
 
 // cancelGraceFromEnv reads CancelGraceEnv; a bad value keeps the default
@@ -292,6 +303,7 @@ func (b *Bundle) runTask(ctx context.Context, r *rpc, startupID int64, sd protoc
 			reserve = cleanup.Reserve
 		}
 		runCtx, grace := cleanup.WithGraceReserve(taskCtx, cfg.cancelGrace, reserve)
+		cfg.oneP.restoreAfter(parallelismDelay)
 		done := make(chan outcome, 1)
 		go func() { done <- b.execute(runCtx, t, ti, dr, sd, log, cl) }()
 		select {

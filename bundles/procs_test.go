@@ -1,0 +1,90 @@
+package bundles
+
+import (
+	"bytes"
+	"context"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// defaultProcs is the runtime's own GOMAXPROCS for this machine, and puts
+// it back for the tests that follow.
+func defaultProcs(t *testing.T) int {
+	t.Helper()
+	runtime.SetDefaultGOMAXPROCS()
+	t.Cleanup(runtime.SetDefaultGOMAXPROCS)
+	return runtime.GOMAXPROCS(0)
+}
+
+func noEnv(string) (string, bool) { return "", false }
+
+// A forked task runs on one P, and once it has run for the delay it is
+// back on the runtime's default.
+func TestTaskStartsOnOnePAndGetsTheDefaultBack(t *testing.T) {
+	def := defaultProcs(t)
+	if def < 2 {
+		runtime.GOMAXPROCS(2) // a one-CPU machine: still check the lowering
+	}
+	seen := 0
+	b := New()
+	b.Register("d", "t", func() error { seen = runtime.GOMAXPROCS(0); return nil })
+	p := startOnOneP(noEnv)
+	if p == nil {
+		t.Fatal("startOnOneP did nothing with GOMAXPROCS unset and 2 or more Ps")
+	}
+	s := runFake(t, b, startupFrame(t, "d", "t", nil), nil, serveConfig{oneP: p})
+	if s.err != nil || s.terminal == nil {
+		t.Fatalf("serve: %v, terminal %v", s.err, s.terminal)
+	}
+	if seen != 1 {
+		t.Errorf("the task ran with GOMAXPROCS %d, want 1", seen)
+	}
+	// Only the timer runTask armed can restore it here.
+	select {
+	case <-p.restored:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the runtime's default GOMAXPROCS was never restored after the task started")
+	}
+	if got := runtime.GOMAXPROCS(0); got != def {
+		t.Errorf("after the delay GOMAXPROCS = %d, want the default %d", got, def)
+	}
+}
+
+// GOMAXPROCS in the environment is the operator's choice: left alone.
+func TestPinnedGOMAXPROCSIsLeftAlone(t *testing.T) {
+	defaultProcs(t)
+	runtime.GOMAXPROCS(3)
+	pinned := func(k string) (string, bool) { return "3", k == "GOMAXPROCS" }
+	if p := startOnOneP(pinned); p != nil || runtime.GOMAXPROCS(0) != 3 {
+		t.Fatalf("with GOMAXPROCS=3 in the environment: oneP %v, GOMAXPROCS %d; want nil and 3", p, runtime.GOMAXPROCS(0))
+	}
+}
+
+// A task that sets GOMAXPROCS itself keeps its value.
+func TestRestoreKeepsTheTasksOwnGOMAXPROCS(t *testing.T) {
+	defaultProcs(t)
+	runtime.GOMAXPROCS(2)
+	p := startOnOneP(noEnv)
+	if p == nil || runtime.GOMAXPROCS(0) != 1 {
+		t.Fatalf("startOnOneP: oneP %v, GOMAXPROCS %d; want it lowered to 1", p, runtime.GOMAXPROCS(0))
+	}
+	runtime.GOMAXPROCS(3)
+	p.restoreAfter(0)
+	<-p.restored
+	if got := runtime.GOMAXPROCS(0); got != 3 {
+		t.Errorf("GOMAXPROCS = %d after restore, want the task's own 3", got)
+	}
+}
+
+// RunMain in a process that goes on (a test, an embedding program) is
+// not left on one P when serving ends before any task ran.
+func TestRunMainRestoresWhenNoTaskRan(t *testing.T) {
+	def := defaultProcs(t)
+	if code := RunMain(context.Background(), New(), []string{"--comm=127.0.0.1:1", "--logs=127.0.0.1:1"}, &bytes.Buffer{}, &bytes.Buffer{}); code != ExitFailure {
+		t.Fatalf("dial failure: exit %d, want %d", code, ExitFailure)
+	}
+	if got := runtime.GOMAXPROCS(0); got != def {
+		t.Errorf("GOMAXPROCS = %d after RunMain, want the default %d", got, def)
+	}
+}
