@@ -5,6 +5,7 @@ import (
 
 	_ "github.com/airflow-sandbox/airflow-go-worker/storage/azure"
 	_ "github.com/airflow-sandbox/airflow-go-worker/storage/gcs"
+	_ "github.com/airflow-sandbox/airflow-go-worker/storage/s3"
 	"github.com/airflow-sandbox/airflow-go-worker/storage/storagetest"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/azurite"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/gcsserver"

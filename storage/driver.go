@@ -16,9 +16,9 @@ import (
 // Each method is all-or-nothing at the key it names: a failed write leaves
 // nothing there, and an older object stays as it was.
 //
-// Drivers for gs:// and Azure live in their own packages (storage/gcs,
-// storage/azure) and register themselves, so a bundle links only the cloud
-// SDKs it imports.
+// Drivers for s3://, gs:// and Azure live in their own packages
+// (storage/s3, storage/gcs, storage/azure) and register themselves, so a
+// bundle links only the cloud SDKs it imports.
 type Bucket interface {
 	// Put streams r to key and makes it visible once complete.
 	Put(ctx context.Context, key string, r io.Reader) error
@@ -54,7 +54,7 @@ type Pending interface {
 type OpenFunc func(ctx context.Context, loc Location, opt Options) (Bucket, error)
 
 // Credentials are one store's resolved connection, as its driver parsed it
-// (*AWSConfig, *gcs.Config, *azure.Config): opaque to package storage and
+// (*s3.AWSConfig, *gcs.Config, *azure.Config): opaque to package storage and
 // its callers, which only pass them back in Options.Credentials.
 type Credentials interface {
 	// Secrets are the values a secret masker must hide, keyed by what
@@ -82,20 +82,28 @@ type Driver struct {
 	// Open opens a bucket, with Options.Credentials[Scheme] (nil: the
 	// store's default credentials).
 	Open OpenFunc
+	// Sweep, when set, clears a prefix of the store of what interrupted
+	// transfers left (Sweep); a store without it cannot be swept.
+	Sweep SweepFunc
 }
 
 var (
 	driversMu sync.RWMutex
-	drivers   = map[string]Driver{"file": {Scheme: "file", Open: openFileStore}, "s3": s3Driver}
+	drivers   = map[string]Driver{"file": {Scheme: "file", Open: openFileStore}}
 	forms     = map[string]string{} // URL scheme -> store, for registered stores
 )
 
 // wellKnown are the optional stores this package names when a bundle
 // does not link them (location.go knows their URL spellings), so the error
-// can say which package, or build option (name), adds them.
-var wellKnown = map[string]struct{ form, name, pkg, connType string }{
-	"gs": {"gs", "gcs", "github.com/airflow-sandbox/airflow-go-worker/storage/gcs", "google_cloud_platform"},
-	"az": {"abfs", "azure", "github.com/airflow-sandbox/airflow-go-worker/storage/azure", "wasb"},
+// can say which package, or build option (name), adds them; sweeps says
+// whether the driver sets Driver.Sweep.
+var wellKnown = map[string]struct {
+	form, name, pkg, connType string
+	sweeps                    bool
+}{
+	"s3": {"s3", "s3", "github.com/airflow-sandbox/airflow-go-worker/storage/s3", "aws", true},
+	"gs": {"gs", "gcs", "github.com/airflow-sandbox/airflow-go-worker/storage/gcs", "google_cloud_platform", false},
+	"az": {"abfs", "azure", "github.com/airflow-sandbox/airflow-go-worker/storage/azure", "wasb", false},
 }
 
 // Register makes a store usable; driver packages call it from init. It

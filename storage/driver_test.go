@@ -8,6 +8,7 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/storage"
 	"github.com/airflow-sandbox/airflow-go-worker/storage/gcs"
+	"github.com/airflow-sandbox/airflow-go-worker/storage/s3"
 )
 
 // TestFromConnectionChecksTheType: each store accepts the connection
@@ -45,10 +46,10 @@ func TestFromConnectionChecksTheType(t *testing.T) {
 // TestCredentialsOfAnotherStoreAreRefused: a driver given credentials
 // parsed for another store says so instead of using them.
 func TestCredentialsOfAnotherStoreAreRefused(t *testing.T) {
-	aws := &storage.AWSConfig{AccessKeyID: "a", SecretAccessKey: "s"}
+	aws := &s3.AWSConfig{AccessKeyID: "a", SecretAccessKey: "s"}
 	opt := storage.Options{Credentials: map[string]storage.Credentials{"gs": aws}}
 	err := storage.Check(context.Background(), "gs://b/k", false, opt)
-	if err == nil || !strings.Contains(err.Error(), "*storage.AWSConfig, not the *gcs.Config") {
+	if err == nil || !strings.Contains(err.Error(), "*s3.AWSConfig, not the *gcs.Config") {
 		t.Fatalf("got %v", err)
 	}
 	if _, err := storage.CredentialsFor[*gcs.Config](opt, "s3"); err != nil {

@@ -7,7 +7,13 @@ import (
 	"io"
 	"strings"
 	"sync"
+
+	"github.com/airflow-sandbox/airflow-go-worker/storage/parts"
 )
+
+// cleanupTimeout bounds the calls that undo a failed transfer. They run on
+// a fresh context so that a cancelled task still cleans up after itself.
+const cleanupTimeout = parts.CleanupTimeout
 
 // Export lands several files all-or-nothing, the way the Python provider's
 // exports do: Stage streams each file to its destination but leaves it

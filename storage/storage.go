@@ -1,8 +1,9 @@
 // Package storage moves bytes between io.Readers and object storage named by
-// URL: s3://bucket/key (S3 or any S3-compatible server), gs://bucket/key
-// (Google Cloud Storage, driver in storage/gcs), abfs://container/key and
-// its spellings az://, abfss://, azblob:// (Azure Blob, driver in
-// storage/azure) and file:///path.
+// URL: file:///path, and through driver packages that register themselves
+// s3://bucket/key (S3 or any S3-compatible server, storage/s3),
+// gs://bucket/key (Google Cloud Storage, storage/gcs) and
+// abfs://container/key with its spellings az://, abfss://, azblob:// (Azure
+// Blob, storage/azure).
 //
 // Transfers stream: memory use does not grow with the object's size. An S3
 // or Azure upload holds at most (UploadConcurrency+parts.ReadAhead+1) ×
@@ -41,6 +42,15 @@ import (
 // does not exist. Test with errors.Is.
 var ErrNotFound = errors.New("object not found")
 
+// Transfer tuning of the part-based stores (S3 multipart uploads, Azure
+// blocks). These fix the memory an upload can use, whatever the object's
+// size: UploadConcurrency parts in flight, parts.ReadAhead queued and the
+// one being read, PartSize each (56 MiB), from buffers that uploads share.
+const (
+	PartSize          = 8 << 20
+	UploadConcurrency = 4
+)
+
 // DefaultProgressEvery is how often long transfers log their progress when
 // Options.ProgressEvery is zero.
 const DefaultProgressEvery = 5 * time.Second
@@ -49,7 +59,7 @@ const DefaultProgressEvery = 5 * time.Second
 type Options struct {
 	// Credentials are each store's resolved connection by scheme ("s3",
 	// "gs", "az"), from FromConnection (or the driver's own type: an
-	// *AWSConfig for s3). A store without an entry uses its default
+	// *s3.AWSConfig for s3). A store without an entry uses its default
 	// credentials: the AWS chain, Google's application default
 	// credentials, the AZURE_STORAGE_* variables.
 	Credentials map[string]Credentials

@@ -6,13 +6,9 @@ import (
 	"fmt"
 	"io/fs"
 	"net/url"
-	"path"
 	"path/filepath"
 	"strings"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/airflow-sandbox/airflow-go-worker/internal/randhex"
 )
@@ -24,8 +20,11 @@ import (
 // and invisible in the bucket listing).
 // Matched without regexps, which as package variables would be compiled at
 // every task start.
-func leftoverPartial(name string) bool { return randhex.Suffixed(name, ".partial", 12, 12) }
-func leftoverTemp(name string) bool    { return randhex.Suffixed(name, ".tmp", 8, 16) }
+func leftoverTemp(name string) bool { return randhex.Suffixed(name, ".tmp", 8, 16) }
+
+// IsLeftoverPartial reports whether an object's base name is that of an
+// export's staging object (<dest>.<12 hex>.partial), for drivers' Sweep.
+func IsLeftoverPartial(name string) bool { return randhex.Suffixed(name, ".partial", 12, 12) }
 
 // Leftover kinds.
 const (
@@ -62,16 +61,34 @@ func Sweep(ctx context.Context, prefix string, cutoff time.Time, dryRun bool, op
 		return SweepReport{}, fmt.Errorf("sweep: %q is not a URL prefix such as s3://bucket/prefix or file:///dir: %v", redactURL(prefix), err)
 	}
 	rep := SweepReport{Prefix: redactURL(prefix), Found: []Leftover{}, Removed: []string{}}
-	switch strings.ToLower(u.Scheme) {
-	case "file":
-		err = sweepFiles(u, cutoff, dryRun, &rep)
-	case "s3", "s3a":
-		err = sweepS3(ctx, u, cutoff, dryRun, opt, &rep)
+	form := strings.ToLower(u.Scheme)
+	if form == "file" {
+		return rep, sweepFiles(u, cutoff, dryRun, &rep)
+	}
+	store := schemes[form]
+	if store == "" {
+		store = registeredForm(form)
+	}
+	d, linked := lookupDriver(store)
+	switch {
+	case linked && d.Sweep != nil:
+		err = d.Sweep(ctx, u, cutoff, dryRun, opt, &rep)
+	case !linked && wellKnown[store].sweeps:
+		err = fmt.Errorf("sweep: %w", unlinked(Location{Scheme: store, form: form}))
 	default:
 		err = fmt.Errorf("sweep: %q: only s3:// and file:// prefixes can be swept", redactURL(prefix))
 	}
 	return rep, err
 }
+
+// SweepFunc is a bucket store's part of Sweep (Driver.Sweep). Under
+// prefix, a URL of one of the driver's forms as the user wrote it, it
+// finds the leftovers of interrupted transfers last touched before cutoff
+// (IsLeftoverPartial objects, and whatever the store keeps of unfinished
+// uploads), adds each to rep.Found and, unless dryRun, removes it and adds
+// it to rep.Removed. It tries every leftover before failing with
+// SweepFailed's error for those it could not remove.
+type SweepFunc func(ctx context.Context, prefix *url.URL, cutoff time.Time, dryRun bool, opt Options, rep *SweepReport) error
 
 func sweepFiles(u *url.URL, cutoff time.Time, dryRun bool, rep *SweepReport) error {
 	if u.Host != "" && u.Host != "localhost" || !strings.HasPrefix(u.Path, "/") {
@@ -104,7 +121,7 @@ func sweepFiles(u *url.URL, cutoff time.Time, dryRun bool, rep *SweepReport) err
 		switch name := d.Name(); {
 		case leftoverTemp(name):
 			kind = LeftoverTempFile
-		case leftoverPartial(name):
+		case IsLeftoverPartial(name):
 			kind = LeftoverPartial
 		default:
 			return nil
@@ -128,82 +145,12 @@ func sweepFiles(u *url.URL, cutoff time.Time, dryRun bool, rep *SweepReport) err
 	if err != nil {
 		return fmt.Errorf("sweep: walking %s: %v", dir, unwrapPath(err))
 	}
-	return sweepFailed(failed)
+	return SweepFailed(failed)
 }
 
-func sweepS3(ctx context.Context, u *url.URL, cutoff time.Time, dryRun bool, opt Options, rep *SweepReport) error {
-	bucket := u.Host
-	if bucket == "" {
-		return fmt.Errorf("sweep: %q has no bucket; write it as s3://bucket/prefix", redactURL(u.String()))
-	}
-	cfg, err := CredentialsFor[*AWSConfig](opt, "s3")
-	if err != nil {
-		return fmt.Errorf("sweep: %w", err)
-	}
-	if u.User != nil && cfg == nil {
-		return fmt.Errorf("sweep: %s names connection %q; resolve it and pass its credentials", redactURL(u.String()), u.User.Username())
-	}
-	prefix := strings.TrimPrefix(u.Path, "/")
-	client, err := newS3Client(ctx, cfg, bucket)
-	if err != nil {
-		return fmt.Errorf("sweep: %w", err)
-	}
-	at := func(key string) string { return "s3://" + bucket + "/" + key }
-	var failed []string
-
-	pages := s3.NewListObjectsV2Paginator(client, &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(prefix)})
-	for pages.HasMorePages() {
-		page, err := pages.NextPage(ctx)
-		if err != nil {
-			return fmt.Errorf("sweep: listing s3://%s/%s: %w", bucket, prefix, explainS3(err))
-		}
-		for _, o := range page.Contents {
-			key := aws.ToString(o.Key)
-			if !leftoverPartial(path.Base(key)) || !aws.ToTime(o.LastModified).Before(cutoff) {
-				continue
-			}
-			rep.Found = append(rep.Found, Leftover{URL: at(key), Kind: LeftoverPartial, Size: aws.ToInt64(o.Size), Since: aws.ToTime(o.LastModified).UTC()})
-			if dryRun {
-				continue
-			}
-			if _, err := client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: o.Key}); err != nil && !isNotFound(err) {
-				failed = append(failed, fmt.Sprintf("%s (%v)", at(key), explainS3(err)))
-				continue
-			}
-			rep.Removed = append(rep.Removed, at(key))
-		}
-	}
-
-	in := &s3.ListMultipartUploadsInput{Bucket: aws.String(bucket), Prefix: aws.String(prefix)}
-	for {
-		out, err := client.ListMultipartUploads(ctx, in)
-		if err != nil {
-			return fmt.Errorf("sweep: listing unfinished multipart uploads in s3://%s/%s: %w", bucket, prefix, explainS3(err))
-		}
-		for _, up := range out.Uploads {
-			key := aws.ToString(up.Key)
-			if !aws.ToTime(up.Initiated).Before(cutoff) {
-				continue
-			}
-			l := Leftover{URL: at(key), Kind: LeftoverMultipart, Size: -1, Since: aws.ToTime(up.Initiated).UTC(), UploadID: aws.ToString(up.UploadId)}
-			rep.Found = append(rep.Found, l)
-			if dryRun {
-				continue
-			}
-			if _, err := client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String(bucket), Key: up.Key, UploadId: up.UploadId}); err != nil && !isNotFound(err) && apiCode(err) != "NoSuchUpload" {
-				failed = append(failed, fmt.Sprintf("%s upload %s (%v)", at(key), l.UploadID, explainS3(err)))
-				continue
-			}
-			rep.Removed = append(rep.Removed, at(key)+" (upload "+l.UploadID+")")
-		}
-		if !aws.ToBool(out.IsTruncated) {
-			return sweepFailed(failed)
-		}
-		in.KeyMarker, in.UploadIdMarker = out.NextKeyMarker, out.NextUploadIdMarker
-	}
-}
-
-func sweepFailed(failed []string) error {
+// SweepFailed is Sweep's error for the leftovers (each "url (why)") that
+// could not be removed; nil when there are none.
+func SweepFailed(failed []string) error {
 	if len(failed) == 0 {
 		return nil
 	}

@@ -1,4 +1,14 @@
-package storage
+// Package s3 is the s3://bucket/key driver of package storage (S3 or any
+// S3-compatible server: MinIO, versitygw, ...), on the AWS SDK with its
+// full default credential chain. Importing this package registers the
+// scheme (and its s3a:// spelling); a bundle that does not import it links
+// none of the AWS SDK, whose credential chain (SSO, shared config, ...)
+// costs every task start its package inits.
+//
+// Uploads are multipart uploads of storage.PartSize parts,
+// storage.UploadConcurrency at a time; an export's are completed at Commit,
+// so it lands its files without copying them.
+package s3
 
 import (
 	"bytes"
@@ -14,51 +24,50 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/feature/s3/manager"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/airflow-sandbox/airflow-go-worker/storage"
 	"github.com/airflow-sandbox/airflow-go-worker/storage/parts"
 )
 
-// S3 transfer tuning. These fix the memory an upload can use, whatever the
-// object's size: UploadConcurrency parts in flight, parts.ReadAhead queued
-// and the one being read, PartSize each (56 MiB), from buffers that uploads
-// share.
-const (
-	PartSize          = 8 << 20
-	UploadConcurrency = 4
-)
+func init() {
+	storage.Register(storage.Driver{
+		Scheme: "s3", Forms: []string{"s3", "s3a"}, ConnTypes: []string{"aws", "s3"}, Open: Open,
+		FromConnection: storage.Adapt(AWSFromConnection), Sweep: sweep,
+	})
+}
 
-var s3Parts = parts.Options{PartSize: PartSize, Concurrency: UploadConcurrency}
-
-// cleanupTimeout bounds the calls that undo a failed transfer. They run on
-// a fresh context so that a cancelled task still cleans up after itself.
-const cleanupTimeout = parts.CleanupTimeout
+// s3Parts fix the memory an upload can use, whatever the object's size
+// (see storage.PartSize).
+var s3Parts = parts.Options{PartSize: storage.PartSize, Concurrency: storage.UploadConcurrency}
 
 type s3Store struct {
 	bucket string
-	client *s3.Client
+	client *awss3.Client
 }
 
-func openS3Store(ctx context.Context, loc Location, opt Options) (Bucket, error) {
-	cfg, err := CredentialsFor[*AWSConfig](opt, "s3")
+// Open opens the bucket loc names with opt.Credentials["s3"], an
+// *AWSConfig (none: the AWS SDK's default credential chain).
+func Open(ctx context.Context, loc storage.Location, opt storage.Options) (storage.Bucket, error) {
+	cfg, err := storage.CredentialsFor[*AWSConfig](opt, "s3")
 	if err != nil {
 		return nil, err
 	}
-	client, err := newS3Client(ctx, cfg, loc.Bucket)
+	client, err := newClient(ctx, cfg, loc.Bucket)
 	if err != nil {
 		return nil, err
 	}
 	return &s3Store{bucket: loc.Bucket, client: client}, nil
 }
 
-// newS3Client builds a client from an aws connection, or from the default
+// newClient builds a client from an aws connection, or from the default
 // credential chain when cfg is nil or has no keys. A custom endpoint (MinIO,
 // versitygw, ...) gets path-style addressing and checksums only when
 // required, which is what S3-compatible servers support (multipart uploads
 // still send CRC32s, see s3Target).
-func newS3Client(ctx context.Context, cfg *AWSConfig, bucket string) (*s3.Client, error) {
+func newClient(ctx context.Context, cfg *AWSConfig, bucket string) (*awss3.Client, error) {
 	var c AWSConfig
 	if cfg != nil {
 		c = *cfg
@@ -85,8 +94,8 @@ func newS3Client(ctx context.Context, cfg *AWSConfig, bucket string) (*s3.Client
 		}
 	}
 	region := awsCfg.Region
-	mk := func(region string) *s3.Client {
-		return s3.NewFromConfig(awsCfg, func(o *s3.Options) {
+	mk := func(region string) *awss3.Client {
+		return awss3.NewFromConfig(awsCfg, func(o *awss3.Options) {
 			o.Region = region
 			if endpoint != "" {
 				o.BaseEndpoint = aws.String(endpoint)
@@ -135,7 +144,7 @@ func (s *s3Store) Put(ctx context.Context, key string, r io.Reader) error {
 // Upload sends every part of a multipart upload and leaves it open:
 // CompleteMultipartUpload at Commit is one small request, so an export
 // lands its files without copying them.
-func (s *s3Store) Upload(ctx context.Context, key string, r io.Reader, _ int64) (Pending, error) {
+func (s *s3Store) Upload(ctx context.Context, key string, r io.Reader, _ int64) (storage.Pending, error) {
 	p, err := parts.Stream(ctx, r, s.target(key), s3Parts, false)
 	if err != nil {
 		return nil, explainS3(err)
@@ -166,7 +175,7 @@ type s3Target struct {
 }
 
 func (t *s3Target) PutWhole(ctx context.Context, data []byte) error {
-	_, err := t.s.client.PutObject(ctx, &s3.PutObjectInput{
+	_, err := t.s.client.PutObject(ctx, &awss3.PutObjectInput{
 		Bucket:        aws.String(t.s.bucket),
 		Key:           aws.String(t.key),
 		Body:          bytes.NewReader(data),
@@ -177,7 +186,7 @@ func (t *s3Target) PutWhole(ctx context.Context, data []byte) error {
 }
 
 func (t *s3Target) Begin(ctx context.Context) (parts.Upload, error) {
-	in := &s3.CreateMultipartUploadInput{
+	in := &awss3.CreateMultipartUploadInput{
 		Bucket:            aws.String(t.s.bucket),
 		Key:               aws.String(t.key),
 		ContentType:       aws.String("application/octet-stream"),
@@ -192,7 +201,7 @@ func (t *s3Target) Begin(ctx context.Context) (parts.Upload, error) {
 }
 
 func (t *s3Target) Part(ctx context.Context, n int, data []byte) error {
-	in := &s3.UploadPartInput{
+	in := &awss3.UploadPartInput{
 		Bucket:            aws.String(t.s.bucket),
 		Key:               aws.String(t.key),
 		UploadId:          t.id,
@@ -220,7 +229,7 @@ func (t *s3Target) Complete(ctx context.Context, n int) error {
 	if len(done) != n {
 		return fmt.Errorf("multipart upload %s has %d of its %d parts", aws.ToString(t.id), len(done), n)
 	}
-	_, err := t.s.client.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{
+	_, err := t.s.client.CompleteMultipartUpload(ctx, &awss3.CompleteMultipartUploadInput{
 		Bucket:          aws.String(t.s.bucket),
 		Key:             aws.String(t.key),
 		UploadId:        t.id,
@@ -230,7 +239,7 @@ func (t *s3Target) Complete(ctx context.Context, n int) error {
 }
 
 func (t *s3Target) Abort(ctx context.Context) error {
-	_, err := t.s.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{
+	_, err := t.s.client.AbortMultipartUpload(ctx, &awss3.AbortMultipartUploadInput{
 		Bucket: aws.String(t.s.bucket), Key: aws.String(t.key), UploadId: t.id,
 	})
 	if err != nil {
@@ -240,7 +249,7 @@ func (t *s3Target) Abort(ctx context.Context) error {
 }
 
 func (s *s3Store) Check(ctx context.Context) error {
-	_, err := s.client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(s.bucket)})
+	_, err := s.client.HeadBucket(ctx, &awss3.HeadBucketInput{Bucket: aws.String(s.bucket)})
 	if err == nil {
 		return nil
 	}
@@ -251,13 +260,13 @@ func (s *s3Store) Check(ctx context.Context) error {
 }
 
 func (s *s3Store) Open(ctx context.Context, key string) (io.ReadCloser, error) {
-	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)})
+	out, err := s.client.GetObject(ctx, &awss3.GetObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)})
 	if err != nil {
 		if isNoSuchBucket(err) {
 			return nil, explainS3(err)
 		}
 		if isNotFound(err) {
-			return nil, ErrNotFound
+			return nil, storage.ErrNotFound
 		}
 		return nil, explainS3(err)
 	}
@@ -265,7 +274,7 @@ func (s *s3Store) Open(ctx context.Context, key string) (io.ReadCloser, error) {
 }
 
 func (s *s3Store) Exists(ctx context.Context, key string) (bool, error) {
-	_, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)})
+	_, err := s.client.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)})
 	switch {
 	case err == nil:
 		return true, nil
@@ -276,7 +285,7 @@ func (s *s3Store) Exists(ctx context.Context, key string) (bool, error) {
 }
 
 func (s *s3Store) Remove(ctx context.Context, key string) error {
-	_, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)})
+	_, err := s.client.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)})
 	if err != nil && !isNotFound(err) {
 		return explainS3(err)
 	}

@@ -1,4 +1,4 @@
-package storage
+package s3
 
 import (
 	"fmt"
@@ -36,13 +36,6 @@ func (a AWSConfig) String() string {
 		creds += ")"
 	}
 	return fmt.Sprintf("AWSConfig(credentials=%s region=%s endpoint=%s)", creds, a.Region, a.EndpointURL)
-}
-
-// s3Driver is the built-in s3:// store (s3store.go) with its aws
-// connections.
-var s3Driver = Driver{
-	Scheme: "s3", Forms: []string{"s3", "s3a"}, ConnTypes: []string{"aws", "s3"}, Open: openS3Store,
-	FromConnection: Adapt(AWSFromConnection),
 }
 
 // Secrets are the secret key and session token.

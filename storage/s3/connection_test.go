@@ -1,10 +1,11 @@
-package storage
+package s3
 
 import (
 	"strings"
 	"testing"
 
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
+	"github.com/airflow-sandbox/airflow-go-worker/storage"
 )
 
 func TestAWSFromConnection(t *testing.T) {
@@ -130,7 +131,7 @@ func TestAWSFromConnection(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			// Through the registry, which checks the type first.
 			var got AWSConfig
-			c, err := FromConnection("s3", tt.conn)
+			c, err := storage.FromConnection("s3", tt.conn)
 			if err == nil {
 				got = *c.(*AWSConfig)
 			}
