@@ -5,12 +5,13 @@
 #
 #   docker build -t airflow-go-worker .
 #   docker build --build-arg BUNDLE_CONFIG=examples/conversion/bundle.yaml \
-#                --build-arg TAGS=backend_modal -t airflow-conversion .
+#                --build-arg TAGS=backend_modal,store_s3 -t airflow-conversion .
 #
 # TAGS are the go build tags of the extras the binary links beyond the local
-# backend, file:// and s3:// (backend_modal, backend_opensandbox, store_gcs,
-# store_azure, comma-separated, or all_extras; see README, Choosing backends
-# and stores): pack refuses a config naming one the binary lacks.
+# backend and file:// (store_s3 for s3:// URLs, backend_modal,
+# backend_opensandbox, store_gcs, store_azure, comma-separated, or
+# all_extras; see README, Choosing backends and stores): pack refuses a
+# config naming one the binary lacks, with the tag that adds it.
 #
 # How Airflow finds the bundle: the ExecutableCoordinator configured in
 # [sdk] coordinators scans every directory in its executables_root kwarg for

@@ -2,7 +2,7 @@
 #   make demo         runs the conversion example end to end on the local backend
 #   make test         runs every test (CI runs it through .ci/run)
 #   make airflow-e2e  runs the example Dags on a real Airflow 3.3.2 (CI runs it too)
-#   make build [EXTRAS="modal opensandbox gcs azure" | EXTRAS=all]
+#   make build [EXTRAS="s3 modal opensandbox gcs azure" | EXTRAS=all]
 #                     bin/airflow-go-worker with the backends and stores it links
 
 GO        ?= go
@@ -14,10 +14,11 @@ PKGS      := ./...
 
 all: build
 
-# Backends and stores beyond the default build (local backend, file://,
-# s3://) are chosen when the binary is built, like Airflow's extras:
-#   make build EXTRAS="modal opensandbox gcs azure"   (any of them)
-#   make build EXTRAS=all                             (every one)
+# Backends and stores beyond the default build (local backend, file://)
+# are chosen when the binary is built, like Airflow's extras (s3:// is
+# one, as Airflow's amazon extra is):
+#   make build EXTRAS="s3 modal opensandbox gcs azure"   (any of them)
+#   make build EXTRAS=all                                (every one)
 # Each is a go build tag, backend_<name> or store_<name>, on the file of that
 # name in cmd/airflow-go-worker (extras.go lists them); a binary links, and
 # pays at every task start for, only what it is built with.
@@ -62,9 +63,13 @@ test: tools fmt-check vet
 	AIRFLOW_GO_WORKER_PYTHON=$$(./scripts/ensure-venv.sh) $(GO) test -count=1 -timeout 25m $(PKGS)
 
 # The demo runs a copy of examples/conversion's config on the local backend
-# that names no other backend, so the default build serves it.
-demo: tools build
-	./scripts/demo.sh
+# that names no other backend; its files move through a local S3 server, so
+# its binary is built with the s3 extra (bin/airflow-go-worker-demo, leaving
+# make build's binary as it was).
+DEMO_BIN := bin/airflow-go-worker-demo
+demo: tools
+	$(MAKE) --no-print-directory build EXTRAS=s3 BIN=$(DEMO_BIN)
+	BIN=$(DEMO_BIN) ./scripts/demo.sh
 
 pack: build
 	./$(BIN) pack --executable $(BIN) --output $(BUNDLE)

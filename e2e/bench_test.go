@@ -33,6 +33,7 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/storage"
 	"github.com/airflow-sandbox/airflow-go-worker/storage/azure"
 	"github.com/airflow-sandbox/airflow-go-worker/storage/gcs"
+	s3store "github.com/airflow-sandbox/airflow-go-worker/storage/s3" // also registers s3:// for the tests' own transfers
 	"github.com/airflow-sandbox/airflow-go-worker/tasks"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/azurite"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/gcsserver"
@@ -167,7 +168,7 @@ func directUpload(ctx context.Context, job benchJob) error {
 		defer f.Close()
 		switch job.Store {
 		case "s3":
-			cfg, err := storage.AWSFromConnection(job.Conn)
+			cfg, err := s3store.AWSFromConnection(job.Conn)
 			if err != nil {
 				return err
 			}

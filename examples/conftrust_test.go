@@ -12,6 +12,7 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/catalogue"
 	_ "github.com/airflow-sandbox/airflow-go-worker/sandbox/local" // the backends the examples name
 	_ "github.com/airflow-sandbox/airflow-go-worker/sandbox/modal"
+	_ "github.com/airflow-sandbox/airflow-go-worker/storage/s3" // the store their URLs name, as the standard bundle's s3 extra
 )
 
 // asStandardBundleEnv makes this test binary the standard bundle

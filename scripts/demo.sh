@@ -5,9 +5,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The demo runs its own copy of examples/conversion/bundle.yaml on the local
-# backend, naming no other (examples/demo), so the default build serves it.
-BIN=${BIN:-bin/airflow-go-worker}
+# backend, naming no other (examples/demo), and moves its files through S3:
+# its binary is the default build plus the s3 extra (make build EXTRAS=s3).
+BIN=${BIN:-bin/airflow-go-worker-demo}
 if [ ! -x "$BIN" ]; then
-  CGO_ENABLED=0 go build -o "$BIN" ./cmd/airflow-go-worker
+  CGO_ENABLED=0 go build -tags store_s3 -o "$BIN" ./cmd/airflow-go-worker
 fi
 exec go run ./examples/demo -bin "$BIN" -dir "${DEMO_DIR:-demo-out}"

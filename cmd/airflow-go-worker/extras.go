@@ -8,12 +8,12 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/storage"
 )
 
-// Like Airflow's extras, the backends and stores beyond the default build
-// (the local backend, file:// and s3://) are chosen when the binary is
-// built, each by a build tag on its one-line import file: the cloud SDKs
-// cost every task start their package inits, so a binary links only what
-// its bundles use. `make build EXTRAS="modal gcs"` (or EXTRAS=all) sets
-// the tags.
+// Like Airflow's extras (S3 is Airflow's amazon extra), the backends and
+// stores beyond the default build (the local backend and file://) are
+// chosen when the binary is built, each by a build tag on its one-line
+// import file: the cloud SDKs cost every task start their package inits,
+// so a binary links only what its bundles use. `make build EXTRAS="s3
+// modal"` (or EXTRAS=all) sets the tags.
 type extra struct {
 	kind   string // "backend" or "store"
 	name   string // the backend's name, or the store's URL scheme
@@ -24,6 +24,7 @@ type extra struct {
 var extras = []extra{
 	{"backend", "modal", "modal", "backend_modal"},
 	{"backend", "opensandbox", "opensandbox", "backend_opensandbox"},
+	{"store", "s3", "s3", "store_s3"},
 	{"store", "gs", "gcs", "store_gcs"},
 	{"store", "az", "azure", "store_azure"},
 }

@@ -55,12 +55,13 @@ func writeConfig(t *testing.T, yaml string) string {
 const (
 	modalConfig = "dags: {d: {tasks: {t: {kind: provision, defaults: {backend: modal}}}}}\n"
 	gcsConfig   = "dags: {d: {tasks: {t: {kind: export, defaults: {sandbox: sb-1, exports: {out.txt: 'gs://b/out.txt'}}}}}}\n"
+	s3Config    = "dags: {d: {tasks: {t: {kind: export, defaults: {sandbox: sb-1, exports: {out.txt: 's3://b/out.txt'}}}}}}\n"
 	// A run may choose the backend and the stage-ins: what the binary
 	// lacks is refused when the task runs, before anything is created.
 	confConfig = "dags: {d: {tasks: {t: {kind: provision, conf: [backend, stage_in]}}}}\n"
 )
 
-// The default build links the local backend, file:// and s3:// only; a
+// The default build links the local backend and file:// only; a
 // config naming anything else is refused by --airflow-metadata, pack,
 // inspect and the task itself, with the build command that adds it.
 func TestDefaultBuildRefusesWhatItDoesNotLink(t *testing.T) {
@@ -70,7 +71,7 @@ func TestDefaultBuildRefusesWhatItDoesNotLink(t *testing.T) {
 	def := buildWith(t, "")
 	full := buildWith(t, allExtrasTag)
 
-	if r := runBin(t, def, "version"); !strings.Contains(r.stdout, "links backends: local; stores: file, s3\n") {
+	if r := runBin(t, def, "version"); !strings.Contains(r.stdout, "links backends: local; stores: file\n") {
 		t.Fatalf("default build's version: %q", r.stdout)
 	}
 	if r := runBin(t, full, "version"); !strings.Contains(r.stdout, "links backends: local, modal, opensandbox; stores: az, file, gs, s3\n") {
@@ -78,7 +79,10 @@ func TestDefaultBuildRefusesWhatItDoesNotLink(t *testing.T) {
 	}
 
 	modalHint := []string{`backend "modal" is not linked into this binary (it links local)`, "make build EXTRAS=modal", "go build -tags backend_modal ./cmd/airflow-go-worker"}
-	gcsHint := []string{"exports.out.txt: gs:// URLs need the gcs store, which is not linked into this binary (it links file, s3)", "make build EXTRAS=gcs", "go build -tags store_gcs ./cmd/airflow-go-worker"}
+	gcsHint := []string{"exports.out.txt: gs:// URLs need the gcs store, which is not linked into this binary (it links file)", "make build EXTRAS=gcs", "go build -tags store_gcs ./cmd/airflow-go-worker"}
+	// S3 is an extra too: the AWS SDK's credential chain costs every task
+	// start its inits.
+	s3Hint := []string{"exports.out.txt: s3:// URLs need the s3 store, which is not linked into this binary (it links file)", "make build EXTRAS=s3", "go build -tags store_s3 ./cmd/airflow-go-worker"}
 	check := func(what string, r result, code int, want []string) {
 		t.Helper()
 		if r.code != code {
@@ -91,12 +95,14 @@ func TestDefaultBuildRefusesWhatItDoesNotLink(t *testing.T) {
 			}
 		}
 	}
-	modal, gcs := writeConfig(t, modalConfig), writeConfig(t, gcsConfig)
+	modal, gcs, s3 := writeConfig(t, modalConfig), writeConfig(t, gcsConfig), writeConfig(t, s3Config)
 	check("--airflow-metadata modal", runBin(t, def, "--airflow-metadata", "--bundle-config", modal), 2, append([]string{"dags.d.tasks.t.defaults"}, modalHint...))
 	check("--airflow-metadata gs://", runBin(t, def, "--airflow-metadata", "--bundle-config", gcs), 2, append([]string{"dags.d.tasks.t.defaults"}, gcsHint...))
+	check("--airflow-metadata s3://", runBin(t, def, "--airflow-metadata", "--bundle-config", s3), 2, append([]string{"dags.d.tasks.t.defaults"}, s3Hint...))
 	out := filepath.Join(t.TempDir(), "x.bundle")
 	check("pack modal", runBin(t, def, "pack", "--executable", def, "--config", modal, "--output", out), 1, modalHint)
 	check("pack gs://", runBin(t, def, "pack", "--executable", def, "--config", gcs, "--output", out), 1, gcsHint)
+	check("pack s3://", runBin(t, def, "pack", "--executable", def, "--config", s3, "--output", out), 1, s3Hint)
 	if _, err := os.Stat(out); err == nil {
 		t.Error("a refused pack left a bundle behind")
 	}
@@ -114,6 +120,8 @@ func TestDefaultBuildRefusesWhatItDoesNotLink(t *testing.T) {
 	check("run backend modal", runBin(t, def, "run", "--bundle-config", conf, "--dag", "d", "--task", "t", "--conf", `{"backend": "modal"}`), 1, append([]string{": failed"}, modalHint...))
 	check("run stage_in gs://", runBin(t, def, "run", "--bundle-config", conf, "--dag", "d", "--task", "t", "--conf", `{"stage_in": {"in.txt": "gs://b/in.txt"}}`), 1,
 		[]string{": failed", "in.txt: gs:// URLs need the gcs store, which is not linked into this binary", "make build EXTRAS=gcs"})
+	check("run stage_in s3a://", runBin(t, def, "run", "--bundle-config", conf, "--dag", "d", "--task", "t", "--conf", `{"stage_in": {"in.txt": "s3a://b/in.txt"}}`), 1,
+		[]string{": failed", "in.txt: s3a:// URLs need the s3 store, which is not linked into this binary", "make build EXTRAS=s3"})
 }
 
 // One extra's binary links it, and its hint for another keeps it: the
@@ -122,17 +130,22 @@ func TestOneExtraLinksOnlyItself(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary; skipped with -short")
 	}
-	bin := buildWith(t, "backend_modal")
-	if r := runBin(t, bin, "version"); !strings.Contains(r.stdout, "links backends: local, modal; stores: file, s3\n") {
+	bin := buildWith(t, "store_s3")
+	if r := runBin(t, bin, "version"); !strings.Contains(r.stdout, "links backends: local; stores: file, s3\n") {
 		t.Fatalf("version: %q", r.stdout)
 	}
-	if r := runBin(t, bin, "--airflow-metadata", "--bundle-config", writeConfig(t, modalConfig)); r.code != 0 {
-		t.Fatalf("a Modal config on a binary with Modal: exit %d\n%s", r.code, r.stderr)
+	if r := runBin(t, bin, "--airflow-metadata", "--bundle-config", writeConfig(t, s3Config)); r.code != 0 {
+		t.Fatalf("an S3 config on a binary with S3: exit %d\n%s", r.code, r.stderr)
 	}
-	r := runBin(t, bin, "--airflow-metadata", "--bundle-config", writeConfig(t, gcsConfig))
-	for _, w := range []string{`make build EXTRAS="modal gcs"`, "go build -tags backend_modal,store_gcs ./cmd/airflow-go-worker"} {
-		if r.code != 2 || !strings.Contains(r.stderr, w) {
-			t.Errorf("exit %d, want 2 and %q in:\n%s", r.code, w, r.stderr)
+	for config, want := range map[string][]string{
+		gcsConfig:   {"(it links file, s3)", `make build EXTRAS="s3 gcs"`, "go build -tags store_s3,store_gcs ./cmd/airflow-go-worker"},
+		modalConfig: {`make build EXTRAS="modal s3"`, "go build -tags backend_modal,store_s3 ./cmd/airflow-go-worker"},
+	} {
+		r := runBin(t, bin, "--airflow-metadata", "--bundle-config", writeConfig(t, config))
+		for _, w := range want {
+			if r.code != 2 || !strings.Contains(r.stderr, w) {
+				t.Errorf("exit %d, want 2 and %q in:\n%s", r.code, w, r.stderr)
+			}
 		}
 	}
 }

@@ -40,7 +40,10 @@ func TestLayersLinkOnlyWhatTheyMay(t *testing.T) {
 		forbidden []string
 	}{
 		{"./internal/plainbundle", []string{module + "sandbox", module + "storage", module + "tasks", "github.com/aws/", "google.golang.org/grpc", "github.com/modal-labs/", "gocloud.dev", "cloud.google.com/", "github.com/Azure/"}},
-		{module + "tasks", []string{module + "sandbox/local", module + "sandbox/modal", module + "sandbox/opensandbox", "github.com/modal-labs/"}},
+		// A Go bundle links a store only by importing its package.
+		{module + "tasks", []string{module + "sandbox/local", module + "sandbox/modal", module + "sandbox/opensandbox", "github.com/modal-labs/",
+			module + "storage/s3", module + "storage/gcs", module + "storage/azure", "github.com/aws/", "google.golang.org/api/", "github.com/Azure/"}},
+		{module + "storage", []string{module + "storage/s3", "github.com/aws/"}},
 		{module + "sandbox", []string{module + "connections", module + "bundles", module + "sandbox/registry"}},
 		{module + "sandbox/driver", []string{module + "connections", module + "bundles", "github.com/hashicorp/go-hclog"}},
 		{module + "sandbox/local", []string{module + "sandbox/modal", module + "sandbox/opensandbox", module + "tasks"}},
@@ -59,8 +62,8 @@ func TestLayersLinkOnlyWhatTheyMay(t *testing.T) {
 }
 
 // The standard binary's default build (make build) links the local
-// backend, file:// and s3:// only; each extra's build tag adds its package
-// and SDK, and nothing else's.
+// backend and file:// only; each extra's build tag adds its package and
+// SDK, and nothing else's.
 func TestStandardBuildLinksOnlyItsExtras(t *testing.T) {
 	const cmd = module + "cmd/airflow-go-worker"
 	type extra struct {
@@ -70,10 +73,11 @@ func TestStandardBuildLinksOnlyItsExtras(t *testing.T) {
 	extras := []extra{
 		{"backend_modal", []string{module + "sandbox/modal", "github.com/modal-labs/"}},
 		{"backend_opensandbox", []string{module + "sandbox/opensandbox"}},
+		{"store_s3", []string{module + "storage/s3", "github.com/aws/"}},
 		{"store_gcs", []string{module + "storage/gcs", "google.golang.org/api/"}},
 		{"store_azure", []string{module + "storage/azure", "github.com/Azure/"}},
 	}
-	always := []string{module + "sandbox/local", module + "storage", "github.com/aws/aws-sdk-go-v2/service/s3"}
+	always := []string{module + "sandbox/local", module + "storage"}
 	// Linked by no extra but pulled in by the SDKs: the default build must
 	// not have them either.
 	heavy := []string{"google.golang.org/grpc", "google.golang.org/protobuf", "cloud.google.com/", "go.opentelemetry.io/"}
@@ -105,4 +109,17 @@ func TestStandardBuildLinksOnlyItsExtras(t *testing.T) {
 		check([]string{only.tag}, func(e extra) bool { return e.tag == only.tag })
 	}
 	check([]string{"all_extras"}, func(extra) bool { return true })
+
+	// S3, once in the default build, adds its driver and the AWS SDK and
+	// nothing else beyond the standard library.
+	def := map[string]bool{}
+	for _, p := range deps(t, cmd) {
+		def[p] = true
+	}
+	for _, p := range deps(t, cmd, "store_s3") {
+		std := !strings.Contains(strings.Split(p, "/")[0], ".")
+		if !def[p] && !std && !links([]string{p}, module+"storage/s3") && !links([]string{p}, "github.com/aws/") {
+			t.Errorf("-tags store_s3 links %s, which is neither storage/s3 nor the AWS SDK", p)
+		}
+	}
 }

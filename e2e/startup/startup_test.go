@@ -7,8 +7,8 @@
 //
 // Targets (issue 11): a bundle of plain Go tasks within 2.5x of the trivial
 // binary, the standard airflow-go-worker binary (its default build: local
-// backend, file:// and s3://) within 4x. The rows after it are the standard
-// binary built with one extra backend (make build EXTRAS=modal, ...) and
+// backend and file://) within 4x. The rows after it are the standard
+// binary built with one extra (make build EXTRAS=s3, EXTRAS=modal, ...) and
 // with every extra (EXTRAS=all), to show what each costs every task.
 package startup_test
 
@@ -188,6 +188,7 @@ func BenchmarkStartup(b *testing.B) {
 		{name: "plain_bundle_cgo", pkg: "./internal/plainbundle", cgo: true, task: true},
 		{name: "go_tasks", pkg: "../../examples/go_tasks", task: true},
 		{name: "standard", pkg: standard, task: true},
+		{name: "standard+s3", pkg: standard, tags: "store_s3", task: true},
 		{name: "standard+modal", pkg: standard, tags: "backend_modal", task: true},
 		{name: "standard+opensandbox", pkg: standard, tags: "backend_opensandbox", task: true},
 		{name: "standard_full", pkg: standard, tags: "all_extras", task: true},

@@ -3,7 +3,7 @@
 // backend (bubblewrap) and the bundle binary driven through its local
 // supervisor, exactly as Airflow would drive it. `make demo` runs it.
 //
-//	go run ./examples/demo [-bin bin/airflow-go-worker] [-dir demo-out]
+//	go run ./examples/demo [-bin bin/airflow-go-worker-demo] [-dir demo-out]
 //
 // It needs bubblewrap and versitygw (on PATH or in $(go env GOPATH)/bin;
 // `make tools` installs it).
@@ -35,7 +35,7 @@ const (
 )
 
 func main() {
-	bin := flag.String("bin", "bin/airflow-go-worker", "the bundle binary (make build: the default build links the local backend the demo's config copy names)")
+	bin := flag.String("bin", "bin/airflow-go-worker-demo", "the bundle binary, built with the s3 extra (make build EXTRAS=s3) for the demo's S3 server; the default build's local backend is the one the demo's config copy names")
 	dir := flag.String("dir", "demo-out", "where the object store, the sandboxes and the state live; the result stays there")
 	flag.Parse()
 	if err := run(*bin, *dir); err != nil {
@@ -53,12 +53,13 @@ func run(bin, dir string) error {
 			return fmt.Errorf("%s is not installed; run: apt-get install -y bubblewrap", tool)
 		}
 	}
+	shown := bin
 	bin, err := filepath.Abs(bin)
 	if err != nil {
 		return err
 	}
 	if _, err := os.Stat(bin); err != nil {
-		return fmt.Errorf("the bundle binary %s is missing (%v); build it with `make build`", bin, err)
+		return fmt.Errorf("the bundle binary %s is missing (%v); build it with `make build EXTRAS=s3 BIN=%s` (make demo does)", bin, err, shown)
 	}
 	dir, err = filepath.Abs(dir)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/bundles"
 	"github.com/airflow-sandbox/airflow-go-worker/catalogue"
 	_ "github.com/airflow-sandbox/airflow-go-worker/sandbox/local" // the only backend the demo's copy names
+	_ "github.com/airflow-sandbox/airflow-go-worker/storage/s3"    // its files move through S3
 )
 
 // The demo's copy of the shipped conversion config runs on the local

@@ -12,7 +12,8 @@
 // catalogue's (func(ctx, tasks.Deps, In)), so they reach connections,
 // sandboxes and storage the way the catalogue does, secrets masked.
 //
-// It links the local and Modal backends and s3:// (package storage), and
+// It links the local and Modal backends and s3:// (its import of
+// storage/s3: a bundle links a store only by importing it), and
 // has every bundle command (run, pack, inspect, version). Build and pack it
 // like any bundle:
 //
@@ -39,6 +40,7 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 	_ "github.com/airflow-sandbox/airflow-go-worker/sandbox/local" // the sandbox backends it links
 	_ "github.com/airflow-sandbox/airflow-go-worker/sandbox/modal"
+	_ "github.com/airflow-sandbox/airflow-go-worker/storage/s3" // the store its URLs name
 	"github.com/airflow-sandbox/airflow-go-worker/tasks"
 )
 
