@@ -4,6 +4,8 @@ import (
 	"runtime"
 	"sync"
 	"time"
+
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/internal/onep"
 )
 
 // parallelismDelay is how long a forked task runs on one P before it gets
@@ -17,9 +19,9 @@ import (
 // most this much of its parallelism.
 const parallelismDelay = 5 * time.Millisecond
 
-// oneP is the one-P start of a task process. Only RunMain, whose process
-// exits when the task ends, uses it: GOMAXPROCS is process-wide, so a
-// library caller of Serve keeps its own.
+// oneP is the one-P start of a task process: package onep lowered
+// GOMAXPROCS in its init because the process was started as a task
+// instance, and RunMain, which serves it, gives the default back.
 type oneP struct {
 	mu       sync.Mutex
 	armed    bool          // restoreAfter has set the timer
@@ -27,16 +29,19 @@ type oneP struct {
 	restored chan struct{} // closed when restore has run (tests wait on it)
 }
 
-// startOnOneP lowers GOMAXPROCS to 1. It does nothing, and returns nil,
-// when GOMAXPROCS is set in the environment (the operator's value wins) or
-// the runtime already runs on one P.
-func startOnOneP(lookupEnv func(string) (string, bool)) *oneP {
-	if _, pinned := lookupEnv("GOMAXPROCS"); pinned || runtime.GOMAXPROCS(0) < 2 {
+// startedLowered reports whether package onep started this process on
+// one P (a variable for tests).
+var startedLowered = onep.Lowered
+
+// startedOnOneP is the oneP of a process that started on one P, or nil.
+func startedOnOneP() *oneP {
+	if !startedLowered() {
 		return nil
 	}
-	runtime.GOMAXPROCS(1)
-	return &oneP{restored: make(chan struct{})}
+	return newOneP()
 }
+
+func newOneP() *oneP { return &oneP{restored: make(chan struct{})} }
 
 // restoreAfter gives the runtime's default back once the task has run for
 // d. Called when the task starts: the wait for StartupDetails, which under

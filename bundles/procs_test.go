@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/internal/onep"
 )
 
 // defaultProcs is the runtime's own GOMAXPROCS for this machine, and puts
@@ -17,22 +19,20 @@ func defaultProcs(t *testing.T) int {
 	return runtime.GOMAXPROCS(0)
 }
 
-func noEnv(string) (string, bool) { return "", false }
+// lowered is a process as package onep starts one: on one P.
+func lowered() *oneP {
+	runtime.GOMAXPROCS(1)
+	return newOneP()
+}
 
 // A forked task runs on one P, and once it has run for the delay it is
 // back on the runtime's default.
 func TestTaskStartsOnOnePAndGetsTheDefaultBack(t *testing.T) {
 	def := defaultProcs(t)
-	if def < 2 {
-		runtime.GOMAXPROCS(2) // a one-CPU machine: still check the lowering
-	}
 	seen := 0
 	b := New()
 	b.Register("d", "t", func() error { seen = runtime.GOMAXPROCS(0); return nil })
-	p := startOnOneP(noEnv)
-	if p == nil {
-		t.Fatal("startOnOneP did nothing with GOMAXPROCS unset and 2 or more Ps")
-	}
+	p := lowered()
 	s := runFake(t, b, startupFrame(t, "d", "t", nil), nil, serveConfig{oneP: p})
 	if s.err != nil || s.terminal == nil {
 		t.Fatalf("serve: %v, terminal %v", s.err, s.terminal)
@@ -51,24 +51,10 @@ func TestTaskStartsOnOnePAndGetsTheDefaultBack(t *testing.T) {
 	}
 }
 
-// GOMAXPROCS in the environment is the operator's choice: left alone.
-func TestPinnedGOMAXPROCSIsLeftAlone(t *testing.T) {
-	defaultProcs(t)
-	runtime.GOMAXPROCS(3)
-	pinned := func(k string) (string, bool) { return "3", k == "GOMAXPROCS" }
-	if p := startOnOneP(pinned); p != nil || runtime.GOMAXPROCS(0) != 3 {
-		t.Fatalf("with GOMAXPROCS=3 in the environment: oneP %v, GOMAXPROCS %d; want nil and 3", p, runtime.GOMAXPROCS(0))
-	}
-}
-
 // A task that sets GOMAXPROCS itself keeps its value.
 func TestRestoreKeepsTheTasksOwnGOMAXPROCS(t *testing.T) {
 	defaultProcs(t)
-	runtime.GOMAXPROCS(2)
-	p := startOnOneP(noEnv)
-	if p == nil || runtime.GOMAXPROCS(0) != 1 {
-		t.Fatalf("startOnOneP: oneP %v, GOMAXPROCS %d; want it lowered to 1", p, runtime.GOMAXPROCS(0))
-	}
+	p := lowered()
 	runtime.GOMAXPROCS(3)
 	p.restoreAfter(0)
 	<-p.restored
@@ -81,6 +67,9 @@ func TestRestoreKeepsTheTasksOwnGOMAXPROCS(t *testing.T) {
 // not left on one P when serving ends before any task ran.
 func TestRunMainRestoresWhenNoTaskRan(t *testing.T) {
 	def := defaultProcs(t)
+	runtime.GOMAXPROCS(1)
+	startedLowered = func() bool { return true }
+	t.Cleanup(func() { startedLowered = onep.Lowered })
 	if code := RunMain(context.Background(), New(), []string{"--comm=127.0.0.1:1", "--logs=127.0.0.1:1"}, &bytes.Buffer{}, &bytes.Buffer{}); code != ExitFailure {
 		t.Fatalf("dial failure: exit %d, want %d", code, ExitFailure)
 	}

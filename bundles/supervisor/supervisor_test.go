@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -123,6 +124,34 @@ func run(t *testing.T, s *Supervisor, req TaskRequest) Result {
 		t.Fatalf("RunTask: %v", err)
 	}
 	return res
+}
+
+// A task process starts on one P and gets the runtime's default once the
+// task has run a little; GOMAXPROCS in its environment pins it instead.
+func TestTaskStartsOnOnePUnlessPinned(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Fatal("this test needs 2 or more CPUs, as CI has")
+	}
+	procs := func(env ...string) map[string]any {
+		t.Helper()
+		s, logs := newSup(t, env...)
+		res := run(t, s, TaskRequest{DagID: "e2e", TaskID: "procs", RunID: "p"})
+		if res.State != StateSuccess {
+			t.Fatalf("state %s\n%s", res.State, logs)
+		}
+		v, ok, err := s.GetXCom("e2e", "p", "procs", "return_value")
+		if err != nil || !ok {
+			t.Fatalf("return_value not stored: %v %v", ok, err)
+		}
+		return v.(map[string]any)
+	}
+	got := procs()
+	if got["at_start"] != float64(1) || got["later"].(float64) < 2 {
+		t.Errorf("without GOMAXPROCS: %v, want 1 at the start and the default (2 or more) later", got)
+	}
+	if got := procs("GOMAXPROCS=3"); got["at_start"] != float64(3) || got["later"] != float64(3) {
+		t.Errorf("with GOMAXPROCS=3: %v, want 3 throughout", got)
+	}
 }
 
 func TestPingSucceedsAndPushesXCom(t *testing.T) {

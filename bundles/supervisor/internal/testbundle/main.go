@@ -7,7 +7,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -32,6 +34,23 @@ func main() {
 	b := bundles.New()
 	selftest.Register(b)
 	b.Register("e2e", "panic", func() error { panic("deliberate panic") })
+	// procs reports GOMAXPROCS as the task starts, and once the runtime
+	// has given it the default back (or its context ends).
+	b.Register("e2e", "procs", func(ctx context.Context) (map[string]any, error) {
+		start := runtime.GOMAXPROCS(0)
+		later := start
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for later == 1 {
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-tick.C:
+				later = runtime.GOMAXPROCS(0)
+			}
+		}
+		return map[string]any{"at_start": start, "later": later}, nil
+	})
 	b.Register("e2e", "echo", func(in echoIn) (map[string]any, error) {
 		return map[string]any{"msg": in.Msg, "times": in.Times}, nil
 	}, bundles.WithDefaults(map[string]any{"times": 1}), bundles.AllowConf("times"))
