@@ -31,7 +31,7 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/supervisor"
 )
 
-// RoundsEnv sets how many interleaved rounds are measured (default 41).
+// RoundsEnv sets how many interleaved rounds are measured (default 81).
 const RoundsEnv = "AIRFLOW_GO_WORKER_BENCH_STARTUP_ROUNDS"
 
 // subject is one binary under measurement.
@@ -159,6 +159,19 @@ func (s *subject) forkToExit(b *testing.B, sup *supervisor.Supervisor) *syscall.
 	return res.Usage
 }
 
+// pairedRatio is the median over rounds of v[i]/base[i]: each round runs
+// every binary once, so a ratio within a round cancels what the machine
+// did meanwhile (the development VM's host steals up to a quarter of its
+// CPU at times), where a ratio of two medians mixes different moments.
+func pairedRatio(v, base []time.Duration) float64 {
+	r := make([]float64, len(v))
+	for i := range v {
+		r[i] = float64(v[i]) / float64(base[i])
+	}
+	slices.Sort(r)
+	return r[len(r)/2]
+}
+
 func median[T int64 | time.Duration](v []T) T {
 	s := slices.Clone(v)
 	slices.Sort(s)
@@ -166,7 +179,7 @@ func median[T int64 | time.Duration](v []T) T {
 }
 
 func rounds(b *testing.B) int {
-	n := 41
+	n := 81
 	if v := os.Getenv(RoundsEnv); v != "" {
 		var err error
 		if n, err = strconv.Atoi(v); err != nil || n < 1 {
@@ -179,8 +192,9 @@ func rounds(b *testing.B) int {
 const standard = "../../cmd/airflow-go-worker"
 
 // BenchmarkStartup reports one row per binary: medians over interleaved
-// rounds (so load on the machine hits every binary alike) and each figure
-// as a ratio to the trivial binary's.
+// rounds (so load on the machine hits every binary alike), the CPU figures
+// also as the median of their per-round ratios to the trivial binary's
+// (pairedRatio), the others as a ratio of medians.
 func BenchmarkStartup(b *testing.B) {
 	subjects := []*subject{
 		{name: "trivial"},
@@ -224,9 +238,9 @@ func BenchmarkStartup(b *testing.B) {
 			ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 			mib := func(n int64) float64 { return float64(n) / (1 << 20) }
 			b.ReportMetric(ms(median(s.metaCPU)), "meta-cpu-ms")
-			b.ReportMetric(ratio(ms(median(s.metaCPU)), ms(median(base.metaCPU))), "meta-x")
+			b.ReportMetric(pairedRatio(s.metaCPU, base.metaCPU), "meta-x")
 			b.ReportMetric(ms(median(s.taskCPU)), "task-cpu-ms")
-			b.ReportMetric(ratio(ms(median(s.taskCPU)), ms(median(base.taskCPU))), "task-x")
+			b.ReportMetric(pairedRatio(s.taskCPU, base.taskCPU), "task-x")
 			b.ReportMetric(mib(median(s.rss)), "rss-MiB")
 			b.ReportMetric(ratio(mib(median(s.rss)), mib(median(base.rss))), "rss-x")
 			b.ReportMetric(mib(s.size), "size-MiB")
