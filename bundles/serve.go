@@ -197,7 +197,10 @@ func (b *Bundle) serve(ctx context.Context, commAddr, logsAddr string, cfg serve
 // runtime start a thread for each at every task start (0.26 ms of CPU per
 // task in the start-up benchmark, interleaved, 81 rounds).
 func dialBoth(ctx context.Context, commAddr, logsAddr string) (comm, logs net.Conn, err error) {
-	d := net.Dialer{Timeout: dialTimeout}
+	// No TCP keep-alive: both peers are on this host, where a dead
+	// supervisor's socket is closed by the kernel at once; the probes'
+	// four setsockopt calls per socket bought nothing.
+	d := net.Dialer{Timeout: dialTimeout, }
 	var logsErr error
 	comm, commErr := d.DialContext(ctx, "tcp", commAddr)
 	if commErr == nil {

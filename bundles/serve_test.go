@@ -5,7 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -594,6 +597,48 @@ func TestServeCancelledCallSendsNothing(t *testing.T) {
 	for i, err := range errs {
 		if !errors.Is(err, context.Canceled) {
 			t.Errorf("call %d: got %v, want context.Canceled", i, err)
+		}
+	}
+}
+
+// The supervisor's sockets are on this host: no TCP keep-alive probes,
+// whose set-up was four setsockopt calls per socket at every task start.
+func TestSupervisorSocketsHaveNoKeepAlive(t *testing.T) {
+	var addrs []string
+	for range 2 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		go func() {
+			if c, err := l.Accept(); err == nil {
+				defer c.Close()
+				io.Copy(io.Discard, c)
+			}
+		}()
+		addrs = append(addrs, l.Addr().String())
+	}
+	comm, logs, err := dialBoth(context.Background(), addrs[0], addrs[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer comm.Close()
+	defer logs.Close()
+	for name, c := range map[string]net.Conn{"comm": comm, "logs": logs} {
+		raw, err := c.(*net.TCPConn).SyscallConn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var on int
+		var optErr error
+		if err := raw.Control(func(fd uintptr) {
+			on, optErr = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_KEEPALIVE)
+		}); err != nil || optErr != nil {
+			t.Fatalf("%s: reading SO_KEEPALIVE: %v %v", name, err, optErr)
+		}
+		if on != 0 {
+			t.Errorf("the %s socket has TCP keep-alive on", name)
 		}
 	}
 }
