@@ -200,7 +200,7 @@ func dialBoth(ctx context.Context, commAddr, logsAddr string) (comm, logs net.Co
 	// No TCP keep-alive: both peers are on this host, where a dead
 	// supervisor's socket is closed by the kernel at once; the probes'
 	// four setsockopt calls per socket bought nothing.
-	d := net.Dialer{Timeout: dialTimeout, }
+	d := net.Dialer{Timeout: dialTimeout, KeepAlive: -1}
 	var logsErr error
 	comm, commErr := d.DialContext(ctx, "tcp", commAddr)
 	if commErr == nil {
