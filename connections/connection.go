@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // ErrNotFound means Airflow has no connection with the requested id. The
@@ -44,6 +45,20 @@ func (c Connection) ExtraMap() (map[string]any, error) {
 		return nil, fmt.Errorf("connection %q: extra is not a JSON object (%v); fix the connection's Extra field", c.ConnID, err)
 	}
 	return out, nil
+}
+
+// ExtraString is the string value v of the connection's extra key, trimmed:
+// "" when it is absent (nil), an error naming the connection and the key
+// when it is not a string.
+func (c Connection) ExtraString(key string, v any) (string, error) {
+	if v == nil {
+		return "", nil
+	}
+	s, ok := v.(string)
+	if !ok {
+		return "", fmt.Errorf("connection %q: extra %s must be a string, got %T; fix the connection's Extra", c.ConnID, key, v)
+	}
+	return strings.TrimSpace(s), nil
 }
 
 // String never includes the password, so a Connection can be logged safely.

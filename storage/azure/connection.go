@@ -68,18 +68,11 @@ func FromConnection(c connections.Connection) (Config, error) {
 		return cfg, err
 	}
 	str := func(name string) (string, error) {
-		v, ok := extra[name]
-		if !ok || v == nil || v == "" {
-			v, ok = extra["extra__wasb__"+name]
+		v := extra[name]
+		if v == nil || v == "" {
+			v = extra["extra__wasb__"+name]
 		}
-		if !ok || v == nil {
-			return "", nil
-		}
-		s, ok := v.(string)
-		if !ok {
-			return "", fmt.Errorf("connection %q: extra %s must be a string, got %T; fix the connection's Extra", c.ConnID, name, v)
-		}
-		return strings.TrimSpace(s), nil
+		return c.ExtraString(name, v)
 	}
 	for _, k := range azureUnsupportedExtras {
 		if v, _ := str(k); v != "" {

@@ -99,15 +99,8 @@ func FromConnection(c connections.Connection) (Config, error) {
 		return cfg, fmt.Errorf("connection %q: extra %s is not supported by the Go worker; give the connection a service-account key (keyfile_dict or key_path), or leave it without one to use the worker's application default credentials", c.ConnID, strings.Join(bad, ", "))
 	}
 	str := func(name string) (string, error) {
-		v, ok := gcpField(extra, name)
-		if !ok {
-			return "", nil
-		}
-		s, ok := v.(string)
-		if !ok {
-			return "", fmt.Errorf("connection %q: extra %s must be a string, got %T; fix the connection's Extra", c.ConnID, name, v)
-		}
-		return strings.TrimSpace(s), nil
+		v, _ := gcpField(extra, name)
+		return c.ExtraString(name, v)
 	}
 	if v, ok := gcpField(extra, "keyfile_dict"); ok {
 		switch kv := v.(type) {

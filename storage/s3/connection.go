@@ -64,17 +64,7 @@ func AWSFromConnection(c connections.Connection) (AWSConfig, error) {
 	if err != nil {
 		return AWSConfig{}, err
 	}
-	str := func(key string) (string, error) {
-		v, ok := extra[key]
-		if !ok || v == nil {
-			return "", nil
-		}
-		s, ok := v.(string)
-		if !ok {
-			return "", fmt.Errorf("connection %q: extra %s must be a string, got %T; fix the connection's Extra", c.ConnID, key, v)
-		}
-		return strings.TrimSpace(s), nil
-	}
+	str := func(key string) (string, error) { return c.ExtraString(key, extra[key]) }
 
 	var bad []string
 	for _, k := range awsUnsupportedExtras {
