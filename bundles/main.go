@@ -43,14 +43,7 @@ func RunMain(ctx context.Context, b *Bundle, args []string, stdout, stderr io.Wr
 		stdout.Write(out)
 		return ExitOK
 	}
-	// This process is one task instance and exits when it ends; if it
-	// started on one P (package onep), give it the default back once the
-	// task has run for parallelismDelay.
-	cfg := processConfig()
-	cfg.oneP = startedOnOneP()
-	err = b.serve(ctx, opts.Comm, opts.Logs, cfg)
-	cfg.oneP.release()
-	if err != nil {
+	if err := b.Serve(ctx, opts.Comm, opts.Logs); err != nil {
 		fmt.Fprintf(stderr, "airflow-go-worker: %v\n", err)
 		return ExitFailure
 	}

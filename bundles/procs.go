@@ -21,7 +21,7 @@ const parallelismDelay = 5 * time.Millisecond
 
 // oneP is the one-P start of a task process: package onep lowered
 // GOMAXPROCS in its init because the process was started as a task
-// instance, and RunMain, which serves it, gives the default back.
+// instance, and Serve gives the default back.
 type oneP struct {
 	mu       sync.Mutex
 	armed    bool          // restoreAfter has set the timer
@@ -61,7 +61,7 @@ func (p *oneP) restoreAfter(d time.Duration) {
 // release runs when serving ends. A task that started has its timer (or
 // the process exits first, which is the point: a short task never pays for
 // a second P); anything else gets the default back now, so that an
-// in-process caller of RunMain is not left on one P.
+// in-process caller of Serve is not left on one P.
 func (p *oneP) release() {
 	if p == nil {
 		return

@@ -63,8 +63,9 @@ func TestRestoreKeepsTheTasksOwnGOMAXPROCS(t *testing.T) {
 	}
 }
 
-// RunMain in a process that goes on (a test, an embedding program) is
-// not left on one P when serving ends before any task ran.
+// A process that started on one P and goes on after serving (a test, an
+// embedding program) is not left on one P when serving ends before any
+// task ran.
 func TestRunMainRestoresWhenNoTaskRan(t *testing.T) {
 	def := defaultProcs(t)
 	runtime.GOMAXPROCS(1)

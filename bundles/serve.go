@@ -77,10 +77,15 @@ type serveConfig struct {
 // logsAddr, reads the first frame and either runs the named task and reports
 // its outcome, or answers a TaskHandlerParseRequest. SIGTERM and SIGINT
 // cancel the task's context. A nil return means the process should exit 0.
-// Serve leaves GOMAXPROCS alone; RunMain, whose process is the task,
-// starts it on one P (see parallelismDelay).
+// A process started as a task instance runs on one P until the task has
+// run for parallelismDelay (package onep, procs.go); Serve gives it the
+// runtime's default back then, or when it returns before a task ran.
 func (b *Bundle) Serve(ctx context.Context, commAddr, logsAddr string) error {
-	return b.serve(ctx, commAddr, logsAddr, processConfig())
+	cfg := processConfig()
+	cfg.oneP = startedOnOneP()
+	err := b.serve(ctx, commAddr, logsAddr, cfg)
+	cfg.oneP.release()
+	return err
 }
 
 // processConfig is how a task process serves: the real environment,
