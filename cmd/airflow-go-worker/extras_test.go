@@ -22,25 +22,13 @@ func buildWith(t *testing.T, tags string) string {
 	return out
 }
 
-type result struct {
-	code           int
-	stdout, stderr string
-}
-
-func runBin(t *testing.T, bin string, args ...string) result {
+// runBin runs a built binary as a user would (cli runs the test binary
+// itself).
+func runBin(t *testing.T, bin string, args ...string) cliResult {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "AIRFLOW__LOGGING__LOGGING_LEVEL=INFO")
-	var out, errb strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return result{code, out.String(), errb.String()}
+	return runCommand(t, cmd)
 }
 
 func writeConfig(t *testing.T, yaml string) string {
@@ -65,9 +53,6 @@ const (
 // config naming anything else is refused by --airflow-metadata, pack,
 // inspect and the task itself, with the build command that adds it.
 func TestDefaultBuildRefusesWhatItDoesNotLink(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary twice; skipped with -short")
-	}
 	def := buildWith(t, "")
 	full := buildWith(t, allExtrasTag)
 
@@ -83,7 +68,7 @@ func TestDefaultBuildRefusesWhatItDoesNotLink(t *testing.T) {
 	// S3 is an extra too: the AWS SDK's credential chain costs every task
 	// start its inits.
 	s3Hint := []string{"exports.out.txt: s3:// URLs need the s3 store, which is not linked into this binary (it links file)", "make build EXTRAS=s3", "go build -tags store_s3 ./cmd/airflow-go-worker"}
-	check := func(what string, r result, code int, want []string) {
+	check := func(what string, r cliResult, code int, want []string) {
 		t.Helper()
 		if r.code != code {
 			t.Errorf("%s: exit %d, want %d\nstdout %s\nstderr %s", what, r.code, code, r.stdout, r.stderr)
@@ -127,9 +112,6 @@ func TestDefaultBuildRefusesWhatItDoesNotLink(t *testing.T) {
 // One extra's binary links it, and its hint for another keeps it: the
 // command given builds a binary with both.
 func TestOneExtraLinksOnlyItself(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary; skipped with -short")
-	}
 	bin := buildWith(t, "store_s3")
 	if r := runBin(t, bin, "version"); !strings.Contains(r.stdout, "links backends: local; stores: file, s3\n") {
 		t.Fatalf("version: %q", r.stdout)

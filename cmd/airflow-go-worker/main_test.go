@@ -47,9 +47,16 @@ func cli(t *testing.T, env []string, args ...string) cliResult {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, self, args...)
 	cmd.Env = append(append(os.Environ(), asBinaryEnv+"=1"), env...)
+	return runCommand(t, cmd)
+}
+
+// runCommand runs cmd and returns its exit code and output; only a
+// failure to run it at all fails the test.
+func runCommand(t *testing.T, cmd *exec.Cmd) cliResult {
+	t.Helper()
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	err = cmd.Run()
+	err := cmd.Run()
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
