@@ -17,6 +17,16 @@ import (
 // backend in every task, carries no other backend's options (so a binary
 // linking only the local backend loads it), and is a config the catalogue
 // accepts; the shipped file stays on Modal.
+// taskDefaults is the part of a bundle config the test reads: each task's
+// defaults.
+type taskDefaults struct {
+	Dags map[string]struct {
+		Tasks map[string]struct {
+			Defaults map[string]any `yaml:"defaults"`
+		} `yaml:"tasks"`
+	} `yaml:"dags"`
+}
+
 func TestLocalConfigCopy(t *testing.T) {
 	src := filepath.Join("..", "conversion", "bundle.yaml")
 	dst := filepath.Join(t.TempDir(), "conversion-local.yaml")
@@ -28,12 +38,8 @@ func TestLocalConfigCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	var cfg struct {
-		Backends map[string]any `yaml:"backends"`
-		Dags     map[string]struct {
-			Tasks map[string]struct {
-				Defaults map[string]any `yaml:"defaults"`
-			} `yaml:"tasks"`
-		} `yaml:"dags"`
+		Backends     map[string]any `yaml:"backends"`
+		taskDefaults `yaml:",inline"`
 	}
 	if err := yaml.Unmarshal(data, &cfg); err != nil {
 		t.Fatalf("the copy is not YAML: %v\n%s", err, data)
@@ -61,13 +67,7 @@ func TestLocalConfigCopy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var orig struct {
-		Dags map[string]struct {
-			Tasks map[string]struct {
-				Defaults map[string]any `yaml:"defaults"`
-			} `yaml:"tasks"`
-		} `yaml:"dags"`
-	}
+	var orig taskDefaults
 	if err := yaml.Unmarshal(shipped, &orig); err != nil {
 		t.Fatal(err)
 	}
