@@ -271,6 +271,12 @@ func (b *Bundle) runTask(ctx context.Context, r *rpc, startupID int64, sd protoc
 		TryNumber: sd.TI.TryNumber, MapIndex: sd.TI.MapIndex, DagVersionID: sd.TI.DagVersionID,
 		Hostname: sd.TI.Hostname, Queue: sd.TI.Queue, MaxTries: sd.MaxTries,
 	}
+	if ti.Hostname == "" {
+		// Airflow's scheduler sends the task instance before any host ran
+		// it (hostname null); its Python task runner fills in the host it
+		// runs on, and so do we.
+		ti.Hostname, _ = os.Hostname()
+	}
 	dr := DagRun{
 		DagID: sd.DagRun.DagID, RunID: sd.DagRun.RunID, RunType: sd.DagRun.RunType, State: sd.DagRun.State,
 		LogicalDate: sd.DagRun.LogicalDate, DataIntervalStart: sd.DagRun.DataIntervalStart,

@@ -335,9 +335,11 @@ func (s *Supervisor) RunTask(ctx context.Context, req TaskRequest) (Result, erro
 	defer c.closeConns()
 
 	now := time.Now().UTC()
+	// No hostname, as Airflow's scheduler sends none: the task's runtime
+	// fills in the host it runs on.
 	sd := protocol.StartupDetails{
 		TI: protocol.TaskInstance{ID: newUUID(), DagID: req.DagID, TaskID: req.TaskID, RunID: req.RunID,
-			TryNumber: req.TryNumber, MapIndex: mapIndex, DagVersionID: newUUID(), Hostname: hostname(), Queue: "default"},
+			TryNumber: req.TryNumber, MapIndex: mapIndex, DagVersionID: newUUID(), Queue: "default"},
 		DagRelPath: "local",
 		BundleName: "local",
 		StartDate:  now,
@@ -417,11 +419,6 @@ func finalState(r Result, shouldRetry bool) string {
 		return st
 	}
 	return StateFailed
-}
-
-func hostname() string {
-	h, _ := os.Hostname()
-	return h
 }
 
 // serveComm sends StartupDetails and answers requests until the runtime

@@ -2,6 +2,7 @@ package realsdk_test
 
 import (
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 )
@@ -40,6 +41,10 @@ func TestSelfTestUnderAirflow33(t *testing.T) {
 		// The runtime reads its declared schema from its own footer.
 		if v["supervisor_schema_version"] != "2026-06-16" || !strings.HasPrefix(v["go_version"].(string), "go1.") {
 			t.Fatalf("ping return_value %v", v)
+		}
+		// Airflow sends no hostname in StartupDetails; the runtime fills in its own.
+		if host, _ := os.Hostname(); host == "" || v["hostname"] != host {
+			t.Errorf("ping returned hostname %v, want this host's %q", v["hostname"], host)
 		}
 		if got := strings.Join(r.requestTypes(), ","); got != "SetXCom,SucceedTask" {
 			t.Fatalf("requests %s", got)
