@@ -10,7 +10,7 @@
 # TAGS are the go build tags of the extras the binary links beyond the local
 # backend and file:// (store_s3 for s3:// URLs, backend_modal,
 # backend_opensandbox, store_gcs, store_azure, comma-separated, or
-# all_extras; see README, Choosing backends and stores): pack refuses a
+# all_extras; see docs/getting-started.md, Choosing backends and stores): pack refuses a
 # config naming one the binary lacks, with the tag that adds it.
 #
 # How Airflow finds the bundle: the ExecutableCoordinator configured in
