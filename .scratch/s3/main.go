@@ -1,9 +1,0 @@
-package main
-
-import (
-	"github.com/airflow-sandbox/airflow-go-worker/bundles"
-	"github.com/airflow-sandbox/airflow-go-worker/bundles/selftest"
-	_ "github.com/airflow-sandbox/airflow-go-worker/storage"
-)
-
-func main() { b := bundles.New(); selftest.Register(b); bundles.Main(b) }
