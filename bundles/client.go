@@ -31,6 +31,12 @@ type rpc struct {
 	done    chan struct{}
 }
 
+// frameTimeout bounds the arrival of the rest of a frame once it has
+// started: a supervisor that stops mid-frame fails the task's pending calls
+// instead of leaving them waiting forever. Frames may be hours apart; a
+// started one is whole within milliseconds on a worker. A var for tests.
+var frameTimeout = 30 * time.Second
+
 func newRPC(conn net.Conn) *rpc {
 	return &rpc{conn: conn, pending: map[int64]chan protocol.Message{}, done: make(chan struct{})}
 }
@@ -41,7 +47,7 @@ func (r *rpc) start() {
 	go func() {
 		defer close(r.done)
 		for {
-			p, err := protocol.ReadFrame(r.conn)
+			p, err := protocol.ReadFrameWithin(r.conn, frameTimeout)
 			if err == nil {
 				var m protocol.Message
 				m, err = protocol.DecodeMessage(p)

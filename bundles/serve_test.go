@@ -461,8 +461,13 @@ func TestServeBrokenReplyMidTaskIsAProtocolError(t *testing.T) {
 	}{
 		"malformed": {[]byte{0, 0, 0, 2, 0xc1, 0xc1}, "malformed frame"},
 		"oversized": {huge, "frame too large"},
+		// Issue 19: a supervisor that stops mid-frame left the task
+		// waiting for the reply forever.
+		"stalled mid-frame": {[]byte{0, 0, 0, 100, 0x81}, "stopped sending in the middle of a frame"},
 	} {
 		t.Run(name, func(t *testing.T) {
+			defer func(d time.Duration) { frameTimeout = d }(frameTimeout)
+			frameTimeout = 100 * time.Millisecond
 			b := New()
 			var taskErr error
 			b.Register("d", "t", func(ctx context.Context, c Client) error {

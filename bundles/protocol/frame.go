@@ -7,10 +7,13 @@
 package protocol
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"time"
 )
 
 // MaxFrameSize caps one frame's payload at 64 MiB. Airflow allows up to
@@ -55,4 +58,30 @@ func ReadFrame(r io.Reader) ([]byte, error) {
 		return nil, fmt.Errorf("reading a %d-byte frame: %w", n, err)
 	}
 	return payload, nil
+}
+
+// DeadlineReader is a stream whose reads can be given a deadline (a
+// net.Conn).
+type DeadlineReader interface {
+	io.Reader
+	SetReadDeadline(time.Time) error
+}
+
+// ReadFrameWithin is ReadFrame for a stream where frames may be far apart
+// but arrive whole: it waits as long as it takes for a frame to start, then
+// gives the rest of it (length prefix and payload) `within` to arrive. A
+// peer that stops mid-frame is then an error naming it, not a reader
+// blocked forever. It leaves the read deadline cleared.
+func ReadFrameWithin(r DeadlineReader, within time.Duration) ([]byte, error) {
+	var first [1]byte
+	if _, err := io.ReadFull(r, first[:]); err != nil {
+		return nil, err
+	}
+	r.SetReadDeadline(time.Now().Add(within))
+	defer r.SetReadDeadline(time.Time{})
+	p, err := ReadFrame(io.MultiReader(bytes.NewReader(first[:]), r))
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return nil, fmt.Errorf("the peer stopped sending in the middle of a frame: the rest did not arrive within %s (%w)", within, err)
+	}
+	return p, err
 }

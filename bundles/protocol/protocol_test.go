@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +52,32 @@ func TestFrameTooLargeAndTruncated(t *testing.T) {
 	}
 	if _, err := ReadFrame(bytes.NewReader([]byte{0, 0})); !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Fatalf("cut header: want ErrUnexpectedEOF, got %v", err)
+	}
+}
+
+// Issue 19: a peer that stopped mid-frame left the reader blocked forever.
+// ReadFrameWithin waits any time for a frame to start, but not for its rest.
+func TestReadFrameWithinStalledMidFrame(t *testing.T) {
+	client, server := net.Pipe()
+	defer client.Close()
+	defer server.Close()
+	go func() {
+		WriteFrame(server, []byte("whole"))
+		server.Write([]byte{0, 0, 0, 100, 'x'}) // 1 of 100 bytes, then silence
+	}()
+	p, err := ReadFrameWithin(client, time.Minute)
+	if err != nil || string(p) != "whole" {
+		t.Fatalf("a whole frame: got %q, %v", p, err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := ReadFrameWithin(client, 50*time.Millisecond); done <- err }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, os.ErrDeadlineExceeded) || !strings.Contains(err.Error(), "stopped sending in the middle of a frame") {
+			t.Fatalf("want a deadline error naming the stalled frame, got %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("ReadFrameWithin still blocked a minute after the peer stalled mid-frame")
 	}
 }
 

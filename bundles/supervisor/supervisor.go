@@ -210,16 +210,9 @@ func (s *Supervisor) start(ctx context.Context, red *redactor, show *shower) (*c
 	}()
 
 	timeout := s.startupTimeout()
-	type accepted struct {
-		conn net.Conn
-		err  error
-	}
-	acceptOne := func(l net.Listener) <-chan accepted {
-		ch := make(chan accepted, 1)
-		go func() { conn, err := l.Accept(); ch <- accepted{conn, err} }()
-		return ch
-	}
-	commCh, logsCh := acceptOne(commL), acceptOne(logsL)
+	rejected := &rejections{}
+	commCh := acceptFromChild(commL, "comm", cmd.Process.Pid, show, rejected)
+	logsCh := acceptFromChild(logsL, "logs", cmd.Process.Pid, show, rejected)
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for c.comm == nil || c.logs == nil {
@@ -238,16 +231,86 @@ func (s *Supervisor) start(ctx context.Context, red *redactor, show *shower) (*c
 			c.logs = a.conn
 		case <-c.exited:
 			c.closeConns()
-			return c, fmt.Errorf("process exited with %d before connecting", c.exit)
+			return c, fmt.Errorf("process exited with %d before connecting%s", c.exit, rejected)
 		case <-deadline.C:
 			c.kill()
-			return c, fmt.Errorf("process did not connect within %s", timeout)
+			return c, fmt.Errorf("process did not connect within %s%s", timeout, rejected)
 		case <-ctx.Done():
 			c.kill()
 			return c, ctx.Err()
 		}
 	}
 	return c, nil
+}
+
+// peerCheckWait is how long a connection's socket may take to show in
+// /proc before it is refused (Airflow's task SDK waits up to 1 s too).
+const peerCheckWait = time.Second
+
+type accepted struct {
+	conn net.Conn
+	err  error
+}
+
+// acceptFromChild accepts connections on l until one comes from the
+// child's process tree (pid and its descendants), and delivers that one;
+// any other is closed unread, before it is sent anything. Each is checked
+// on its own goroutine, so a flood of foreign connections cannot hold the
+// child's back. It stops when l is closed.
+func acceptFromChild(l net.Listener, name string, pid int, show *shower, rejected *rejections) <-chan accepted {
+	ch := make(chan accepted, 1)
+	var once sync.Once
+	deliver := func(a accepted) bool {
+		sent := false
+		once.Do(func() { ch <- a; sent = true })
+		return sent
+	}
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				deliver(accepted{err: err})
+				return
+			}
+			go func() {
+				if held, why := heldByProcessTree(conn, pid, peerCheckWait); !held {
+					msg := fmt.Sprintf("refused a connection to the %s socket from %s: %s; only the task's own processes may connect", name, conn.RemoteAddr(), why)
+					rejected.add(msg)
+					show.line("supervisor", msg)
+					conn.Close()
+					return
+				}
+				if !deliver(accepted{conn: conn}) {
+					conn.Close() // a second one from the task: the first won
+				}
+			}()
+		}
+	}()
+	return ch
+}
+
+// rejections keeps what acceptFromChild refused, for the start-up error.
+type rejections struct {
+	mu   sync.Mutex
+	n    int
+	last string
+}
+
+func (r *rejections) add(msg string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.n++
+	r.last = msg
+}
+
+// String is "" or, after a start-up error, what was refused.
+func (r *rejections) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d connection(s) refused; the last: %s)", r.n, r.last)
 }
 
 func (c *child) closeConns() {
