@@ -71,6 +71,10 @@ type Client interface {
 	SetXCom(ctx context.Context, key string, value any) error
 	// MaskSecret asks Airflow to redact value from every log.
 	MaskSecret(ctx context.Context, value, name string) error
+	// GetDagRunState returns the state of any Dag run (queued, running,
+	// success, failed), or ErrDagRunNotFound. Airflow's supervisor relays
+	// it to the Execution API, so the task needs no credentials.
+	GetDagRunState(ctx context.Context, dagID, runID string) (string, error)
 }
 
 // ConnectionGetter resolves Airflow connections at run time.
@@ -85,4 +89,5 @@ var (
 	ErrConnectionNotFound = connections.ErrNotFound
 	ErrVariableNotFound   = errors.New("variable not found")
 	ErrXComNotFound       = errors.New("xcom not found")
+	ErrDagRunNotFound     = errors.New("dag run not found")
 )

@@ -382,6 +382,40 @@ func (c *client) MaskSecret(ctx context.Context, value, name string) error {
 	return nil
 }
 
+// GetDagRunState asks for a Dag run's state. Airflow's supervisor relays
+// it to the Execution API; a run Airflow does not have comes back as an
+// API_SERVER_ERROR whose status_code is 404.
+func (c *client) GetDagRunState(ctx context.Context, dagID, runID string) (string, error) {
+	m, err := c.rpc.call(ctx, map[string]any{"type": protocol.TypeGetDagRunState, "dag_id": dagID, "run_id": runID})
+	name := fmt.Sprintf("Dag run %s/%s", dagID, runID)
+	if err != nil {
+		if statusCode(err) == 404 {
+			return "", fmt.Errorf("%s: %w", name, ErrDagRunNotFound)
+		}
+		return "", fmt.Errorf("getting the state of %s: %w", name, err)
+	}
+	if err := checkReply(m, protocol.TypeDagRunStateResult); err != nil {
+		return "", fmt.Errorf("getting the state of %s: %w", name, err)
+	}
+	state, _ := m.Body["state"].(string)
+	if state == "" {
+		return "", fmt.Errorf("getting the state of %s: the reply has no state", name)
+	}
+	return state, nil
+}
+
+// statusCode is the HTTP status an ErrorResponse's detail carries (Airflow's
+// supervisor puts the Execution API's there), or 0.
+func statusCode(err error) int {
+	var ae *protocol.APIError
+	if !errors.As(err, &ae) {
+		return 0
+	}
+	d, _ := ae.Detail.(map[string]any)
+	n, _ := toFloat(d["status_code"])
+	return int(n)
+}
+
 // toJSONValue turns any Go value into the plain JSON shapes (map[string]any,
 // []any, string, float64/int64, bool, nil) that travel as XCom, honouring
 // json tags and MarshalJSON. Integers that fit stay integers.

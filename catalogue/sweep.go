@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/cli"
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/supervisor"
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/registry"
 	"github.com/airflow-sandbox/airflow-go-worker/tasks"
@@ -47,11 +48,13 @@ func sweepCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.StringVar(&connFile, "connections", "", "connections file (YAML/JSON, conn_id -> URI or object); AIRFLOW_CONN_* variables are read too")
 	fs.Var(&finished, "finished-run", "a finished Dag run, as <dag_id>/<run_id>, whose sandboxes go even before they expire (repeatable)")
 	fs.BoolVar(&asJSON, "json", false, "print the result as JSON")
+	var stateDir string
+	fs.StringVar(&stateDir, "state", "", "the --state directory of `run`: sandboxes whose Dag run it records as ended (success or failed) go too")
 	fs.Var(&prefixes, "storage", "a URL prefix (s3://bucket/prefix, file:///dir) to clear of interrupted transfers' leftovers: temporary files, .partial objects, unfinished multipart uploads (repeatable)")
 	fs.DurationVar(&olderThan, "older-than", tasks.DefaultLeftoverAge, "with --storage: how old a leftover must be to be removed")
 	fs.StringVar(&in.StorageConnID, "storage-conn-id", "", "with --storage: the aws connection for s3:// prefixes (default: the AWS credential chain)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: airflow-go-worker sweep [--backend %s] [--conn-id ID] [--option KEY=VALUE ...] [--dry-run] [--connections FILE] [--finished-run DAG/RUN ...]\n", strings.ReplaceAll(backends, ", ", "|"))
+		fmt.Fprintf(stderr, "usage: airflow-go-worker sweep [--backend %s] [--conn-id ID] [--option KEY=VALUE ...] [--dry-run] [--connections FILE] [--finished-run DAG/RUN ...] [--state DIR]\n", strings.ReplaceAll(backends, ", ", "|"))
 		fmt.Fprintln(stderr, "       airflow-go-worker sweep --storage URL_PREFIX [--older-than DURATION] [--storage-conn-id ID] [--dry-run]")
 		fs.PrintDefaults()
 	}
@@ -83,7 +86,13 @@ func sweepCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 		in.Options = map[string]json.RawMessage{strings.ToLower(in.Backend): raw}
 	}
-	af := &cliAirflow{file: connFile}
+	var af tasks.Airflow = &cliAirflow{file: connFile}
+	if stateDir != "" {
+		if st, err := os.Stat(stateDir); err != nil || !st.IsDir() {
+			return fmt.Errorf("sweep: --state %s is not a directory (%v); give the directory `run --state` wrote", stateDir, err)
+		}
+		af = cliRunStates{af.(*cliAirflow), &supervisor.Supervisor{StateDir: stateDir}}
+	}
 	log := hclog.New(&hclog.LoggerOptions{Name: "sweep", Output: stderr, Level: hclog.Info})
 	res, err := tasks.Sweep(ctx, tasks.Deps{Airflow: af, Logger: log}, in)
 	if asJSON {
@@ -120,9 +129,13 @@ func printSweep(w io.Writer, res tasks.SweepResult) {
 		verb = "would destroy"
 	}
 	for _, s := range res.Found {
-		fmt.Fprintf(w, "%s %s\towner=%s\texpires_at=%s\treason=%s\n", verb, s.ID, s.Owner, s.ExpiresAt, s.Reason)
+		reason := s.Reason
+		if s.RunState != "" {
+			reason += " (" + s.RunState + ")"
+		}
+		fmt.Fprintf(w, "%s %s\towner=%s\texpires_at=%s\treason=%s\n", verb, s.ID, s.Owner, s.ExpiresAt, reason)
 	}
-	fmt.Fprintf(w, "%s sandboxes: %d found stale, %d destroyed, %d still in use\n", res.Backend, len(res.Found), len(res.Destroyed), res.Kept)
+	fmt.Fprintf(w, "%s sandboxes: %d found stale, %d destroyed, %d kept (in use, or their run's state unknown)\n", res.Backend, len(res.Found), len(res.Destroyed), res.Kept)
 }
 
 // cliAirflow answers the tasks' Airflow questions outside a task: connections
@@ -163,6 +176,22 @@ func (c *cliAirflow) GetVariable(_ context.Context, key string) (string, error) 
 
 func (c *cliAirflow) SetXCom(context.Context, string, any) error       { return nil }
 func (c *cliAirflow) MaskSecret(context.Context, string, string) error { return nil }
+
+// cliRunStates answers GetDagRunState from the Dag run states `run --state`
+// recorded, so the sweep command removes the sandboxes of local runs that
+// ended without being told their ids.
+type cliRunStates struct {
+	*cliAirflow
+	runs *supervisor.Supervisor
+}
+
+func (c cliRunStates) GetDagRunState(_ context.Context, dagID, runID string) (string, error) {
+	st, ok, err := c.runs.DagRunState(dagID, runID)
+	if err == nil && !ok {
+		err = fmt.Errorf("Dag run %s/%s is not recorded in %s", dagID, runID, c.runs.StateDir)
+	}
+	return st, err
+}
 
 // optionsJSON turns --option KEY=VALUE flags into a backend's options
 // object; a VALUE that parses as JSON (a number, true, a list) is taken as

@@ -152,7 +152,7 @@ func TestKilledTaskLeavesASandboxThatSweepRemoves(t *testing.T) {
 	}
 
 	sweep := func(args ...string) string {
-		cmd := exec.Command(workerBin, append([]string{"sweep", "--backend", "local", "--finished-run", "e2e_lifecycle/" + killedRun}, args...)...)
+		cmd := exec.Command(workerBin, append([]string{"sweep", "--backend", "local"}, args...)...)
 		cmd.Env = w.env
 		out, err := cmd.CombinedOutput()
 		if err != nil {
@@ -160,15 +160,25 @@ func TestKilledTaskLeavesASandboxThatSweepRemoves(t *testing.T) {
 		}
 		return string(out)
 	}
-	out := sweep("--dry-run")
+	out := sweep("--dry-run", "--finished-run", "e2e_lifecycle/"+killedRun)
 	if !strings.Contains(out, "would destroy "+id) || strings.Contains(out, liveID) {
 		t.Fatalf("dry run output:\n%s", out)
 	}
 	if alive := strings.Join(w.alive("local"), " "); !strings.Contains(alive, id) {
 		t.Fatal("a dry run destroyed the sandbox")
 	}
-	out = sweep()
-	if !strings.Contains(out, "destroyed "+id) || !strings.Contains(out, "1 destroyed, 1 still in use") {
+	// Told no run id, sweep learns from the supervisor's records which runs
+	// ended: the killed run failed, as Airflow would mark it; the other
+	// still runs.
+	out = sweep("--state", sup.StateDir)
+	if strings.Contains(out, "destroyed "+id) {
+		t.Fatalf("sweep removed the sandbox of a run the supervisor still records as running:\n%s", out)
+	}
+	if err := sup.SetDagRunState("e2e_lifecycle", killedRun, supervisor.DagRunFailed); err != nil {
+		t.Fatal(err)
+	}
+	out = sweep("--state", sup.StateDir)
+	if !strings.Contains(out, "destroyed "+id) || !strings.Contains(out, "reason=run ended (failed)") || !strings.Contains(out, "1 destroyed, 1 kept") {
 		t.Fatalf("sweep output:\n%s", out)
 	}
 	if alive := w.alive("local"); len(alive) != 1 || alive[0] != liveID {

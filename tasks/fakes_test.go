@@ -72,6 +72,31 @@ func (f *fakeAirflow) MaskSecret(_ context.Context, value, _ string) error {
 	return nil
 }
 
+// runStateAirflow is a fakeAirflow that also answers GetDagRunState, as
+// bundles.Client does under a supervisor: from states, a run missing there
+// is not found, and errs fail the call.
+type runStateAirflow struct {
+	*fakeAirflow
+	states map[string]string
+	errs   map[string]error
+	asked  []string
+}
+
+func (f *runStateAirflow) GetDagRunState(_ context.Context, dagID, runID string) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	run := dagID + "/" + runID
+	f.asked = append(f.asked, run)
+	if err := f.errs[run]; err != nil {
+		return "", err
+	}
+	st, ok := f.states[run]
+	if !ok {
+		return "", fmt.Errorf("Dag run %s: dag run not found", run)
+	}
+	return st, nil
+}
+
 // dirDriver is the tasks' test driver: the real local backend (so its
 // sandboxes are isolated and it passes the conformance suite like every
 // driver) with failure injection and a record of what it was asked. Its

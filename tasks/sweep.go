@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/airflow-sandbox/airflow-go-worker/internal/randhex"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 	"github.com/airflow-sandbox/airflow-go-worker/storage"
@@ -22,7 +24,9 @@ type SweepInput struct {
 	// FinishedRuns are owners ("<dag_id>/<run_id>") of Dag runs that are
 	// over; their sandboxes are removed even before they expire.
 	// "{dag_id}/{run_id}" is the sweep task's own run: a last task (trigger
-	// rule all_done) clears what its run left behind.
+	// rule all_done) clears what its run left behind. Under Airflow, sweep
+	// also asks for the state of every other owner run it finds, so naming
+	// runs is needed only outside it.
 	FinishedRuns []string `json:"finished_runs,omitempty"`
 
 	// Storage lists URL prefixes (s3://bucket/prefix, file:///dir) to clear
@@ -40,10 +44,22 @@ type SweptSandbox struct {
 	Name      string `json:"name,omitempty"`
 	Owner     string `json:"owner,omitempty"`
 	ExpiresAt string `json:"expires_at,omitempty"`
-	Reason    string `json:"reason"` // "expired" or "run finished"
+	// Reason is why it goes: ReasonExpired, ReasonRunFinished (named in
+	// finished_runs) or ReasonRunEnded (Airflow says its run ended).
+	Reason string `json:"reason"`
+	// RunState is the owner run's state Airflow gave (success, failed)
+	// when Reason is ReasonRunEnded.
+	RunState string `json:"run_state,omitempty"`
 	// Creator is who made it: CreatorGoWorker or CreatorPythonProvider.
 	Creator string `json:"creator"`
 }
+
+// Why sweep removes a sandbox.
+const (
+	ReasonExpired     = "expired"
+	ReasonRunFinished = "run finished"
+	ReasonRunEnded    = "run ended"
+)
 
 // Who made a sandbox sweep found.
 const (
@@ -80,7 +96,8 @@ type SweepResult struct {
 	DryRun    bool           `json:"dry_run"`
 	Found     []SweptSandbox `json:"found"`
 	Destroyed []string       `json:"destroyed"`
-	// Kept counts this bundle's sandboxes that are still in use.
+	// Kept counts Airflow's sandboxes that are still in use, or whose owner
+	// run's state could not be learnt.
 	Kept int `json:"kept"`
 	// Storage reports, per prefix of SweepInput.Storage, the leftovers
 	// found and removed.
@@ -90,10 +107,15 @@ type SweepResult struct {
 // Sweep destroys Airflow's sandboxes that have expired or whose Dag run is
 // over: those this bundle created (tag airflow_created_by), and those the
 // Python common.ai provider created (its airflow-sandbox-<12 hex> name and
-// expiry tag), which it never sweeps itself. A Python sandbox with no owner
-// (one a SandboxToolset provisioned for its own run) goes only once expired.
-// Sweep never touches any other sandbox. A sandbox it fails to destroy makes
-// it fail, after trying the rest.
+// expiry tag), which it never sweeps itself. A run is over when
+// FinishedRuns names it, or when Airflow answers GetDagRunState with
+// success or failed (d.Airflow implements DagRunStates under Airflow and
+// under airflow-go-worker run); a sandbox whose run is queued or running,
+// or whose run's state cannot be learnt, stays until it expires. A sandbox
+// with no owner (one a SandboxToolset provisioned for its own run) goes
+// only once expired. Sweep never touches any other sandbox. Every removal
+// is logged with its reason. A sandbox it fails to destroy makes it fail,
+// after trying the rest.
 func Sweep(ctx context.Context, d Deps, in SweepInput) (SweepResult, error) {
 	return sweepAt(ctx, d, in, time.Now())
 }
@@ -132,6 +154,7 @@ func sweepAt(ctx context.Context, d Deps, in SweepInput, now time.Time) (res Swe
 		return SweepResult{}, fmt.Errorf("listing %s sandboxes: %w", req.Backend, err)
 	}
 	res = SweepResult{Backend: req.Backend, DryRun: in.DryRun, Found: []SweptSandbox{}, Destroyed: []string{}}
+	runs := newRunStates(d)
 	var failed []string
 	for _, info := range list {
 		who := creator(info.Tags)
@@ -149,16 +172,25 @@ func sweepAt(ctx context.Context, d Deps, in SweepInput, now time.Time) (res Swe
 		}
 		switch {
 		case !exp.IsZero() && !now.Before(exp):
-			s.Reason = "expired"
+			s.Reason = ReasonExpired
 		case owner != "" && finished[owner]:
-			s.Reason = "run finished"
-		default:
+			s.Reason = ReasonRunFinished
+		case owner == "":
+			log.Debug("kept: no owner run; it goes when it expires", "id", s.ID, "expires_at", s.ExpiresAt)
 			res.Kept++
 			continue
+		default:
+			state, ended := runs.ended(ctx, owner)
+			if !ended {
+				log.Debug("kept: its owner run has not ended", "id", s.ID, "owner", owner, "run_state", state, "expires_at", s.ExpiresAt)
+				res.Kept++
+				continue
+			}
+			s.Reason, s.RunState = ReasonRunEnded, state
 		}
 		res.Found = append(res.Found, s)
 		if in.DryRun {
-			log.Info("would destroy", "id", s.ID, "owner", s.Owner, "creator", s.Creator, "reason", s.Reason, "expires_at", s.ExpiresAt)
+			log.Info("would destroy", "id", s.ID, "owner", s.Owner, "creator", s.Creator, "reason", s.Reason, "run_state", s.RunState, "expires_at", s.ExpiresAt)
 			continue
 		}
 		if err := drv.Open(info.ID).Destroy(ctx); err != nil {
@@ -166,9 +198,10 @@ func sweepAt(ctx context.Context, d Deps, in SweepInput, now time.Time) (res Swe
 			failed = append(failed, fmt.Sprintf("%s (%v)", s.ID, err))
 			continue
 		}
-		log.Info("destroyed", "id", s.ID, "owner", s.Owner, "creator", s.Creator, "reason", s.Reason)
+		log.Info("destroyed", "id", s.ID, "owner", s.Owner, "creator", s.Creator, "reason", s.Reason, "run_state", s.RunState, "expires_at", s.ExpiresAt)
 		res.Destroyed = append(res.Destroyed, s.ID)
 	}
+	log.Info("sweep done", "backend", req.Backend, "stale", len(res.Found), "destroyed", len(res.Destroyed), "kept", res.Kept, "dry_run", in.DryRun)
 	if len(failed) > 0 {
 		return res, fmt.Errorf("sweep could not destroy %d sandbox(es): %s; run it again, or remove them in the %s console",
 			len(failed), strings.Join(failed, "; "), req.Backend)
@@ -182,4 +215,58 @@ func CheckFinishedRun(run string) error {
 		return fmt.Errorf("%q is not of the form <dag_id>/<run_id>", run)
 	}
 	return nil
+}
+
+// DagRunStates tells sweep whether a sandbox's owner run has ended.
+// bundles.Client implements it (GetDagRunState, which Airflow's supervisor
+// relays to the Execution API); an Airflow without it (the sweep command)
+// leaves runs not named in finished_runs alone.
+type DagRunStates interface {
+	GetDagRunState(ctx context.Context, dagID, runID string) (string, error)
+}
+
+// runStates asks Airflow about each owner run once per sweep.
+type runStates struct {
+	ask   DagRunStates // nil outside Airflow
+	log   hclog.Logger
+	cache map[string]runAnswer
+}
+
+type runAnswer struct {
+	state string
+	ended bool
+}
+
+func newRunStates(d Deps) *runStates {
+	ask, _ := d.Airflow.(DagRunStates)
+	if ask == nil {
+		d.logger().Info("the state of owner runs cannot be learnt here (no Airflow supervisor); sandboxes go when they expire or when finished_runs names their run")
+	}
+	return &runStates{ask: ask, log: d.logger(), cache: map[string]runAnswer{}}
+}
+
+// ended reports whether Airflow says the owner run is over (success or
+// failed). Anything else keeps the sandbox: a run that is queued or
+// running, an owner that names no run, a run Airflow does not know (it may
+// belong to another Airflow sharing the backend), an error.
+func (r *runStates) ended(ctx context.Context, owner string) (state string, ended bool) {
+	if a, ok := r.cache[owner]; ok {
+		return a.state, a.ended
+	}
+	a := runAnswer{state: "unknown"}
+	dag, run, ok := strings.Cut(owner, "/")
+	switch {
+	case r.ask == nil:
+	case !ok || dag == "" || run == "":
+		r.log.Warn("kept: the owner tag names no Dag run (<dag_id>/<run_id>); its sandboxes go when they expire", "owner", owner)
+	default:
+		st, err := r.ask.GetDagRunState(ctx, dag, run)
+		if err != nil {
+			r.log.Warn("kept: could not learn the state of the owner run; its sandboxes go when they expire", "owner", owner, "error", err)
+			break
+		}
+		a = runAnswer{state: st, ended: st == "success" || st == "failed"}
+	}
+	r.cache[owner] = a
+	return a.state, a.ended
 }

@@ -53,6 +53,8 @@ func (p Program) runCommand(ctx context.Context, args []string, stdout, stderr i
 	runID := fs.String("run-id", "", "Dag run id (default manual__<now>)")
 	retry := fs.Bool("retry", false, "report failures as up_for_retry (ti_context.should_retry)")
 	airflow := fs.String("airflow", bundles.DefaultAirflow, "Airflow release to behave as: 3.3 or 3.4 (refuses a bundle whose schema that release does not know)")
+	var runStates runStateFlags
+	fs.Var(&runStates, "dag-run-state", "answer GetDagRunState for another Dag run, as DAG_ID/RUN_ID=STATE (queued, running, success or failed; repeatable); runs this command runs are recorded in --state")
 	argJSON := fs.String("arg-bindings", "", "Airflow 3.4 only: the stub call's arguments as a JSON list, e.g. '[{\"name\": \"sandbox\", \"kind\": \"xcom\", \"task_id\": \"provision\"}]'")
 	if help, err := ParseFlags(fs, args); help {
 		return bundles.ExitOK
@@ -110,6 +112,7 @@ func (p Program) runCommand(ctx context.Context, args []string, stdout, stderr i
 		ConnectionsFile: *connFile,
 		Variables:       vars.m,
 		StateDir:        *stateDir,
+		DagRunStates:    runStates.m,
 		Logs:            stderr,
 		Airflow:         *airflow,
 	}
@@ -145,6 +148,17 @@ func (p Program) runCommand(ctx context.Context, args []string, stdout, stderr i
 		if ctx.Err() != nil {
 			code = bundles.ExitFailure
 			break
+		}
+	}
+	// A whole Dag run is over when its last task ran or one did not
+	// succeed; a run of one task (--task) may go on with the next.
+	if *taskID == "" {
+		end := supervisor.DagRunSuccess
+		if code != bundles.ExitOK {
+			end = supervisor.DagRunFailed
+		}
+		if err := sup.SetDagRunState(*dagID, *runID, end); err != nil {
+			fmt.Fprintf(stderr, "run: %v\n", err)
 		}
 	}
 	if sig := interrupted(); sig != 0 {
@@ -209,6 +223,29 @@ func (p Program) runTarget(bundleFile string) (exe string, args []string, dags d
 		return "", nil, dags, fmt.Errorf("finding this executable to fork it: %w", err)
 	}
 	return exe, p.ForkArgs, tasksOfBundle(b), nil
+}
+
+// runStateFlags collects --dag-run-state DAG_ID/RUN_ID=STATE.
+type runStateFlags struct{ m map[string]string }
+
+func (v *runStateFlags) String() string { return "" }
+
+func (v *runStateFlags) Set(s string) error {
+	run, state, ok := strings.Cut(s, "=")
+	dag, id, ok2 := strings.Cut(run, "/")
+	if !ok || !ok2 || dag == "" || id == "" {
+		return fmt.Errorf("give DAG_ID/RUN_ID=STATE, got %q", s)
+	}
+	switch state {
+	case supervisor.DagRunQueued, supervisor.DagRunRunning, supervisor.DagRunSuccess, supervisor.DagRunFailed:
+	default:
+		return fmt.Errorf("state %q of %s is not one of queued, running, success, failed", state, run)
+	}
+	if v.m == nil {
+		v.m = map[string]string{}
+	}
+	v.m[run] = state
+	return nil
 }
 
 // varFlags collects --var KEY=VALUE.

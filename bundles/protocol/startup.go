@@ -23,6 +23,8 @@ const (
 	TypeXComResult               = "XComResult"
 	TypeSetXCom                  = "SetXCom"
 	TypeMaskSecret               = "MaskSecret"
+	TypeGetDagRunState           = "GetDagRunState"
+	TypeDagRunStateResult        = "DagRunStateResult"
 	TypeErrorResponse            = "ErrorResponse"
 )
 

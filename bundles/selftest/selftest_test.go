@@ -51,6 +51,9 @@ func (f *fakeClient) MaskSecret(_ context.Context, v, _ string) error {
 	f.masked = append(f.masked, v)
 	return nil
 }
+func (f *fakeClient) GetDagRunState(context.Context, string, string) (string, error) {
+	return "", bundles.ErrDagRunNotFound
+}
 
 func TestConnectionNeverReturnsThePassword(t *testing.T) {
 	c := &fakeClient{conns: map[string]connections.Connection{"db": {ConnID: "db", ConnType: "postgres", Host: "h", Port: 5432, Login: "u", Password: "pw-123", Extra: "{}"}}}

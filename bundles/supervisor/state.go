@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
 )
 
@@ -17,10 +18,20 @@ import (
 // such as "manual__2026-11-29T00:00:00+00:00" and odd keys stay inside
 // StateDir.
 func (s *Supervisor) xcomPath(dagID, runID, taskID, key string) (string, error) {
-	parts := []string{dagID, runID, taskID, key}
-	for i, p := range parts {
+	parts, err := escapeSegments(dagID, runID, taskID, key)
+	if err != nil {
+		return "", errors.New("XCom dag_id, run_id, task_id and key must all be set")
+	}
+	return filepath.Join(s.StateDir, "xcom", parts[0], parts[1], parts[2], parts[3]+".json"), nil
+}
+
+// escapeSegments path-escapes each id into one path segment, refusing an
+// empty one.
+func escapeSegments(ids ...string) ([]string, error) {
+	parts := make([]string, len(ids))
+	for i, p := range ids {
 		if p == "" {
-			return "", errors.New("XCom dag_id, run_id, task_id and key must all be set")
+			return nil, errors.New("empty id")
 		}
 		e := url.PathEscape(p)
 		if e == "." || e == ".." {
@@ -28,7 +39,7 @@ func (s *Supervisor) xcomPath(dagID, runID, taskID, key string) (string, error) 
 		}
 		parts[i] = e
 	}
-	return filepath.Join(s.StateDir, "xcom", parts[0], parts[1], parts[2], parts[3]+".json"), nil
+	return parts, nil
 }
 
 func memKey(dagID, runID, taskID, key string) string {
@@ -81,16 +92,24 @@ func (s *Supervisor) PutXCom(dagID, runID, taskID, key string, value any) error 
 	if err != nil {
 		return err
 	}
-	// XComs may hold what a task returned from a secret-bearing source:
-	// only the worker's user reads them (0700 directories, 0600 files).
+	if err := writePrivate(p, data); err != nil {
+		return fmt.Errorf("writing XCom %s: %w", p, err)
+	}
+	return nil
+}
+
+// writePrivate replaces the file at p with data, atomically. XComs may hold
+// what a task returned from a secret-bearing source: only the worker's user
+// reads the state directory (0700 directories, 0600 files).
+func writePrivate(p string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-		return fmt.Errorf("creating the XCom state directory: %w", err)
+		return fmt.Errorf("creating the state directory: %w", err)
 	}
 	// CreateTemp makes a fresh 0600 file; reusing a fixed name would keep
 	// the mode of one a crash left behind.
 	f, err := os.CreateTemp(filepath.Dir(p), filepath.Base(p)+".*.tmp")
 	if err != nil {
-		return fmt.Errorf("writing XCom %s: %w", p, err)
+		return err
 	}
 	_, err = f.Write(data)
 	if cerr := f.Close(); err == nil {
@@ -101,9 +120,8 @@ func (s *Supervisor) PutXCom(dagID, runID, taskID, key string, value any) error 
 	}
 	if err != nil {
 		os.Remove(f.Name())
-		return fmt.Errorf("writing XCom %s: %w", p, err)
 	}
-	return nil
+	return err
 }
 
 // connection resolves connID from AIRFLOW_CONN_<ID> in Env (URI or JSON
@@ -159,4 +177,99 @@ func connectionResult(c connections.Connection) map[string]any {
 		body["port"] = c.Port
 	}
 	return body
+}
+
+// Dag run states, as Airflow names them.
+const (
+	DagRunQueued  = "queued"
+	DagRunRunning = "running"
+	DagRunSuccess = "success"
+	DagRunFailed  = "failed"
+)
+
+var dagRunStates = map[string]bool{DagRunQueued: true, DagRunRunning: true, DagRunSuccess: true, DagRunFailed: true}
+
+// dagRunPath is where StateDir keeps a Dag run's state:
+// <StateDir>/dag_runs/<dag_id>/<run_id>.json, each id path-escaped.
+func (s *Supervisor) dagRunPath(dagID, runID string) (string, error) {
+	parts, err := escapeSegments(dagID, runID)
+	if err != nil {
+		return "", errors.New("a Dag run needs a dag_id and a run_id")
+	}
+	return filepath.Join(s.StateDir, "dag_runs", parts[0], parts[1]+".json"), nil
+}
+
+// SetDagRunState records a Dag run's state (queued, running, success or
+// failed), which GetDagRunState then answers.
+func (s *Supervisor) SetDagRunState(dagID, runID, state string) error {
+	if !dagRunStates[state] {
+		return fmt.Errorf("Dag run state %q is not one of queued, running, success, failed", state)
+	}
+	if s.StateDir == "" {
+		s.memMu.Lock()
+		defer s.memMu.Unlock()
+		if s.memRuns == nil {
+			s.memRuns = map[string]string{}
+		}
+		s.memRuns[dagID+"/"+runID] = state
+		return nil
+	}
+	p, err := s.dagRunPath(dagID, runID)
+	if err != nil {
+		return err
+	}
+	data, _ := json.Marshal(map[string]string{"state": state})
+	if err := writePrivate(p, data); err != nil {
+		return fmt.Errorf("recording the state of Dag run %s/%s: %w", dagID, runID, err)
+	}
+	return nil
+}
+
+// DagRunState answers GetDagRunState: DagRunStates first, then what
+// SetDagRunState recorded; ok is false for a run found in neither.
+func (s *Supervisor) DagRunState(dagID, runID string) (state string, ok bool, err error) {
+	if st, ok := s.DagRunStates[dagID+"/"+runID]; ok {
+		return st, true, nil
+	}
+	if s.StateDir == "" {
+		s.memMu.Lock()
+		defer s.memMu.Unlock()
+		st, ok := s.memRuns[dagID+"/"+runID]
+		return st, ok, nil
+	}
+	p, err := s.dagRunPath(dagID, runID)
+	if err != nil {
+		return "", false, err
+	}
+	data, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", false, nil
+	}
+	var rec struct {
+		State string `json:"state"`
+	}
+	if err == nil {
+		err = json.Unmarshal(data, &rec)
+	}
+	if err != nil || !dagRunStates[rec.State] {
+		return "", false, fmt.Errorf("the state file %s of Dag run %s/%s is unreadable (%v); delete it", p, dagID, runID, errOrState(err, rec.State))
+	}
+	return rec.State, true, nil
+}
+
+func errOrState(err error, state string) any {
+	if err != nil {
+		return err
+	}
+	return fmt.Sprintf("state %q", state)
+}
+
+// dagRunNotFound is what Airflow's supervisor answers for a run the
+// Execution API does not have: its 404, relayed as an API_SERVER_ERROR.
+func dagRunNotFound(dagID, runID string) map[string]any {
+	msg := fmt.Sprintf("Dag run with dag_id '%s' and run_id '%s' was not found", dagID, runID)
+	return map[string]any{"type": protocol.TypeErrorResponse, "error": "API_SERVER_ERROR", "detail": map[string]any{
+		"status_code": 404, "message": "Server returned error",
+		"detail": map[string]any{"detail": map[string]any{"reason": "not_found", "message": msg}},
+	}}
 }

@@ -62,6 +62,12 @@ type Supervisor struct {
 	// <StateDir>/xcom/<dag_id>/<run_id>/<task_id>/<key>.json; empty keeps
 	// them in memory for the Supervisor's lifetime.
 	StateDir string
+	// DagRunStates answer GetDagRunState for the runs they name, keyed
+	// "<dag_id>/<run_id>", before what StateDir (or memory) records: the
+	// supervisor records each run it runs a task of as running, and
+	// SetDagRunState sets its end. A run found in neither is answered as
+	// the Execution API answers a missing one (404).
+	DagRunStates map[string]string
 	// Logs shows the task's log lines and output, human-readable, with
 	// masked secrets redacted. nil discards them.
 	Logs io.Writer
@@ -81,8 +87,9 @@ type Supervisor struct {
 	// 2026-10-30 carries a TaskRequest's ArgBindings.
 	SchemaVersion string
 
-	memMu sync.Mutex
-	mem   map[string]any // in-memory XCom when StateDir is empty
+	memMu   sync.Mutex
+	mem     map[string]any    // in-memory XCom when StateDir is empty
+	memRuns map[string]string // in-memory Dag run states when StateDir is empty
 }
 
 // TaskRequest names one task instance to run.
@@ -386,6 +393,10 @@ func (s *Supervisor) RunTask(ctx context.Context, req TaskRequest) (Result, erro
 		show.line("supervisor", fmt.Sprintf("schema %s (Airflow 3.3) has no arg_bindings: the stub call's %d argument(s) are dropped, as Airflow 3.3 drops them", schema, len(args)))
 		args = nil
 	}
+	// Airflow's run is running while any of its tasks runs.
+	if err := s.SetDagRunState(req.DagID, req.RunID, DagRunRunning); err != nil {
+		return Result{State: failedState, ExitCode: -1}, fmt.Errorf("task %s.%s: %w", req.DagID, req.TaskID, err)
+	}
 	c, err := s.start(ctx, red, show)
 	if err != nil {
 		res := Result{State: failedState, ExitCode: -1}
@@ -615,6 +626,15 @@ func (s *Supervisor) handle(m protocol.Message, ti protocol.TaskInstance, b map[
 	case protocol.TypeMaskSecret:
 		red.add(b["value"])
 		return nil, nil
+	case protocol.TypeGetDagRunState:
+		state, ok, err := s.DagRunState(str("dag_id"), str("run_id"))
+		if err != nil {
+			return nil, apiError("API_SERVER_ERROR", err.Error())
+		}
+		if !ok {
+			return nil, dagRunNotFound(str("dag_id"), str("run_id"))
+		}
+		return map[string]any{"type": protocol.TypeDagRunStateResult, "state": state}, nil
 	}
 	// What Airflow's supervisor answers a known type it does not handle;
 	// here it also covers the types only a real Execution API serves.

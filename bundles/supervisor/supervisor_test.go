@@ -726,3 +726,37 @@ func TestAirflow33DropsArgBindingsAndRefusesSchema34(t *testing.T) {
 		t.Fatalf("Airflow 3.4 knows 2026-10-30: %s", res.State)
 	}
 }
+
+// GetDagRunState is answered from DagRunStates, then from what the
+// supervisor recorded in StateDir: each run it runs a task of is running,
+// SetDagRunState ends it, and a run it never heard of is a 404 as Airflow
+// relays one, which the runtime turns into ErrDagRunNotFound.
+func TestGetDagRunStateServed(t *testing.T) {
+	s, logs := newSup(t)
+	s.DagRunStates = map[string]string{"d/seeded": "failed"}
+	if err := s.SetDagRunState("d", "manual__2026-12-01T00:00:00+00:00", DagRunSuccess); err != nil {
+		t.Fatal(err)
+	}
+	runs := []string{"d/seeded", "d/manual__2026-12-01T00:00:00+00:00", "e2e/mine", "d/never"}
+	res := run(t, s, TaskRequest{DagID: "e2e", TaskID: "run_states", RunID: "mine", Conf: map[string]any{"runs": runs}})
+	if res.State != StateSuccess {
+		t.Fatalf("state %s\n%s", res.State, logs)
+	}
+	v, _, _ := s.GetXCom("e2e", "mine", "run_states", "return_value")
+	got, _ := v.(map[string]any)
+	want := map[string]any{"d/seeded": "failed", "d/manual__2026-12-01T00:00:00+00:00": "success", "e2e/mine": "running", "d/never": "not found"}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s: %v, want %v (all: %v)", k, got[k], w, got)
+		}
+	}
+	// The record outlives the supervisor: a later one with the same
+	// StateDir answers the same.
+	again := &Supervisor{StateDir: s.StateDir}
+	if st, ok, err := again.DagRunState("d", "manual__2026-12-01T00:00:00+00:00"); err != nil || !ok || st != DagRunSuccess {
+		t.Fatalf("a new supervisor reads %q %v %v", st, ok, err)
+	}
+	if err := s.SetDagRunState("d", "r", "finished"); err == nil {
+		t.Fatal("an unknown state must be refused")
+	}
+}

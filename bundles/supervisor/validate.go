@@ -61,11 +61,12 @@ func keySet(keys ...string) map[string]bool {
 }
 
 var requestRules = map[string]requestRule{
-	protocol.TypeGetConnection: {strings: []string{"conn_id"}},
-	protocol.TypeGetVariable:   {strings: []string{"key"}},
-	protocol.TypeGetXCom:       {strings: []string{"key", "dag_id", "run_id", "task_id"}},
-	protocol.TypeSetXCom:       {strings: []string{"key", "dag_id", "run_id", "task_id"}, present: []string{"value"}},
-	protocol.TypeMaskSecret:    {present: []string{"value"}},
+	protocol.TypeGetConnection:  {strings: []string{"conn_id"}},
+	protocol.TypeGetVariable:    {strings: []string{"key"}},
+	protocol.TypeGetXCom:        {strings: []string{"key", "dag_id", "run_id", "task_id"}},
+	protocol.TypeSetXCom:        {strings: []string{"key", "dag_id", "run_id", "task_id"}, present: []string{"value"}},
+	protocol.TypeMaskSecret:     {present: []string{"value"}},
+	protocol.TypeGetDagRunState: {strings: []string{"dag_id", "run_id"}},
 	protocol.TypeSucceedTask: {present: []string{"end_date"}, enum: map[string][]string{"state": {"success"}},
 		allowed: keySet("state", "end_date", "task_outlets", "outlet_events", "rendered_map_index")},
 	protocol.TypeRetryTask: {present: []string{"end_date"}, enum: map[string][]string{"state": {"up_for_retry"}},

@@ -89,6 +89,8 @@ type tcase struct {
 	Connections    map[string]any    `json:"connections,omitempty"`
 	Variables      map[string]string `json:"variables,omitempty"`
 	XComs          map[string]any    `json:"xcoms,omitempty"`
+	DagRuns        map[string]string `json:"dag_runs,omitempty"`
+	Env            map[string]string `json:"env,omitempty"`
 	SigtermOnEvent string            `json:"sigterm_on_event,omitempty"`
 	Timeout        int               `json:"timeout,omitempty"`
 }

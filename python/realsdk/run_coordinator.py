@@ -15,6 +15,10 @@ CASES.json is a list of cases:
    "run_id", "try_number", "max_tries", "should_retry", "conf",
    "connections": {conn_id: {conn_type, host, login, password, ...}},
    "variables": {key: value}, "xcoms": {"task_id/key": value},
+   "dag_runs": {"dag_id/run_id": state}  (what GET dag-runs/.../state
+       answers; any other run is a 404, as Airflow's Execution API answers),
+   "env": {name: value}  (set in this process, so in the bundle's, for the
+       case only),
    "sigterm_on_event": "<log event>"  (SIGTERM this supervisor when the
        bundle logs it; the supervisor forwards it to the bundle as Airflow
        does on a worker shutdown),
@@ -71,6 +75,7 @@ from airflow.sdk.api.datamodels._generated import (  # noqa: E402
     BundleInfo,
     ConnectionResponse,
     DagRun,
+    DagRunStateResponse,
     TaskInstance,
     TIRunContext,
     VariableResponse,
@@ -163,6 +168,11 @@ class ExecutionAPI:
             if parts[1] not in variables:
                 return httpx.Response(404, json={"detail": {"reason": "not_found"}})
             return httpx.Response(200, content=VariableResponse(key=parts[1], value=variables[parts[1]]).model_dump_json())
+        if request.method == "GET" and parts[0] == "dag-runs" and len(parts) == 4 and parts[3] == "state":
+            state = (self.case.get("dag_runs") or {}).get(f"{parts[1]}/{parts[2]}")
+            if state is None:
+                return httpx.Response(404, json={"detail": {"reason": "not_found", "message": f"Dag run with dag_id '{parts[1]}' and run_id '{parts[2]}' was not found"}})
+            return httpx.Response(200, content=DagRunStateResponse(state=state).model_dump_json())
         if parts[0] == "xcoms" and len(parts) == 5:
             _, dag_id, run_id, task_id, key = parts
             if dag_id == self.ti.dag_id and run_id == self.ti.run_id:
@@ -221,6 +231,8 @@ def run_case(case: dict) -> dict:
     def on_alarm(signum, frame):
         raise TimeoutError(f"the task did not finish within {case.get('timeout', 60)} s")
 
+    saved_env = {k: os.environ.get(k) for k in (case.get("env") or {})}
+    os.environ.update(case.get("env") or {})
     signal.signal(signal.SIGALRM, on_alarm)
     signal.alarm(int(case.get("timeout", 60)))
     result = {"name": case.get("name", ""), "ti_id": str(ti.id)}
@@ -242,6 +254,11 @@ def run_case(case: dict) -> dict:
         result["traceback"] = traceback.format_exc()
     finally:
         signal.alarm(0)
+        for k, v in saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     result["sigterm_sent"] = sent["sigterm"]
     result["api_calls"] = api.calls
     result["xcoms"] = api.xcoms

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -26,6 +27,10 @@ var variant = "a"
 // exitCode is what the process exits with after the runtime finished; the
 // crash task sets it to show what a non-zero exit does to a reported state.
 var exitCode = 0
+
+type runStatesIn struct {
+	Runs []string `json:"runs"`
+}
 
 type addIn struct {
 	Value int `json:"value"`
@@ -63,6 +68,23 @@ func main() {
 			return ctx.Err()
 		})
 	}
+	// What GetDagRunState answers for each run ("<dag_id>/<run_id>") in
+	// conf: its state, "not found", or the error.
+	b.Register("run_states", "ask", func(ctx context.Context, c bundles.Client, in runStatesIn) (map[string]string, error) {
+		out := map[string]string{}
+		for _, r := range in.Runs {
+			dag, run, _ := strings.Cut(r, "/")
+			st, err := c.GetDagRunState(ctx, dag, run)
+			switch {
+			case errors.Is(err, bundles.ErrDagRunNotFound):
+				st = "not found"
+			case err != nil:
+				st = "error: " + err.Error()
+			}
+			out[r] = st
+		}
+		return out, nil
+	}, bundles.AllowConf("runs"))
 	// Succeeds (SucceedTask is sent), then the process exits 3.
 	b.Register("bindings", "succeed_then_crash", func() error { exitCode = 3; return nil })
 	code := bundles.RunMain(context.Background(), b, os.Args[1:], os.Stdout, os.Stderr)

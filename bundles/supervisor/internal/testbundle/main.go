@@ -5,6 +5,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -28,6 +29,26 @@ type floodIn struct {
 type echoIn struct {
 	Msg   string `json:"msg"`
 	Times int    `json:"times"`
+}
+
+type runStatesIn struct {
+	Runs []string `json:"runs"`
+}
+
+func askRunStates(ctx context.Context, c bundles.Client, runs []string) map[string]string {
+	out := map[string]string{}
+	for _, r := range runs {
+		dag, run, _ := strings.Cut(r, "/")
+		st, err := c.GetDagRunState(ctx, dag, run)
+		switch {
+		case errors.Is(err, bundles.ErrDagRunNotFound):
+			st = "not found"
+		case err != nil:
+			st = "error: " + err.Error()
+		}
+		out[r] = st
+	}
+	return out
 }
 
 func main() {
@@ -54,6 +75,11 @@ func main() {
 	b.Register("e2e", "echo", func(in echoIn) (map[string]any, error) {
 		return map[string]any{"msg": in.Msg, "times": in.Times}, nil
 	}, bundles.WithDefaults(map[string]any{"times": 1}), bundles.AllowConf("times"))
+	// run_states reports what GetDagRunState answers for each run
+	// ("<dag_id>/<run_id>"): its state, "not found", or the error.
+	b.Register("e2e", "run_states", func(ctx context.Context, c bundles.Client, in runStatesIn) (map[string]string, error) {
+		return askRunStates(ctx, c, in.Runs), nil
+	}, bundles.AllowConf("runs"))
 	b.Register("e2e", "leak", func(ctx context.Context, c bundles.Client, log hclog.Logger) error {
 		if err := c.MaskSecret(ctx, "s3cr3t-value", "demo"); err != nil {
 			return err
