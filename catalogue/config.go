@@ -52,6 +52,11 @@ type bundleConfig struct {
 	// Selftest adds the built-in airflow_go_worker_selftest Dag, so an
 	// operator can check a deployment of this bundle.
 	Selftest bool `yaml:"selftest"`
+	// Sweep adds the airflow_go_worker_sweep maintenance Dag, whose one
+	// task sweeps these backends and storage prefixes
+	// (tasks.SweepAllInput: backends, storage, storage_conn_id,
+	// older_than, dry_run).
+	Sweep map[string]any `yaml:"sweep"`
 	// Backends holds each sandbox backend's options for every task of the
 	// bundle (a task's own backend_options override them key by key).
 	Backends map[string]map[string]any `yaml:"backends"`
@@ -118,6 +123,11 @@ func Load(b *bundles.Bundle, data []byte, source string) error {
 	if cfg.Selftest {
 		selftest.Register(b)
 	}
+	if cfg.Sweep != nil {
+		if err := registerSweepDag(b, cfg.Sweep, cfg.Backends); err != nil {
+			return fmt.Errorf("%s: sweep: %w", source, err)
+		}
+	}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Backends)) {
 		raw, err := json.Marshal(cfg.Backends[name])
 		if err != nil {
@@ -180,7 +190,7 @@ var unknownField = sync.OnceValue(func() *regexp.Regexp {
 
 // allowedKeys says, per config level, which keys a user may write there.
 var allowedKeys = map[string]string{
-	"bundleConfig": "at the top level (allowed: selftest, backends, dags)",
+	"bundleConfig": "at the top level (allowed: selftest, sweep, backends, dags)",
 	"dagConfig":    "in a Dag (allowed: description, tasks)",
 	"taskConfig":   "in a task (allowed: kind, defaults, inputs, conf)",
 	"inputConfig":  "in an input binding (allowed: xcom, key, param)",
@@ -247,7 +257,7 @@ func parseBundleConfig(data []byte, source string) (bundleConfig, error) {
 	if err != nil {
 		return cfg, fmt.Errorf("%s: %s (the file holds dags: {<dag_id>: {tasks: {<task_id>: {kind: ..., defaults: {...}}}}})", source, describeYAMLError(err))
 	}
-	if len(cfg.Dags) == 0 {
+	if len(cfg.Dags) == 0 && cfg.Sweep == nil {
 		return cfg, fmt.Errorf("%s: no dags declared; add dags: {<dag_id>: {tasks: {...}}}", source)
 	}
 	for dagID, dag := range cfg.Dags {

@@ -82,7 +82,7 @@ func TestLoadBundleConfigErrorsNameTheSpot(t *testing.T) {
 		{"input not a mapping", `dags: {d: {tasks: {t: {kind: collect, inputs: {sandbox: provision}}}}}`, []string{"inputs", "provision", "{xcom: <upstream task_id>}"}},
 		{"conf names no field", `dags: {d: {tasks: {t: {kind: run, conf: [timeout, comand]}}}}`, []string{"dags.d.tasks.t", `conf lists "comand", which matches no input field`}},
 		{"unknown dag key", "dags:\n  d:\n    taks: {t: {kind: run}}\n", []string{"bundle.yaml", `line 3: unknown key "taks" in a Dag (allowed: description, tasks)`}},
-		{"unknown top key", "dag: {}\n", []string{"bundle.yaml", `unknown key "dag" at the top level (allowed: selftest, backends, dags)`}},
+		{"unknown top key", "dag: {}\n", []string{"bundle.yaml", `unknown key "dag" at the top level (allowed: selftest, sweep, backends, dags)`}},
 		{"gpu on local", `dags: {d: {tasks: {t: {kind: provision, defaults: {gpu: A10G}}}}}`, []string{"dags.d.tasks.t.defaults", "gpu: the local backend cannot provide GPUs, which modal can"}},
 		{"cidr allowlist on opensandbox", `dags: {d: {tasks: {t: {kind: convert, defaults: {backend: opensandbox, network: {allow_cidrs: [10.0.0.0/8]}}}}}}`, []string{"dags.d.tasks.t.defaults", "network.allow_cidrs: the opensandbox backend cannot provide CIDR allowlists (its egress sidecar"}},
 		{"backend not linked", `dags: {d: {tasks: {t: {kind: run, defaults: {backend: kubernetes}}}}}`, []string{"dags.d.tasks.t.defaults", `backend "kubernetes" is not one this bundle links (local, modal, opensandbox)`}},

@@ -28,6 +28,14 @@ func init() {
 	}
 }
 
+// confFor is a dag_run.conf that points key at the worker itself.
+func confFor(key string) string {
+	if key == "backends" {
+		return `{"backends": [{"backend": "local"}]}`
+	}
+	return `{"` + key + `": "local"}`
+}
+
 // The trust rule on the shipped examples: whoever triggers a run is less
 // trusted than the Dag author, so dag_run.conf sets nothing the example
 // does not allow. {"backend": "local"} would move a Modal sandbox, with the
@@ -42,21 +50,28 @@ func TestShippedExamplesRefuseBackendFromConf(t *testing.T) {
 	}
 	type target struct {
 		dagID, taskID string
-		exe           string   // the bundle
-		args          []string // its run command, before --dag
-		env           []string
+		// key is the conf key that would move the sandboxes: backend,
+		// or the maintenance Dag's backends.
+		key  string
+		exe  string   // the bundle
+		args []string // its run command, before --dag
+		env  []string
 	}
 	var targets []target
 	configs, _ := filepath.Glob("*/bundle.yaml")
-	if len(configs) != 3 {
-		t.Fatalf("want the three shipped bundle configs, found %v", configs)
+	if len(configs) != 4 {
+		t.Fatalf("want the four shipped bundle configs, found %v", configs)
 	}
 	for _, cfg := range configs {
 		abs, _ := filepath.Abs(cfg)
 		g := readBundleConfig(t, cfg)
 		for dagID, tasks := range g.tasks {
 			for _, task := range tasks {
-				targets = append(targets, target{dagID, task,
+				key := "backend"
+				if dagID == catalogue.SweepDagID {
+					key = "backends"
+				}
+				targets = append(targets, target{dagID, task, key,
 					self, []string{"--bundle-config", abs, "run"}, []string{asStandardBundleEnv + "=1"}})
 			}
 		}
@@ -65,7 +80,7 @@ func TestShippedExamplesRefuseBackendFromConf(t *testing.T) {
 	// publish_ranking have none, so a backend key is not theirs to refuse).
 	goTasks := buildGoExample(t, "go_tasks")
 	for _, task := range []string{"rank_customers", "cleanup"} {
-		targets = append(targets, target{"go_tasks_example", task, goTasks, []string{"run"}, nil})
+		targets = append(targets, target{"go_tasks_example", task, "backend", goTasks, []string{"run"}, nil})
 	}
 
 	for _, tg := range targets {
@@ -74,7 +89,7 @@ func TestShippedExamplesRefuseBackendFromConf(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			args := append(append([]string(nil), tg.args...), "--dag", tg.dagID, "--task", tg.taskID,
-				"--conf", `{"backend": "local"}`, "--run-id", "manual__conf_trust", "--state", state)
+				"--conf", confFor(tg.key), "--run-id", "manual__conf_trust", "--state", state)
 			cmd := exec.CommandContext(ctx, tg.exe, args...)
 			// No connections at all: a task that got past the refusal would
 			// ask for one (and say so); local sandboxes would land in xdg.
@@ -88,14 +103,14 @@ func TestShippedExamplesRefuseBackendFromConf(t *testing.T) {
 			out, err := cmd.CombinedOutput()
 			text := strings.ReplaceAll(string(out), `\"`, `"`) // the task log quotes its error
 			if err == nil {
-				t.Fatalf("the run succeeded with {\"backend\": \"local\"} in dag_run.conf:\n%s", text)
+				t.Fatalf("the run succeeded with %s in dag_run.conf:\n%s", confFor(tg.key), text)
 			}
 			if !strings.Contains(text, tg.dagID+"."+tg.taskID+" (run manual__conf_trust): failed") {
 				t.Errorf("want the task failed, got:\n%s", text)
 			}
 			for _, want := range []string{
-				`dag_run.conf key "backend" names an input of task ` + tg.dagID + "." + tg.taskID + " that a Dag run may not set",
-				"conf: [backend] under dags." + tg.dagID + ".tasks." + tg.taskID,
+				`dag_run.conf key "` + tg.key + `" names an input of task ` + tg.dagID + "." + tg.taskID + " that a Dag run may not set",
+				"conf: [" + tg.key + "] under dags." + tg.dagID + ".tasks." + tg.taskID,
 			} {
 				if !strings.Contains(text, want) {
 					t.Errorf("the refusal must say %q; got:\n%s", want, text)
@@ -110,7 +125,7 @@ func TestShippedExamplesRefuseBackendFromConf(t *testing.T) {
 			if entries, _ := os.ReadDir(xdg); len(entries) > 0 {
 				t.Errorf("the refused run left files in XDG_STATE_HOME (a local sandbox root?): %v", entries)
 			}
-			if xcoms, _ := filepath.Glob(filepath.Join(state, "*", "*")); len(xcoms) > 0 {
+			if xcoms, _ := filepath.Glob(filepath.Join(state, "xcom", "*")); len(xcoms) > 0 {
 				t.Errorf("the refused run wrote XComs: %v", xcoms)
 			}
 		})

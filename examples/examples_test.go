@@ -16,6 +16,8 @@ import (
 	"testing"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/airflow-sandbox/airflow-go-worker/catalogue"
 )
 
 // stubDag is what a dag.py declares.
@@ -72,6 +74,14 @@ type goSide struct {
 }
 
 type bundleYAML struct {
+	// Sweep adds the maintenance Dag (catalogue.SweepDagID, task sweep).
+	Sweep *struct {
+		Backends []struct {
+			Backend string `yaml:"backend"`
+			ConnID  string `yaml:"conn_id"`
+		} `yaml:"backends"`
+		StorageConnID string `yaml:"storage_conn_id"`
+	} `yaml:"sweep"`
 	Dags map[string]struct {
 		Tasks map[string]struct {
 			Kind     string         `yaml:"kind"`
@@ -103,6 +113,17 @@ func readBundleConfig(t *testing.T, path string) goSide {
 			g.conn[taskID], _ = task.Defaults["conn_id"].(string)
 		}
 		sort.Strings(g.tasks[dagID])
+	}
+	if sw := cfg.Sweep; sw != nil {
+		g.tasks[catalogue.SweepDagID] = []string{catalogue.SweepTaskID}
+		for _, b := range sw.Backends {
+			if b.ConnID != "" {
+				g.connIDs[b.ConnID] = append(g.connIDs[b.ConnID], "conn_id")
+			}
+		}
+		if sw.StorageConnID != "" {
+			g.connIDs[sw.StorageConnID] = append(g.connIDs[sw.StorageConnID], "storage_conn_id")
+		}
 	}
 	return g
 }

@@ -58,6 +58,7 @@ func sweepStorage(ctx context.Context, d Deps, in SweepInput) ([]storage.SweepRe
 		}
 		if rep.Prefix != "" {
 			reports = append(reports, rep)
+			log.Info("storage swept", "prefix", rep.Prefix, "older_than", age.String(), "found", len(rep.Found), "removed", len(rep.Removed), "dry_run", in.DryRun)
 		}
 		if err != nil && firstErr == nil {
 			firstErr = fmt.Errorf("storage %s: %w", p, err)

@@ -1,0 +1,47 @@
+package catalogue
+
+import (
+	"fmt"
+	"reflect"
+
+	"github.com/airflow-sandbox/airflow-go-worker/bundles"
+	"github.com/airflow-sandbox/airflow-go-worker/tasks"
+)
+
+// The maintenance Dag a bundle config's sweep: section adds. Its stub Dag
+// (examples/maintenance/dag.py) runs it every few minutes, so sandboxes
+// whose run ended without cleaning up (a worker killed mid-task, a broker
+// outage that kept collect from ever starting, a bundle missing on one
+// worker) go without anyone naming their runs.
+const (
+	SweepDagID  = "airflow_go_worker_sweep"
+	SweepTaskID = "sweep"
+)
+
+// registerSweepDag adds SweepDagID with the section as its task's defaults;
+// each listed backend gets the bundle's backends: options under its own,
+// as every sandbox task does. A run's dag_run.conf may set dry_run only.
+func registerSweepDag(b *bundles.Bundle, section map[string]any, backends map[string]map[string]any) error {
+	defaults := make(map[string]any, len(section))
+	for k, v := range section {
+		defaults[k] = v
+	}
+	if list, ok := section["backends"].([]any); ok && len(backends) > 0 {
+		merged := make([]any, len(list))
+		for i, e := range list {
+			merged[i] = e
+			if m, ok := e.(map[string]any); ok {
+				merged[i] = withBackendDefaults(m, backends)
+			}
+		}
+		defaults["backends"] = merged
+	}
+	k := adapt(tasks.SweepAll)
+	if err := b.Add(SweepDagID, SweepTaskID, k.fn, bundles.WithDefaults(defaults), bundles.AllowConf("dry_run")); err != nil {
+		return err
+	}
+	if err := checkDefaults(reflect.TypeFor[tasks.SweepAllInput](), defaults); err != nil {
+		return fmt.Errorf("%w (write sweep: {backends: [{backend: modal, conn_id: modal_default}], storage: [s3://bucket/prefix/]})", err)
+	}
+	return nil
+}
