@@ -185,6 +185,24 @@ func (b *Bundle) InputFields(dagID, taskID string) (names []string, ok bool) {
 	return names, true
 }
 
+// XComBindings lists the task's inputs bound to an upstream task's XCom
+// (bundle config inputs: {xcom: ...}, WithXCom, WithXComKey): input name ->
+// the task and key it reads in the same Dag run. ok is false for an unknown
+// task. Tools that check a Dag's wiring (check) read them.
+func (b *Bundle) XComBindings(dagID, taskID string) (bound map[string]XComRef, ok bool) {
+	t := b.lookup(dagID, taskID)
+	if t == nil {
+		return nil, false
+	}
+	bound = map[string]XComRef{}
+	for i, src := range t.bound {
+		if src.xcomTask != "" {
+			bound[t.fields[i].name] = XComRef{DagID: dagID, TaskID: src.xcomTask, Key: src.xcomKey}
+		}
+	}
+	return bound, true
+}
+
 func (b *Bundle) lookup(dagID, taskID string) *task {
 	b.mu.RLock()
 	defer b.mu.RUnlock()

@@ -5,6 +5,8 @@
 //	run      run a task or a whole Dag through a local supervisor
 //	pack     pack a binary into an AFBNDL01 bundle
 //	inspect  validate a bundle as Airflow's coordinator does
+//	check    check Dags against the bundles Airflow would run them with
+//	describe print every task and the inputs it reads from XCom (JSON)
 //	version  print versions
 //
 // A Go user's bundle gets them with one line:
@@ -88,6 +90,8 @@ func (p Program) Usage() string {
 	fmt.Fprintf(&b, "  %-56s %s\n", "", "run a task (or a whole Dag) locally")
 	line("pack [flags]", "pack this binary into an AFBNDL01 bundle")
 	line("inspect BUNDLE", "validate a bundle and print its manifest")
+	line("check --dags PATH --executables-root DIR", "check Dags against the bundles Airflow would run them with")
+	line("describe", "print every task and its XCom-bound inputs (JSON)")
 	for _, c := range p.Commands {
 		line(c.Name+" "+c.Usage, c.Summary)
 	}
@@ -132,6 +136,10 @@ func (p Program) Run(ctx context.Context, args []string, stdout, stderr io.Write
 		return bundles.ExitOK
 	case "run":
 		return p.runCommand(ctx, args[1:], stdout, stderr)
+	case "describe":
+		return report(p.describe(args[1:], stdout))
+	case "check":
+		return report(runCheck(ctx, args[1:], stdout, stderr))
 	}
 	for _, c := range p.Commands {
 		if args[0] == c.Name {

@@ -1,0 +1,69 @@
+package check
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"time"
+
+	"github.com/airflow-sandbox/airflow-go-worker/bundles"
+)
+
+// Description is what a bundle's describe command prints: every task and
+// the inputs it reads from an upstream task's XCom.
+type Description struct {
+	Dags map[string]map[string]TaskDescription `json:"dags"` // dag_id -> task_id -> task
+}
+
+// TaskDescription is one task of a Description.
+type TaskDescription struct {
+	// XComInputs maps an input name to the XCom it is bound to.
+	XComInputs map[string]XComInput `json:"xcom_inputs"`
+}
+
+// XComInput names the upstream task and key an input reads.
+type XComInput struct {
+	Task string `json:"task"`
+	Key  string `json:"key"`
+}
+
+// Describe describes b.
+func Describe(b *bundles.Bundle) Description {
+	d := Description{Dags: map[string]map[string]TaskDescription{}}
+	for _, ref := range b.Tasks() {
+		bound, _ := b.XComBindings(ref.DagID, ref.TaskID)
+		td := TaskDescription{XComInputs: map[string]XComInput{}}
+		for input, x := range bound {
+			td.XComInputs[input] = XComInput{Task: x.TaskID, Key: x.Key}
+		}
+		if d.Dags[ref.DagID] == nil {
+			d.Dags[ref.DagID] = map[string]TaskDescription{}
+		}
+		d.Dags[ref.DagID][ref.TaskID] = td
+	}
+	return d
+}
+
+// describeTimeout bounds one bundle's describe: it only registers its
+// tasks (the standard bundle loads its packed config) and prints them.
+const describeTimeout = 60 * time.Second
+
+// describeBundle runs path's describe command. A bundle built with another
+// SDK, or with a release of this one from before describe, fails it.
+func describeBundle(ctx context.Context, path string) (Description, error) {
+	ctx, cancel := context.WithTimeout(ctx, describeTimeout)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, path, "describe")
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return Description{}, fmt.Errorf("%s describe: %v: %s", path, err, lastLine(stderr.String()))
+	}
+	var d Description
+	if err := json.Unmarshal(stdout.Bytes(), &d); err != nil {
+		return Description{}, fmt.Errorf("%s describe printed no description: %v", path, err)
+	}
+	return d, nil
+}

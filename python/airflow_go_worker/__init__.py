@@ -1,0 +1,1 @@
+"""Python helpers for airflow-go-worker bundles (see check)."""
