@@ -5,12 +5,14 @@
 # builds the bundle binaries (airflow-go-worker with every extra, EXTRAS=all:
 # the examples' configs name Modal), then hands over to the Go driver in
 # e2e/airflow, which starts Airflow (scheduler, dag-processor, api-server;
-# LocalExecutor, SQLite), versitygw and the fake Modal server on 127.0.0.1
-# in a temporary directory, runs the three example Dags as shipped (on
-# backend: modal, triggered without a conf), prints `DAG_ID RUN_ID STATE` per
-# run and stops everything it started. Extra arguments go to the driver
-# (e.g. -keep to keep the Airflow home and logs). Exit 0 only if every run
-# succeeded.
+# LocalExecutor, SQLite), versitygw, the fake Modal server and a scripted
+# OpenAI-compatible model server on 127.0.0.1 in a temporary directory, runs
+# the four example Dags as shipped (on backend: modal, triggered without a
+# conf; agent_handoff's AgentOperator talks to the scripted model, and runs
+# a second time with the model down), prints `DAG_ID RUN_ID STATE` per run
+# and stops everything it started. Extra arguments go to the driver (e.g.
+# -keep to keep the Airflow home and logs). Exit 0 only if every run ended
+# as expected (the model-down run failed, the others succeeded).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

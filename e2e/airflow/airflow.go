@@ -32,7 +32,7 @@ type deployment struct {
 // the dag-processor and the api-server (REST and Execution API), each
 // bounded in how long it may take to come up. The returned deployment is
 // non-nil as soon as anything was started, so the caller can stop it.
-func startAirflow(ctx context.Context, o options, w *workdir, s *store, m *modalServer) (*deployment, error) {
+func startAirflow(ctx context.Context, o options, w *workdir, s *store, m *modalServer, l *llmServer) (*deployment, error) {
 	airflowBin := filepath.Join(o.venv, "bin", "airflow")
 	if _, err := os.Stat(airflowBin); err != nil {
 		return nil, fmt.Errorf("%s is missing (%v): create the venv with scripts/ensure-venv.sh", airflowBin, err)
@@ -84,7 +84,8 @@ func startAirflow(ctx context.Context, o options, w *workdir, s *store, m *modal
 			// worker's environment: the connections are given to the
 			// api-server only, which proves it is where one must be set.
 			cenv = append(append([]string(nil), env...),
-				"AIRFLOW_CONN_AWS_DEFAULT="+s.connection(), "AIRFLOW_CONN_MODAL_DEFAULT="+m.connection())
+				"AIRFLOW_CONN_AWS_DEFAULT="+s.connection(), "AIRFLOW_CONN_MODAL_DEFAULT="+m.connection(),
+				"AIRFLOW_CONN_LLM_DEFAULT="+l.connection())
 		}
 		p, err := startProc(c, filepath.Join(w.logs, c+".log"), cenv, airflowBin, c)
 		if err != nil {

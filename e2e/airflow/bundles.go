@@ -64,7 +64,12 @@ func sandboxesLeft(w *workdir) []string {
 // bundle's examples are packed with their bundle config as it is; go_tasks
 // is its own binary.
 func packBundles(ctx context.Context, o options, w *workdir) error {
+	packed := map[string]bool{}
 	for _, s := range scenarios {
+		if packed[s.example] { // a second run of the same Dag
+			continue
+		}
+		packed[s.example] = true
 		exDir := filepath.Join(o.repo, "examples", s.example)
 		args := []string{"pack", "--output", filepath.Join(w.executables, s.example+".bundle")}
 		what := "examples/" + s.example + "/bundle.yaml"

@@ -28,14 +28,29 @@ type scenario struct {
 	goMain  bool   // packed from its own Go main (go_tasks), not a bundle config
 	proves  string // what a passing check shows
 	check   func(ctx context.Context, e *checkEnv, r *dagRun) []error
+	// A second run of a Dag has a run id suffix of its own; wantState is
+	// the state Airflow must give the run ("" = success); before runs
+	// right before the trigger (the scripted model's mode for the run).
+	runSuffix string
+	wantState string
+	before    func(e *checkEnv, r *dagRun)
+}
+
+// want is the run state the scenario expects Airflow to decide.
+func (s *scenario) want() string {
+	if s.wantState == "" {
+		return "success"
+	}
+	return s.wantState
 }
 
 // checkEnv is what the checks read: Airflow's REST API, the S3 server, the
-// fake Modal server, and the work directory.
+// fake Modal server, the scripted model, and the work directory.
 type checkEnv struct {
 	api   *apiClient
 	store *store
 	modal *modalServer
+	llm   *llmServer
 	w     *workdir
 	o     options
 }
@@ -58,12 +73,26 @@ var scenarios = []*scenario{
 		proves: "fetch_orders' totals reached rank_customers, whose ranking (made in a Modal sandbox) reached publish_ranking, through XCom; the catalogue's sweep (cleanup) ran in the same bundle",
 		check:  checkGoTasks,
 	},
+	{
+		dagID: "sandbox_agent_handoff", example: "agent_handoff",
+		proves: "provision made a Modal sandbox, common.ai's AgentOperator ran its four tools in it for the scripted model, collect exported the agent's report to S3 and destroyed the sandbox",
+		check:  checkAgentHandoff,
+		before: func(e *checkEnv, r *dagRun) { e.llm.serve(r.runID, false) },
+	},
+	{
+		dagID: "sandbox_agent_handoff", example: "agent_handoff", runSuffix: "_model_down", wantState: "failed",
+		proves: "with the model answering HTTP 500, analyse failed, collect still ran and destroyed the sandbox, and Airflow failed the run",
+		check:  checkAgentModelDown,
+		before: func(e *checkEnv, r *dagRun) { e.llm.serve(r.runID, true) },
+	},
 }
 
 func dagIDs() []string {
 	var ids []string
 	for _, s := range scenarios {
-		ids = append(ids, s.dagID)
+		if !slices.Contains(ids, s.dagID) {
+			ids = append(ids, s.dagID)
+		}
 	}
 	return ids
 }
@@ -93,14 +122,18 @@ func selectScenarios(list string) error {
 // previous run finished: their progress reads in order, and the 2-core
 // machine runs one Dag's tasks at a time next to Airflow itself. All runs
 // together get timeout. A run that fails does not stop the others.
-func runAll(ctx context.Context, api *apiClient, list []*scenario, timeout time.Duration, alive func() error) ([]*dagRun, error) {
+func runAll(ctx context.Context, e *checkEnv, list []*scenario, timeout time.Duration, alive func() error) ([]*dagRun, error) {
+	api := e.api
 	runID := "airflow_e2e__" + time.Now().UTC().Format("20060102T150405Z")
 	deadline := time.Now().Add(timeout)
 	var runs []*dagRun
 	for _, s := range list {
-		r := &dagRun{scenario: s, runID: runID, state: "queued"}
-		step("triggering %s (run %s, no conf)", s.dagID, runID)
-		if err := api.trigger(ctx, s.dagID, runID); err != nil {
+		r := &dagRun{scenario: s, runID: runID + s.runSuffix, state: "queued"}
+		if s.before != nil {
+			s.before(e, r)
+		}
+		step("triggering %s (run %s, no conf)", s.dagID, r.runID)
+		if err := api.trigger(ctx, s.dagID, r.runID); err != nil {
 			return runs, fmt.Errorf("triggering %s: %w", s.dagID, err)
 		}
 		runs = append(runs, r)

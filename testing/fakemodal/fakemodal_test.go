@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -68,6 +69,9 @@ func TestSDKCreateExecTerminate(t *testing.T) {
 	}
 	if got := s.Sandboxes(); len(got) != 1 || got[0].Tags["k"] != "v" {
 		t.Fatalf("Sandboxes() = %+v", got)
+	}
+	if got := s.Execs(); len(got) != 1 || got[0].SandboxID != sb.SandboxID || !slices.Equal(got[0].Args, []string{"sh", "-c", `echo "out $FOO $PWD"; echo err >&2; exit 3`}) {
+		t.Fatalf("Execs() = %+v, want the one command, in sandbox %s", got, sb.SandboxID)
 	}
 	code, err = sb.Terminate(context.Background(), &modal.SandboxTerminateParams{Wait: true})
 	if err != nil || code != 137 {

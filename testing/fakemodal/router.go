@@ -106,6 +106,7 @@ func (r *router) TaskExecStart(ctx context.Context, req *pb.TaskExecStartRequest
 		stdinR: pr, stdinW: pw, exited: make(chan struct{}), cancel: cancel,
 	}
 	sb.execs[e.id] = e
+	r.s.execs = append(r.s.execs, ExecRecord{SandboxID: sb.id, Args: append([]string(nil), args...)})
 	r.s.mu.Unlock()
 
 	env := map[string]string{}

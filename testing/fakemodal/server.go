@@ -94,6 +94,7 @@ type Server struct {
 	sandboxes       map[string]*fakeSandbox // by sandbox id
 	byTask          map[string]*fakeSandbox
 	creates         []CreateRecord
+	execs           []ExecRecord
 	idempotent      map[string]*fakeSandbox // x-idempotency-key -> the sandbox it created
 	calls           map[string]int
 	faults          map[string][]error // method -> errors for the next calls
@@ -115,6 +116,15 @@ type CreateRecord struct {
 	Definition *pb.Sandbox
 	Tags       map[string]string
 	Env        map[string]string // env from inline secret sources
+}
+
+// ExecRecord is one command a client started in a sandbox (TaskExecStart),
+// for assertions on what ran where. Args are as the client sent them: the
+// Python client's run_command sends ["sh", "-c", CMD], its filesystem API
+// the fs-tools helper (fsToolsPath) and a JSON request.
+type ExecRecord struct {
+	SandboxID string
+	Args      []string
 }
 
 // SandboxInfo describes a live fake sandbox.
@@ -305,6 +315,13 @@ func (s *Server) Creates() []CreateRecord {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]CreateRecord(nil), s.creates...)
+}
+
+// Execs returns every command started in a sandbox, oldest first.
+func (s *Server) Execs() []ExecRecord {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]ExecRecord(nil), s.execs...)
 }
 
 // Calls is how many times the RPC method (e.g. "SandboxCreateV2") was called.
