@@ -321,12 +321,7 @@ func checkPipeline(ctx context.Context, e *checkEnv, r *dagRun) []error {
 	if err != nil {
 		return append(errs, err)
 	}
-	var id string
-	if err := e.api.xcom(ctx, r, "provision", "return_value", &id); err != nil {
-		errs = append(errs, err)
-	} else if id == "" {
-		errs = append(errs, fmt.Errorf("provision returned an empty sandbox id"))
-	}
+	id := provisioned(ctx, e, r, &errs)
 	var rec struct {
 		Backend string `json:"backend"`
 		ID      string `json:"id"`
