@@ -32,19 +32,20 @@ func TestConversionExample(t *testing.T) {
 				allow = append(allow, "conn_id")
 			}
 			sup := w.supervisor(workerBin, w.allowConf("../examples/conversion/bundle.yaml", map[string][]string{"convert": allow}))
-			run := "manual__conversion_" + backend
+			// Run ids as Airflow makes them; each run writes under its own.
+			run := "scheduled__2026-12-02T10:05:00+00:00"
 			w.runTask(sup, supervisor.TaskRequest{DagID: "sandbox_conversion", TaskID: "convert", RunID: run, Conf: backendConf(backend)}, supervisor.StateSuccess)
 
-			got, ok := w.getObject("converted/orders.jsonl")
+			got, ok := w.getObject("converted/" + run + "/orders.jsonl")
 			if !ok {
-				t.Fatalf("converted/orders.jsonl is missing; bucket holds %v", w.keys())
+				t.Fatalf("converted/%s/orders.jsonl is missing; bucket holds %v", run, w.keys())
 			}
 			lines := strings.Split(strings.TrimSpace(got), "\n")
 			if len(lines) != 8 || lines[0] != `{"order_id":"1001","customer":"acme","amount":"120.50","currency":"EUR"}` {
 				t.Fatalf("converted output:\n%s", got)
 			}
-			if _, ok := w.getObject("converted/orders.jsonl.gz"); !ok {
-				t.Fatal("converted/orders.jsonl.gz is missing")
+			if _, ok := w.getObject("converted/" + run + "/orders.jsonl.gz"); !ok {
+				t.Fatal("converted/<run>/orders.jsonl.gz is missing")
 			}
 			for _, k := range w.keys() {
 				if strings.HasSuffix(k, ".partial") {
@@ -54,6 +55,17 @@ func TestConversionExample(t *testing.T) {
 			res := w.xcom(sup, "sandbox_conversion", run, "convert", "return_value").(map[string]any)
 			if urls, _ := res["urls"].([]any); len(urls) != 2 || !strings.Contains(res["output_tail"].(string), "converted 8 orders") {
 				t.Fatalf("return_value %v", res)
+			}
+			if backend == "local" {
+				// Another run, as a manual trigger names it: its outputs land
+				// beside the first run's, which stay as they were.
+				again := "manual__2026-12-02T10:06:30.123456+00:00"
+				w.runTask(sup, supervisor.TaskRequest{DagID: "sandbox_conversion", TaskID: "convert", RunID: again, Conf: backendConf(backend)}, supervisor.StateSuccess)
+				for _, r := range []string{run, again} {
+					if _, ok := w.getObject("converted/" + r + "/orders.jsonl"); !ok {
+						t.Errorf("after two runs, converted/%s/orders.jsonl is missing; bucket holds %v", r, w.keys())
+					}
+				}
 			}
 			if alive := w.alive(backend); len(alive) != 0 {
 				t.Fatalf("sandboxes left alive: %v", alive)
@@ -76,7 +88,7 @@ func TestModalFallsBackToEnvironmentCredentials(t *testing.T) {
 	w.putObject("incoming/orders.csv", ordersCSV)
 	sup := w.supervisor(workerBin, "../examples/conversion/bundle.yaml")
 	w.runTask(sup, supervisor.TaskRequest{DagID: "sandbox_conversion", TaskID: "convert", RunID: "manual__env_creds"}, supervisor.StateSuccess)
-	if _, ok := w.getObject("converted/orders.jsonl"); !ok {
+	if _, ok := w.getObject("converted/manual__env_creds/orders.jsonl"); !ok {
 		t.Fatal("nothing converted")
 	}
 	if !strings.Contains(w.logs.String(), "no modal_default connection") {

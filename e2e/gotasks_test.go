@@ -19,18 +19,19 @@ func TestGoTasksExample(t *testing.T) {
 	w := newWorld(t, backend)
 	w.putObject("incoming/orders.csv", ordersCSV)
 	sup := w.supervisor(goTasksBin, "")
-	const dag, run = "go_tasks_example", "manual__go_tasks"
+	const dag, run = "go_tasks_example", "manual__2026-12-02T10:00:00+00:00"
 	w.runTask(sup, supervisor.TaskRequest{DagID: dag, TaskID: "fetch_orders", RunID: run}, supervisor.StateSuccess)
 	// No arg_bindings, as on Airflow 3.3: the tasks read their
 	// upstream's return_value through their WithXCom bindings.
 	w.runTask(sup, supervisor.TaskRequest{DagID: dag, TaskID: "rank_customers", RunID: run}, supervisor.StateSuccess)
 	w.runTask(sup, supervisor.TaskRequest{DagID: dag, TaskID: "publish_ranking", RunID: run}, supervisor.StateSuccess)
 
-	if got := w.xcom(sup, dag, run, "publish_ranking", "return_value"); got != "s3://airflow-artifacts/reports/ranking.txt" {
+	// Keyed by run: PutObject fills the URL's {run_id}.
+	if got := w.xcom(sup, dag, run, "publish_ranking", "return_value"); got != "s3://airflow-artifacts/reports/"+run+"/ranking.txt" {
 		t.Fatalf("publish_ranking returned %v", got)
 	}
 	// acme 162.50, globex 90.75, initech 399.05, umbrella 999.99, hooli 250.
-	if got, _ := w.getObject("reports/ranking.txt"); got != "umbrella\ninitech\nhooli\n" {
+	if got, _ := w.getObject("reports/" + run + "/ranking.txt"); got != "umbrella\ninitech\nhooli\n" {
 		t.Fatalf("ranking.txt = %q", got)
 	}
 	if alive := w.alive(backend); len(alive) != 0 {

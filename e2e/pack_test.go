@@ -37,7 +37,7 @@ func TestPackedStandardBundleRunsItsEmbeddedConfig(t *testing.T) {
 
 	sup := w.supervisor(bundle, "") // no --bundle-config: the packed one is used
 	w.runTask(sup, supervisor.TaskRequest{DagID: "sandbox_conversion", TaskID: "convert", RunID: "manual__packed", Conf: backendConf("local")}, supervisor.StateSuccess)
-	if _, ok := w.getObject("converted/orders.jsonl"); !ok {
+	if _, ok := w.getObject("converted/manual__packed/orders.jsonl"); !ok {
 		t.Fatalf("the packed bundle's conversion wrote nothing; bucket: %v", w.keys())
 	}
 }

@@ -30,18 +30,30 @@ type Location struct {
 // String is the canonical URL: s3://bucket/key, gs://bucket/key,
 // abfs://container/key (in the spelling the URL used) or file:///path. It
 // never carries the connection id.
+// The key is path-escaped segment by segment, so the URL parses back to
+// the same key even when it holds "%", "?", "#" or a space (a custom run
+// id filled into {run_id}).
 func (l Location) String() string {
+	key := escapeKey(l.Key)
 	switch l.Scheme {
 	case "file":
-		return "file:///" + l.Key
+		return "file:///" + key
 	case "az":
 		host := l.Bucket
 		if l.Account != "" {
 			host = l.Bucket + "@" + l.Account
 		}
-		return l.form + "://" + host + "/" + l.Key
+		return l.form + "://" + host + "/" + key
 	}
-	return l.Scheme + "://" + l.Bucket + "/" + l.Key
+	return l.Scheme + "://" + l.Bucket + "/" + key
+}
+
+func escapeKey(key string) string {
+	segs := strings.Split(key, "/")
+	for i, s := range segs {
+		segs[i] = url.PathEscape(s)
+	}
+	return strings.Join(segs, "/")
 }
 
 // storeID identifies the bucket (or filesystem) a location lives in, so an

@@ -3,6 +3,10 @@ package tasks
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -77,9 +81,8 @@ func (d Deps) check() error {
 	return nil
 }
 
-// expand fills {dag_id}, {run_id}, {task_id} and {map_index} in a storage
-// URL, so one config writes each Dag run's outputs to their own keys
-// (s3://bucket/reports/{run_id}/report.md). Other braces stay as they are.
+// expand fills {dag_id}, {run_id}, {task_id} and {map_index} in s as they
+// are (finished_runs names a run as <dag_id>/<run_id>).
 func (r Run) expand(s string) string {
 	if !strings.Contains(s, "{") {
 		return s
@@ -88,14 +91,46 @@ func (r Run) expand(s string) string {
 		"{map_index}", strconv.Itoa(r.MapIndex)).Replace(s)
 }
 
-// expandURLs applies expand to every value of m.
-func (r Run) expandURLs(m map[string]string) map[string]string {
+// expandURLs fills the placeholders in every value of m, a field's storage
+// URLs, so one config writes each Dag run's outputs to their own keys
+// (s3://bucket/reports/{run_id}/report.md) and concurrent runs never
+// overwrite each other. Each value becomes exactly one segment of the key
+// or path, whatever its characters: it is path-escaped (":" and "+", in
+// every run id Airflow makes, stay as they are; "%", "?", "#" or a space
+// in a custom run id are escaped, so the key holds them literally), and a
+// value that is "/"-bearing, "." or ".." is refused, since it would change
+// the key's levels or climb out of the author's directory.
+func (r Run) expandURLs(field string, m map[string]string) (map[string]string, error) {
 	if m == nil {
-		return nil
+		return nil, nil
 	}
+	values := map[string]string{"{dag_id}": r.DagID, "{run_id}": r.RunID, "{task_id}": r.TaskID, "{map_index}": strconv.Itoa(r.MapIndex)}
+	var pairs []string
+	for _, ph := range []string{"{dag_id}", "{run_id}", "{task_id}", "{map_index}"} {
+		pairs = append(pairs, ph, url.PathEscape(values[ph]))
+	}
+	rep := strings.NewReplacer(pairs...)
 	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = r.expand(v)
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		v := m[k]
+		if strings.Contains(v, "{") {
+			for ph, val := range values {
+				if !strings.Contains(v, ph) {
+					continue
+				}
+				if val == "" || val == "." || val == ".." || strings.ContainsAny(val, "/\\") {
+					return nil, fmt.Errorf("%s.%s: %s is %q here, which cannot be one segment of a storage key or path (it is empty, . or .., or holds a slash); use another placeholder, or a run id without them", field, k, ph, val)
+				}
+			}
+			v = rep.Replace(v)
+		}
+		out[k] = v
 	}
-	return out
+	return out, nil
+}
+
+// expandURL is expandURLs for one URL.
+func (r Run) expandURL(url string) (string, error) {
+	m, err := r.expandURLs("url", map[string]string{"object": url})
+	return m["object"], err
 }

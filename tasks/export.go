@@ -83,7 +83,10 @@ func planExport(ctx context.Context, d Deps, exports map[string]string, connID s
 	if maxBytes < 0 {
 		return exportPlan{}, fmt.Errorf("max_bytes: %d is negative; give a byte budget such as 1073741824", maxBytes)
 	}
-	exports = d.Run.expandURLs(exports)
+	exports, err := d.Run.expandURLs("exports", exports)
+	if err != nil {
+		return exportPlan{}, err
+	}
 	creds, err := resolveStorage(ctx, d, "export_conn_id", connID, exports)
 	if err != nil {
 		return exportPlan{}, fmt.Errorf("exports: %w", err)

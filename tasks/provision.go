@@ -78,7 +78,11 @@ func provision(ctx context.Context, d Deps, in ProvisionInput) (*sandbox.Sandbox
 	if err := in.Check(d.drivers()); err != nil {
 		return nil, nil, Record{}, nil, err
 	}
-	in.StageIn = d.Run.expandURLs(in.StageIn)
+	staged, err := d.Run.expandURLs("stage_in", in.StageIn)
+	if err != nil {
+		return nil, nil, Record{}, nil, err
+	}
+	in.StageIn = staged
 	spec, secrets, err := buildSpec(ctx, d, in)
 	if err != nil {
 		return nil, nil, Record{}, nil, err

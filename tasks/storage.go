@@ -187,9 +187,15 @@ func (x objectExport) Abort(ctx context.Context) error              { return x.e
 // OpenObject streams the object at url for a Go task: its connection
 // (connID, or the one the URL names; none means the store's default
 // chain) is read through d.Airflow and its secrets registered with the
-// masker, as the catalogue's own transfers do. The caller closes it.
+// masker, as the catalogue's own transfers do. {dag_id}, {run_id},
+// {task_id} and {map_index} in url are filled in as in stage_in and
+// exports. The caller closes it.
 func OpenObject(ctx context.Context, d Deps, url, connID string) (io.ReadCloser, error) {
 	if err := d.check(); err != nil {
+		return nil, err
+	}
+	url, err := d.Run.expandURL(url)
+	if err != nil {
 		return nil, err
 	}
 	creds, err := resolveStorage(ctx, d, "conn_id", connID, map[string]string{"object": url})
@@ -200,9 +206,14 @@ func OpenObject(ctx context.Context, d Deps, url, connID string) (io.ReadCloser,
 }
 
 // PutObject writes size bytes from r to url, all or nothing, with the
-// connection chosen as for OpenObject, and returns the URL written.
+// connection chosen and placeholders filled in as for OpenObject, and
+// returns the URL written.
 func PutObject(ctx context.Context, d Deps, url string, r io.Reader, size int64, connID string) (string, error) {
 	if err := d.check(); err != nil {
+		return "", err
+	}
+	url, err := d.Run.expandURL(url)
+	if err != nil {
 		return "", err
 	}
 	creds, err := resolveStorage(ctx, d, "conn_id", connID, map[string]string{"object": url})

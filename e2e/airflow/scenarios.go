@@ -253,7 +253,10 @@ func checkConversion(ctx context.Context, e *checkEnv, r *dagRun) []error {
 	if err != nil {
 		return append(errs, err)
 	}
-	wantURLs := []string{"s3://" + bucket + "/converted/orders.jsonl", "s3://" + bucket + "/converted/orders.jsonl.gz"}
+	// Keyed by run (the config's {run_id}), so concurrent runs never
+	// overwrite each other.
+	key := "converted/" + r.runID + "/orders.jsonl"
+	wantURLs := []string{"s3://" + bucket + "/" + key, "s3://" + bucket + "/" + key + ".gz"}
 	var res struct {
 		URLs     []string `json:"urls"`
 		ExitCode *int     `json:"exit_code"`
@@ -275,18 +278,18 @@ func checkConversion(ctx context.Context, e *checkEnv, r *dagRun) []error {
 		errs = append(errs, fmt.Errorf("announce (Python) returned %v, want convert's urls %v", announced, wantURLs))
 	}
 
-	jsonl, err := e.store.get(ctx, "converted/orders.jsonl")
+	jsonl, err := e.store.get(ctx, key)
 	if err != nil {
 		return append(errs, err)
 	}
 	lines := strings.Split(strings.TrimRight(string(jsonl), "\n"), "\n")
 	if len(lines) != len(in.rows) {
-		errs = append(errs, fmt.Errorf("converted/orders.jsonl has %d lines, want one per order (%d)", len(lines), len(in.rows)))
+		errs = append(errs, fmt.Errorf("%s has %d lines, want one per order (%d)", key, len(lines), len(in.rows)))
 	}
 	for i, l := range lines[:min(len(lines), len(in.rows))] {
 		var got map[string]string
 		if err := json.Unmarshal([]byte(l), &got); err != nil {
-			errs = append(errs, fmt.Errorf("converted/orders.jsonl line %d is not a JSON object of strings: %v: %s", i+1, err, l))
+			errs = append(errs, fmt.Errorf("%s line %d is not a JSON object of strings: %v: %s", key, i+1, err, l))
 			continue
 		}
 		want := map[string]string{}
@@ -294,10 +297,10 @@ func checkConversion(ctx context.Context, e *checkEnv, r *dagRun) []error {
 			want[h] = in.rows[i][j]
 		}
 		if !reflect.DeepEqual(got, want) {
-			errs = append(errs, fmt.Errorf("converted/orders.jsonl line %d is %v, want %v", i+1, got, want))
+			errs = append(errs, fmt.Errorf("%s line %d is %v, want %v", key, i+1, got, want))
 		}
 	}
-	gz, err := e.store.get(ctx, "converted/orders.jsonl.gz")
+	gz, err := e.store.get(ctx, key+".gz")
 	if err != nil {
 		return append(errs, err)
 	}
@@ -309,7 +312,7 @@ func checkConversion(ctx context.Context, e *checkEnv, r *dagRun) []error {
 		}
 	}
 	if err != nil {
-		errs = append(errs, fmt.Errorf("converted/orders.jsonl.gz: %v", err))
+		errs = append(errs, fmt.Errorf("%s.gz: %v", key, err))
 	}
 	errs = append(errs, noPartials(ctx, e, "converted/")...)
 	return append(errs, ranOnModal(e, r)...)
@@ -390,17 +393,18 @@ func checkGoTasks(ctx context.Context, e *checkEnv, r *dagRun) []error {
 	} else if !reflect.DeepEqual(ranking, wantRanking) {
 		errs = append(errs, fmt.Errorf("rank_customers returned %v, want the top three of fetch_orders' totals, %v", ranking, wantRanking))
 	}
-	wantURL := "s3://" + bucket + "/reports/ranking.txt"
+	rankKey := "reports/" + r.runID + "/ranking.txt" // keyed by run
+	wantURL := "s3://" + bucket + "/" + rankKey
 	var url string
 	if err := e.api.xcom(ctx, r, "publish_ranking", "return_value", &url); err != nil {
 		errs = append(errs, err)
 	} else if url != wantURL {
 		errs = append(errs, fmt.Errorf("publish_ranking returned %q, want %q", url, wantURL))
 	}
-	if got, err := e.store.get(ctx, "reports/ranking.txt"); err != nil {
+	if got, err := e.store.get(ctx, rankKey); err != nil {
 		errs = append(errs, err)
 	} else if want := strings.Join(wantRanking, "\n") + "\n"; string(got) != want {
-		errs = append(errs, fmt.Errorf("s3://%s/reports/ranking.txt is %q, want %q (rank_customers' ranking)", bucket, got, want))
+		errs = append(errs, fmt.Errorf("%s is %q, want %q (rank_customers' ranking)", wantURL, got, want))
 	}
 	return append(errs, ranOnModal(e, r)...)
 }

@@ -147,20 +147,28 @@ func run(bin, dir string) error {
 	if len(listed.Contents) == 0 {
 		return errors.New("nothing landed under converted/")
 	}
+	// The config keys outputs by run: converted/<run_id>/orders.jsonl.
+	jsonl := ""
 	for _, o := range listed.Contents {
 		fmt.Printf("    s3://%s/%s  (%d bytes)\n", bucket, aws.ToString(o.Key), aws.ToInt64(o.Size))
 		if strings.HasSuffix(aws.ToString(o.Key), ".partial") {
 			return fmt.Errorf("a staging object was left behind: %s", aws.ToString(o.Key))
 		}
+		if strings.HasSuffix(aws.ToString(o.Key), "/orders.jsonl") {
+			jsonl = aws.ToString(o.Key)
+		}
 	}
-	obj, err := client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String("converted/orders.jsonl")})
+	if jsonl == "" {
+		return errors.New("no converted/<run_id>/orders.jsonl landed")
+	}
+	obj, err := client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(jsonl)})
 	if err != nil {
 		return err
 	}
 	head, _ := io.ReadAll(io.LimitReader(obj.Body, 4096))
 	obj.Body.Close()
 	lines := strings.SplitN(strings.TrimSpace(string(head)), "\n", 4)
-	fmt.Println("    first lines of converted/orders.jsonl:")
+	fmt.Printf("    first lines of %s:\n", jsonl)
 	for _, l := range lines[:min(3, len(lines))] {
 		fmt.Printf("      %s\n", l)
 	}

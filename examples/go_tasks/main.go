@@ -64,7 +64,8 @@ func main() {
 		"backend": "modal", "conn_id": "modal_default", "top": 3,
 	}), bundles.WithXCom("totals", "fetch_orders"), bundles.AllowConf("top"))
 	b.Register(dagID, "publish_ranking", catalogue.Adapt(publishRanking), bundles.WithDefaults(map[string]any{
-		"ranking_url": "s3://airflow-artifacts/reports/ranking.txt",
+		// Keyed by run, so concurrent runs never overwrite each other.
+		"ranking_url": "s3://airflow-artifacts/reports/{run_id}/ranking.txt",
 		"aws_conn_id": "aws_default",
 	}), bundles.WithXCom("ranking", "rank_customers"))
 	// The catalogue's sweep, for this run (trigger rule all_done): a
