@@ -9,10 +9,10 @@ package bundles
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
+	"github.com/airflow-sandbox/airflow-go-worker/internal/final"
 )
 
 // TaskInstance is the running task instance, from StartupDetails.ti.
@@ -84,10 +84,12 @@ type ConnectionGetter interface {
 	GetConnection(ctx context.Context, connID string) (connections.Connection, error)
 }
 
-// Typed not-found errors; match them with errors.Is.
+// Typed not-found errors; match them with errors.Is. Each is final
+// (ErrFailNoRetry): a task failing on one is not retried, since what it
+// reads will not appear by itself.
 var (
 	ErrConnectionNotFound = connections.ErrNotFound
-	ErrVariableNotFound   = errors.New("variable not found")
-	ErrXComNotFound       = errors.New("xcom not found")
-	ErrDagRunNotFound     = errors.New("dag run not found")
+	ErrVariableNotFound   = final.New("variable not found")
+	ErrXComNotFound       = final.New("xcom not found")
+	ErrDagRunNotFound     = final.New("dag run not found")
 )

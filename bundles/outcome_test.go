@@ -24,8 +24,8 @@ func TestChosenOutcomes(t *testing.T) {
 		task, typ, state, log string
 	}{
 		{"skip", protocol.TypeTaskState, "skipped", "no new orders since yesterday"},
-		{"final", protocol.TypeTaskState, "failed", "not retried, as the task asked"},
-		{"final_wrapped", protocol.TypeTaskState, "failed", "not retried, as the task asked"},
+		{"final", protocol.TypeTaskState, "failed", "not retried, since retrying cannot fix"},
+		{"final_wrapped", protocol.TypeTaskState, "failed", "not retried, since retrying cannot fix"},
 		{"plain", protocol.TypeRetryTask, "", "Airflow will retry it"},
 	} {
 		s := runFake(t, b, startupFrame(t, "d", c.task, func(sd *protocol.StartupDetails) { sd.ShouldRetry = true }), nil, serveConfig{})

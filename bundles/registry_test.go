@@ -7,8 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
 	"gopkg.in/yaml.v3"
+
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
 )
 
 type dupIn struct {

@@ -401,16 +401,27 @@ func (b *Bundle) execute(ctx context.Context, t *task, ti TaskInstance, dr DagRu
 			out = outcome{err: fmt.Errorf("panic: %v", p)}
 		}
 	}()
+	readFailed := false
 	input, err := t.bindInput(ctx, bindSources{
 		ref:         TaskRef{DagID: ti.DagID, TaskID: ti.TaskID},
 		argBindings: sd.ArgBindings,
 		conf:        dr.Conf,
 		xcom: func(ctx context.Context, taskID, key string) (any, error) {
-			return cl.GetXCom(ctx, XComRef{TaskID: taskID, Key: key})
+			v, err := cl.GetXCom(ctx, XComRef{TaskID: taskID, Key: key})
+			readFailed = readFailed || err != nil && !errors.Is(err, ErrXComNotFound)
+			return v, err
 		},
 	})
 	if err != nil {
-		return outcome{err: fmt.Errorf("binding inputs: %w", err)}
+		err = fmt.Errorf("binding inputs: %w", err)
+		if !readFailed {
+			// A value that does not fit, a conf key the task does not
+			// allow, an upstream that pushed nothing: the same inputs
+			// bind the same way on every try. Only a failed read of an
+			// XCom may pass.
+			err = FailNoRetry(err)
+		}
+		return outcome{err: err}
 	}
 	result, has, err := t.call(invocation{ctx: ctx, ti: ti, dagRun: dr, logger: log, client: cl, input: input})
 	if err != nil {
@@ -432,8 +443,10 @@ func (b *Bundle) execute(ctx context.Context, t *task, ti TaskInstance, dr DagRu
 // 3.3 it is in the task log.
 //
 // A task chooses its outcome with its error: a *SkipError ends it skipped,
-// ErrFailNoRetry failed even with retries left. Both are TaskState messages,
-// which Airflow honours because the process exits 0.
+// a final error (one wrapping ErrFailNoRetry: the task's choice, or an
+// error this module knows retrying cannot fix) failed even with retries
+// left. Both are TaskState messages, which Airflow honours because the
+// process exits 0. This is the one place an error becomes an outcome.
 func terminalBody(out outcome, shouldRetry bool, schema string, log hclog.Logger, redact func(string) string) map[string]any {
 	now := time.Now().UTC()
 	var skip *SkipError
@@ -450,7 +463,7 @@ func terminalBody(out outcome, shouldRetry bool, schema string, log hclog.Logger
 	case out.err != nil:
 		msg := "task failed"
 		if noRetry && shouldRetry {
-			msg = "task failed; not retried, as the task asked (ErrFailNoRetry)"
+			msg = "task failed; not retried, since retrying cannot fix this error (ErrFailNoRetry)"
 		}
 		log.Error(msg, "error", out.err.Error())
 		body := map[string]any{"type": protocol.TypeTaskState, "state": "failed", "end_date": now}

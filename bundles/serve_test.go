@@ -121,30 +121,64 @@ func TestServeOutcomes(t *testing.T) {
 	}
 }
 
+// Inputs that cannot be bound fail the task before its body runs, and
+// finally: the same inputs bind the same way on every try. Only an XCom
+// read that failed for another reason than a missing XCom is retried.
 func TestServeBindingErrorsFailBeforeBody(t *testing.T) {
+	notFound := func(m protocol.Message) (map[string]any, map[string]any) {
+		return map[string]any{"type": "XComResult", "key": "return_value", "value": nil}, nil
+	}
 	for _, tc := range []struct {
 		bindings []map[string]any
 		conf     map[string]any
+		reply    replyFunc
+		retry    bool
 		want     string
 	}{
-		{[]map[string]any{{"name": "nope", "kind": "literal", "value": 1}}, nil, `argument "nope" matches no input field`},
-		{[]map[string]any{{"name": "count", "kind": "literal", "value": "many"}}, nil, `input field "count" from argument "count"`},
-		{nil, map[string]any{"count": "many"}, `input field "count" from dag_run.conf["count"]`},
-		{[]map[string]any{{"name": "name", "kind": "weird"}}, nil, `unknown binding kind "weird"`},
-		{[]map[string]any{{"name": "name", "kind": "xcom", "task_id": "up"}}, nil, `upstream task "up" pushed no return_value in this run (did it fail or get skipped?)`},
+		{[]map[string]any{{"name": "nope", "kind": "literal", "value": 1}}, nil, notFound, false, `argument "nope" matches no input field`},
+		{[]map[string]any{{"name": "count", "kind": "literal", "value": "many"}}, nil, notFound, false, `input field "count" from argument "count"`},
+		{nil, map[string]any{"count": "many"}, notFound, false, `input field "count" from dag_run.conf["count"]`},
+		{[]map[string]any{{"name": "name", "kind": "weird"}}, nil, notFound, false, `unknown binding kind "weird"`},
+		{[]map[string]any{{"name": "name", "kind": "xcom", "task_id": "up"}}, nil, notFound, false, `upstream task "up" pushed no return_value in this run (did it fail or get skipped?)`},
+		{[]map[string]any{{"name": "name", "kind": "xcom", "task_id": "up"}}, nil, func(m protocol.Message) (map[string]any, map[string]any) {
+			return nil, map[string]any{"error": "API_SERVER_ERROR", "detail": map[string]any{"status_code": 503}}
+		}, true, `reading return_value of upstream task "up"`},
 	} {
-		s := runFake(t, testBundle(), startupFrame(t, "d", "greet", func(sd *protocol.StartupDetails) {
+		ran := false
+		b := New()
+		b.Register("d", "greet", func(in struct {
+			Name  string `json:"name"`
+			Count int    `json:"count"`
+		}) error {
+			ran = true
+			return nil
+		}, AllowConf("count"))
+		s := runFake(t, b, startupFrame(t, "d", "greet", func(sd *protocol.StartupDetails) {
 			sd.ShouldRetry = true
 			sd.ArgBindings = tc.bindings
 			sd.DagRun.Conf = tc.conf
-		}), func(m protocol.Message) (map[string]any, map[string]any) {
-			return map[string]any{"type": "XComResult", "key": "return_value", "value": nil}, nil
-		}, serveConfig{})
-		if s.terminal == nil || s.terminal.Type() != "RetryTask" {
-			t.Fatalf("%s: want RetryTask, got %+v", tc.want, s.terminal)
+		}), tc.reply, serveConfig{})
+		if ran {
+			t.Errorf("%s: the task body ran", tc.want)
 		}
-		if r, _ := s.terminal.Body["retry_reason"].(string); !strings.Contains(r, tc.want) {
-			t.Errorf("retry_reason %q should contain %q", r, tc.want)
+		if tc.retry {
+			if s.terminal == nil || s.terminal.Type() != "RetryTask" {
+				t.Fatalf("%s: want RetryTask, got %+v", tc.want, s.terminal)
+			}
+			if r, _ := s.terminal.Body["retry_reason"].(string); !strings.Contains(r, tc.want) {
+				t.Errorf("retry_reason %q should contain %q", r, tc.want)
+			}
+			continue
+		}
+		if s.terminal == nil || s.terminal.Type() != "TaskState" || s.terminal.Body["state"] != "failed" {
+			t.Fatalf("%s: want TaskState failed although retries are left, got %+v", tc.want, s.terminal)
+		}
+		logged := false
+		for _, l := range s.logs {
+			logged = logged || strings.Contains(fmt.Sprint(l["error"]), tc.want) && strings.Contains(fmt.Sprint(l["event"]), "not retried")
+		}
+		if !logged {
+			t.Errorf("%s: the log must give the reason and say it is not retried: %v", tc.want, s.logs)
 		}
 	}
 }

@@ -10,15 +10,17 @@ package connections
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/airflow-sandbox/airflow-go-worker/internal/final"
 )
 
 // ErrNotFound means Airflow has no connection with the requested id. The
 // bundle runtime returns it (wrapped, naming the id) from GetConnection, so
-// code that does not import the runtime can still recognise it.
-var ErrNotFound = errors.New("connection not found")
+// code that does not import the runtime can still recognise it. It is
+// final (internal/final): retrying will not create the connection.
+var ErrNotFound = final.New("connection not found")
 
 // Connection is one Airflow connection, as a ConnectionResult carries it.
 // Extra is the raw JSON text Airflow stores; use ExtraMap to read it.
@@ -42,7 +44,7 @@ func (c Connection) ExtraMap() (map[string]any, error) {
 		return out, nil
 	}
 	if err := json.Unmarshal([]byte(c.Extra), &out); err != nil {
-		return nil, fmt.Errorf("connection %q: extra is not a JSON object (%v); fix the connection's Extra field", c.ConnID, err)
+		return nil, final.Errorf("connection %q: extra is not a JSON object (%v); fix the connection's Extra field", c.ConnID, err)
 	}
 	return out, nil
 }
@@ -56,7 +58,7 @@ func (c Connection) ExtraString(key string, v any) (string, error) {
 	}
 	s, ok := v.(string)
 	if !ok {
-		return "", fmt.Errorf("connection %q: extra %s must be a string, got %T; fix the connection's Extra", c.ConnID, key, v)
+		return "", final.Errorf("connection %q: extra %s must be a string, got %T; fix the connection's Extra", c.ConnID, key, v)
 	}
 	return strings.TrimSpace(s), nil
 }

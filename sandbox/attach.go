@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"maps"
 	"time"
+
+	"github.com/airflow-sandbox/airflow-go-worker/internal/final"
 )
 
 // Attachment is what Attach learns from the sandbox's tags.
@@ -19,11 +21,13 @@ type Attachment struct {
 
 // Attach claims a sandbox another task created, following the Python
 // provider's rules: the owner tag must equal owner, no other holder may hold
-// it, and the holder claim is written and read back. Errors are terminal.
+// it, and the holder claim is written and read back. A missing or wrong
+// owner is final; a sandbox another task holds may be released, so that
+// error is left to Airflow's retries.
 func Attach(ctx context.Context, drv Driver, id, owner, holder string) (*Sandbox, Attachment, error) {
 	s := Open(drv, id)
 	fail := func(format string, a ...any) (*Sandbox, Attachment, error) {
-		return nil, Attachment{}, &Error{Op: "attach", Sandbox: id, Err: fmt.Errorf(format, a...)}
+		return nil, Attachment{}, &Error{Op: "attach", Sandbox: id, Err: final.Errorf(format, a...)}
 	}
 	// An empty owner would match a sandbox nobody provisioned for
 	// handing over (no owner tag), and an empty holder is no claim at all.
@@ -45,7 +49,7 @@ func Attach(ctx context.Context, drv Driver, id, owner, holder string) (*Sandbox
 		return fail("sandbox is not owned by %q (its owner is %q); attach from a task of the Dag run that provisioned it", owner, got)
 	}
 	if cur := tags[TagHolder]; cur != "" && cur != holder {
-		return fail("sandbox is already held by %q; wait for that task to finish or release it", cur)
+		return nil, Attachment{}, &Error{Op: "attach", Sandbox: id, Err: fmt.Errorf("sandbox is already held by %q; wait for that task to finish or release it", cur)}
 	}
 	if tags[TagHolder] != holder {
 		claimed := maps.Clone(tags)
@@ -58,7 +62,7 @@ func Attach(ctx context.Context, drv Driver, id, owner, holder string) (*Sandbox
 			return nil, Attachment{}, err
 		}
 		if again[TagHolder] != holder {
-			return fail("sandbox was claimed by %q while %q was attaching", again[TagHolder], holder)
+			return nil, Attachment{}, &Error{Op: "attach", Sandbox: id, Err: fmt.Errorf("sandbox was claimed by %q while %q was attaching", again[TagHolder], holder)}
 		}
 		tags = again
 	}

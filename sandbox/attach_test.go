@@ -17,7 +17,7 @@ func TestAttachAndRelease(t *testing.T) {
 
 	if _, _, err := Attach(ctx, drv, sb.ID(), "dag/other", h1); err == nil || !strings.Contains(err.Error(), "not owned by") {
 		t.Fatalf("wrong owner: %v", err)
-	} else if !IsTerminal(err) {
+	} else if !IsFinal(err) {
 		t.Error("attach errors are terminal")
 	}
 	got, att, err := Attach(ctx, drv, sb.ID(), "dag/run", h1)
@@ -86,7 +86,7 @@ func TestAttachRefusesAnEmptyOwnerOrHolder(t *testing.T) {
 	ctx := context.Background()
 	drv := newFake()
 	sb, _ := Create(ctx, drv, Spec{}) // no owner: never meant to be handed over
-	if _, _, err := Attach(ctx, drv, sb.ID(), "", "dag/run/t"); err == nil || !IsTerminal(err) {
+	if _, _, err := Attach(ctx, drv, sb.ID(), "", "dag/run/t"); err == nil || !IsFinal(err) {
 		t.Errorf("an empty owner matched an unowned sandbox: %v", err)
 	}
 	if _, _, err := Attach(ctx, drv, sb.ID(), "dag/run", ""); err == nil {
@@ -103,7 +103,7 @@ func TestAttachRefusesAnExpiredSandbox(t *testing.T) {
 	sb, _ := Create(ctx, drv, Spec{Owner: "dag/run"})
 	drv.boxes[sb.ID()].tags[TagExpiresAt] = strconv.FormatInt(time.Now().Add(-time.Minute).Unix(), 10)
 	_, _, err := Attach(ctx, drv, sb.ID(), "dag/run", "dag/run/t")
-	if !errors.Is(err, ErrGone) || !IsTerminal(err) || !strings.Contains(err.Error(), "expired") {
+	if !errors.Is(err, ErrGone) || !IsFinal(err) || !strings.Contains(err.Error(), "expired") {
 		t.Fatalf("want a terminal ErrGone saying it expired, got %v", err)
 	}
 	if _, held := drv.boxes[sb.ID()].tags[TagHolder]; held {

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/airflow-sandbox/airflow-go-worker/internal/final"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 )
 
@@ -84,7 +85,7 @@ func (s *Sandbox) Info(ctx context.Context) (Info, error) {
 // resolve makes p absolute against the sandbox's workdir.
 func (s *Sandbox) resolve(ctx context.Context, p string) (string, error) {
 	if p == "" {
-		return "", &Error{Op: "resolve path", Sandbox: s.id, Err: errors.New("empty path")}
+		return "", &Error{Op: "resolve path", Sandbox: s.id, Err: final.Errorf("empty path")}
 	}
 	if path.IsAbs(p) {
 		return path.Clean(p), nil
@@ -117,7 +118,7 @@ type ExecOptions struct {
 // errors mean the command could not be run or its outcome is unknown.
 func (s *Sandbox) Exec(ctx context.Context, command string, opt ExecOptions) (ExecResult, error) {
 	if errs := driver.EnvProblems(opt.Env); len(errs) > 0 {
-		return ExecResult{}, &Error{Op: "exec", Sandbox: s.id, Err: fmt.Errorf("the command's environment is invalid: %s", strings.Join(errs, "; "))}
+		return ExecResult{}, &Error{Op: "exec", Sandbox: s.id, Err: final.Errorf("the command's environment is invalid: %s", strings.Join(errs, "; "))}
 	}
 	timeout := opt.Timeout
 	if timeout <= 0 {

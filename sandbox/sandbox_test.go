@@ -173,7 +173,7 @@ func TestExecRefusesAnInvalidEnvironment(t *testing.T) {
 	} {
 		drv.lastExec = ExecRequest{}
 		_, err := sb.Exec(ctx, "true", ExecOptions{Env: env})
-		if err == nil || !IsTerminal(err) {
+		if err == nil || !IsFinal(err) {
 			t.Errorf("%s: want a terminal error, got %v", name, err)
 			continue
 		}
@@ -191,7 +191,7 @@ func TestExecRefusesAnInvalidEnvironment(t *testing.T) {
 func TestCreateRefusesWhatTheBackendCannotDo(t *testing.T) {
 	drv := newFake()
 	_, err := Create(context.Background(), drv, Spec{GPU: "A10G", CPU: 2})
-	if !errors.Is(err, ErrRefused) || !IsTerminal(err) || !strings.Contains(err.Error(), "gpu: the fake backend cannot provide GPUs") {
+	if !errors.Is(err, ErrRefused) || !IsFinal(err) || !strings.Contains(err.Error(), "gpu: the fake backend cannot provide GPUs") {
 		t.Fatalf("want a terminal refusal naming gpu and the backend, got %v", err)
 	}
 	if drv.creates != 0 {

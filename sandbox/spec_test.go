@@ -36,7 +36,7 @@ func TestValidateNamesTheField(t *testing.T) {
 			if !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("error %q does not contain %q", err, c.want)
 			}
-			if !errors.Is(err, ErrRefused) || !IsTerminal(err) {
+			if !errors.Is(err, ErrRefused) || !IsFinal(err) {
 				t.Fatalf("an invalid spec must be a terminal ErrRefused: %v", err)
 			}
 		})
@@ -88,14 +88,29 @@ func TestErrorKindsAndRetry(t *testing.T) {
 		t.Errorf("message %q", got)
 	}
 	r := Retryable(errors.New("503"))
-	if !IsRetryable(r) || IsTerminal(r) {
+	if !IsRetryable(r) || IsFinal(r) {
 		t.Error("Retryable not retryable")
 	}
-	if !IsRetryable(&Error{Op: "exec", Retryable: true}) {
-		t.Error("Error.Retryable not honoured")
+	if !IsRetryable(Retryable(&Error{Op: "exec", Err: errors.New("reset")})) {
+		t.Error("a retryable *Error is not retryable")
 	}
-	if Retryable(nil) != nil || IsTerminal(nil) {
+	if Retryable(nil) != nil || IsFinal(nil) || Rejected(nil) != nil {
 		t.Error("nil handling")
+	}
+	// Every kind is final (a task failing with one is not retried by
+	// Airflow); an error with no kind and no mark is unknown, neither.
+	for _, k := range []error{ErrNotFound, ErrIsDir, ErrNotRegular, ErrTooLarge, ErrGone, ErrRefused, ErrUnsupported, ErrRejected} {
+		if e := (&Error{Op: "x", Kind: k, Err: errors.New("why")}); !IsFinal(e) || IsRetryable(e) {
+			t.Errorf("kind %v: final %v, retryable %v", k, IsFinal(e), IsRetryable(e))
+		}
+	}
+	unknown := &Error{Op: "exec", Err: errors.New("bubblewrap could not set up the sandbox")}
+	if IsFinal(unknown) || IsRetryable(unknown) {
+		t.Errorf("an unclassified error must be neither final nor retryable: %v", unknown)
+	}
+	rej := Rejected(errors.New("Modal refused the credentials"))
+	if !errors.Is(rej, ErrRejected) || !IsFinal(rej) || rej.Error() != "Modal refused the credentials" {
+		t.Errorf("Rejected: %v", rej)
 	}
 	tl := &TooLargeError{Path: "/f", Size: 10, MaxBytes: 5}
 	wrapped := &Error{Op: "read", Err: tl}

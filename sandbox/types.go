@@ -36,17 +36,21 @@ var (
 	ErrGone        = driver.ErrGone
 	ErrRefused     = driver.ErrRefused
 	ErrUnsupported = driver.ErrUnsupported
+	ErrRejected    = driver.ErrRejected
 )
 
-// Retryable marks err as worth retrying; terminal is the default.
+// Retryable marks err as worth retrying within a call (see driver.Retryable).
 func Retryable(err error) error { return driver.Retryable(err) }
 
 // IsRetryable reports whether err was marked retryable.
 func IsRetryable(err error) bool { return driver.IsRetryable(err) }
 
-// IsTerminal is !IsRetryable for a non-nil error.
-func IsTerminal(err error) bool { return driver.IsTerminal(err) }
+// IsFinal reports whether retrying err cannot help (see driver.IsFinal).
+func IsFinal(err error) bool { return driver.IsFinal(err) }
 
-// Refused builds a terminal ErrRefused error: the spec asks for something
+// Rejected marks err as ErrRejected (see driver.Rejected).
+func Rejected(err error) error { return driver.Rejected(err) }
+
+// Refused builds an ErrRefused error: the spec asks for something
 // the backend cannot enforce, and nothing was provisioned.
 func Refused(format string, a ...any) error { return driver.Refused(format, a...) }

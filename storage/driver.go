@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
+	"github.com/airflow-sandbox/airflow-go-worker/internal/final"
 )
 
 // Bucket is one bucket, container or the local filesystem behind a driver.
@@ -153,7 +154,8 @@ func ConnType(scheme string) string {
 
 // FromConnection parses Airflow connection c for the store scheme ("s3",
 // "gs", "az": a Location's Scheme) with the store's own adapter, after
-// checking that its type is one the store accepts.
+// checking that its type is one the store accepts. Its errors are final:
+// the connection has to be fixed.
 func FromConnection(scheme string, c connections.Connection) (Credentials, error) {
 	d, ok := lookupDriver(scheme)
 	if !ok {
@@ -164,12 +166,13 @@ func FromConnection(scheme string, c connections.Connection) (Credentials, error
 		return nil, unlinked(Location{Scheme: scheme, form: form})
 	}
 	if d.FromConnection == nil {
-		return nil, fmt.Errorf("%s:// URLs take no connection; remove the connection %q from the task", scheme, c.ConnID)
+		return nil, final.Errorf("%s:// URLs take no connection; remove the connection %q from the task", scheme, c.ConnID)
 	}
 	if t := strings.ToLower(c.ConnType); t != "" && !slices.Contains(d.ConnTypes, t) {
-		return nil, fmt.Errorf("connection %q has type %q, not %s; %s URLs need a %s connection", c.ConnID, c.ConnType, d.ConnTypes[0], d.describe(), d.ConnTypes[0])
+		return nil, final.Errorf("connection %q has type %q, not %s; %s URLs need a %s connection", c.ConnID, c.ConnType, d.ConnTypes[0], d.describe(), d.ConnTypes[0])
 	}
-	return d.FromConnection(c)
+	cfg, err := d.FromConnection(c)
+	return cfg, final.Mark(err)
 }
 
 // describe names the store's URL forms ("gs:// and gcs://").
@@ -261,12 +264,12 @@ func unlinked(loc Location) error {
 	driversMu.RUnlock()
 	if hint != nil {
 		if how := hint(loc.Scheme); how != "" {
-			return fmt.Errorf("%s:// URLs need the %s store, which is not linked into this binary (it links %s); %s",
+			return final.Errorf("%s:// URLs need the %s store, which is not linked into this binary (it links %s); %s",
 				loc.form, wellKnown[loc.Scheme].name, strings.Join(Schemes(), ", "), how)
 		}
 	}
 	pkg := wellKnown[loc.Scheme].pkg
-	return fmt.Errorf("%s:// URLs need the driver package %s, which this bundle does not link; import it (import _ %q) in the bundle's main package",
+	return final.Errorf("%s:// URLs need the driver package %s, which this bundle does not link; import it (import _ %q) in the bundle's main package",
 		loc.form, pkg, pkg)
 }
 

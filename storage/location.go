@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+
+	"github.com/airflow-sandbox/airflow-go-worker/internal/final"
 )
 
 // Location is a parsed storage URL. Drivers receive it to open the bucket it
@@ -89,10 +91,17 @@ var refusedSchemes = map[string]string{
 func ParseURL(raw string) (Location, error) { return parseURL(raw) }
 
 // parseURL checks a destination or source URL and explains what is wrong
-// with it. Keys are restricted to what every backend stores verbatim (gocloud
-// would otherwise silently escape some characters, so a key written one way
-// could be read back under another name).
+// with it; its errors are final, as the URL will not change.
 func parseURL(raw string) (Location, error) {
+	loc, err := parseLocation(raw)
+	return loc, final.Mark(err)
+}
+
+// parseLocation is parseURL's work. Keys are restricted to what every
+// backend stores verbatim (gocloud would otherwise silently escape some
+// characters, so a key written one way could be read back under another
+// name).
+func parseLocation(raw string) (Location, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return Location{}, fmt.Errorf("%q is not a valid URL (%v); %s", redactURL(raw), err, SupportedURLs)

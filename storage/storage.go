@@ -36,11 +36,22 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/airflow-sandbox/airflow-go-worker/internal/final"
 )
 
 // ErrNotFound is returned (wrapped, with the URL) when the object to read
-// does not exist. Test with errors.Is.
-var ErrNotFound = errors.New("object not found")
+// does not exist, and ErrNoBucket (NoBucket) when its bucket or container
+// does not: the worker never creates buckets. Test with errors.Is. Both
+// are final: a task failing on one is not retried (bundles.ErrFailNoRetry).
+var (
+	ErrNotFound = final.New("object not found")
+	ErrNoBucket = final.New("bucket does not exist")
+)
+
+// NoBucket gives a driver's own words for a missing bucket or container
+// the kind ErrNoBucket.
+func NoBucket(err error) error { return final.Wrap(ErrNoBucket, err) }
 
 // Transfer tuning of the part-based stores (S3 multipart uploads, Azure
 // blocks). These fix the memory an upload can use, whatever the object's
@@ -208,7 +219,7 @@ func checkConn(loc Location, opt Options) error {
 	if opt.Credentials[loc.Scheme] != nil {
 		return nil
 	}
-	return fmt.Errorf("%s names connection %q; resolve it (a %s connection) with storage.FromConnection(%q, conn) and pass it in Options.Credentials[%q]", loc, loc.ConnID, ConnType(loc.Scheme), loc.Scheme, loc.Scheme)
+	return final.Errorf("%s names connection %q; resolve it (a %s connection) with storage.FromConnection(%q, conn) and pass it in Options.Credentials[%q]", loc, loc.ConnID, ConnType(loc.Scheme), loc.Scheme, loc.Scheme)
 }
 
 // hashed runs write on r, counting (and with opt.SHA256 hashing) what

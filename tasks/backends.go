@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
+	"github.com/airflow-sandbox/airflow-go-worker/internal/final"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/registry"
 )
@@ -121,7 +122,7 @@ func resolveDriverRequest(ctx context.Context, d Deps, opts BackendOptions) (Dri
 		d.logger().Info("no "+id+" connection; the backend uses credentials from the worker's environment", "backend", b.Name)
 		return req, nil
 	case errors.Is(err, connections.ErrNotFound):
-		return DriverRequest{}, fmt.Errorf("the %s backend needs Airflow connection %q, which does not exist; create it or set conn_id to an existing one", b.Name, id)
+		return DriverRequest{}, final.Errorf("the %s backend needs Airflow connection %q, which does not exist; create it or set conn_id to an existing one", b.Name, id)
 	case err != nil:
 		return DriverRequest{}, fmt.Errorf("reading Airflow connection %q for the %s backend: %w", id, b.Name, err)
 	}

@@ -2,8 +2,9 @@ package tasks
 
 import (
 	"context"
-	"errors"
 	"fmt"
+
+	"github.com/airflow-sandbox/airflow-go-worker/internal/final"
 )
 
 // ConvertInput is a whole artifact conversion job: the sandbox to create
@@ -34,7 +35,7 @@ func Convert(ctx context.Context, d Deps, in ConvertInput) (ConvertResult, error
 		return ConvertResult{}, err
 	}
 	if len(in.Command) == 0 {
-		return ConvertResult{}, errors.New("command: nothing to run; give the conversion command")
+		return ConvertResult{}, final.Errorf("command: nothing to run; give the conversion command")
 	}
 	// Check the outputs, and resolve their connection, before paying for a
 	// sandbox: a mistake there would otherwise surface only after the

@@ -2,8 +2,6 @@ package tasks
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"maps"
 	"net/url"
 	"slices"
@@ -13,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
+	"github.com/airflow-sandbox/airflow-go-worker/internal/final"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/registry"
 )
@@ -76,7 +75,7 @@ func (d Deps) storage() Storage {
 
 func (d Deps) check() error {
 	if d.Airflow == nil {
-		return errors.New("tasks: Deps.Airflow is nil; pass the task's Airflow client (bundles.Client)")
+		return final.Errorf("tasks: Deps.Airflow is nil; pass the task's Airflow client (bundles.Client)")
 	}
 	return nil
 }
@@ -119,7 +118,7 @@ func (r Run) expandURLs(field string, m map[string]string) (map[string]string, e
 					continue
 				}
 				if val == "" || val == "." || val == ".." || strings.ContainsAny(val, "/\\") {
-					return nil, fmt.Errorf("%s.%s: %s is %q here, which cannot be one segment of a storage key or path (it is empty, . or .., or holds a slash); use another placeholder, or a run id without them", field, k, ph, val)
+					return nil, final.Errorf("%s.%s: %s is %q here, which cannot be one segment of a storage key or path (it is empty, . or .., or holds a slash); use another placeholder, or a run id without them", field, k, ph, val)
 				}
 			}
 			v = rep.Replace(v)

@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/cleanup"
+	"github.com/airflow-sandbox/airflow-go-worker/internal/final"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 	"github.com/airflow-sandbox/airflow-go-worker/storage"
 )
@@ -55,7 +56,7 @@ func Export(ctx context.Context, d Deps, in ExportInput) ([]string, error) {
 
 func checkExports(m map[string]string) error {
 	if len(m) == 0 {
-		return errors.New("exports: nothing to export; map sandbox paths to URLs, e.g. {report.json: s3://bucket/report.json}")
+		return final.Errorf("exports: nothing to export; map sandbox paths to URLs, e.g. {report.json: s3://bucket/report.json}")
 	}
 	return checkURLs("exports", m)
 }
@@ -81,7 +82,7 @@ func planExport(ctx context.Context, d Deps, exports map[string]string, connID s
 		maxBytes = DefaultMaxExportBytes
 	}
 	if maxBytes < 0 {
-		return exportPlan{}, fmt.Errorf("max_bytes: %d is negative; give a byte budget such as 1073741824", maxBytes)
+		return exportPlan{}, final.Errorf("max_bytes: %d is negative; give a byte budget such as 1073741824", maxBytes)
 	}
 	exports, err := d.Run.expandURLs("exports", exports)
 	if err != nil {
@@ -129,20 +130,20 @@ func exportFrom(ctx context.Context, d Deps, sb *sandbox.Sandbox, plan exportPla
 func stageOut(ctx context.Context, d Deps, sb *sandbox.Sandbox, exp Exporter, p, dest string, maxBytes int64) error {
 	st, err := sb.Stat(ctx, p)
 	if errors.Is(err, sandbox.ErrNotFound) {
-		return fmt.Errorf("the file does not exist; make the command write it, or remove it from exports")
+		return final.Errorf("the file does not exist; make the command write it, or remove it from exports")
 	}
 	if err != nil {
 		return err
 	}
 	switch {
 	case st.IsDir():
-		return fmt.Errorf("it is a directory; export each file inside it, or archive it first (tar czf out.tgz dir)")
+		return final.Errorf("it is a directory; export each file inside it, or archive it first (tar czf out.tgz dir)")
 	case st.Mode&fs.ModeSymlink != 0:
-		return fmt.Errorf("it is a symbolic link; export the file it points to")
+		return final.Errorf("it is a symbolic link; export the file it points to")
 	case !st.IsRegular():
-		return fmt.Errorf("it is not a regular file (mode %v); only regular files are exported", st.Mode)
+		return final.Errorf("it is not a regular file (mode %v); only regular files are exported", st.Mode)
 	case st.Size > maxBytes:
-		return fmt.Errorf("it is %d bytes, over the %d-byte max_bytes budget; raise max_bytes or make the file smaller", st.Size, maxBytes)
+		return final.Errorf("it is %d bytes, over the %d-byte max_bytes budget; raise max_bytes or make the file smaller", st.Size, maxBytes)
 	}
 	rc, size, err := sb.OpenFile(ctx, p, maxBytes)
 	if err != nil {

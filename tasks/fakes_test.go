@@ -32,6 +32,8 @@ type fakeAirflow struct {
 	vars   map[string]string
 	xcoms  map[string]any
 	masked []string
+	// failMask, when set, is what MaskSecret answers.
+	failMask error
 }
 
 func newFakeAirflow() *fakeAirflow {
@@ -68,6 +70,9 @@ func (f *fakeAirflow) SetXCom(_ context.Context, key string, value any) error {
 func (f *fakeAirflow) MaskSecret(_ context.Context, value, _ string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.failMask != nil {
+		return f.failMask
+	}
 	f.masked = append(f.masked, value)
 	return nil
 }
@@ -282,7 +287,7 @@ func (m *memStorage) Open(_ context.Context, url string, _ StorageCreds, _ hclog
 	}
 	b, ok := m.objects[url]
 	if !ok {
-		return nil, fmt.Errorf("%s: object not found", url)
+		return nil, fmt.Errorf("%s: %w", url, storage.ErrNotFound)
 	}
 	if m.midRead != nil {
 		return io.NopCloser(io.MultiReader(bytes.NewReader(b[:1]), &heldReader{m.midRead, bytes.NewReader(b[1:])})), nil
@@ -313,7 +318,7 @@ func (m *memStorage) Check(_ context.Context, url string, forRead bool, _ Storag
 		return err
 	}
 	if _, ok := m.objects[url]; forRead && !ok {
-		return fmt.Errorf("%s: object not found", url)
+		return fmt.Errorf("%s: %w", url, storage.ErrNotFound)
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/cleanup"
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
+	"github.com/airflow-sandbox/airflow-go-worker/internal/final"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/registry"
 	"github.com/airflow-sandbox/airflow-go-worker/storage"
@@ -170,7 +171,7 @@ func buildSpec(ctx context.Context, d Deps, in ProvisionInput) (sandbox.Spec, []
 	for _, k := range []string{TagEnvFrom, TagEnvFromFingerprint} {
 		if _, set := in.Tags[k]; set {
 			// Later tasks trust these to know what the sandbox holds.
-			return spec, nil, fmt.Errorf("tags: %s is written by provision itself, from env_from; remove it from tags", k)
+			return spec, nil, final.Errorf("tags: %s is written by provision itself, from env_from; remove it from tags", k)
 		}
 	}
 	if tag := envFromTag(in.EnvFrom); tag != "" {
@@ -184,7 +185,7 @@ func buildSpec(ctx context.Context, d Deps, in ProvisionInput) (sandbox.Spec, []
 	}
 	for _, name := range slices.Sorted(maps.Keys(in.EnvFrom)) {
 		if _, dup := in.Env[name]; dup {
-			return spec, nil, fmt.Errorf("env_from.%s: %s is also set in env; set it in one place only", name, name)
+			return spec, nil, final.Errorf("env_from.%s: %s is also set in env; set it in one place only", name, name)
 		}
 		v, err := resolveEnvSource(ctx, d, name, in.EnvFrom[name])
 		if err != nil {
@@ -215,10 +216,10 @@ func resolveEnvSource(ctx context.Context, d Deps, name string, src EnvSource) (
 	where := "env_from." + name
 	switch {
 	case src.Connection != "" && src.Variable != "":
-		return "", fmt.Errorf("%s: give either connection or variable, not both", where)
+		return "", final.Errorf("%s: give either connection or variable, not both", where)
 	case src.Variable != "":
 		if src.Field != "" {
-			return "", fmt.Errorf("%s: field applies to connections only; remove it", where)
+			return "", final.Errorf("%s: field applies to connections only; remove it", where)
 		}
 		v, err := d.Airflow.GetVariable(ctx, src.Variable)
 		if err != nil {
@@ -228,7 +229,7 @@ func resolveEnvSource(ctx context.Context, d Deps, name string, src EnvSource) (
 	case src.Connection != "":
 		conn, err := d.Airflow.GetConnection(ctx, src.Connection)
 		if errors.Is(err, connections.ErrNotFound) {
-			return "", fmt.Errorf("%s: Airflow connection %q does not exist; create it or fix the connection id", where, src.Connection)
+			return "", final.Errorf("%s: Airflow connection %q does not exist; create it or fix the connection id", where, src.Connection)
 		}
 		if err != nil {
 			return "", fmt.Errorf("%s: reading Airflow connection %q: %w", where, src.Connection, err)
@@ -242,11 +243,11 @@ func resolveEnvSource(ctx context.Context, d Deps, name string, src EnvSource) (
 			return "", fmt.Errorf("%s: %w", where, err)
 		}
 		if v == "" {
-			return "", fmt.Errorf("%s: field %s of connection %q is empty; fill it in or map another field", where, field, src.Connection)
+			return "", final.Errorf("%s: field %s of connection %q is empty; fill it in or map another field", where, field, src.Connection)
 		}
 		return v, nil
 	}
-	return "", fmt.Errorf("%s: say where the value comes from: {connection: <id>, field: password} or {variable: <key>}", where)
+	return "", final.Errorf("%s: say where the value comes from: {connection: <id>, field: password} or {variable: <key>}", where)
 }
 
 func connectionField(c connections.Connection, field string) (string, error) {
@@ -267,7 +268,7 @@ func connectionField(c connections.Connection, field string) (string, error) {
 	}
 	key, ok := strings.CutPrefix(field, "extra.")
 	if !ok || key == "" {
-		return "", fmt.Errorf("field %q is not one of login, password, host, schema, port, extra.<key>", field)
+		return "", final.Errorf("field %q is not one of login, password, host, schema, port, extra.<key>", field)
 	}
 	extra, err := c.ExtraMap()
 	if err != nil {
@@ -308,10 +309,10 @@ func checkURLs(field string, m map[string]string) error {
 	for _, p := range slices.Sorted(maps.Keys(m)) {
 		u := m[p]
 		if strings.TrimSpace(p) == "" {
-			return fmt.Errorf("%s: an entry has an empty sandbox path", field)
+			return final.Errorf("%s: an entry has an empty sandbox path", field)
 		}
 		if !strings.Contains(u, "://") {
-			return fmt.Errorf("%s[%q] = %q is not a storage URL such as s3://bucket/key, gs://bucket/key, abfs://container/key or file:///path", field, p, u)
+			return final.Errorf("%s[%q] = %q is not a storage URL such as s3://bucket/key, gs://bucket/key, abfs://container/key or file:///path", field, p, u)
 		}
 	}
 	return nil

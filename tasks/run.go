@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/airflow-sandbox/airflow-go-worker/internal/final"
 	"github.com/airflow-sandbox/airflow-go-worker/redact"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 )
@@ -72,7 +73,7 @@ func RunCommands(ctx context.Context, d Deps, in RunInput) (RunResult, error) {
 		return RunResult{}, err
 	}
 	if len(in.Command) == 0 {
-		return RunResult{}, errors.New("command: nothing to run; give a command string or a list of them")
+		return RunResult{}, final.Errorf("command: nothing to run; give a command string or a list of them")
 	}
 	sb, drv, tags, err := openRef(ctx, d, in.BackendOptions, in.Sandbox, in.Owner)
 	if err != nil {
@@ -130,7 +131,7 @@ func runOne(ctx context.Context, d Deps, sb *sandbox.Sandbox, cmd string, opt sa
 		return res, fmt.Errorf("running %q in %s: %w", cmd, sb, err)
 	}
 	if r.SandboxLost {
-		return res, fmt.Errorf("the sandbox %s died while %q was running; it cannot be used any more", sb.ID(), cmd)
+		return res, final.Errorf("the sandbox %s died while %q was running; it cannot be used any more", sb.ID(), cmd)
 	}
 	if r.TimedOut {
 		res.ExitCode = -1
@@ -146,10 +147,10 @@ func openRef(ctx context.Context, d Deps, opts BackendOptions, ref SandboxRef, o
 	if ref.ID == "" || ref.ID == "None" {
 		// Under all_done this is usually a provision task that failed
 		// before it returned an id: say so, not only how to bind it.
-		return nil, nil, nil, fmt.Errorf("sandbox: %q is not a sandbox id, so there is no sandbox to work on: either the provision task returned none (it failed or was skipped; see its log), or sandbox is not bound to its XCom (bind it in the bundle config with inputs: {sandbox: {xcom: <provision task_id>}}, which works on every Airflow and under airflow-go-worker run; passing it in the stub call, collect(sandbox=provision()), reaches the task only on Airflow 3.4)", ref.ID)
+		return nil, nil, nil, final.Errorf("sandbox: %q is not a sandbox id, so there is no sandbox to work on: either the provision task returned none (it failed or was skipped; see its log), or sandbox is not bound to its XCom (bind it in the bundle config with inputs: {sandbox: {xcom: <provision task_id>}}, which works on every Airflow and under airflow-go-worker run; passing it in the stub call, collect(sandbox=provision()), reaches the task only on Airflow 3.4)", ref.ID)
 	}
 	if strings.Contains(ref.ID, "{{") {
-		return nil, nil, nil, fmt.Errorf("sandbox: %q is a template that nothing rendered (the Go task receives values as they are); bind it to the provision task's XCom instead: inputs: {sandbox: {xcom: <provision task_id>}} in the bundle config", ref.ID)
+		return nil, nil, nil, final.Errorf("sandbox: %q is a template that nothing rendered (the Go task receives values as they are); bind it to the provision task's XCom instead: inputs: {sandbox: {xcom: <provision task_id>}} in the bundle config", ref.ID)
 	}
 	opts, err := mergeRef(opts, ref)
 	if err != nil {
@@ -174,7 +175,7 @@ func openRef(ctx context.Context, d Deps, opts BackendOptions, ref SandboxRef, o
 		return nil, nil, nil, fmt.Errorf("reading the tags of sandbox %s: %w", ref.ID, err)
 	case tags[sandbox.TagOwner] != owner:
 		drv.Close()
-		return nil, nil, nil, fmt.Errorf("sandbox %s belongs to %q, not %q; use the sandbox this Dag run provisioned, or set owner", ref.ID, tags[sandbox.TagOwner], owner)
+		return nil, nil, nil, final.Errorf("sandbox %s belongs to %q, not %q; use the sandbox this Dag run provisioned, or set owner", ref.ID, tags[sandbox.TagOwner], owner)
 	}
 	return sb, drv, tags, nil
 }
@@ -184,7 +185,7 @@ func openRef(ctx context.Context, d Deps, opts BackendOptions, ref SandboxRef, o
 func mergeRef(opts BackendOptions, ref SandboxRef) (BackendOptions, error) {
 	if ref.Backend != "" {
 		if opts.Backend != "" && !strings.EqualFold(opts.Backend, ref.Backend) {
-			return opts, fmt.Errorf("sandbox %s is a %s sandbox but backend is %s; remove backend or point at the right sandbox", ref.ID, ref.Backend, opts.Backend)
+			return opts, final.Errorf("sandbox %s is a %s sandbox but backend is %s; remove backend or point at the right sandbox", ref.ID, ref.Backend, opts.Backend)
 		}
 		opts.Backend = ref.Backend
 	}

@@ -11,6 +11,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/airflow-sandbox/airflow-go-worker/internal/final"
 	"github.com/airflow-sandbox/airflow-go-worker/redact"
 )
 
@@ -106,11 +107,11 @@ func sandboxSecrets(ctx context.Context, d Deps, sandboxID string, tags map[stri
 	const refuse = "refusing to run commands whose output could show a secret this task cannot redact"
 	var src map[string]EnvSource
 	if err := json.Unmarshal([]byte(raw), &src); err != nil {
-		return nil, fmt.Errorf("the sandbox's %s tag, which says where its env_from secrets come from, is unreadable (%v); %s. Provision a new sandbox", TagEnvFrom, err, refuse)
+		return nil, final.Errorf("the sandbox's %s tag, which says where its env_from secrets come from, is unreadable (%v); %s. Provision a new sandbox", TagEnvFrom, err, refuse)
 	}
 	var fps envFingerprints
 	if err := json.Unmarshal([]byte(tags[TagEnvFromFingerprint]), &fps); err != nil || fps.Values == nil {
-		return nil, fmt.Errorf("sandbox %s holds env_from secrets but no readable fingerprint of them (%s tag; a sandbox provisioned by an older airflow-go-worker has none), so this task cannot tell whether the values it can read are the ones the sandbox holds; %s. Destroy it and provision a new sandbox", sandboxID, TagEnvFromFingerprint, refuse)
+		return nil, final.Errorf("sandbox %s holds env_from secrets but no readable fingerprint of them (%s tag; a sandbox provisioned by an older airflow-go-worker has none), so this task cannot tell whether the values it can read are the ones the sandbox holds; %s. Destroy it and provision a new sandbox", sandboxID, TagEnvFromFingerprint, refuse)
 	}
 	var out []string
 	for _, name := range slices.Sorted(maps.Keys(src)) {
@@ -121,7 +122,7 @@ func sandboxSecrets(ctx context.Context, d Deps, sandboxID string, tags map[stri
 		want, ok := fps.Values[name]
 		got, err := fps.fingerprint(name, v)
 		if err != nil || !ok || !hmac.Equal([]byte(got), []byte(want)) {
-			return nil, fmt.Errorf("env_from.%s: the value of %s is not the one sandbox %s was provisioned with (was it rotated since?); the sandbox still holds the old value, which this task cannot mask, so it is %s. Destroy the sandbox and provision a new one, or restore the old value", name, src[name].describe(), sandboxID, refuse)
+			return nil, final.Errorf("env_from.%s: the value of %s is not the one sandbox %s was provisioned with (was it rotated since?); the sandbox still holds the old value, which this task cannot mask, so it is %s. Destroy the sandbox and provision a new one, or restore the old value", name, src[name].describe(), sandboxID, refuse)
 		}
 		if err := d.Airflow.MaskSecret(ctx, v, name); err != nil {
 			d.logger().Warn("registering a sandbox secret with the masker failed; it is still redacted from output", "variable", name, "error", err)

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
+	"github.com/airflow-sandbox/airflow-go-worker/internal/final"
 	"github.com/airflow-sandbox/airflow-go-worker/storage"
 )
 
@@ -72,12 +73,12 @@ func resolveStorage(ctx context.Context, d Deps, field, connID string, urls map[
 		switch {
 		case loc.ConnID == "":
 		case connID != "" && loc.ConnID != connID:
-			return nil, fmt.Errorf("%s is %q but %s names connection %q; use one connection", field, connID, storage.RedactURL(raw), loc.ConnID)
+			return nil, final.Errorf("%s is %q but %s names connection %q; use one connection", field, connID, storage.RedactURL(raw), loc.ConnID)
 		default:
 			id, by = loc.ConnID, storage.RedactURL(raw)
 		}
 		if prev, ok := byScheme[loc.Scheme]; ok && prev != id {
-			return nil, fmt.Errorf("%s and %s choose two connections for %s://, %q and %q; one task transfers with one connection per store, so split it or use %s",
+			return nil, final.Errorf("%s and %s choose two connections for %s://, %q and %q; one task transfers with one connection per store, so split it or use %s",
 				namedBy[loc.Scheme], by, loc.Scheme, prev, id, field)
 		}
 		byScheme[loc.Scheme], namedBy[loc.Scheme] = id, by
@@ -85,7 +86,7 @@ func resolveStorage(ctx context.Context, d Deps, field, connID string, urls map[
 	if connID != "" && !slices.Contains(slices.Collect(maps.Values(byScheme)), connID) {
 		// No URL needs it, but a misspelt id is still worth reporting now.
 		if _, err := d.Airflow.GetConnection(ctx, connID); errors.Is(err, connections.ErrNotFound) {
-			return nil, fmt.Errorf("%s: Airflow connection %q does not exist; create it or remove %s", field, connID, field)
+			return nil, final.Errorf("%s: Airflow connection %q does not exist; create it or remove %s", field, connID, field)
 		}
 	}
 	creds := StorageCreds{}
@@ -106,7 +107,7 @@ func resolveStorage(ctx context.Context, d Deps, field, connID string, urls map[
 func resolveOne(ctx context.Context, d Deps, field, scheme, id, by string, creds StorageCreds) error {
 	conn, err := d.Airflow.GetConnection(ctx, id)
 	if errors.Is(err, connections.ErrNotFound) {
-		return fmt.Errorf("%s: Airflow connection %q does not exist; create it (type %s) or remove it to use the worker's default %s credentials", by, id, storage.ConnType(scheme), scheme)
+		return final.Errorf("%s: Airflow connection %q does not exist; create it (type %s) or remove it to use the worker's default %s credentials", by, id, storage.ConnType(scheme), scheme)
 	}
 	if err != nil {
 		return fmt.Errorf("%s: reading Airflow connection %q: %w", by, id, err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/airflow-sandbox/airflow-go-worker/internal/final"
 	"github.com/airflow-sandbox/airflow-go-worker/internal/randhex"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 	"github.com/airflow-sandbox/airflow-go-worker/storage"
@@ -212,7 +213,7 @@ func sweepAt(ctx context.Context, d Deps, in SweepInput, now time.Time) (res Swe
 // CheckFinishedRun fails unless run names a Dag run as <dag_id>/<run_id>.
 func CheckFinishedRun(run string) error {
 	if dag, id, ok := strings.Cut(run, "/"); !ok || dag == "" || id == "" {
-		return fmt.Errorf("%q is not of the form <dag_id>/<run_id>", run)
+		return final.Errorf("%q is not of the form <dag_id>/<run_id>", run)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/airflow-sandbox/airflow-go-worker/internal/final"
 	"github.com/airflow-sandbox/airflow-go-worker/storage"
 )
 
@@ -33,7 +34,7 @@ func sweepStorage(ctx context.Context, d Deps, in SweepInput) ([]storage.SweepRe
 		}
 		if c := u.User.Username(); c != connID {
 			if connID != "" {
-				return nil, fmt.Errorf("%s is %q but %s names connection %q; sweep one connection's prefixes at a time", by, connID, storage.RedactURL(p), c)
+				return nil, final.Errorf("%s is %q but %s names connection %q; sweep one connection's prefixes at a time", by, connID, storage.RedactURL(p), c)
 			}
 			connID, by = c, storage.RedactURL(p)
 		}

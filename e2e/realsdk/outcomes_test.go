@@ -29,7 +29,7 @@ func TestChosenOutcomesUnderAirflow33(t *testing.T) {
 	r = res["fail_no_retry"]
 	r.ranClean(t)
 	r.onlyState(t, "failed") // not up_for_retry, though retries are left
-	if !r.logged("not retried, as the task asked") {
+	if !r.logged("not retried, since retrying cannot fix") {
 		t.Errorf("the log does not say the retry was refused: %v", r.Logs)
 	}
 

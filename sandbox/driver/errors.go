@@ -3,29 +3,41 @@ package driver
 import (
 	"errors"
 	"fmt"
+
+	"github.com/airflow-sandbox/airflow-go-worker/internal/final"
 )
 
 // Error kinds; match with errors.Is. Every error a driver returns for one of
 // these situations must wrap the matching kind.
+//
+// Each kind is final: a task failing with one is not retried by Airflow
+// (bundles.ErrFailNoRetry), since the same call would get the same answer.
+// An error with no kind and no Retryable mark is unknown: drivers' own
+// retry loops leave it alone, and Airflow's retries get their chance.
 var (
-	ErrNotFound    = errors.New("no such file or directory")
-	ErrIsDir       = errors.New("is a directory")
-	ErrNotRegular  = errors.New("not a regular file")
-	ErrTooLarge    = errors.New("file is larger than the byte limit")
-	ErrGone        = errors.New("sandbox is gone")
-	ErrRefused     = errors.New("spec refused")
-	ErrUnsupported = errors.New("not supported by this backend")
+	ErrNotFound    = final.New("no such file or directory")
+	ErrIsDir       = final.New("is a directory")
+	ErrNotRegular  = final.New("not a regular file")
+	ErrTooLarge    = final.New("file is larger than the byte limit")
+	ErrGone        = final.New("sandbox is gone")
+	ErrRefused     = final.New("spec refused")
+	ErrUnsupported = final.New("not supported by this backend")
+	// ErrRejected is the backend's answer that the request cannot succeed
+	// as made: credentials it refuses, an argument it finds invalid, a
+	// connection it cannot use, a deterministic failure inside the sandbox
+	// (execd's 500 RUNTIME_ERROR for a path that is a directory).
+	ErrRejected = final.New("rejected by the backend")
 )
 
-// Error carries the operation, the sandbox and path involved, and whether
-// retrying may help. Drivers build them with the helpers below.
+// Error carries the operation, the sandbox and path involved, and its
+// kind. Drivers build them with the helpers below; Retryable marks one
+// whose cause may pass.
 type Error struct {
-	Op        string // "exec", "read", "create", ...
-	Sandbox   string
-	Path      string
-	Kind      error // one of the Err* kinds, or nil
-	Retryable bool
-	Err       error
+	Op      string // "exec", "read", "create", ...
+	Sandbox string
+	Path    string
+	Kind    error // one of the Err* kinds, or nil
+	Err     error
 }
 
 func (e *Error) Error() string {
@@ -78,7 +90,10 @@ type retryable struct{ err error }
 func (r retryable) Error() string { return r.err.Error() }
 func (r retryable) Unwrap() error { return r.err }
 
-// Retryable marks err as worth retrying. Terminal is the default.
+// Retryable marks err as worth retrying: the one mark of a transient
+// error. Drivers retry within a call only what carries it (an unmarked
+// error may have taken effect, or may not pass); Airflow retries a task
+// whose error is not final, marked or not.
 func Retryable(err error) error {
 	if err == nil {
 		return nil
@@ -86,25 +101,21 @@ func Retryable(err error) error {
 	return retryable{err}
 }
 
-// IsRetryable reports whether err was marked retryable. Errors are terminal
-// unless a driver says otherwise: retrying a refused spec or a bad credential
-// only burns time.
+// IsRetryable reports whether err was marked Retryable.
 func IsRetryable(err error) bool {
-	if err == nil {
-		return false
-	}
 	var r retryable
-	if errors.As(err, &r) {
-		return true
-	}
-	var e *Error
-	return errors.As(err, &e) && e.Retryable
+	return err != nil && errors.As(err, &r)
 }
 
-// IsTerminal is !IsRetryable for a non-nil error.
-func IsTerminal(err error) bool { return err != nil && !IsRetryable(err) }
+// IsFinal reports whether err has a kind (or another final mark): an
+// error retrying cannot fix, which fails a task without Airflow's retries.
+func IsFinal(err error) bool { return final.Is(err) }
 
-// Refused builds a terminal ErrRefused error: the spec asks for something the
+// Rejected marks err as ErrRejected, keeping its message: the backend's
+// answer that retrying the same request will not change.
+func Rejected(err error) error { return final.Wrap(ErrRejected, err) }
+
+// Refused builds an ErrRefused error: the spec asks for something the
 // backend cannot enforce, and nothing was provisioned.
 func Refused(format string, a ...any) error {
 	return &Error{Op: "create", Kind: ErrRefused, Err: fmt.Errorf(format, a...)}

@@ -82,7 +82,7 @@ func TestRefusals(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := sandbox.Create(ctx, d, c.spec)
-			if !errors.Is(err, sandbox.ErrRefused) || !sandbox.IsTerminal(err) {
+			if !errors.Is(err, sandbox.ErrRefused) || !sandbox.IsFinal(err) {
 				t.Fatalf("want a terminal ErrRefused, got %v", err)
 			}
 			if !strings.Contains(err.Error(), c.want) {
@@ -219,7 +219,7 @@ func TestExpiredSandboxIsGoneAndSweepable(t *testing.T) {
 	sb := create(t, d, sandbox.Spec{Timeout: time.Hour})
 	d.now = func() time.Time { return time.Now().Add(2 * time.Hour) }
 	_, err := d.Exec(context.Background(), sb.ID(), sandbox.ExecRequest{Command: "true", Timeout: time.Minute, Stdout: io.Discard, Stderr: io.Discard})
-	if !errors.Is(err, sandbox.ErrGone) || !sandbox.IsTerminal(err) {
+	if !errors.Is(err, sandbox.ErrGone) || !sandbox.IsFinal(err) {
 		t.Fatalf("exec on an expired sandbox: want terminal ErrGone, got %v", err)
 	}
 	list, err := d.ListSandboxes(context.Background(), map[string]string{sandbox.TagSandbox: sb.ID()})

@@ -306,7 +306,7 @@ func (d *Driver) runHelper(ctx context.Context, id string, m *meta, dir, op, p, 
 	case res.SandboxLost:
 		return nil, &sandbox.Error{Op: op, Sandbox: id, Path: p, Kind: sandbox.ErrGone, Err: errors.New("sandbox was destroyed")}
 	case res.TimedOut:
-		return nil, &sandbox.Error{Op: op, Sandbox: id, Path: p, Retryable: true, Err: fmt.Errorf("timed out after %v", res.AppliedTimeout)}
+		return nil, sandbox.Retryable(&sandbox.Error{Op: op, Sandbox: id, Path: p, Err: fmt.Errorf("timed out after %v", res.AppliedTimeout)})
 	case res.ExitCode == exitMissing:
 		return nil, &sandbox.Error{Op: op, Sandbox: id, Path: p, Kind: sandbox.ErrNotFound}
 	case res.ExitCode == exitIsDir:

@@ -188,7 +188,7 @@ func (d *Driver) appHandle(ctx context.Context) (*modal.App, error) {
 		})
 		var nf modal.NotFoundError
 		if errors.As(err, &nf) {
-			return &sandbox.Error{Op: "look up app", Err: fmt.Errorf("Modal app %q does not exist in environment %q and creating it is disabled; deploy or create the app, or enable create_app_if_missing (%v); %s", d.opts.AppName, d.opts.Credentials.Environment, err, credentialHint)}
+			return &sandbox.Error{Op: "look up app", Kind: sandbox.ErrRejected, Err: fmt.Errorf("Modal app %q does not exist in environment %q and creating it is disabled; deploy or create the app, or enable create_app_if_missing (%v); %s", d.opts.AppName, d.opts.Credentials.Environment, err, credentialHint)}
 		}
 		return mapErr("look up app", "", err)
 	})

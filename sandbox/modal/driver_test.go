@@ -172,7 +172,7 @@ func TestRefusalsMakeNoRPC(t *testing.T) {
 				}
 			})
 			_, err := sandbox.Create(context.Background(), drv, tc.spec)
-			if !errors.Is(err, sandbox.ErrRefused) || !sandbox.IsTerminal(err) {
+			if !errors.Is(err, sandbox.ErrRefused) || !sandbox.IsFinal(err) {
 				t.Fatalf("want a terminal refusal, got %v", err)
 			}
 			if !strings.Contains(err.Error(), tc.reason) {
@@ -303,8 +303,8 @@ func TestCredentialResolution(t *testing.T) {
 	t.Run("bad env tokens are a terminal credential error", func(t *testing.T) {
 		t.Setenv("MODAL_TOKEN_SECRET", "as-wrong")
 		err := ping(Credentials{})
-		if err == nil || sandbox.IsRetryable(err) || !strings.Contains(err.Error(), "modal connection") {
-			t.Fatalf("want a terminal error pointing at the connection, got %v", err)
+		if err == nil || sandbox.IsRetryable(err) || !errors.Is(err, sandbox.ErrRejected) || !strings.Contains(err.Error(), "modal connection") {
+			t.Fatalf("want a final ErrRejected error pointing at the connection, got %v", err)
 		}
 		if strings.Contains(err.Error(), "as-wrong") {
 			t.Fatal("error leaks the secret")
@@ -321,8 +321,8 @@ func TestCredentialResolution(t *testing.T) {
 func TestMissingAppWithoutCreate(t *testing.T) {
 	fake, drv := newFake(t, func(o *Options) { o.DisableCreateApp = true; o.AppName = "not-deployed" })
 	_, err := sandbox.Create(context.Background(), drv, sandbox.Spec{})
-	if err == nil || sandbox.IsRetryable(err) || !strings.Contains(err.Error(), "not-deployed") {
-		t.Fatalf("want a terminal error naming the app, got %v", err)
+	if err == nil || sandbox.IsRetryable(err) || !sandbox.IsFinal(err) || !strings.Contains(err.Error(), "not-deployed") {
+		t.Fatalf("want a final error naming the app, got %v", err)
 	}
 	fake.AddApp("", "not-deployed")
 	sb := mustCreate(t, drv, sandbox.Spec{})
@@ -408,16 +408,16 @@ func TestTerminalFaults(t *testing.T) {
 	fake, drv := newFake(t, nil)
 	fake.FailNext("SandboxCreateV2", 1, codes.PermissionDenied)
 	_, err := sandbox.Create(context.Background(), drv, sandbox.Spec{})
-	if err == nil || sandbox.IsRetryable(err) || !strings.Contains(err.Error(), "token") {
-		t.Fatalf("want a terminal credential error, got %v", err)
+	if err == nil || sandbox.IsRetryable(err) || !errors.Is(err, sandbox.ErrRejected) || !strings.Contains(err.Error(), "token") {
+		t.Fatalf("want a final credential error, got %v", err)
 	}
 	if n := fake.Calls("SandboxCreateV2"); n != 1 {
 		t.Errorf("a terminal error was retried: %d calls", n)
 	}
 	fake.FailNext("SandboxCreateV2", 100, codes.Unavailable)
 	_, err = sandbox.Create(context.Background(), drv, sandbox.Spec{})
-	if err == nil || !sandbox.IsRetryable(err) {
-		t.Fatalf("want a retryable error once retries are spent, got %v", err)
+	if err == nil || !sandbox.IsRetryable(err) || sandbox.IsFinal(err) {
+		t.Fatalf("want a retryable, not final, error once retries are spent, got %v", err)
 	}
 	assertNoLeak(t, fake)
 }

@@ -33,7 +33,8 @@ func grpcCode(err error) (codes.Code, bool) {
 }
 
 // mapErr classifies an SDK error for op on sandbox id ("" when none):
-// gone, terminal or retryable, with a message that says what to do.
+// gone, rejected (final), retryable, or unknown, with a message that says
+// what to do.
 func mapErr(op, id string, err error) error {
 	if err == nil {
 		return nil
@@ -56,12 +57,12 @@ func mapErr(op, id string, err error) error {
 		}
 		return e
 	case errors.As(err, &exhausted):
-		e.Retryable = true
-		return e
+		return sandbox.Retryable(e)
 	case errors.As(err, &closed):
 		e.Kind = sandbox.ErrGone
 		return e
 	case strings.Contains(err.Error(), "missing credentials"):
+		e.Kind = sandbox.ErrRejected
 		e.Err = fmt.Errorf("no Modal credentials found: %v; set the modal connection's login/password, or MODAL_TOKEN_ID/MODAL_TOKEN_SECRET, or run `modal token new`", err)
 		return e
 	}
@@ -71,15 +72,17 @@ func mapErr(op, id string, err error) error {
 	}
 	switch code {
 	case codes.Unauthenticated, codes.PermissionDenied:
+		e.Kind = sandbox.ErrRejected
 		e.Err = fmt.Errorf("Modal refused the credentials (%v); %s", err, credentialHint)
 	case codes.InvalidArgument:
+		e.Kind = sandbox.ErrRejected
 		e.Err = fmt.Errorf("Modal rejected the request as invalid: %v", err)
 	case codes.NotFound, codes.FailedPrecondition:
 		if id != "" {
 			e.Kind = sandbox.ErrGone
 		}
 	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted:
-		e.Retryable = true
+		return sandbox.Retryable(e)
 	}
 	return e
 }

@@ -57,7 +57,7 @@ func (o BundleOptions) Capabilities() driver.Capabilities { return capabilities(
 func (o BundleOptions) Open(ctx context.Context, conn *connections.Connection, log hclog.Logger) (driver.Driver, error) {
 	creds, err := CredentialsFromConnection(conn)
 	if err != nil {
-		return nil, err
+		return nil, driver.Rejected(err)
 	}
 	return New(ctx, Options{
 		Credentials: creds, AppName: o.AppName, DisableCreateApp: o.DisableCreateApp, EgressEnforcement: o.EgressEnforcement,

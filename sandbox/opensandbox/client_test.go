@@ -22,7 +22,7 @@ func configFor(domain string) Config {
 }
 
 func sandboxIsRefused(err error) bool {
-	return errors.Is(err, sandbox.ErrRefused) && sandbox.IsTerminal(err)
+	return errors.Is(err, sandbox.ErrRefused) && sandbox.IsFinal(err)
 }
 
 // serve starts a test server answering with h.

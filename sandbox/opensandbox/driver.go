@@ -194,7 +194,11 @@ func fail(op, id, path string, kind, err error) error {
 	if kind == nil && errors.As(err, &se) {
 		return err
 	}
-	return &sandbox.Error{Op: op, Sandbox: id, Path: path, Kind: kind, Retryable: kind == nil && sandbox.IsRetryable(classify(err)), Err: err}
+	e := &sandbox.Error{Op: op, Sandbox: id, Path: path, Kind: kind, Err: err}
+	if kind == nil && sandbox.IsRetryable(classify(err)) {
+		return sandbox.Retryable(e)
+	}
+	return e
 }
 
 // createRequest maps a spec onto the create body, refusing what OpenSandbox
@@ -394,8 +398,7 @@ func (d *Driver) waitRunning(ctx context.Context, id string, deadline time.Time)
 		return false, nil
 	})
 	if errors.Is(err, errDeadline) {
-		return SandboxRecord{}, &sandbox.Error{Op: "create", Sandbox: id, Retryable: true,
-			Err: fmt.Errorf("the sandbox was not Running within %v (last seen: %s); the server may be busy pulling the image; raise the ready timeout or retry", d.opts.ReadyTimeout, last)}
+		return SandboxRecord{}, sandbox.Retryable(&sandbox.Error{Op: "create", Sandbox: id, Err: fmt.Errorf("the sandbox was not Running within %v (last seen: %s); the server may be busy pulling the image; raise the ready timeout or retry", d.opts.ReadyTimeout, last)})
 	}
 	if err != nil {
 		return SandboxRecord{}, err
@@ -455,8 +458,7 @@ func (d *Driver) connectExecd(ctx context.Context, id string, deadline time.Time
 		return last == nil, nil
 	})
 	if errors.Is(err, errDeadline) {
-		return nil, &sandbox.Error{Op: "create", Sandbox: id, Retryable: true,
-			Err: fmt.Errorf("execd in the sandbox did not answer within %v: %v", d.opts.ReadyTimeout, last)}
+		return nil, sandbox.Retryable(&sandbox.Error{Op: "create", Sandbox: id, Err: fmt.Errorf("execd in the sandbox did not answer within %v: %v", d.opts.ReadyTimeout, last)})
 	}
 	if err != nil {
 		return nil, fail("create", id, "", nil, err)

@@ -75,6 +75,16 @@ func (e *APIError) Retryable() bool {
 	return e.Status >= 500 || e.Status == http.StatusRequestTimeout || e.Status == http.StatusTooManyRequests
 }
 
+// Unwrap makes an answer retrying will not change an ErrRejected, so the
+// task fails without Airflow's retries: a 4xx (bad key, invalid request)
+// or execd's deterministic 500 RUNTIME_ERROR.
+func (e *APIError) Unwrap() error {
+	if e.Retryable() {
+		return nil
+	}
+	return sandbox.ErrRejected
+}
+
 // runtimeError: execd's own 500, as opposed to a proxy's or the lifecycle
 // server's.
 func (e *APIError) runtimeError() bool {
@@ -186,10 +196,11 @@ func detailText(raw json.RawMessage) string {
 	return strings.Join(parts, "; ")
 }
 
-// classify marks err retryable or terminal: API errors by status, transport
-// failures (refused, reset, timed out) as retryable, anything else (our
-// own findings) terminal. Context cancellation by the caller stays
-// terminal: the task is being stopped.
+// classify marks err retryable: API errors by status, transport failures
+// (refused, reset, timed out). Anything else is left unmarked, and is not
+// retried within a call; an API error that is not retryable is final
+// (APIError.Is). Context cancellation by the caller stays unmarked: the
+// task is being stopped.
 func classify(err error) error {
 	if err == nil {
 		return nil

@@ -318,8 +318,7 @@ func (d *Driver) streamEnded(ctx, wall context.Context, id string, res sandbox.E
 			Err: fmt.Errorf("the sandbox disappeared while the command ran (expired or destroyed): %v", err)}
 	}
 	interrupt()
-	return res, &sandbox.Error{Op: "exec", Sandbox: id, Retryable: true,
-		Err: fmt.Errorf("the command's output stream broke before it finished (%v); the command was interrupted, its outcome is unknown; retry it", cause)}
+	return res, sandbox.Retryable(&sandbox.Error{Op: "exec", Sandbox: id, Err: fmt.Errorf("the command's output stream broke before it finished (%v); the command was interrupted, its outcome is unknown; retry it", cause)})
 }
 
 // execStartError maps a failed POST /command.

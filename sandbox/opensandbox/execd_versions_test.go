@@ -105,13 +105,13 @@ func TestDeterministicExecdFailuresAreTerminal(t *testing.T) {
 	} {
 		e.srv.Inject(fakeopensandbox.RouteInfo, 1, fakeopensandbox.Fault{Status: 500, Code: "RUNTIME_ERROR", Message: tc.msg})
 		_, err := sb.Stat(ctx, "afile")
-		if err == nil || sandbox.IsRetryable(err) != tc.retryable {
-			t.Errorf("500 RUNTIME_ERROR %q: retryable %v, want %v (%v)", tc.msg, sandbox.IsRetryable(err), tc.retryable, err)
+		if err == nil || sandbox.IsRetryable(err) != tc.retryable || sandbox.IsFinal(err) == tc.retryable || errors.Is(err, sandbox.ErrRejected) == tc.retryable {
+			t.Errorf("500 RUNTIME_ERROR %q: retryable %v, final %v, want retryable %v (%v)", tc.msg, sandbox.IsRetryable(err), sandbox.IsFinal(err), tc.retryable, err)
 		}
 	}
 	// Other 5xx still may pass.
 	e.srv.FailNext(fakeopensandbox.RouteInfo, 1)
-	if _, err := sb.Stat(ctx, "afile"); !sandbox.IsRetryable(err) {
+	if _, err := sb.Stat(ctx, "afile"); !sandbox.IsRetryable(err) || sandbox.IsFinal(err) {
 		t.Errorf("a 500 that is not execd's RUNTIME_ERROR must stay retryable: %v", err)
 	}
 }

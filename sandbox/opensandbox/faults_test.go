@@ -35,11 +35,11 @@ func noSandboxesLeft(t *testing.T, srv *fakeopensandbox.Server) {
 	}
 }
 
-func TestWrongAPIKeyIsTerminal(t *testing.T) {
+func TestWrongAPIKeyIsFinal(t *testing.T) {
 	e := newEnv(t, fakeopensandbox.Options{}, func(o *opensandbox.Options) { o.Config.APIKey = "sk-wrong-0123" })
 	_, err := sandbox.Create(ctxT(t), e.drv, sandbox.Spec{})
-	if err == nil || sandbox.IsRetryable(err) {
-		t.Fatalf("want a terminal error, got %v", err)
+	if err == nil || sandbox.IsRetryable(err) || !errors.Is(err, sandbox.ErrRejected) || !sandbox.IsFinal(err) {
+		t.Fatalf("want a final ErrRejected error, got %v", err)
 	}
 	msg := err.Error()
 	if !strings.Contains(msg, "HTTP 401 INVALID_API_KEY") || !strings.Contains(msg, "check the API key") || strings.Contains(msg, "sk-wrong-0123") {

@@ -185,7 +185,7 @@ type brokenDownload struct {
 func (b *brokenDownload) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
 	if err != nil && err != io.EOF {
-		err = &sandbox.Error{Op: "read", Sandbox: b.id, Path: b.path, Retryable: true, Err: fmt.Errorf("the download broke: %w", err)}
+		err = sandbox.Retryable(&sandbox.Error{Op: "read", Sandbox: b.id, Path: b.path, Err: fmt.Errorf("the download broke: %w", err)})
 	}
 	return n, err
 }
@@ -213,8 +213,7 @@ func (d *Driver) WriteFile(ctx context.Context, id, p string, r io.Reader, mode 
 		}
 		if fi, err := ex.Info(ctx, p); err == nil {
 			// Something recreated the path at once; never write through it.
-			return &sandbox.Error{Op: "write", Sandbox: id, Path: p, Retryable: true,
-				Err: fmt.Errorf("the symlink at the path could not be replaced: a %s is there again (something in the sandbox recreates it); retry", fi.Type)}
+			return sandbox.Retryable(&sandbox.Error{Op: "write", Sandbox: id, Path: p, Err: fmt.Errorf("the symlink at the path could not be replaced: a %s is there again (something in the sandbox recreates it); retry", fi.Type)})
 		}
 	case err != nil:
 		var api *APIError

@@ -44,11 +44,11 @@ func (o BundleOptions) Capabilities() driver.Capabilities { return capabilities 
 // Open builds the driver from the connection.
 func (o BundleOptions) Open(_ context.Context, conn *connections.Connection, log hclog.Logger) (driver.Driver, error) {
 	if conn == nil {
-		return nil, errors.New("the opensandbox backend needs a connection")
+		return nil, driver.Rejected(errors.New("the opensandbox backend needs a connection"))
 	}
 	cfg, err := ConfigFromConnection(*conn)
 	if err != nil {
-		return nil, err
+		return nil, driver.Rejected(err)
 	}
 	return New(Options{
 		Config: cfg, ReadyTimeout: time.Duration(o.ReadyTimeout), Entrypoint: o.Entrypoint, Image: o.Image,

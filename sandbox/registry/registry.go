@@ -23,6 +23,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
+	"github.com/airflow-sandbox/airflow-go-worker/internal/final"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 )
 
@@ -118,7 +119,8 @@ func (r *Registry) SetUnlinkedHint(hint func(name string) string) {
 }
 
 // Unknown is the error for a backend name nothing registered: it lists the
-// ones this binary links, and how to build one that links name.
+// ones this binary links, and how to build one that links name. Like every
+// error of Configure, it is final: a task failing on it is not retried.
 func (r *Registry) Unknown(name string) error {
 	names := r.Names()
 	r.mu.RLock()
@@ -126,13 +128,13 @@ func (r *Registry) Unknown(name string) error {
 	r.mu.RUnlock()
 	if hint != nil {
 		if how := hint(strings.ToLower(strings.TrimSpace(name))); how != "" {
-			return fmt.Errorf("backend %q is not linked into this binary (it links %s); %s", name, orNone(names), how)
+			return final.Errorf("backend %q is not linked into this binary (it links %s); %s", name, orNone(names), how)
 		}
 	}
 	if len(names) == 0 {
-		return fmt.Errorf("backend %q is not linked into this bundle, which links no sandbox backend; import the backend's package in the bundle's main package", name)
+		return final.Errorf("backend %q is not linked into this bundle, which links no sandbox backend; import the backend's package in the bundle's main package", name)
 	}
-	return fmt.Errorf("backend %q is not one this bundle links (%s); use one of those, or build a bundle that imports the backend's package", name, strings.Join(names, ", "))
+	return final.Errorf("backend %q is not one this bundle links (%s); use one of those, or build a bundle that imports the backend's package", name, strings.Join(names, ", "))
 }
 
 func orNone(names []string) string {
@@ -150,7 +152,7 @@ func (r *Registry) Configure(name string, options json.RawMessage) (Backend, Con
 	}
 	cfg, err := b.Configure(options)
 	if err != nil {
-		return b, nil, fmt.Errorf("backend_options.%s: %w", b.Name, err)
+		return b, nil, final.Errorf("backend_options.%s: %w", b.Name, err)
 	}
 	return b, cfg, nil
 }

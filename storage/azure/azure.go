@@ -259,7 +259,7 @@ func (b *bucket) Remove(ctx context.Context, key string) error {
 func (b *bucket) Check(ctx context.Context) error {
 	_, err := b.c.GetProperties(ctx, nil)
 	if bloberror.HasCode(err, bloberror.ContainerNotFound) || (err != nil && strings.Contains(err.Error(), "404")) {
-		return fmt.Errorf("container %q does not exist; create it (the worker never creates containers) or fix the URL", b.name)
+		return storage.NoBucket(fmt.Errorf("container %q does not exist; create it (the worker never creates containers) or fix the URL", b.name))
 	}
 	return explain(err)
 }
@@ -272,7 +272,7 @@ func explain(err error) error {
 	case err == nil:
 		return nil
 	case bloberror.HasCode(err, bloberror.ContainerNotFound):
-		return fmt.Errorf("%w; the container does not exist: create it (the worker never creates containers) or fix the URL", err)
+		return storage.NoBucket(fmt.Errorf("%w; the container does not exist: create it (the worker never creates containers) or fix the URL", err))
 	case bloberror.HasCode(err, bloberror.AuthenticationFailed, bloberror.InvalidAuthenticationInfo):
 		return fmt.Errorf("%w; the Azure credentials were rejected: check the wasb connection's account key, SAS token or connection string", err)
 	case bloberror.HasCode(err, bloberror.AuthorizationFailure, bloberror.AuthorizationPermissionMismatch, bloberror.InsufficientAccountPermissions):

@@ -237,7 +237,7 @@ func (b *bucket) Remove(ctx context.Context, key string) error {
 func (b *bucket) Check(ctx context.Context) error {
 	_, err := b.svc.Buckets.Get(b.name).Context(ctx).Fields("name").Do()
 	if isNotFound(err) {
-		return fmt.Errorf("bucket %q does not exist; create it (the worker never creates buckets) or fix the URL", b.name)
+		return storage.NoBucket(fmt.Errorf("bucket %q does not exist; create it (the worker never creates buckets) or fix the URL", b.name))
 	}
 	return explain(err)
 }
@@ -265,7 +265,7 @@ func explain(err error) error {
 		case http.StatusForbidden:
 			return fmt.Errorf("%w; the credentials in use may not access this bucket: grant the service account a Storage role on it", err)
 		case http.StatusNotFound:
-			return fmt.Errorf("%w; the bucket does not exist: create it (the worker never creates buckets) or fix the URL", err)
+			return storage.NoBucket(fmt.Errorf("%w; the bucket does not exist: create it (the worker never creates buckets) or fix the URL", err))
 		}
 	}
 	if strings.Contains(err.Error(), "could not find default credentials") {

@@ -115,7 +115,7 @@ func newClient(ctx context.Context, cfg *AWSConfig, bucket string) (*awss3.Clien
 		r, err := manager.GetBucketRegion(ctx, mk("us-east-1"), bucket)
 		var nf interface{ BucketNotFound() }
 		if errors.As(err, &nf) {
-			return nil, fmt.Errorf("bucket %q does not exist; create it (the worker never creates buckets) or fix the URL", bucket)
+			return nil, storage.NoBucket(fmt.Errorf("bucket %q does not exist; create it (the worker never creates buckets) or fix the URL", bucket))
 		}
 		if err != nil {
 			return nil, fmt.Errorf("no AWS region configured and finding the region of bucket %q failed (%v); set extra region_name on the aws connection or AWS_REGION", bucket, err)
@@ -254,7 +254,7 @@ func (s *s3Store) Check(ctx context.Context) error {
 		return nil
 	}
 	if isNotFound(err) {
-		return fmt.Errorf("bucket %q does not exist; create it (the worker never creates buckets) or fix the URL", s.bucket)
+		return storage.NoBucket(fmt.Errorf("bucket %q does not exist; create it (the worker never creates buckets) or fix the URL", s.bucket))
 	}
 	return explainS3(err)
 }
@@ -320,7 +320,7 @@ func explainS3(err error) error {
 	}
 	switch apiCode(err) {
 	case "NoSuchBucket":
-		return fmt.Errorf("%w; the bucket does not exist: create it (the worker never creates buckets) or fix the URL", err)
+		return storage.NoBucket(fmt.Errorf("%w; the bucket does not exist: create it (the worker never creates buckets) or fix the URL", err))
 	case "AccessDenied", "Forbidden", "AllAccessDisabled":
 		return fmt.Errorf("%w; the credentials in use may not access this object: check the aws connection and the bucket policy", err)
 	case "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken":

@@ -180,6 +180,9 @@ func missingBucket(t *testing.T, a Area) {
 		if err == nil || !strings.Contains(err.Error(), "does not exist") || !strings.Contains(err.Error(), "never creates") {
 			t.Fatalf("want a does-not-exist error that says the worker never creates it, got %v", err)
 		}
+		if !errors.Is(err, storage.ErrNoBucket) {
+			t.Fatalf("a missing bucket must be storage.ErrNoBucket (storage.NoBucket), which fails a task without retries: %v", err)
+		}
 	}
 	if err := storage.Check(ctx, a.MissingBucket, false, a.Options); errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("a missing bucket is reported as a missing object: %v", err)

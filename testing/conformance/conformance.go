@@ -638,7 +638,7 @@ func (s *suite) testRefused(t *testing.T, drv sandbox.Driver) {
 		sb.Destroy(ctx)
 		t.Fatal("the backend accepted a spec it must refuse")
 	}
-	if !errors.Is(err, sandbox.ErrRefused) || !sandbox.IsTerminal(err) {
+	if !errors.Is(err, sandbox.ErrRefused) || !sandbox.IsFinal(err) {
 		t.Errorf("want a terminal ErrRefused, got %v", err)
 	}
 	after, err := s.opts.CountProvisioned(ctx, drv)
@@ -807,7 +807,7 @@ func (s *suite) testCapabilities(t *testing.T, drv sandbox.Driver) {
 			t.Errorf("%s: declared unsupported, yet a sandbox was created", p.field)
 			continue
 		}
-		if !errors.Is(err, sandbox.ErrRefused) || !sandbox.IsTerminal(err) || !strings.Contains(err.Error(), p.field) || !strings.Contains(err.Error(), drv.Backend()) {
+		if !errors.Is(err, sandbox.ErrRefused) || !sandbox.IsFinal(err) || !strings.Contains(err.Error(), p.field) || !strings.Contains(err.Error(), drv.Backend()) {
 			t.Errorf("%s: want a terminal ErrRefused naming the field and the %s backend, got %v", p.field, drv.Backend(), err)
 		}
 		if after, err := s.opts.CountProvisioned(ctx, drv); err != nil || after != before {
