@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/opensandbox"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/conformance"
@@ -26,6 +28,23 @@ func TestConformance(t *testing.T) {
 					version == fakeopensandbox.Version1019 && proxy)
 			})
 		}
+	}
+}
+
+// The driver against a real execd (built from OpenSandbox's source, which
+// is not part of this repository) behind the fake's lifecycle stand-in:
+// OPENSANDBOX_REAL_EXECD=/path/to/execd, in a network namespace with only
+// loopback (docs/opensandbox-execd.md says how it was run). CI has no
+// such binary and runs the fake's imitations of each build instead.
+func TestConformanceRealExecd(t *testing.T) {
+	bin := fakeopensandbox.RealExecdBinary()
+	if bin == "" {
+		t.Skip(fakeopensandbox.RealExecdEnv + " is not set: no real execd to test against")
+	}
+	for _, proxy := range []bool{true, false} {
+		t.Run(map[bool]string{true: "ServerProxy", false: "DirectEndpoint"}[proxy], func(t *testing.T) {
+			runConformance(t, fakeopensandbox.Options{ExecdBinary: bin, Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Warn})}, proxy, proxy)
+		})
 	}
 }
 

@@ -137,7 +137,13 @@ type Options struct {
 	// Lifetime, when set, replaces every requested timeout (which the API
 	// requires to be at least 60 s), so tests can watch sandboxes expire.
 	Lifetime time.Duration
-	Logger   hclog.Logger
+	// ExecdBinary, when set, is a real execd binary (built from
+	// OpenSandbox's source) that runs inside every sandbox in place of the
+	// fake's own execd; the fake is then the lifecycle stand-in in front
+	// of it (see realexecd.go). Version and the execd fault hooks do not
+	// apply.
+	ExecdBinary string
+	Logger      hclog.Logger
 }
 
 // Server is a running fake.
@@ -183,6 +189,7 @@ type sbx struct {
 	egressToken string
 	gone        chan struct{}
 	cmds        map[string]*command
+	real        *realExecd // with Options.ExecdBinary
 }
 
 // NetworkPolicy is the create-time policy as the fake stored it.
@@ -397,12 +404,19 @@ func (s *Server) remove(id string) bool {
 	if !ok {
 		return false
 	}
+	if b.real != nil {
+		b.real.close()
+	}
+	s.destroyBacking(id)
+	return true
+}
+
+func (s *Server) destroyBacking(id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := s.drv.Destroy(ctx, id); err != nil {
 		s.log.Warn("fake: could not destroy a backing sandbox", "id", id, "error", err)
 	}
-	return true
 }
 
 func (s *Server) lookup(id string) (*sbx, bool) {
@@ -609,6 +623,13 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		id: id, image: body.Image.URI, entrypoint: body.Entrypoint, metadata: body.Metadata,
 		policy: body.NetworkPolicy, createdAt: now, readyAt: now.Add(pending),
 		directToken: randHex(8), egressToken: randHex(8), gone: make(chan struct{}), cmds: map[string]*command{},
+	}
+	if s.opts.ExecdBinary != "" {
+		if b.real, err = s.startRealExecd(r.Context(), id, block, body.Env); err != nil {
+			s.destroyBacking(id)
+			writeJSON(w, http.StatusInternalServerError, apiError{Code: "DOCKER::SANDBOX_START_FAILED", Message: err.Error()})
+			return
+		}
 	}
 	if b.metadata == nil {
 		b.metadata = map[string]string{}
@@ -927,6 +948,10 @@ func (s *Server) handleInSandbox(w http.ResponseWriter, r *http.Request, direct 
 	sub := "/" + r.PathValue("path")
 	switch r.PathValue("port") {
 	case strconv.Itoa(ExecdPort):
+		if b.real != nil {
+			b.real.serve(w, r, sub)
+			return
+		}
 		s.serveExecd(w, r, b, sub)
 	case strconv.Itoa(EgressPort):
 		s.serveEgress(w, r, b, sub)
