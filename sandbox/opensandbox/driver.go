@@ -43,9 +43,11 @@ const (
 	cleanupTimeout = 30 * time.Second
 )
 
-// SupportedExecdVersions are the execd builds the driver is tested
-// against (through testing/fakeopensandbox, which imitates each).
-var SupportedExecdVersions = []string{"1.0.18", "1.0.19"}
+// VerifiedExecd names the execd builds the driver was verified with, built
+// from OpenSandbox's source (docs/opensandbox-execd.md); CI tests against
+// testing/fakeopensandbox, which imitates each. The driver does not ask
+// execd for a version: it learns what execd offers from its answers.
+var VerifiedExecd = []string{"v1.0.18 (tag docker/execd/v1.0.18, 27726236)", "the main branch at 4db3a993"}
 
 // DefaultEntrypoint keeps the sandbox's main process alive; work runs
 // through execd.
@@ -326,28 +328,20 @@ func (d *Driver) Create(ctx context.Context, name string, spec sandbox.Spec) (sa
 }
 
 // ensureWorkdir creates the workdir when it is missing, and only then:
-// execd 1.0.18 re-applies the mode of an existing directory and chowns it
-// (a workdir of /tmp would lose its 1777).
+// execd re-applies the mode of an existing directory (a workdir of /tmp
+// would lose its 1777).
 func (d *Driver) ensureWorkdir(ctx context.Context, ex *ExecdClient, id, wd string) error {
-	fi, err := ex.Info(ctx, wd)
-	if err == nil {
-		kind := fi.Type
-		if kind == "symlink" {
-			if kind, _, err = d.followLink(ctx, id, wd); err != nil {
-				return fail("create", id, wd, nil, fmt.Errorf("the workdir is a symlink that leads nowhere: %w", err))
-			}
-		}
-		if kind != "directory" {
-			return &sandbox.Error{Op: "create", Sandbox: id, Path: wd, Err: fmt.Errorf("the workdir exists in the image and is not a directory (%s); choose another workdir", kind)}
-		}
+	kind, _, err := d.follow(ctx, ex, id, "create", wd)
+	switch {
+	case err == nil && kind == "directory":
 		return nil
-	}
-	var api *APIError
-	if !errors.As(err, &api) || !api.NotFound() || api.SandboxNotFound() {
+	case err == nil:
+		return &sandbox.Error{Op: "create", Sandbox: id, Path: wd, Err: fmt.Errorf("the workdir exists in the image and is not a directory (%s); choose another workdir", kind)}
+	case !errors.Is(err, sandbox.ErrNotFound):
 		return fail("create", id, wd, nil, fmt.Errorf("checking the workdir: %w", err))
 	}
 	if err := ex.Mkdir(ctx, wd, 0o755); err != nil {
-		return fail("create", id, wd, nil, fmt.Errorf("creating the workdir: %w", err))
+		return fail("create", id, wd, nil, fmt.Errorf("creating the workdir (a symlink that leads nowhere cannot be one): %w", err))
 	}
 	return nil
 }

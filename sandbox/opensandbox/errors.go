@@ -113,6 +113,19 @@ func transientCause(msg string) bool {
 // NotFound reports a 404.
 func (e *APIError) NotFound() bool { return e.Status == http.StatusNotFound }
 
+// MissingFile reports execd's answer for a path that does not exist: 404
+// FILE_NOT_FOUND, or, on released v1.0.18, a 500 RUNTIME_ERROR whose text
+// says so.
+func (e *APIError) MissingFile() bool {
+	return e.Status == http.StatusNotFound && e.Code == "FILE_NOT_FOUND" ||
+		e.runtimeError() && strings.HasPrefix(e.Message, "error accessing file: file not found: ")
+}
+
+// DestExists reports execd's refusal to move onto a path that exists.
+func (e *APIError) DestExists() bool {
+	return e.runtimeError() && strings.Contains(e.Message, "destination path already exists")
+}
+
 // UnknownRoute reports execd's (Gin's) answer for a route or method it
 // does not have: 404 with the text "404 page not found".
 func (e *APIError) UnknownRoute() bool {

@@ -339,15 +339,23 @@ func (d *Driver) execStartError(ctx context.Context, id string, err error) error
 	return fail("exec", id, "", nil, err)
 }
 
-// run executes a short helper command and returns its stdout.
-func (d *Driver) run(ctx context.Context, id, command string) (string, int, error) {
+// cmdResult is how a helper command ended.
+type cmdResult struct {
+	stdout, stderr string
+	code           int
+}
+
+// run executes a short helper command in the sandbox (from /) and returns
+// its output.
+func (d *Driver) run(ctx context.Context, id, command string) (cmdResult, error) {
 	var out bytes.Buffer
-	res, err := d.Exec(ctx, id, sandbox.ExecRequest{Command: command, Timeout: time.Minute, Workdir: "/", Stdout: &out, Stderr: io.Discard})
+	errOut := sandbox.NewTailBuffer(2048)
+	res, err := d.Exec(ctx, id, sandbox.ExecRequest{Command: command, Timeout: time.Minute, Workdir: "/", Stdout: &out, Stderr: errOut})
 	if err != nil {
-		return "", 0, err
+		return cmdResult{}, err
 	}
 	if res.TimedOut {
-		return "", 0, fmt.Errorf("%q timed out", command)
+		return cmdResult{}, fmt.Errorf("%q timed out", command)
 	}
-	return out.String(), res.ExitCode, nil
+	return cmdResult{stdout: out.String(), stderr: errOut.String(), code: res.ExitCode}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -14,6 +15,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 )
@@ -27,6 +29,11 @@ type ExecdClient struct {
 	headers map[string]string
 	unary   *http.Client
 	stream  *http.Client
+
+	// What this execd offers, learnt from its answers (see detect.go).
+	untyped   atomic.Bool // GET /files/info has no type field (released v1.0.18)
+	typed     atomic.Bool // it has one
+	noListDir atomic.Bool // GET /directories/list is not a route
 }
 
 // NewExecdClient returns a client for baseURL (scheme included), sending
@@ -125,7 +132,11 @@ func modeDigits(m fs.FileMode) int {
 	return n
 }
 
-// Info describes path (lstat: a final symlink is not followed).
+// Info describes path. Builds with a type field (after v1.0.18) lstat it:
+// a final symlink is not followed. Released v1.0.18 stats it, following
+// a final symlink, and gives no type (FileInfo.Type ""); its answer for a
+// missing path is a 500 (APIError.MissingFile). Either answer records
+// which kind of build this is (Untyped).
 func (c *ExecdClient) Info(ctx context.Context, path string) (FileInfo, error) {
 	op := "stat " + path
 	resp, err := c.send(ctx, c.unary, op, http.MethodGet, "/files/info", url.Values{"path": {path}}, nil)
@@ -134,15 +145,47 @@ func (c *ExecdClient) Info(ctx context.Context, path string) (FileInfo, error) {
 	}
 	var out map[string]FileInfo
 	if err := decode(resp, op, &out); err != nil {
+		var api *APIError
+		if errors.As(err, &api) && api.MissingFile() {
+			c.learnTyped(api.Status == http.StatusNotFound)
+		}
 		return FileInfo{}, err
 	}
 	for _, fi := range out {
-		return fi, nil // one path asked, one answer, keyed as the server likes
+		c.learnTyped(fi.Type != "") // every later build sends a type for every entry
+		return fi, nil              // one path asked, one answer, keyed as the server likes
 	}
 	return FileInfo{}, fmt.Errorf("OpenSandbox could not %s: execd answered with no entry", op)
 }
 
-// ListDir lists a directory's direct entries.
+func (c *ExecdClient) learnTyped(typed bool) {
+	if typed {
+		c.typed.Store(true)
+	} else {
+		c.untyped.Store(true)
+	}
+}
+
+// Untyped reports an execd whose GET /files/info was seen without a type
+// field (released v1.0.18): it cannot tell files, directories and
+// symlinks apart, and follows symlinks.
+func (c *ExecdClient) Untyped() bool { return c.untyped.Load() && !c.typed.Load() }
+
+// Move renames src to dest (POST /files/mv): atomically, replacing
+// nothing: execd refuses a dest that exists (APIError.DestExists), though a
+// dangling symlink there is replaced. dest's parent is created.
+func (c *ExecdClient) Move(ctx context.Context, src, dest string) error {
+	op := "move " + src + " to " + dest
+	b, _ := json.Marshal([]map[string]string{{"src": src, "dest": dest}})
+	resp, err := c.send(ctx, c.unary, op, http.MethodPost, "/files/mv", nil, bytes.NewReader(b), http.Header{"Content-Type": {"application/json"}})
+	if err != nil {
+		return err
+	}
+	return expect(resp, op, http.StatusOK)
+}
+
+// ListDir lists a directory's direct entries. Released v1.0.18 has no such
+// route (an APIError with UnknownRoute, recorded: NoListDir).
 func (c *ExecdClient) ListDir(ctx context.Context, path string) ([]FileInfo, error) {
 	op := "list " + path
 	resp, err := c.send(ctx, c.unary, op, http.MethodGet, "/directories/list", url.Values{"path": {path}, "depth": {"1"}}, nil)
@@ -151,8 +194,15 @@ func (c *ExecdClient) ListDir(ctx context.Context, path string) ([]FileInfo, err
 	}
 	var out []FileInfo
 	err = decode(resp, op, &out)
+	var api *APIError
+	if errors.As(err, &api) && api.UnknownRoute() {
+		c.noListDir.Store(true)
+	}
 	return out, err
 }
+
+// NoListDir reports an execd seen without GET /directories/list.
+func (c *ExecdClient) NoListDir() bool { return c.noListDir.Load() }
 
 // Mkdir creates path and its parents (mode applies to new directories).
 func (c *ExecdClient) Mkdir(ctx context.Context, path string, mode fs.FileMode) error {

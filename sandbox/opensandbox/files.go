@@ -8,27 +8,33 @@ import (
 	"io/fs"
 	"path"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 )
 
-// fileError maps an execd file error: a 404 is ErrNotFound while the
-// sandbox lives and ErrGone once it does not (the server proxy answers 404
-// for both), everything else keeps its retryability.
+// The file operations work on every execd build the driver is verified
+// with, learning from execd's answers what it offers (see ExecdClient):
+// where GET /files/info gives no type (released v1.0.18, which also
+// follows symlinks there and answers a missing path with a 500), types
+// come from stat in the sandbox (filecmd.go); where GET /directories/list
+// is missing (v1.0.18 again), listings are made in the sandbox too.
+
+// fileError maps an execd file error: a missing file is ErrNotFound while
+// the sandbox lives and ErrGone once it does not (the server proxy answers
+// 404 for both), everything else keeps its retryability.
 func (d *Driver) fileError(ctx context.Context, op, id, p string, err error) error {
 	var api *APIError
 	if errors.As(err, &api) && api.UnknownRoute() {
-		return fail(op, id, p, nil, fmt.Errorf("%w; this execd build does not have the call (the driver supports execd %s)", err, strings.Join(SupportedExecdVersions, " and ")))
+		return fail(op, id, p, nil, fmt.Errorf("%w; this execd build does not have the call (the driver is verified with execd %s)", err, strings.Join(VerifiedExecd, " and ")))
+	}
+	if errors.As(err, &api) && api.MissingFile() { // execd itself answered: the sandbox lives
+		return fail(op, id, p, sandbox.ErrNotFound, nil)
 	}
 	if errors.As(err, &api) && api.NotFound() {
 		if api.SandboxNotFound() {
 			d.forget(id)
 			return fail(op, id, p, sandbox.ErrGone, err)
-		}
-		if api.Code == "FILE_NOT_FOUND" { // execd itself answered: the sandbox lives
-			return fail(op, id, p, sandbox.ErrNotFound, nil)
 		}
 		if _, gerr := d.record(ctx, op, id); errors.Is(gerr, sandbox.ErrGone) {
 			return gerr
@@ -41,15 +47,47 @@ func (d *Driver) fileError(ctx context.Context, op, id, p string, err error) err
 	return fail(op, id, p, nil, err)
 }
 
+// lstat describes p without following a final symlink, with its Type set:
+// from GET /files/info where execd gives a type, else from stat in the
+// sandbox.
+func (d *Driver) lstat(ctx context.Context, ex *ExecdClient, id, op, p string) (FileInfo, error) {
+	if !ex.Untyped() {
+		fi, err := ex.Info(ctx, p)
+		switch {
+		case err == nil && fi.Type != "":
+			return fi, nil
+		case err != nil && !ex.Untyped():
+			return FileInfo{}, d.fileError(ctx, op, id, p, err)
+		}
+	}
+	return d.statInSandbox(ctx, id, op, p, false)
+}
+
+// follow says what p leads to, following symlinks: "file", "directory" or
+// "other", and its size. A missing path or a dangling link is ErrNotFound.
+func (d *Driver) follow(ctx context.Context, ex *ExecdClient, id, op, p string) (string, int64, error) {
+	if !ex.Untyped() {
+		fi, err := ex.Info(ctx, p)
+		switch {
+		case err == nil && fi.Type != "" && fi.Type != "symlink":
+			return fi.Type, fi.Size, nil
+		case err != nil && !ex.Untyped():
+			return "", 0, d.fileError(ctx, op, id, p, err)
+		}
+	}
+	fi, err := d.statInSandbox(ctx, id, op, p, true)
+	return fi.Type, fi.Size, err
+}
+
 // Stat describes p without following a final symlink.
 func (d *Driver) Stat(ctx context.Context, id, p string) (sandbox.FileInfo, error) {
 	ex, err := d.execdFor(ctx, id)
 	if err != nil {
 		return sandbox.FileInfo{}, err
 	}
-	fi, err := ex.Info(ctx, p)
+	fi, err := d.lstat(ctx, ex, id, "stat", p)
 	if err != nil {
-		return sandbox.FileInfo{}, d.fileError(ctx, "stat", id, p, err)
+		return sandbox.FileInfo{}, err
 	}
 	return toFileInfo(fi, p), nil
 }
@@ -61,36 +99,24 @@ func toFileInfo(fi FileInfo, p string) sandbox.FileInfo {
 	return sandbox.FileInfo{Name: path.Base(p), Path: p, Size: fi.Size, Mode: fi.FileMode(), ModTime: fi.ModifiedAt.Time}
 }
 
-// List lists a directory's entries, sorted by name.
+// List lists a directory's entries, sorted by name: with GET
+// /directories/list where execd has it and gives types, else with a
+// listing made in the sandbox. A symlink to a directory lists the
+// directory.
 func (d *Driver) List(ctx context.Context, id, p string) ([]sandbox.FileInfo, error) {
 	ex, err := d.execdFor(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	// execd lists a file's path as an error or an empty list depending on
-	// the version; asking first gives one clear answer.
-	fi, err := ex.Info(ctx, p)
-	if err != nil {
-		return nil, d.fileError(ctx, "list", id, p, err)
+	var entries []FileInfo
+	if !ex.Untyped() && !ex.NoListDir() {
+		entries, p, err = d.listByRoute(ctx, ex, id, p)
 	}
-	if fi.Type == "symlink" {
-		if kind, _, err := d.followLink(ctx, id, p); err != nil {
-			return nil, err
-		} else if kind != "directory" {
-			return nil, fail("list", id, p, nil, errors.New("not a directory"))
-		}
-		// execd refuses a symlink root; list through the resolved path.
-		out, code, err := d.run(ctx, id, "readlink -f -- "+shellQuote(p))
-		if err != nil || code != 0 {
-			return nil, fail("list", id, p, nil, fmt.Errorf("cannot resolve the symlink: %v", err))
-		}
-		p = strings.TrimSpace(out)
-	} else if fi.Type != "directory" {
-		return nil, fail("list", id, p, nil, errors.New("not a directory"))
+	if ex.Untyped() || ex.NoListDir() {
+		entries, err = d.listInSandbox(ctx, id, p)
 	}
-	entries, err := ex.ListDir(ctx, p)
 	if err != nil {
-		return nil, d.fileError(ctx, "list", id, p, err)
+		return nil, err
 	}
 	out := make([]sandbox.FileInfo, 0, len(entries))
 	for _, e := range entries {
@@ -100,29 +126,40 @@ func (d *Driver) List(ctx context.Context, id, p string) ([]sandbox.FileInfo, er
 	return out, nil
 }
 
-// followLink asks the sandbox what a symlink points at: "file",
-// "directory" or "other", and the target's size. A dangling link is
-// ErrNotFound.
-func (d *Driver) followLink(ctx context.Context, id, p string) (string, int64, error) {
-	out, code, err := d.run(ctx, id, "stat -L -c '%F|%s' -- "+shellQuote(p))
-	if err != nil {
-		return "", 0, err
+// listByRoute lists with GET /directories/list, which refuses a symlink as
+// its root: such a path is listed through the directory it resolves to,
+// returned as the path the entries are under. When execd's answers show it
+// lacks what this needs (Untyped, NoListDir), the result means nothing and
+// the caller lists in the sandbox instead.
+func (d *Driver) listByRoute(ctx context.Context, ex *ExecdClient, id, p string) ([]FileInfo, string, error) {
+	fi, err := d.lstat(ctx, ex, id, "list", p)
+	if err != nil || ex.Untyped() {
+		return nil, p, err
 	}
-	if code != 0 {
-		return "", 0, fail("read", id, p, sandbox.ErrNotFound, errors.New("the symlink's target does not exist"))
+	kind := fi.Type
+	if kind == "symlink" {
+		if kind, _, err = d.follow(ctx, ex, id, "list", p); err != nil {
+			return nil, p, err
+		}
 	}
-	kind, size, _ := strings.Cut(strings.TrimSpace(out), "|")
-	n, _ := strconv.ParseInt(size, 10, 64)
-	switch kind {
-	case "regular file", "regular empty file":
-		return "file", n, nil
-	case "directory":
-		return "directory", n, nil
+	if kind != "directory" {
+		return nil, p, fail("list", id, p, nil, errors.New("not a directory"))
 	}
-	return "other", n, nil
+	if fi.Type == "symlink" {
+		res, err := d.run(ctx, id, "readlink -f -- "+shellQuote(p))
+		if err != nil || res.code != 0 {
+			return nil, p, fail("list", id, p, nil, fmt.Errorf("cannot resolve the symlink: %v%s", err, res.stderr))
+		}
+		p = strings.TrimSpace(res.stdout)
+	}
+	entries, err := ex.ListDir(ctx, p)
+	if err != nil && !ex.NoListDir() {
+		return nil, p, d.fileError(ctx, "list", id, p, err)
+	}
+	return entries, p, nil
 }
 
-// OpenFile checks the path with files/info, then streams a download capped
+// OpenFile checks what the path leads to, then streams a download capped
 // at maxBytes+1 bytes, so a file that grew since the check fails with
 // ErrTooLarge instead of streaming on.
 func (d *Driver) OpenFile(ctx context.Context, id, p string, maxBytes int64) (io.ReadCloser, int64, error) {
@@ -130,27 +167,14 @@ func (d *Driver) OpenFile(ctx context.Context, id, p string, maxBytes int64) (io
 	if err != nil {
 		return nil, 0, err
 	}
-	fi, err := ex.Info(ctx, p)
+	kind, size, err := d.follow(ctx, ex, id, "read", p)
 	if err != nil {
-		return nil, 0, d.fileError(ctx, "read", id, p, err)
+		return nil, 0, err
 	}
-	size := fi.Size
-	switch fi.Type {
+	switch kind {
 	case "file":
 	case "directory":
 		return nil, 0, fail("read", id, p, sandbox.ErrIsDir, nil)
-	case "symlink":
-		kind, n, err := d.followLink(ctx, id, p)
-		if err != nil {
-			return nil, 0, err
-		}
-		switch kind {
-		case "directory":
-			return nil, 0, fail("read", id, p, sandbox.ErrIsDir, nil)
-		case "other":
-			return nil, 0, fail("read", id, p, sandbox.ErrNotRegular, nil)
-		}
-		size = n
 	default:
 		return nil, 0, fail("read", id, p, sandbox.ErrNotRegular, nil)
 	}
@@ -192,40 +216,80 @@ func (b *brokenDownload) Read(p []byte) (int, error) {
 
 func (b *brokenDownload) Close() error { return b.rc.Close() }
 
-// WriteFile streams r into p with mode. execd's upload follows a symlink
-// at p and writes into its target, so a symlink is removed first and the
-// write replaces the link. It is removed with DELETE /directories, which
-// removes the link itself: DELETE /files checks the type through the link,
-// leaving a dangling link in place and refusing one to a directory.
-// Parents are created by execd.
+// WriteFile streams r into p with mode. execd's upload opens its path with
+// truncation and follows a symlink there, writing into the link's target;
+// so the data goes to a new hidden file beside p, which then replaces p by
+// a rename (POST /files/mv), which never follows a link. execd refuses to
+// move onto a path that exists (a dangling symlink aside, which it
+// replaces), so what is there is removed first: a file with DELETE
+// /files, a symlink with DELETE /directories, which removes the link
+// itself (DELETE /files checks the type through it); a directory is
+// ErrIsDir. Parents are created by execd.
 func (d *Driver) WriteFile(ctx context.Context, id, p string, r io.Reader, mode fs.FileMode) error {
 	ex, err := d.execdFor(ctx, id)
 	if err != nil {
 		return err
 	}
-	fi, err := ex.Info(ctx, p)
-	switch {
-	case err == nil && fi.Type == "directory":
-		return fail("write", id, p, sandbox.ErrIsDir, nil)
-	case err == nil && fi.Type == "symlink":
-		if err := ex.DeleteTree(ctx, p); err != nil {
-			return d.fileError(ctx, "write", id, p, err)
-		}
-		if fi, err := ex.Info(ctx, p); err == nil {
-			// Something recreated the path at once; never write through it.
-			return sandbox.Retryable(&sandbox.Error{Op: "write", Sandbox: id, Path: p, Err: fmt.Errorf("the symlink at the path could not be replaced: a %s is there again (something in the sandbox recreates it); retry", fi.Type)})
-		}
-	case err != nil:
-		var api *APIError
-		if !errors.As(err, &api) || !api.NotFound() || api.SandboxNotFound() {
-			return d.fileError(ctx, "write", id, p, err)
-		}
-	}
 	if mode == 0 {
 		mode = 0o644
 	}
-	if err := ex.Upload(ctx, p, r, mode); err != nil {
-		return d.fileError(ctx, "write", id, p, err)
+	tmp := path.Join(path.Dir(p), ".airflow-write-"+sandbox.RandomHex(8))
+	if err := ex.Upload(ctx, tmp, r, mode); err != nil {
+		err = d.fileError(ctx, "write", id, p, err)
+		if !errors.Is(err, sandbox.ErrGone) {
+			d.removeQuietly(ctx, ex, id, tmp) // a part may have been written
+		}
+		return err
+	}
+	if err := d.replace(ctx, ex, id, tmp, p); err != nil {
+		if !errors.Is(err, sandbox.ErrGone) {
+			d.removeQuietly(ctx, ex, id, tmp)
+		}
+		return err
 	}
 	return nil
+}
+
+// replace renames tmp onto p, removing what is at p first.
+func (d *Driver) replace(ctx context.Context, ex *ExecdClient, id, tmp, p string) error {
+	for attempt := 0; ; attempt++ {
+		err := ex.Move(ctx, tmp, p)
+		if err == nil {
+			return nil
+		}
+		var api *APIError
+		if !errors.As(err, &api) || !api.DestExists() {
+			return d.fileError(ctx, "write", id, p, err)
+		}
+		if attempt == 2 {
+			return sandbox.Retryable(&sandbox.Error{Op: "write", Sandbox: id, Path: p,
+				Err: errors.New("the path could not be replaced: something in the sandbox keeps recreating it; retry")})
+		}
+		fi, err := d.lstat(ctx, ex, id, "write", p)
+		switch {
+		case errors.Is(err, sandbox.ErrNotFound):
+			continue // removed meanwhile
+		case err != nil:
+			return err
+		case fi.Type == "directory":
+			return fail("write", id, p, sandbox.ErrIsDir, nil)
+		case fi.Type == "symlink":
+			err = ex.DeleteTree(ctx, p)
+		default:
+			err = ex.DeleteFile(ctx, p)
+		}
+		if err != nil {
+			return d.fileError(ctx, "write", id, p, err)
+		}
+	}
+}
+
+// removeQuietly deletes a file the driver made, best effort, even when ctx
+// is done.
+func (d *Driver) removeQuietly(ctx context.Context, ex *ExecdClient, id, p string) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	if err := ex.DeleteFile(dctx, p); err != nil {
+		d.log.Warn("could not remove a file the driver left in the sandbox", "id", id, "path", p, "error", err)
+	}
 }

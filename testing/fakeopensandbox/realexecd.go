@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -14,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -139,7 +141,10 @@ func (s *Server) startRealExecd(ctx context.Context, id string, blocked bool, en
 	dial := func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return dialInNetns(ctx, netns, "127.0.0.1:"+strconv.Itoa(port))
 	}
-	tr := &http.Transport{DialContext: dial, DisableCompression: true, MaxIdleConnsPerHost: 8}
+	// One connection per request: a command stream the client leaves after
+	// its terminal event is cut here while execd lingers, and a connection
+	// being torn down must never be handed to the next request.
+	tr := &http.Transport{DialContext: dial, DisableCompression: true, DisableKeepAlives: true}
 	ping := &http.Client{Transport: tr, Timeout: 5 * time.Second}
 	pinged := func() bool {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://execd/ping", nil)
@@ -166,6 +171,12 @@ func (s *Server) startRealExecd(ctx context.Context, id string, blocked bool, en
 		},
 		Transport:     tr,
 		FlushInterval: -1, // command streams go out as they come
+		ModifyResponse: func(resp *http.Response) error {
+			resp.Body = &loggedBody{ReadCloser: resp.Body, log: func(err error) {
+				s.log.Warn("fake: the real execd's answer broke off", "sandbox", id, "path", resp.Request.URL.Path, "error", err, "execd_output", out.String())
+			}}
+			return nil
+		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			s.log.Warn("fake: proxying to the real execd failed", "sandbox", id, "path", r.URL.Path, "error", err, "execd_output", out.String())
 			http.Error(w, "Bad Gateway", http.StatusBadGateway)
@@ -174,12 +185,35 @@ func (s *Server) startRealExecd(ctx context.Context, id string, blocked bool, en
 	return x, nil
 }
 
-// serveRealExecd proxies one request to the sandbox's execd, sub being
-// the path below the endpoint.
-func (x *realExecd) serve(w http.ResponseWriter, r *http.Request, sub string) {
+// serve proxies one request to the sandbox's execd, sub being the path
+// below the endpoint. The request body is read whole first (spooled to
+// spool): once the answer's headers are flushed the server may close the
+// body, and the transport, which reads it to its end after sending it,
+// would then drop the connection to execd mid-stream.
+func (x *realExecd) serve(w http.ResponseWriter, r *http.Request, sub, spool string) {
 	r2 := r.Clone(r.Context())
 	r2.URL.Path = sub
 	r2.URL.RawPath = ""
+	if r.Body != nil && r.Body != http.NoBody {
+		f, err := os.CreateTemp(spool, "proxied-")
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		defer os.Remove(f.Name())
+		defer f.Close()
+		n, err := io.Copy(f, r.Body)
+		if err == nil {
+			_, err = f.Seek(0, io.SeekStart)
+		}
+		if err != nil {
+			http.Error(w, "reading the request: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		r2.Body, r2.ContentLength = io.NopCloser(f), n
+		r2.Header.Del("Transfer-Encoding")
+		r2.TransferEncoding = nil
+	}
 	x.proxy.ServeHTTP(w, r2)
 }
 
@@ -290,6 +324,27 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// loggedBody reports a body that ends in an error, other than the client
+// leaving first (as it may, after a command's terminal event).
+type loggedBody struct {
+	io.ReadCloser
+	log    func(error)
+	closed atomic.Bool
+}
+
+func (b *loggedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF && !errors.Is(err, context.Canceled) && !b.closed.Load() {
+		b.log(err)
+	}
+	return n, err
+}
+
+func (b *loggedBody) Close() error {
+	b.closed.Store(true)
+	return b.ReadCloser.Close()
 }
 
 // limitedWriter keeps the first left bytes written.

@@ -949,7 +949,7 @@ func (s *Server) handleInSandbox(w http.ResponseWriter, r *http.Request, direct 
 	switch r.PathValue("port") {
 	case strconv.Itoa(ExecdPort):
 		if b.real != nil {
-			b.real.serve(w, r, sub)
+			b.real.serve(w, r, sub, s.spool)
 			return
 		}
 		s.serveExecd(w, r, b, sub)
