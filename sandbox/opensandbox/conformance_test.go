@@ -25,7 +25,7 @@ func TestConformance(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				runConformance(t, fakeopensandbox.Options{Version: version}, proxy,
 					// The same bytes and code path each time; once is enough.
-					version == fakeopensandbox.Version1019 && proxy)
+					version == fakeopensandbox.VersionMain && proxy)
 			})
 		}
 	}

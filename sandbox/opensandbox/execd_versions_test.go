@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -18,14 +19,30 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/testing/fakeopensandbox"
 )
 
-// Behaviour that differs between real execd builds (the spec's appendix of
-// 2026-12-01): the driver must give the same results on every version the
-// fake imitates.
+// Behaviour that differs between real execd builds (docs/opensandbox-execd.md):
+// the driver must give the same results on every version the fake
+// imitates, and on a real execd when OPENSANDBOX_REAL_EXECD names one.
+
+// realExecd is the version name forVersions gives a real execd; for it,
+// fakeOptions runs that binary instead of the fake's execd.
+const realExecd = "real"
 
 func forVersions(t *testing.T, fn func(t *testing.T, version string)) {
-	for _, v := range fakeopensandbox.Versions {
+	versions := fakeopensandbox.Versions
+	if fakeopensandbox.RealExecdBinary() != "" {
+		versions = append(versions[:len(versions):len(versions)], realExecd)
+	}
+	for _, v := range versions {
 		t.Run("execd "+v, func(t *testing.T) { fn(t, v) })
 	}
+}
+
+// fakeOptions are the fake's options for version, as forVersions names it.
+func fakeOptions(version string) fakeopensandbox.Options {
+	if version == realExecd {
+		return fakeopensandbox.Options{ExecdBinary: fakeopensandbox.RealExecdBinary()}
+	}
+	return fakeopensandbox.Options{Version: version}
 }
 
 // sh runs a command that must succeed and returns its stdout.
@@ -44,7 +61,7 @@ func sh(t *testing.T, sb *sandbox.Sandbox, command string) string {
 // refuses a link to a directory, and its upload follows links.
 func TestWriteFileReplacesSymlinks(t *testing.T) {
 	forVersions(t, func(t *testing.T, version string) {
-		e := newEnv(t, fakeopensandbox.Options{Version: version}, nil)
+		e := newEnv(t, fakeOptions(version), nil)
 		ctx := ctxT(t)
 		sb := create(t, e, sandbox.Spec{})
 		sh(t, sb, "mkdir d && echo keep > d/inside && ln -s d dlink && ln -s victim.txt dangling && mkdir out && ln -s out/deep/file.txt dangling-deep")
@@ -64,11 +81,11 @@ cat d/inside`)
 	})
 }
 
-// Create makes the workdir only when it is missing: execd 1.0.18 re-applies
-// the mode of an existing directory (a /tmp of 1777 became 0755).
+// Create makes the workdir only when it is missing: execd re-applies the
+// mode of an existing directory (a /tmp of 1777 became 0755).
 func TestCreateLeavesAnExistingWorkdirAlone(t *testing.T) {
 	forVersions(t, func(t *testing.T, version string) {
-		e := newEnv(t, fakeopensandbox.Options{Version: version}, nil)
+		e := newEnv(t, fakeOptions(version), nil)
 		ref := create(t, e, sandbox.Spec{})
 		before := sh(t, ref, "stat -c %a /tmp")
 		sb := create(t, e, sandbox.Spec{Workdir: "/tmp"})
@@ -84,7 +101,8 @@ func TestCreateLeavesAnExistingWorkdirAlone(t *testing.T) {
 
 // 500 RUNTIME_ERROR is execd's answer for failures that no retry fixes.
 func TestDeterministicExecdFailuresAreTerminal(t *testing.T) {
-	e := newEnv(t, fakeopensandbox.Options{}, nil)
+	// VersionMain: files/info serves Stat there, so its faults reach it.
+	e := newEnv(t, fakeopensandbox.Options{Version: fakeopensandbox.VersionMain}, nil)
 	ctx := ctxT(t)
 	sb := create(t, e, sandbox.Spec{})
 	sh(t, sb, "echo x > afile")
@@ -121,7 +139,9 @@ func TestDeterministicExecdFailuresAreTerminal(t *testing.T) {
 func TestCommandsCannotReadTheExecdToken(t *testing.T) {
 	forVersions(t, func(t *testing.T, version string) {
 		const token = "execd-secret-7f3a"
-		e := newEnv(t, fakeopensandbox.Options{Version: version, ExecdToken: token, ExecdTokenInEnv: true}, nil)
+		fo := fakeOptions(version)
+		fo.ExecdToken, fo.ExecdTokenInEnv = token, true
+		e := newEnv(t, fo, nil)
 		sb := create(t, e, sandbox.Spec{})
 		for _, cmd := range []string{"env", "cat /proc/self/environ | tr '\\0' '\\n'", "sh -c env", "echo \"$EXECD_ACCESS_TOKEN\""} {
 			if got := sh(t, sb, cmd); strings.Contains(got, token) {
@@ -166,7 +186,7 @@ func TestCancelWaitsForTheInterrupt(t *testing.T) {
 	forVersions(t, func(t *testing.T, version string) {
 		logs := &syncBuffer{}
 		log := hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Warn})
-		e := newEnv(t, fakeopensandbox.Options{Version: version}, func(o *opensandbox.Options) {
+		e := newEnv(t, fakeOptions(version), func(o *opensandbox.Options) {
 			o.Config.RequestTimeout = time.Second
 			o.Logger = log
 		})
@@ -191,11 +211,12 @@ func TestCancelWaitsForTheInterrupt(t *testing.T) {
 }
 
 // A download of a path that turned into a directory answers 200 with a
-// Content-Length of 2^63-1 and no body, held open; a malformed Range is
-// answered the same way with a 416. Neither may hang the client.
+// Content-Length of 2^63-1 and no body (execd closes the connection; a
+// proxy in between may hold it open); a malformed Range is answered the
+// same way with a 416. Neither may hang the client.
 func TestBodylessExecdAnswersDoNotHang(t *testing.T) {
 	forVersions(t, func(t *testing.T, version string) {
-		e := newEnv(t, fakeopensandbox.Options{Version: version}, nil)
+		e := newEnv(t, fakeOptions(version), nil)
 		ctx := ctxT(t)
 		sb := create(t, e, sandbox.Spec{})
 		sh(t, sb, "mkdir adir")
@@ -245,11 +266,73 @@ func TestResultDoesNotWaitForTheLingeringStream(t *testing.T) {
 // A route execd does not have answers Gin's 404 text: that is no missing
 // file, and no retry fixes it.
 func TestUnknownExecdRouteIsNotAMissingFile(t *testing.T) {
-	e := newEnv(t, fakeopensandbox.Options{}, nil)
+	// VersionMain: files/info serves Stat there, so its faults reach it.
+	e := newEnv(t, fakeopensandbox.Options{Version: fakeopensandbox.VersionMain}, nil)
 	sb := create(t, e, sandbox.Spec{})
 	e.srv.Inject(fakeopensandbox.RouteInfo, 1, fakeopensandbox.Fault{Status: 404, Text: "404 page not found"})
 	_, err := sb.Stat(ctxT(t), "/workspace")
-	if err == nil || errors.Is(err, sandbox.ErrNotFound) || sandbox.IsRetryable(err) || !strings.Contains(err.Error(), "supports execd 1.0.18 and 1.0.19") {
+	if err == nil || errors.Is(err, sandbox.ErrNotFound) || sandbox.IsRetryable(err) || !strings.Contains(err.Error(), "does not have the call (the driver is verified with execd v1.0.18") {
 		t.Fatalf("err = %v", err)
 	}
+}
+
+// Stat describes a path without following a final symlink, and List lists
+// a directory (through a symlink to it), with the same answers on every
+// build: released v1.0.18 has neither a type in files/info nor
+// /directories/list, so the driver asks the sandbox there.
+func TestStatAndListOnEveryVersion(t *testing.T) {
+	forVersions(t, func(t *testing.T, version string) {
+		e := newEnv(t, fakeOptions(version), nil)
+		ctx := ctxT(t)
+		sb := create(t, e, sandbox.Spec{})
+		sh(t, sb, `mkdir -p d/sub && printf 12345 > d/f.txt && ln -s f.txt d/link && ln -s nowhere d/dangling && ln -s d dlink &&
+printf x > "d/$(printf 'new\nline')" && printf yy > d/é.txt && : > d/.hidden && mkfifo d/fifo`)
+		kinds := map[string]string{}
+		for _, name := range []string{"d", "d/f.txt", "d/link", "d/dangling", "dlink", "d/fifo"} {
+			fi, err := sb.Stat(ctx, name)
+			if err != nil {
+				t.Fatalf("stat %s: %v", name, err)
+			}
+			kinds[name] = fmt.Sprintf("%s %v", fi.Name, fi.Mode.Type())
+			if name == "d/f.txt" && (fi.Size != 5 || fi.Mode.Perm() != 0o644 || fi.ModTime.IsZero()) {
+				t.Errorf("stat d/f.txt: %+v", fi)
+			}
+		}
+		// execd's types are file, directory, symlink and other: a fifo is
+		// irregular.
+		want := map[string]string{"d": "d d---------", "d/f.txt": "f.txt ----------", "d/link": "link L---------",
+			"d/dangling": "dangling L---------", "dlink": "dlink L---------", "d/fifo": "fifo ?---------"}
+		for k, w := range want {
+			if kinds[k] != w {
+				t.Errorf("stat %s = %q, want %q", k, kinds[k], w)
+			}
+		}
+		if _, err := sb.Stat(ctx, "d/missing"); !errors.Is(err, sandbox.ErrNotFound) {
+			t.Errorf("stat of a missing path: %v", err)
+		}
+		for _, dir := range []string{"d", "dlink"} {
+			list, err := sb.List(ctx, dir)
+			if err != nil {
+				t.Fatalf("list %s: %v", dir, err)
+			}
+			var got []string
+			for _, fi := range list {
+				got = append(got, fmt.Sprintf("%s %v %d", fi.Name, fi.Mode.Type(), map[bool]int64{true: fi.Size, false: -1}[fi.Mode.IsRegular()]))
+			}
+			want := []string{".hidden ---------- 0", "dangling L--------- -1", "f.txt ---------- 5", "fifo ?--------- -1",
+				"link L--------- -1", "new\nline ---------- 1", "sub d--------- -1", "é.txt ---------- 2"}
+			if strings.Join(got, "|") != strings.Join(want, "|") {
+				t.Errorf("list %s:\n%q\nwant\n%q", dir, got, want)
+			}
+		}
+		if _, err := sb.List(ctx, "d/f.txt"); err == nil || errors.Is(err, sandbox.ErrNotFound) {
+			t.Errorf("list of a file: want an error that is not ErrNotFound, got %v", err)
+		}
+		if _, err := sb.List(ctx, "d/missing"); !errors.Is(err, sandbox.ErrNotFound) {
+			t.Errorf("list of a missing path: %v", err)
+		}
+		if l, err := sb.List(ctx, "d/sub"); err != nil || len(l) != 0 {
+			t.Errorf("list of an empty directory: %v %v", l, err)
+		}
+	})
 }

@@ -264,7 +264,8 @@ func TestExecFaults(t *testing.T) {
 }
 
 func TestFileFaults(t *testing.T) {
-	e := newEnv(t, fakeopensandbox.Options{}, nil)
+	// VersionMain: files/info serves Stat there, so its faults reach it.
+	e := newEnv(t, fakeopensandbox.Options{Version: fakeopensandbox.VersionMain}, nil)
 	ctx := ctxT(t)
 	sb := create(t, e, sandbox.Spec{})
 	e.srv.FailNext(fakeopensandbox.RouteUpload, 1)

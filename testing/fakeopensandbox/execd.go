@@ -15,11 +15,14 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 )
 
-// Execd, as the real builds behave (spec section 2 and its appendix):
+// Execd's commands, as execd built from OpenSandbox's source answers them
+// (both versions alike; docs/opensandbox-execd.md):
 //
 //   - With Options.ExecdToken every route, /ping included, wants
 //     X-EXECD-ACCESS-TOKEN and answers 401 {"error": ...} without it.
 //   - Unknown routes and wrong methods: 404 text/plain "404 page not found".
+//     JSON answers are "application/json; charset=utf-8", errors
+//     {code, message} in execd's words.
 //   - POST /command runs bash -c in its own process group (the backing
 //     sandbox needs bash 5.1 or later for the fake's own wrapper). The stream is
 //     bare JSON objects each followed by a blank line: init (the command
@@ -29,20 +32,23 @@ import (
 //     (ms; below 0 a 400, 0 or absent none) SIGKILLs the process group:
 //     error -1 "signal: killed". A client that disconnects does not stop
 //     the command. Commands inherit execd's environment
-//     (EXECD_ACCESS_TOKEN included with Options.ExecdTokenInEnv).
+//     (EXECD_ACCESS_TOKEN included with Options.ExecdTokenInEnv). Output
+//     travels as JSON strings: bytes that are not UTF-8 arrive as U+FFFD.
+//   - background: true: the stream is init, ping, execution_complete at
+//     once; the command runs on with stdout and stderr in one buffer, read
+//     with GET /command/{id}/logs?cursor=<byte offset> (the next cursor in
+//     the EXECD-COMMANDS-TAIL-CURSOR header).
 //   - DELETE /command?id= sends SIGTERM to the process group, polls for
 //     about 3 s, then SIGKILLs it, and answers only when the whole group is
-//     gone. The
-//     stream then reports the command's own end: -1 "signal: terminated"
-//     when TERM killed it, its own exit status when it trapped TERM and
-//     exited. A finished command: 500 RUNTIME_ERROR "... is not running";
-//     an unknown id: 500 RUNTIME_ERROR "no such session".
+//     gone. The stream then reports the command's own end: -1 "signal:
+//     terminated" when TERM killed it, its own exit status when it trapped
+//     TERM and exited. A finished command or an unknown id: 500
+//     RUNTIME_ERROR.
 //   - GET /command/status/{id}: {id, content, running, exit_code, error,
-//     started_at, finished_at}.
+//     started_at, finished_at}, for foreground and background commands.
 //
-// Not imitated: background commands (400 NOT_SUPPORTED), sessions, /code,
-// /pty, /metrics, command logs; execd's own logging of command text and
-// output.
+// Not imitated: sessions, /code, /pty, /metrics/watch, uid/gid, execd's
+// own logging of command text and output.
 
 // command is one command run through POST /command.
 type command struct {
@@ -52,10 +58,26 @@ type command struct {
 	done       chan struct{}
 	startedAt  time.Time
 	finishedAt time.Time
+	background bool
 	// Set under Server.mu.
+	output      []byte // a background command's stdout and stderr
 	interrupted bool
 	exitCode    int
 	errText     string
+}
+
+// combinedOutput collects a background command's output, as execd's one
+// file for both streams.
+type combinedOutput struct {
+	s *Server
+	c *command
+}
+
+func (o *combinedOutput) Write(p []byte) (int, error) {
+	o.s.mu.Lock()
+	o.c.output = append(o.c.output, p...)
+	o.s.mu.Unlock()
+	return len(p), nil
 }
 
 func (c *command) running() bool {
@@ -89,8 +111,19 @@ const (
 	interruptGrace = 3 * time.Second // SIGTERM, then SIGKILL
 )
 
+// execdJSON answers as Gin's c.JSON does.
+func execdJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	w.Write(b)
+}
+
 func execdError(w http.ResponseWriter, status int, code, msg string) {
-	writeJSON(w, status, apiError{Code: code, Message: msg})
+	execdJSON(w, status, apiError{Code: code, Message: msg})
 }
 
 // unknownRoute answers as Gin does for a route or method it does not know.
@@ -102,7 +135,7 @@ func unknownRoute(w http.ResponseWriter) {
 
 func (s *Server) serveExecd(w http.ResponseWriter, r *http.Request, b *sbx, sub string) {
 	if tok := s.opts.ExecdToken; tok != "" && r.Header.Get(ExecdTokenHeader) != tok {
-		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "Unauthorized: invalid or missing header " + ExecdTokenHeader})
+		execdJSON(w, http.StatusUnauthorized, map[string]string{"error": "Unauthorized: invalid or missing header " + ExecdTokenHeader})
 		return
 	}
 	type route struct {
@@ -118,9 +151,23 @@ func (s *Server) serveExecd(w http.ResponseWriter, r *http.Request, b *sbx, sub 
 	case r.Method == http.MethodDelete && sub == "/command":
 		rt = route{RouteInterrupt, s.interrupt}
 	case r.Method == http.MethodGet && strings.HasPrefix(sub, "/command/status/"):
-		rt = route{"status", func(w http.ResponseWriter, _ *http.Request, b *sbx) {
+		rt = route{RouteStatus, func(w http.ResponseWriter, _ *http.Request, b *sbx) {
 			s.status(w, b, strings.TrimPrefix(sub, "/command/status/"))
 		}}
+	case r.Method == http.MethodGet && strings.HasPrefix(sub, "/command/") && strings.HasSuffix(sub, "/logs") && strings.Count(sub, "/") == 3:
+		rt = route{RouteLogs, func(w http.ResponseWriter, r *http.Request, b *sbx) {
+			s.logs(w, r, b, strings.TrimSuffix(strings.TrimPrefix(sub, "/command/"), "/logs"))
+		}}
+	case r.Method == http.MethodGet && sub == "/files/search":
+		rt = route{RouteSearch, s.search}
+	case r.Method == http.MethodPost && sub == "/files/mv":
+		rt = route{RouteMove, s.move}
+	case r.Method == http.MethodPost && sub == "/files/permissions":
+		rt = route{RoutePermissions, s.permissions}
+	case r.Method == http.MethodPost && sub == "/files/replace":
+		rt = route{RouteReplace, s.replace}
+	case r.Method == http.MethodGet && sub == "/metrics":
+		rt = route{RouteMetrics, s.metrics}
 	case r.Method == http.MethodPost && sub == "/files/upload":
 		rt = route{RouteUpload, s.upload}
 	case r.Method == http.MethodGet && sub == "/files/download":
@@ -226,32 +273,45 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request, b *sbx) {
 		Background bool              `json:"background"`
 		Timeout    *int64            `json:"timeout"`
 		Envs       map[string]string `json:"envs"`
+		Uid        *uint32           `json:"uid"`
+		Gid        *uint32           `json:"gid"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		execdError(w, http.StatusBadRequest, "INVALID_REQUEST_BODY", "invalid request body: "+err.Error())
+		bindError(w, err)
 		return
+	}
+	invalid := func(why string) {
+		execdError(w, http.StatusBadRequest, "INVALID_REQUEST_BODY", "invalid request, validation error "+why)
 	}
 	switch {
 	case req.Command == "":
-		execdError(w, http.StatusBadRequest, "INVALID_REQUEST_BODY", "command is required")
+		invalid("Key: 'RunCommandRequest.Command' Error:Field validation for 'Command' failed on the 'required' tag")
 		return
 	case req.Timeout != nil && *req.Timeout < 0:
-		execdError(w, http.StatusBadRequest, "INVALID_REQUEST_BODY", fmt.Sprintf("timeout %d must be at least 1 (milliseconds), or 0 for none", *req.Timeout))
+		invalid("Key: 'RunCommandRequest.TimeoutMs' Error:Field validation for 'TimeoutMs' failed on the 'gte' tag")
 		return
-	case req.Background:
-		execdError(w, http.StatusBadRequest, "NOT_SUPPORTED", "the fake execd runs no background commands")
+	case req.Gid != nil && req.Uid == nil:
+		invalid("uid is required when gid is provided")
 		return
 	}
 	cwd := s.resolve(req.Cwd)
 	if req.Cwd != "" {
 		fi, err := s.drv.Stat(r.Context(), b.id, cwd)
 		if err == nil && fi.Mode&os.ModeSymlink != 0 {
-			err = s.sh(r.Context(), b, `[ -d "$1" ]`, nil, cwd).err()
-		} else if err == nil && !fi.IsDir() {
-			err = errors.New("not a directory")
+			fi, err = s.statFollow(r.Context(), b, cwd)
 		}
-		if err != nil {
-			execdError(w, http.StatusBadRequest, "INVALID_REQUEST_BODY", fmt.Sprintf("cwd %s is not a directory", req.Cwd))
+		switch {
+		case errors.Is(err, sandbox.ErrNotFound) && s.typed():
+			invalid("working directory does not exist: " + req.Cwd + ": " + notExist("stat", cwd))
+			return
+		case errors.Is(err, sandbox.ErrNotFound):
+			invalid("working directory does not exist: " + req.Cwd)
+			return
+		case err != nil:
+			invalid(fmt.Sprintf("cannot access working directory %q: %v", req.Cwd, err))
+			return
+		case !fi.IsDir():
+			invalid("working directory path is not a directory: " + req.Cwd)
 			return
 		}
 	}
@@ -309,41 +369,66 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request, b *sbx) {
 		}
 		return true
 	}
-	go func() {
-		defer kill()
-		defer ctlR.Close()
-		emit(event{Type: "init", Text: cmdID})
-		emit(event{Type: "ping", Text: "pong"})
-		polling := make(chan struct{})
+	if req.Background {
+		// The command writes stdout and stderr to one file; the stream only
+		// says it started.
+		cmd.background = true
 		go func() {
-			t := time.NewTicker(outputPoll)
-			defer t.Stop()
-			for {
-				select {
-				case <-t.C:
-					if !flush(false) {
-						return
-					}
-				case <-polling:
-					return
-				}
+			defer kill()
+			defer ctlR.Close()
+			out := &combinedOutput{s: s, c: cmd}
+			res, err := s.drv.Exec(ctx, b.id, sandbox.ExecRequest{
+				Command: interruptible, Timeout: timeout, Workdir: cwd, Stdin: ctlR, Stdout: out, Stderr: out,
+				Env: withCommand(env, "exec 2>&1\n"+req.Command),
+			})
+			s.finish(cmd, res, err)
+			ctlW.Close()
+			close(cmd.done)
+		}()
+		go func() {
+			if emit(event{Type: "init", Text: cmdID}) && emit(event{Type: "ping", Text: "pong"}) &&
+				emit(event{Type: "execution_complete", ExecutionTime: max(1, time.Since(cmd.startedAt).Milliseconds())}) {
+				close(events)
 			}
 		}()
-		res, err := s.drv.Exec(ctx, b.id, sandbox.ExecRequest{
-			Command: interruptible, Timeout: timeout, Workdir: cwd, Stdin: ctlR, Stdout: stdout, Stderr: stderr,
-			Env: withCommand(env, req.Command),
-		})
-		close(polling)
-		final, lost := s.finish(cmd, res, err)
-		ctlW.Close()
-		close(cmd.done)
-		if lost {
-			return // the sandbox is gone: no terminal event, the stream breaks
-		}
-		if flush(true) && emit(final) {
-			close(events)
-		}
-	}()
+	} else {
+		go func() {
+			defer kill()
+			defer ctlR.Close()
+			emit(event{Type: "init", Text: cmdID})
+			emit(event{Type: "ping", Text: "pong"})
+			polling := make(chan struct{})
+			go func() {
+				t := time.NewTicker(outputPoll)
+				defer t.Stop()
+				for {
+					select {
+					case <-t.C:
+						if !flush(false) {
+							return
+						}
+					case <-polling:
+						return
+					}
+				}
+			}()
+			res, err := s.drv.Exec(ctx, b.id, sandbox.ExecRequest{
+				Command: interruptible, Timeout: timeout, Workdir: cwd, Stdin: ctlR, Stdout: stdout, Stderr: stderr,
+				Env: withCommand(env, req.Command),
+			})
+			close(polling)
+			final, lost := s.finish(cmd, res, err)
+			ctlW.Close()
+			close(cmd.done)
+			if lost {
+				return // the sandbox is gone: no terminal event, the stream breaks
+			}
+			if flush(true) && emit(final) {
+				close(events)
+			}
+		}()
+
+	}
 
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -464,7 +549,7 @@ func (s *Server) finish(cmd *command, res sandbox.ExecResult, err error) (final 
 func (s *Server) interrupt(w http.ResponseWriter, r *http.Request, b *sbx) {
 	id := r.URL.Query().Get("id")
 	if id == "" {
-		execdError(w, http.StatusBadRequest, "MISSING_QUERY", "missing query parameter id")
+		execdError(w, http.StatusBadRequest, "MISSING_QUERY", "missing query parameter 'id'")
 		return
 	}
 	s.mu.Lock()
@@ -476,10 +561,10 @@ func (s *Server) interrupt(w http.ResponseWriter, r *http.Request, b *sbx) {
 	s.mu.Unlock()
 	switch {
 	case !ok:
-		execdError(w, http.StatusInternalServerError, "RUNTIME_ERROR", "no such session: "+id)
+		execdError(w, http.StatusInternalServerError, "RUNTIME_ERROR", "error interruptting code context. no such session")
 		return
 	case !running:
-		execdError(w, http.StatusInternalServerError, "RUNTIME_ERROR", "command "+id+" is not running")
+		execdError(w, http.StatusInternalServerError, "RUNTIME_ERROR", "error interruptting code context. command session "+id+" is not running")
 		return
 	}
 	cmd.ctl.Write([]byte("\n")) // the wrapper sends SIGTERM, then SIGKILL after 3 s
@@ -511,7 +596,38 @@ func (s *Server) status(w http.ResponseWriter, b *sbx, id string) {
 			out["error"] = cmd.errText
 		}
 	}
-	writeJSON(w, http.StatusOK, out)
+	execdJSON(w, http.StatusOK, out)
+}
+
+// logs is GET /command/{id}/logs?cursor=N: a background command's output
+// from byte N on, and the next cursor in a header.
+func (s *Server) logs(w http.ResponseWriter, r *http.Request, b *sbx, id string) {
+	cursor, err := strconv.ParseInt(r.URL.Query().Get("cursor"), 10, 64)
+	if err != nil {
+		cursor = 0
+	}
+	s.mu.Lock()
+	cmd, ok := b.cmds[id]
+	var out []byte
+	if ok && cmd.background && cursor >= 0 {
+		out = append(out, cmd.output[min(cursor, int64(len(cmd.output))):]...)
+	}
+	s.mu.Unlock()
+	switch {
+	case !ok:
+		execdError(w, http.StatusBadRequest, "INVALID_REQUEST_BODY", "command not found: "+id)
+		return
+	case !cmd.background:
+		execdError(w, http.StatusBadRequest, "INVALID_REQUEST_BODY", "command "+id+" is not running in background")
+		return
+	case cursor < 0:
+		execdError(w, http.StatusBadRequest, "INVALID_REQUEST_BODY", fmt.Sprintf("error seek file: seek /tmp/%s.output: invalid argument", id))
+		return
+	}
+	w.Header().Set("EXECD-COMMANDS-TAIL-CURSOR", strconv.FormatInt(cursor+int64(len(out)), 10))
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusOK)
+	w.Write(out)
 }
 
 // hold keeps a response open without sending anything more, until the

@@ -1,7 +1,6 @@
 package fakeopensandbox
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -11,6 +10,7 @@ import (
 	"io/fs"
 	"math"
 	"net/http"
+	"net/url"
 	"os"
 	"path"
 	"sort"
@@ -21,9 +21,11 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 )
 
-// Execd's file routes, as the real builds behave (spec section 2 and its
-// appendix). Files are changed by small sh scripts inside the backing
-// sandbox, so that paths, symlinks and permissions are the sandbox's own:
+// Execd's file routes, as execd built from OpenSandbox's source answers
+// them (status, body, error text), recorded in testdata/sdk-*.json and
+// docs/opensandbox-execd.md. Files are changed by small sh scripts inside
+// the backing sandbox, so that paths, symlinks and permissions are the
+// sandbox's own:
 //
 //   - Uploads open the path with truncation and follow a symlink there,
 //     writing into its target (onto a symlink to a directory: 500). Parent
@@ -31,25 +33,25 @@ import (
 //     each field name and both need filename=; the whole form is read
 //     before anything is written (Gin parses it first), so a cut upload
 //     changes no file. A mode of non-octal digits is a 500 after the file
-//     was written. Without a mode a new file gets 0755.
+//     was written. Without a mode a new file gets 0755. Without an owner
+//     the file is chowned to execd's user; an unknown owner is only logged.
+//   - POST /directories is mkdir -p, then the mode is applied to the
+//     directory even when it existed (a /tmp of 1777 becomes 0755).
 //   - DELETE /files stats through symlinks: a symlink to a directory is 500
 //     RUNTIME_ERROR "path is a directory", a dangling one is left in place
 //     (200), missing paths are ignored, no path at all is 200.
 //     DELETE /directories removes recursively, a symlink itself only.
-//   - POST /directories: 1.0.18 re-applies the mode to an existing
-//     directory and chowns it (and every upload or mkdir without owner) to
-//     execd's user; 1.0.19 leaves an existing directory alone. An unknown
-//     owner is a warning (200) on 1.0.18 and a 500 on 1.0.19. Mkdir over a
-//     file: 500.
-//   - Download: offset/limit (lines) only on 1.0.19, ignored by 1.0.18.
-//     A Range on an empty file: 200, empty. A range that does not overlap:
-//     416 text/plain with Content-Range: bytes */N. A malformed Range: 416
-//     with Content-Length: <size> and no body, the connection held open. A
-//     directory: 200 with Content-Length 2^63-1 and no body, held open too.
-//   - GET /files/info without path: 200 {}; any missing path: 404 for the
-//     whole call. GET /directories/list on a symlink: 400 "refusing to
-//     traverse"; on a file: 400 INVALID_REQUEST_BODY "path is not a
-//     directory".
+//   - GET /files/info without path: 200 {}; any missing path fails the
+//     whole call. VersionV1018 stats through symlinks, gives no type and
+//     answers a missing path (or a dangling link) with 500 RUNTIME_ERROR;
+//     VersionMain lstats, gives the type and answers 404 FILE_NOT_FOUND.
+//   - GET /directories/list exists only in VersionMain.
+//   - Download: offset/limit are ignored (the whole file). A Range that
+//     execd cannot parse: 416 with Content-Length: <size>, at most its JSON
+//     error as the body, then the connection is closed. A range that does
+//     not overlap: 416 text/plain with Content-Range: bytes */N. A Range on
+//     an empty file: 200, empty. A directory: 200 with Content-Length
+//     2^63-1, then the connection is closed.
 //   - Deterministic failures are 500 RUNTIME_ERROR.
 //
 // With the local backend only the workdir and /tmp persist: writes
@@ -150,24 +152,31 @@ func runtimeError(w http.ResponseWriter, r shResult, msg string) {
 	execdError(w, http.StatusInternalServerError, "RUNTIME_ERROR", msg)
 }
 
-// fileError maps a backing driver's error onto execd's answers.
-func fileError(w http.ResponseWriter, p string, err error) {
-	switch {
-	case errors.Is(err, sandbox.ErrNotFound):
-		execdError(w, http.StatusNotFound, "FILE_NOT_FOUND", "file not found: "+p)
-	case errors.Is(err, sandbox.ErrGone):
+// notExist is Go's text for an operation on a path that does not exist.
+func notExist(op, p string) string { return op + " " + p + ": no such file or directory" }
+
+// fileMissing answers as execd's handleFileError does for a path that does
+// not exist: 404 FILE_NOT_FOUND "file not found. <Go's error>".
+func fileMissing(w http.ResponseWriter, goErr string) {
+	execdError(w, http.StatusNotFound, "FILE_NOT_FOUND", "file not found. "+goErr)
+}
+
+// backingError answers a failure of the backing sandbox: 502 when it is
+// gone (the proxy finds nothing), else execd's 500.
+func backingError(w http.ResponseWriter, err error) {
+	if errors.Is(err, sandbox.ErrGone) {
 		http.Error(w, "Bad Gateway", http.StatusBadGateway)
-	default:
-		execdError(w, http.StatusInternalServerError, "RUNTIME_ERROR", err.Error())
+		return
 	}
+	execdError(w, http.StatusInternalServerError, "RUNTIME_ERROR", "error accessing file: "+err.Error())
 }
 
 // modeFromDigits reads execd's mode convention (octal digits as a decimal
-// number, 644).
+// number, 644), failing with strconv's text as execd does.
 func modeFromDigits(n int) (fs.FileMode, error) {
 	v, err := strconv.ParseUint(strconv.Itoa(n), 8, 32)
-	if err != nil || v > 0o7777 {
-		return 0, fmt.Errorf("invalid mode %d: not octal digits", n)
+	if err != nil {
+		return 0, err
 	}
 	return fs.FileMode(v), nil
 }
@@ -196,22 +205,33 @@ const (
 	exitChownFail = 26
 )
 
-// ownerScript applies $owner:$group to $p, or on 1.0.18 ($chownself=1)
-// execd's own user when no owner is given.
+// ownerScript is execd's SetFileOwnership on $p: an owner or group that
+// does not exist is only logged, and with neither the file goes to execd's
+// own user.
 const ownerScript = `
-if [ -n "$owner" ]; then
-  id -u -- "$owner" >/dev/null 2>&1 || { echo "unknown user $owner" >&2; exit 24; }
-  chown -- "$owner${group:+:$group}" "$p" || exit 26
-elif [ "$chownself" = 1 ]; then
-  chown -- "$(id -u):$(id -g)" "$p" || exit 26
-fi`
+uid=-1 gid=-1
+[ -n "$owner" ] && { uid=$(id -u -- "$owner" 2>/dev/null) || uid=-1; }
+[ -n "$group" ] && { gid=$(getent group -- "$group" 2>/dev/null | cut -d: -f3); [ -n "$gid" ] || gid=-1; }
+if [ "$uid" = -1 ] && [ "$gid" = -1 ]; then uid=$(id -u) gid=$(id -g); fi
+spec=
+[ "$uid" = -1 ] || spec=$uid
+[ "$gid" = -1 ] || spec=$spec:$gid
+chown -- "$spec" "$p" || exit 26`
+
+// notDirScript prints, as os.MkdirAll names it, the path that stops a
+// mkdir -p of $1: the nearest one on the way that exists and is not a
+// directory.
+const notDirScript = `q=$1
+while [ ! -e "$q" ] && [ "$q" != / ]; do q=$(dirname -- "$q"); done
+printf '%s' "$q" >&2`
 
 // uploadScript writes stdin to $p as execd does: parents created, the path
-// opened with truncation, following a symlink there.
-const uploadScript = `p=$1 mode=$2 owner=$3 group=$4 chownself=$5
-[ -d "$p" ] && { echo "is a directory" >&2; exit 21; }
+// opened with truncation, following a symlink there; then the mode (new
+// files get 0777 less the umask) and the owner.
+const uploadScript = `p=$1 mode=$2 owner=$3 group=$4
+[ -d "$p" ] && exit 21
 d=$(dirname -- "$p")
-mkdir -p -- "$d" 2>/dev/null || [ -d "$d" ] || { echo "not a directory" >&2; exit 22; }
+mkdir -p -- "$d" 2>/dev/null || { set -- "$d"; ` + notDirScript + `; exit 22; }
 [ -e "$p" ] || mode=${mode:-755}
 cat > "$p" || exit 23
 [ -z "$mode" ] || chmod -- "$mode" "$p" || exit 23` + ownerScript
@@ -254,7 +274,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, b *sbx) {
 	}
 	mr, err := r.MultipartReader()
 	if err != nil {
-		execdError(w, http.StatusBadRequest, "INVALID_FILE", "request is not multipart/form-data: "+err.Error())
+		execdError(w, http.StatusBadRequest, "INVALID_FILE", "multipart form is empty")
 		return
 	}
 	// Read the whole form first, file parts spooled to disk, as Gin does.
@@ -273,7 +293,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, b *sbx) {
 		}
 		if err != nil {
 			cutNow()
-			execdError(w, http.StatusBadRequest, "INVALID_FILE", "reading the multipart form: "+err.Error())
+			execdError(w, http.StatusBadRequest, "INVALID_FILE", "multipart form is empty")
 			return
 		}
 		if part.FileName() == "" {
@@ -289,7 +309,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, b *sbx) {
 			data, _ := io.ReadAll(io.LimitReader(part, 1<<16))
 			cutNow()
 			if err := json.Unmarshal(data, &m); err != nil {
-				execdError(w, http.StatusBadRequest, "INVALID_FILE_METADATA", "invalid metadata: "+err.Error())
+				execdError(w, http.StatusBadRequest, "INVALID_FILE_METADATA", "invalid metadata format. "+err.Error())
 				return
 			}
 			metas = append(metas, m)
@@ -302,7 +322,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, b *sbx) {
 			files = append(files, f)
 			if _, err := io.Copy(f, part); err != nil {
 				cutNow()
-				execdError(w, http.StatusBadRequest, "INVALID_FILE", "reading the file part: "+err.Error())
+				execdError(w, http.StatusBadRequest, "INVALID_FILE", "multipart form is empty")
 				return
 			}
 		default:
@@ -315,15 +335,15 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, b *sbx) {
 		execdError(w, http.StatusBadRequest, "INVALID_FILE_METADATA", "metadata file is missing")
 		return
 	case len(files) == 0:
-		execdError(w, http.StatusBadRequest, "INVALID_FILE", "file is missing")
+		execdError(w, http.StatusBadRequest, "INVALID_FILE_CONTENT", "file is missing")
 		return
 	case len(metas) != len(files):
-		execdError(w, http.StatusBadRequest, "INVALID_FILE", fmt.Sprintf("%d metadata parts for %d files", len(metas), len(files)))
+		execdError(w, http.StatusBadRequest, "INVALID_FILE", fmt.Sprintf("metadata and file count mismatch: %d vs %d", len(metas), len(files)))
 		return
 	}
 	for i, m := range metas {
 		if m.Path == "" {
-			execdError(w, http.StatusBadRequest, "INVALID_FILE_METADATA", "metadata has no path")
+			execdError(w, http.StatusBadRequest, "INVALID_FILE_METADATA", "metadata path is empty")
 			return
 		}
 		if !s.writeOne(w, r, b, m, files[i]) {
@@ -336,9 +356,12 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, b *sbx) {
 // writeOne writes one uploaded file; false when it answered an error.
 func (s *Server) writeOne(w http.ResponseWriter, r *http.Request, b *sbx, m uploadMeta, f *os.File) bool {
 	p := s.resolve(m.Path)
-	if !s.writable(p) {
-		execdError(w, http.StatusInternalServerError, "RUNTIME_ERROR", fmt.Sprintf("open %s: read-only file system", p))
+	openFailed := func(why string) bool {
+		execdError(w, http.StatusInternalServerError, "RUNTIME_ERROR", fmt.Sprintf("error opening destination file %s. open %s: %s", p, p, why))
 		return false
+	}
+	if !s.writable(p) {
+		return openFailed("read-only file system")
 	}
 	mode, modeErr := "", error(nil)
 	if m.Mode != 0 {
@@ -351,99 +374,79 @@ func (s *Server) writeOne(w http.ResponseWriter, r *http.Request, b *sbx, m uplo
 		execdError(w, http.StatusInternalServerError, "RUNTIME_ERROR", err.Error())
 		return false
 	}
-	res := s.sh(r.Context(), b, uploadScript, f, p, mode, m.Owner, m.Group, s.chownSelf())
-	switch res.code {
-	case 0:
-	case exitIsDir:
-		runtimeError(w, res, fmt.Sprintf("open %s: is a directory", p))
+	res := s.sh(r.Context(), b, uploadScript, f, p, mode, m.Owner, m.Group)
+	switch {
+	case res.gone || res.runErr != nil:
+		runtimeError(w, res, fmt.Sprintf("error opening destination file %s. %v", p, res.err()))
 		return false
-	case exitNotDir:
-		runtimeError(w, res, fmt.Sprintf("mkdir %s: not a directory", path.Dir(p)))
+	case res.code == exitIsDir:
+		return openFailed("is a directory")
+	case res.code == exitNotDir:
+		d := path.Dir(p)
+		execdError(w, http.StatusInternalServerError, "RUNTIME_ERROR", fmt.Sprintf("error creating target directory %s. mkdir %s: not a directory", d, res.stderr))
 		return false
-	case exitNoOwner:
-		if s.opts.Version == Version1018 {
-			s.log.Warn("fake execd: unknown owner, file left to execd's user", "path", p, "owner", m.Owner)
-			break
-		}
-		runtimeError(w, res, fmt.Sprintf("unknown user %s", m.Owner))
-		return false
-	default:
-		if res.runErr != nil || res.gone {
-			runtimeError(w, res, fmt.Sprintf("open %s: %v", p, res.err()))
-		} else {
-			runtimeError(w, res, fmt.Sprintf("open %s: %s", p, res.reason()))
-		}
-		return false
-	}
-	if modeErr != nil { // execd parses the mode only after writing the file
-		execdError(w, http.StatusInternalServerError, "RUNTIME_ERROR", modeErr.Error())
+	case res.code != 0:
+		return openFailed(res.reason())
+	case modeErr != nil: // execd parses the mode only after writing the file
+		execdError(w, http.StatusInternalServerError, "RUNTIME_ERROR", fmt.Sprintf("error chmoding file %s. %v", p, modeErr))
 		return false
 	}
 	return true
 }
 
-func (s *Server) chownSelf() string {
-	if s.opts.Version == Version1018 {
-		return "1"
-	}
-	return ""
-}
-
 // ---- directories and deletes
 
-// mkdirScript is execd's mkdir -p; with $reapply=1 (1.0.18) an existing
-// directory gets the mode again.
-const mkdirScript = `p=$1 mode=$2 owner=$3 group=$4 chownself=$5 reapply=$6
-mkdir -p -m "$mode" -- "$p" 2>/dev/null || [ -d "$p" ] || { echo "not a directory" >&2; exit 22; }
-[ "$reapply" = 1 ] && { chmod -- "$mode" "$p" || exit 23; }` + ownerScript
+// mkdirScript is execd's MakeDir: mkdir -p, then the mode applied to the
+// directory whether or not it is new, then the owner.
+const mkdirScript = `p=$1 mode=$2 owner=$3 group=$4
+mkdir -p -- "$p" 2>/dev/null || { ` + notDirScript + `; exit 22; }
+[ -d "$p" ] || { printf '%s' "$p" >&2; exit 22; }
+[ -z "$mode" ] || chmod -- "$mode" "$p" || exit 23` + ownerScript
+
+// bindError answers a body execd cannot decode, in Gin's words.
+func bindError(w http.ResponseWriter, err error) {
+	execdError(w, http.StatusBadRequest, "INVALID_REQUEST_BODY", "error parsing request, MAYBE invalid body format. "+err.Error())
+}
+
+// permission is execd's {mode, owner, group} of a path.
+type permission struct {
+	Mode  int    `json:"mode"`
+	Owner string `json:"owner"`
+	Group string `json:"group"`
+}
 
 func (s *Server) mkdir(w http.ResponseWriter, r *http.Request, b *sbx) {
-	var body map[string]struct {
-		Mode  int    `json:"mode"`
-		Owner string `json:"owner"`
-		Group string `json:"group"`
-	}
-	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || len(body) == 0 {
-		execdError(w, http.StatusBadRequest, "INVALID_REQUEST_BODY", "body must map paths to {mode, owner, group}")
+	var body map[string]permission
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		bindError(w, err)
 		return
-	}
-	reapply := ""
-	if s.opts.Version == Version1018 {
-		reapply = "1"
 	}
 	for raw, o := range body {
 		p := s.resolve(raw)
-		mode := fs.FileMode(0o755)
-		if o.Mode != 0 {
-			var err error
-			if mode, err = modeFromDigits(o.Mode); err != nil {
-				execdError(w, http.StatusInternalServerError, "RUNTIME_ERROR", err.Error())
-				return
-			}
-		}
 		if !s.writable(p) {
-			execdError(w, http.StatusInternalServerError, "RUNTIME_ERROR", fmt.Sprintf("mkdir %s: read-only file system", p))
+			execdError(w, http.StatusInternalServerError, "RUNTIME_ERROR", fmt.Sprintf("error accessing file: mkdir %s: read-only file system", p))
 			return
 		}
-		res := s.sh(r.Context(), b, mkdirScript, nil, p, strconv.FormatUint(uint64(mode), 8), o.Owner, o.Group, s.chownSelf(), reapply)
-		switch res.code {
-		case 0:
-		case exitNotDir:
-			runtimeError(w, res, fmt.Sprintf("mkdir %s: not a directory", p))
-			return
-		case exitNoOwner:
-			if s.opts.Version == Version1018 {
-				s.log.Warn("fake execd: unknown owner, directory left to execd's user", "path", p, "owner", o.Owner)
-				continue
+		mode, modeErr := "", error(nil)
+		if o.Mode != 0 {
+			var fm fs.FileMode
+			if fm, modeErr = modeFromDigits(o.Mode); modeErr == nil {
+				mode = strconv.FormatUint(uint64(fm), 8)
 			}
-			runtimeError(w, res, "unknown user "+o.Owner)
+		}
+		res := s.sh(r.Context(), b, mkdirScript, nil, p, mode, o.Owner, o.Group)
+		switch {
+		case res.gone || res.runErr != nil:
+			runtimeError(w, res, fmt.Sprintf("error accessing file: %v", res.err()))
 			return
-		default:
-			if res.runErr != nil || res.gone {
-				runtimeError(w, res, fmt.Sprintf("mkdir %s: %v", p, res.err()))
-			} else {
-				runtimeError(w, res, fmt.Sprintf("mkdir %s: %s", p, res.reason()))
-			}
+		case res.code == exitNotDir:
+			execdError(w, http.StatusInternalServerError, "RUNTIME_ERROR", fmt.Sprintf("error accessing file: mkdir %s: not a directory", res.stderr))
+			return
+		case res.code != 0:
+			execdError(w, http.StatusInternalServerError, "RUNTIME_ERROR", fmt.Sprintf("error accessing file: mkdir %s: %s", p, res.reason()))
+			return
+		case modeErr != nil:
+			execdError(w, http.StatusInternalServerError, "RUNTIME_ERROR", "error accessing file: "+modeErr.Error())
 			return
 		}
 	}
@@ -462,9 +465,22 @@ func (s *Server) deleteFiles(w http.ResponseWriter, r *http.Request, b *sbx) {
 	for _, raw := range r.URL.Query()["path"] {
 		p := s.resolve(raw)
 		res := s.sh(r.Context(), b, deleteFileScript, nil, p, readOnlyFlag(s.writable(p)))
-		if !s.deleted(w, res, p) {
-			return
+		failed := func(why string) {
+			runtimeError(w, res, fmt.Sprintf("error removing file %s. %s", raw, why))
 		}
+		switch {
+		case res.gone || res.runErr != nil:
+			failed(res.err().Error())
+		case res.code == exitIsDir:
+			failed("path is a directory: " + raw)
+		case res.code == exitReadOnly:
+			failed(fmt.Sprintf("failed to remove file: remove %s: read-only file system", p))
+		case res.code != 0:
+			failed(fmt.Sprintf("failed to remove file: remove %s: %s", p, res.reason()))
+		default:
+			continue
+		}
+		return
 	}
 	w.WriteHeader(http.StatusOK) // no path at all is fine too
 }
@@ -475,17 +491,23 @@ const deleteDirScript = `p=$1 ro=$2
 rm -rf -- "$p" || exit 23`
 
 func (s *Server) deleteDirs(w http.ResponseWriter, r *http.Request, b *sbx) {
-	paths := r.URL.Query()["path"]
-	if len(paths) == 0 {
-		execdError(w, http.StatusBadRequest, "MISSING_QUERY", "missing query parameter path")
-		return
-	}
-	for _, raw := range paths {
+	for _, raw := range r.URL.Query()["path"] { // no path at all is fine
 		p := s.resolve(raw)
 		res := s.sh(r.Context(), b, deleteDirScript, nil, p, readOnlyFlag(s.writable(p)))
-		if !s.deleted(w, res, p) {
-			return
+		failed := func(why string) {
+			runtimeError(w, res, fmt.Sprintf("error removing directory %s. %s", raw, why))
 		}
+		switch {
+		case res.gone || res.runErr != nil:
+			failed(res.err().Error())
+		case res.code == exitReadOnly:
+			failed(fmt.Sprintf("unlinkat %s: read-only file system", p))
+		case res.code != 0:
+			failed(fmt.Sprintf("unlinkat %s: %s", p, res.reason()))
+		default:
+			continue
+		}
+		return
 	}
 	w.WriteHeader(http.StatusOK)
 }
@@ -497,30 +519,11 @@ func readOnlyFlag(writable bool) string {
 	return "1"
 }
 
-// deleted answers a failed delete script; false when it answered.
-func (s *Server) deleted(w http.ResponseWriter, res shResult, p string) bool {
-	switch res.code {
-	case 0:
-		if res.gone || res.runErr != nil {
-			runtimeError(w, res, fmt.Sprintf("remove %s: %v", p, res.err()))
-			return false
-		}
-		return true
-	case exitIsDir:
-		runtimeError(w, res, "path is a directory: "+p)
-	case exitReadOnly:
-		runtimeError(w, res, fmt.Sprintf("remove %s: read-only file system", p))
-	default:
-		runtimeError(w, res, fmt.Sprintf("remove %s: %s", p, res.reason()))
-	}
-	return false
-}
-
 // ---- reading
 
 type fileInfo struct {
 	Path       string    `json:"path"`
-	Type       string    `json:"type"`
+	Type       string    `json:"type,omitempty"` // not sent by VersionV1018
 	Size       int64     `json:"size"`
 	ModifiedAt time.Time `json:"modified_at"`
 	CreatedAt  time.Time `json:"created_at"`
@@ -529,17 +532,56 @@ type fileInfo struct {
 	Mode       int       `json:"mode"`
 }
 
-func toInfo(fi sandbox.FileInfo, p string) fileInfo {
-	t := "other"
-	switch {
-	case fi.Mode.IsRegular():
-		t = "file"
-	case fi.Mode.IsDir():
-		t = "directory"
-	case fi.Mode&fs.ModeSymlink != 0:
-		t = "symlink"
+// typed reports whether this build's file entries carry a type.
+func (s *Server) typed() bool { return s.opts.Version != VersionV1018 }
+
+func (s *Server) toInfo(fi sandbox.FileInfo, p string) fileInfo {
+	t := ""
+	if s.typed() {
+		t = "other"
+		switch {
+		case fi.Mode.IsRegular():
+			t = "file"
+		case fi.Mode.IsDir():
+			t = "directory"
+		case fi.Mode&fs.ModeSymlink != 0:
+			t = "symlink"
+		}
 	}
 	return fileInfo{Path: p, Type: t, Size: fi.Size, ModifiedAt: fi.ModTime, CreatedAt: fi.ModTime, Owner: "root", Group: "root", Mode: modeDigits(fi.Mode)}
+}
+
+// statFollow stats p through symlinks, as os.Stat does.
+func (s *Server) statFollow(ctx context.Context, b *sbx, p string) (sandbox.FileInfo, error) {
+	var out bytes.Buffer
+	res, err := s.drv.Exec(ctx, b.id, sandbox.ExecRequest{
+		Command: "set -- " + quote(p) + "\n[ -e \"$1\" ] || exit 3\nLC_ALL=C stat -L -c '%s|%a|%Y|%F' -- \"$1\"",
+		Timeout: time.Minute, Workdir: "/", Stdout: &out, Stderr: io.Discard,
+	})
+	switch {
+	case err != nil:
+		return sandbox.FileInfo{}, err
+	case res.ExitCode == 3:
+		return sandbox.FileInfo{}, sandbox.ErrNotFound
+	case res.ExitCode != 0:
+		return sandbox.FileInfo{}, fmt.Errorf("stat %s: exit %d", p, res.ExitCode)
+	}
+	f := strings.Split(strings.TrimSpace(out.String()), "|")
+	if len(f) != 4 {
+		return sandbox.FileInfo{}, fmt.Errorf("stat %s: %q", p, out.String())
+	}
+	size, _ := strconv.ParseInt(f[0], 10, 64)
+	perm, _ := strconv.ParseUint(f[1], 8, 32)
+	mtime, _ := strconv.ParseInt(f[2], 10, 64)
+	mode := fs.FileMode(perm) & fs.ModePerm
+	switch f[3] {
+	case "directory":
+		mode |= fs.ModeDir
+	case "regular file", "regular empty file":
+	default:
+		mode |= fs.ModeIrregular
+	}
+	return sandbox.FileInfo{Name: path.Base(p), Path: p, Size: size, Mode: mode, ModTime: time.Unix(mtime, 0)}, nil
 }
 
 func (s *Server) info(w http.ResponseWriter, r *http.Request, b *sbx) {
@@ -547,26 +589,47 @@ func (s *Server) info(w http.ResponseWriter, r *http.Request, b *sbx) {
 	for _, raw := range r.URL.Query()["path"] {
 		p := s.resolve(raw)
 		fi, err := s.drv.Stat(r.Context(), b.id, p) // lstat
-		if err != nil {
-			fileError(w, raw, err)
+		if !s.typed() {
+			// os.Stat, and its "not found" wrapped so that execd does not
+			// recognise it: a 500.
+			if err == nil && fi.Mode&fs.ModeSymlink != 0 {
+				fi, err = s.statFollow(r.Context(), b, p)
+			}
+			if errors.Is(err, sandbox.ErrNotFound) {
+				execdError(w, http.StatusInternalServerError, "RUNTIME_ERROR", "error accessing file: file not found: "+raw)
+				return
+			}
+		} else if errors.Is(err, sandbox.ErrNotFound) {
+			fileMissing(w, "file not found: "+raw+": "+notExist("lstat", p))
 			return
 		}
-		out[raw] = toInfo(fi, p)
+		if err != nil {
+			backingError(w, err)
+			return
+		}
+		out[raw] = s.toInfo(fi, p)
 	}
-	writeJSON(w, http.StatusOK, out)
+	execdJSON(w, http.StatusOK, out)
 }
 
+// listDir is GET /directories/list (VersionMain only): entries in
+// os.ReadDir's order (by name), each directory's own entries right after
+// it, down to depth; symlinks are not followed, nor accepted as the root.
 func (s *Server) listDir(w http.ResponseWriter, r *http.Request, b *sbx) {
+	if !s.typed() {
+		unknownRoute(w)
+		return
+	}
 	raw := r.URL.Query().Get("path")
 	if raw == "" {
-		execdError(w, http.StatusBadRequest, "MISSING_QUERY", "missing query parameter path")
+		execdError(w, http.StatusBadRequest, "MISSING_QUERY", "missing query parameter 'path'")
 		return
 	}
 	depth := 1
 	if d := r.URL.Query().Get("depth"); d != "" {
 		n, err := strconv.Atoi(d)
 		if err != nil || n < 0 {
-			execdError(w, http.StatusBadRequest, "INVALID_REQUEST_BODY", "depth must be a number >= 0")
+			execdError(w, http.StatusBadRequest, "INVALID_REQUEST_BODY", "invalid query parameter 'depth': "+d)
 			return
 		}
 		depth = n
@@ -574,77 +637,116 @@ func (s *Server) listDir(w http.ResponseWriter, r *http.Request, b *sbx) {
 	p := s.resolve(raw)
 	fi, err := s.drv.Stat(r.Context(), b.id, p)
 	switch {
+	case errors.Is(err, sandbox.ErrNotFound):
+		fileMissing(w, notExist("lstat", p))
+		return
 	case err != nil:
-		fileError(w, raw, err)
+		backingError(w, err)
 		return
 	case fi.Mode&fs.ModeSymlink != 0:
-		execdError(w, http.StatusBadRequest, "INVALID_REQUEST_BODY", "refusing to traverse symlink "+p)
+		execdError(w, http.StatusBadRequest, "INVALID_REQUEST_BODY", "path is a symbolic link, refusing to traverse: "+p)
 		return
 	case !fi.IsDir():
 		execdError(w, http.StatusBadRequest, "INVALID_REQUEST_BODY", "path is not a directory: "+p)
 		return
 	}
 	out := []fileInfo{}
-	var walk func(dir string, left int) error
-	walk = func(dir string, left int) error {
-		if left == 0 {
-			return nil
-		}
+	var walk func(dir string, level int) error
+	walk = func(dir string, level int) error {
 		entries, err := s.drv.List(r.Context(), b.id, dir)
 		if err != nil {
 			return err
 		}
+		sort.Slice(entries, func(i, j int) bool { return entries[i].Name < entries[j].Name })
 		for _, e := range entries {
 			ep := path.Join(dir, e.Name)
-			out = append(out, toInfo(e, ep))
-			if e.IsDir() { // symlinks are not followed
-				if err := walk(ep, left-1); err != nil {
+			out = append(out, s.toInfo(e, ep))
+			if e.IsDir() && level+1 < depth {
+				if err := walk(ep, level+1); err != nil {
 					return err
 				}
 			}
 		}
 		return nil
 	}
-	if err := walk(p, depth); err != nil {
-		fileError(w, raw, err)
-		return
+	if depth > 0 {
+		if err := walk(p, 0); err != nil {
+			execdError(w, http.StatusInternalServerError, "RUNTIME_ERROR", fmt.Sprintf("error listing directory %s. %v", p, err))
+			return
+		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
-	writeJSON(w, http.StatusOK, out)
+	execdJSON(w, http.StatusOK, out)
+}
+
+// contentDisposition is execd's header for a download of name.
+func contentDisposition(name string) string {
+	for _, r := range name {
+		if r > 127 {
+			enc := url.PathEscape(name)
+			return "attachment; filename=\"" + enc + "\"; filename*=UTF-8''" + enc
+		}
+	}
+	return "attachment; filename=\"" + name + "\""
+}
+
+// abortAfter sends what was written so far and closes the connection, as
+// Go's server does after a handler that wrote less than its
+// Content-Length.
+func abortAfter(w http.ResponseWriter) {
+	w.(http.Flusher).Flush()
+	panic(http.ErrAbortHandler)
 }
 
 func (s *Server) download(w http.ResponseWriter, r *http.Request, b *sbx) {
-	q := r.URL.Query()
-	raw := q.Get("path")
+	raw := r.URL.Query().Get("path")
 	if raw == "" {
-		execdError(w, http.StatusBadRequest, "MISSING_QUERY", "missing query parameter path")
+		execdError(w, http.StatusBadRequest, "MISSING_QUERY", "missing query parameter 'path'")
 		return
 	}
 	p := s.resolve(raw)
 	rng := r.Header.Get("Range")
-	lines := s.opts.Version != Version1018 && (q.Has("offset") || q.Has("limit"))
-	if lines && rng != "" {
-		execdError(w, http.StatusBadRequest, "INVALID_REQUEST_BODY", "offset/limit cannot be combined with a Range header")
-		return
-	}
 	rc, size, err := s.drv.OpenFile(r.Context(), b.id, p, -1)
-	if errors.Is(err, sandbox.ErrIsDir) {
-		// http.ServeContent on a directory: the size from seeking to its
-		// end, then nothing.
-		w.Header().Set("Content-Length", strconv.FormatInt(math.MaxInt64, 10))
+	isDir := errors.Is(err, sandbox.ErrIsDir)
+	switch {
+	case errors.Is(err, sandbox.ErrNotFound):
+		fileMissing(w, notExist("open", p))
+		return
+	case err != nil && !isDir:
+		backingError(w, err)
+		return
+	}
+	if rc != nil {
+		defer rc.Close()
+	}
+	var mtime time.Time
+	if fi, err := s.drv.Stat(r.Context(), b.id, p); err == nil {
+		mtime = fi.ModTime
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/octet-stream")
+	h.Set("Content-Disposition", contentDisposition(path.Base(p)))
+	if isDir {
+		// http.ServeContent on a directory: its size from seeking to the
+		// end, then a read that fails, and the connection is closed.
+		h.Set("Accept-Ranges", "bytes")
+		h.Set("Last-Modified", mtime.UTC().Format(http.TimeFormat))
+		h.Set("Content-Length", strconv.FormatInt(math.MaxInt64, 10))
 		w.WriteHeader(http.StatusOK)
-		w.(http.Flusher).Flush()
-		s.hold(r, b)
-		return
+		abortAfter(w)
 	}
-	if err != nil {
-		fileError(w, raw, err)
-		return
-	}
-	defer rc.Close()
-	if lines {
-		s.serveLines(w, rc, q)
-		return
+	h.Set("Content-Length", strconv.FormatInt(size, 10))
+	var ranges []byteRange
+	if rng != "" {
+		if ranges, err = parseRanges(rng, size); err != nil {
+			// execd's JSON error under the file's Content-Length: Go's server
+			// refuses a body longer than that, and closes the connection
+			// after one shorter.
+			w.WriteHeader(http.StatusRequestedRangeNotSatisfiable)
+			if body := `{"code":"UNKNOWN","message":""}`; int64(len(body)) <= size {
+				io.WriteString(w, body)
+			}
+			abortAfter(w)
+		}
 	}
 	s.mu.Lock()
 	fault := s.downFault
@@ -657,94 +759,44 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request, b *sbx) {
 	case stall:
 		w = &stallWriter{ResponseWriter: w, left: fault.after, hold: func() { s.hold(r, b) }}
 	}
-	w.Header().Set("Accept-Ranges", "bytes")
-	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", path.Base(p)))
-	if rng == "" || size == 0 {
-		w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
-		w.WriteHeader(http.StatusOK)
-		io.CopyN(w, rc, size)
-		return
-	}
-	from, to, verdict := parseRange(rng, size)
-	switch verdict {
-	case rangeMalformed:
-		w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
-		w.WriteHeader(http.StatusRequestedRangeNotSatisfiable)
-		w.(http.Flusher).Flush()
-		s.hold(r, b)
-		return
-	case rangeNoOverlap:
-		w.Header().Del("Content-Disposition")
-		w.Header().Set("Content-Range", fmt.Sprintf("bytes */%d", size))
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.WriteHeader(http.StatusRequestedRangeNotSatisfiable)
-		io.WriteString(w, "invalid range: failed to overlap\n")
-		return
-	}
-	if _, err := io.CopyN(io.Discard, rc, from); err != nil {
-		execdError(w, http.StatusInternalServerError, "RUNTIME_ERROR", err.Error())
-		return
-	}
-	w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", from, to, size))
-	w.Header().Set("Content-Length", strconv.FormatInt(to-from+1, 10))
-	w.WriteHeader(http.StatusPartialContent)
-	io.CopyN(w, rc, to-from+1)
-}
-
-// serveLines answers 1.0.19's offset (first line, 1-based) and limit
-// (number of lines) as text.
-func (s *Server) serveLines(w http.ResponseWriter, rc io.Reader, q map[string][]string) {
-	num := func(name string, def int) (int, bool) {
-		v := ""
-		if vs := q[name]; len(vs) > 0 {
-			v = vs[0]
+	if len(ranges) > 0 { // execd serves the first range itself
+		rg := ranges[0]
+		h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", rg.start, rg.start+rg.length-1, size))
+		h.Set("Content-Length", strconv.FormatInt(rg.length, 10))
+		if _, err := io.CopyN(io.Discard, rc, rg.start); err != nil {
+			abortAfter(w)
 		}
-		if v == "" {
-			return def, true
-		}
-		n, err := strconv.Atoi(v)
-		return n, err == nil && n >= 0
-	}
-	offset, ok1 := num("offset", 1)
-	limit, ok2 := num("limit", -1)
-	if !ok1 || !ok2 {
-		execdError(w, http.StatusBadRequest, "INVALID_REQUEST_BODY", "offset and limit must be numbers >= 0")
+		w.WriteHeader(http.StatusPartialContent)
+		io.CopyN(w, rc, rg.length)
 		return
 	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	// http.ServeContent: a Range on an empty file is ignored; one that
+	// overlaps nothing is a 416.
+	if rng != "" && size > 0 {
+		h.Del("Content-Length")
+		h.Set("Content-Range", fmt.Sprintf("bytes */%d", size))
+		http.Error(w, "invalid range: failed to overlap", http.StatusRequestedRangeNotSatisfiable)
+		return
+	}
+	h.Set("Accept-Ranges", "bytes")
+	h.Set("Last-Modified", mtime.UTC().Format(http.TimeFormat))
 	w.WriteHeader(http.StatusOK)
-	br := bufio.NewReader(rc)
-	for n := 1; limit != 0; n++ {
-		line, err := br.ReadString('\n')
-		if n >= offset && line != "" {
-			io.WriteString(w, line)
-			if limit > 0 {
-				limit--
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
+	io.CopyN(w, rc, size)
 }
 
-type rangeVerdict int
+// byteRange is one range of a Range header.
+type byteRange struct{ start, length int64 }
 
-const (
-	rangeOK rangeVerdict = iota
-	rangeMalformed
-	rangeNoOverlap
-)
+var errInvalidRange = errors.New("invalid range")
 
-// parseRange reads a Range header as Go's http.ServeContent does and
-// returns its first range that overlaps the file (execd serves only that).
-func parseRange(h string, size int64) (from, to int64, v rangeVerdict) {
+// parseRanges reads a Range header as execd's own parser does: ranges
+// that start past the end are dropped, a malformed one fails the header.
+func parseRanges(h string, size int64) ([]byteRange, error) {
 	spec, ok := strings.CutPrefix(h, "bytes=")
 	if !ok {
-		return 0, 0, rangeMalformed
+		return nil, errInvalidRange
 	}
-	found := false
+	var out []byteRange
 	for _, ra := range strings.Split(spec, ",") {
 		ra = strings.TrimSpace(ra)
 		if ra == "" {
@@ -752,43 +804,38 @@ func parseRange(h string, size int64) (from, to int64, v rangeVerdict) {
 		}
 		a, z, ok := strings.Cut(ra, "-")
 		if !ok {
-			return 0, 0, rangeMalformed
+			return nil, errInvalidRange
 		}
 		a, z = strings.TrimSpace(a), strings.TrimSpace(z)
-		var f, t int64
-		if a == "" { // suffix: the last z bytes
+		var r byteRange
+		if a == "" { // the last z bytes
 			n, err := strconv.ParseInt(z, 10, 64)
 			if err != nil || n < 0 {
-				return 0, 0, rangeMalformed
+				return nil, errInvalidRange
 			}
-			f, t = max(size-n, 0), size-1
-			if n == 0 {
-				continue
-			}
+			n = min(n, size)
+			r = byteRange{size - n, n}
 		} else {
-			var err error
-			if f, err = strconv.ParseInt(a, 10, 64); err != nil || f < 0 {
-				return 0, 0, rangeMalformed
+			i, err := strconv.ParseInt(a, 10, 64)
+			if err != nil || i < 0 {
+				return nil, errInvalidRange
 			}
-			t = size - 1
+			r = byteRange{i, size - i}
 			if z != "" {
-				if t, err = strconv.ParseInt(z, 10, 64); err != nil || t < f {
-					return 0, 0, rangeMalformed
+				j, err := strconv.ParseInt(z, 10, 64)
+				if err != nil || j < i {
+					return nil, errInvalidRange
 				}
-				t = min(t, size-1)
-			}
-			if f >= size {
-				continue // does not overlap
+				r.length = j - i + 1
 			}
 		}
-		if !found {
-			from, to, found = f, t, true
+		if r.start >= size {
+			continue
 		}
+		r.length = min(r.length, size-r.start)
+		out = append(out, r)
 	}
-	if !found {
-		return 0, 0, rangeNoOverlap
-	}
-	return from, to, rangeOK
+	return out, nil
 }
 
 // cutWriter stops passing bytes on after left of them.

@@ -214,8 +214,23 @@ func (x *realExecd) serve(w http.ResponseWriter, r *http.Request, sub, spool str
 		r2.Header.Del("Transfer-Encoding")
 		r2.TransferEncoding = nil
 	}
-	x.proxy.ServeHTTP(w, r2)
+	x.proxy.ServeHTTP(&headerFlusher{w}, r2)
 }
+
+// headerFlusher sends the headers as soon as they are written: execd's
+// answers that announce a body they never send (a directory download, a
+// malformed Range) must reach the client as execd sends them, headers and
+// then a closed connection, not as a connection closed with no answer.
+type headerFlusher struct{ http.ResponseWriter }
+
+func (h *headerFlusher) WriteHeader(code int) {
+	h.ResponseWriter.WriteHeader(code)
+	h.Flush()
+}
+
+func (h *headerFlusher) Flush() { h.ResponseWriter.(http.Flusher).Flush() }
+
+func (h *headerFlusher) Unwrap() http.ResponseWriter { return h.ResponseWriter }
 
 func (x *realExecd) close() {
 	x.stop()

@@ -3,13 +3,15 @@
 // execd-compatible API and the egress sidecar's GET /policy, backed by real
 // sandboxes of a sandbox.Driver (the local bubblewrap backend by default).
 //
-// It follows shared/specs/opensandbox-api.md, and its appendix of what real
-// execd builds do (observed 2026-12-01), where tests can tell: 202 on
+// Its lifecycle API follows shared/specs/opensandbox-api.md: 202 on
 // create, Pending before Running, 404 after delete or expiry, endpoints
 // without a scheme, {code,message} errors, 422 {detail} for malformed
-// bodies; and for execd, Options.Version picks the 1.0.18 or 1.0.19
-// behaviour where the two differ. See execd.go and files.go for the execd
-// details (streams, interrupts, symlinks, Range answers, 404 text bodies).
+// bodies. Its execd answers as execd built from OpenSandbox's source does,
+// in the version Options.Version names (VersionV1018, the released one, or
+// VersionMain), checked against recordings of the real thing through the
+// official Python SDK (sdk_test.go). See execd.go, files.go and fileops.go
+// for the execd details. With Options.ExecdBinary it runs a real execd in
+// each sandbox instead (realexecd.go).
 //
 // Execd is reachable two ways, as on a real server: through the server
 // proxy route /sandboxes/{id}/proxy/{port}/... (use_server_proxy=true; no
@@ -64,14 +66,24 @@ const (
 	EgressPort        = 18080
 )
 
-// The execd builds the fake can imitate (Options.Version).
+// The execd builds the fake imitates (Options.Version), each verified
+// against execd built from OpenSandbox's source at that point
+// (testdata/sdk-*.json, docs/opensandbox-execd.md):
+//
+//   - VersionV1018: the released v1.0.18, tag docker/execd/v1.0.18
+//     (commit 27726236), from which the v1.0.18 image is published.
+//     GET /files/info gives no type and follows symlinks, a missing path
+//     is a 500 RUNTIME_ERROR, and there is no GET /directories/list.
+//   - VersionMain: the newest source available, the main branch at
+//     4db3a993: types, lstat, 404 FILE_NOT_FOUND, /directories/list, and
+//     POST /files/replace?verbose=true.
 const (
-	Version1018 = "1.0.18"
-	Version1019 = "1.0.19"
+	VersionV1018 = "v1.0.18"
+	VersionMain  = "main-4db3a993"
 )
 
 // Versions lists the execd builds the fake imitates, oldest first.
-var Versions = []string{Version1018, Version1019}
+var Versions = []string{VersionV1018, VersionMain}
 
 // Routes that fault hooks can target.
 const (
@@ -93,6 +105,13 @@ const (
 	RouteDeleteFiles = "deletefiles"
 	RouteDeleteDirs  = "deletedirs"
 	RoutePolicy      = "policy"
+	RouteStatus      = "status"
+	RouteLogs        = "logs"
+	RouteSearch      = "search"
+	RouteMove        = "move"
+	RoutePermissions = "permissions"
+	RouteReplace     = "replace"
+	RouteMetrics     = "metrics"
 )
 
 // Options configure the fake.
@@ -101,8 +120,8 @@ type Options struct {
 	// the check off, as a server without server.api_key.
 	APIKey string
 	NoAuth bool
-	// Version is the execd build to imitate: Version1018 or Version1019
-	// (the default).
+	// Version is the execd build to imitate: VersionV1018 (the default,
+	// the released one) or VersionMain.
 	Version string
 	// Driver backs the sandboxes; default sandbox/local in a temporary
 	// directory (closed with the server). It must enforce Network.Block.
@@ -224,8 +243,8 @@ func Start(tb testing.TB, opts Options) *Server {
 	}
 	switch s.opts.Version {
 	case "":
-		s.opts.Version = Version1019
-	case Version1018, Version1019:
+		s.opts.Version = VersionV1018
+	case VersionV1018, VersionMain:
 	default:
 		tb.Fatalf("fakeopensandbox: unknown execd version %q; use one of %v", s.opts.Version, Versions)
 	}

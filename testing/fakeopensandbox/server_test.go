@@ -213,7 +213,7 @@ func TestExpiry(t *testing.T) {
 }
 
 func TestExecdAndEgress(t *testing.T) {
-	c := start(t, fakeopensandbox.Options{})
+	c := start(t, fakeopensandbox.Options{Version: fakeopensandbox.VersionMain})
 	id := c.create(strings.Replace(validCreate, `"metadata"`, `"networkPolicy":{"defaultAction":"deny","egress":[{"action":"allow","target":"pypi.org"}]},"metadata"`, 1))
 	ep := c.do("GET", "/v1/sandboxes/"+id+"/endpoints/44772", nil, nil).json(t)
 	base := "http://" + ep["endpoint"].(string)
