@@ -76,11 +76,11 @@ pack: build
 
 # Benchmarks print a table: name, then each reported metric. Fork-heavy
 # benchmarks run twice (both orders of an A/B pair); the storage transfers
-# of 1 GiB (./storage, ./e2e) run once, each doing its A/B pair in both
+# of 1 GiB (./storage/s3, ./e2e) run once, each doing its A/B pair in both
 # orders itself (2x would add a discarded warm-up run of 1 GiB transfers);
 # micro-benchmarks run for go test's default second.
 HEAVY_BENCH := ./sandbox/local ./sandbox/modal ./e2e/startup
-STORAGE_BENCH := ./storage ./e2e
+STORAGE_BENCH := ./storage/s3 ./e2e
 bench: tools
 	@{ $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m $(STORAGE_BENCH) && \
 	   $(GO) test -run '^$$' -bench . -benchtime 2x -timeout 60m $(HEAVY_BENCH) && \

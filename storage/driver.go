@@ -2,9 +2,11 @@ package storage
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -63,9 +65,11 @@ type Credentials interface {
 	Secrets() map[string]string
 }
 
-// Driver is what a store package registers: its URL scheme, the Airflow
-// connection types that reach it and the adapter reading them, and how to
-// open a bucket. A new store is its own package plus one Register call.
+// Driver is what a store package registers: the URL schemes that name it
+// and how to read its URLs, the Airflow connection types that reach it and
+// the adapter reading them, and how to open a bucket. A new store is its
+// own package plus one Register call; this package names no store but
+// file://.
 type Driver struct {
 	// Scheme is the store's name in Location.Scheme and
 	// Options.Credentials ("gs").
@@ -73,6 +77,17 @@ type Driver struct {
 	// Forms are the URL schemes that name the store, the canonical one
 	// first ("gs", "gcs"); empty means Scheme alone.
 	Forms []string
+	// ParseURL reads a URL of one of Forms into a Location (Scheme and the
+	// key's checks are filled in after); its errors follow the URL in a
+	// message ("has a port; ..."). Nil means ParseBucketURL's
+	// scheme://[conn_id@]bucket/key.
+	ParseURL func(u *url.URL) (Location, error)
+	// Example is a URL of the store for messages; default
+	// "<Forms[0]>://bucket/key".
+	Example string
+	// Refuse maps URL schemes users reach for that name this store in a
+	// way it cannot honour to what to write instead (Hadoop's wasb://).
+	Refuse map[string]string
 	// ConnTypes are the Airflow connection types it accepts, the one to
 	// create first ("google_cloud_platform", "gcp"). A connection with no
 	// type is accepted too.
@@ -90,26 +105,17 @@ type Driver struct {
 
 var (
 	driversMu sync.RWMutex
-	drivers   = map[string]Driver{"file": {Scheme: "file", Open: openFileStore}}
-	forms     = map[string]string{} // URL scheme -> store, for registered stores
+	drivers   = map[string]Driver{}
+	forms     = map[string]string{} // URL scheme -> store
+	refused   = map[string]string{} // URL scheme -> what to write instead
 )
 
-// wellKnown are the optional stores this package names when a bundle
-// does not link them (location.go knows their URL spellings), so the error
-// can say which package, or build option (name), adds them; sweeps says
-// whether the driver sets Driver.Sweep.
-var wellKnown = map[string]struct {
-	form, name, pkg, connType string
-	sweeps                    bool
-}{
-	"s3": {"s3", "s3", "github.com/airflow-sandbox/airflow-go-worker/storage/s3", "aws", true},
-	"gs": {"gs", "gcs", "github.com/airflow-sandbox/airflow-go-worker/storage/gcs", "google_cloud_platform", false},
-	"az": {"abfs", "azure", "github.com/airflow-sandbox/airflow-go-worker/storage/azure", "wasb", false},
-}
+func init() { Register(fileDriver) }
 
 // Register makes a store usable; driver packages call it from init. It
 // panics on a driver without a scheme, Open or FromConnection, or a
-// scheme registered twice: programming errors that must fail at start-up.
+// scheme or URL form registered twice: programming errors that must fail
+// at start-up.
 func Register(d Driver) {
 	if d.Scheme == "" || d.Open == nil || (d.FromConnection == nil) != (len(d.ConnTypes) == 0) {
 		panic(fmt.Sprintf("storage: driver %q needs a scheme, Open, and connection types with FromConnection", d.Scheme))
@@ -119,10 +125,21 @@ func Register(d Driver) {
 	if _, dup := drivers[d.Scheme]; dup {
 		panic(fmt.Sprintf("storage: driver %q registered twice", d.Scheme))
 	}
+	for _, f := range append(d.forms(), slices.Collect(maps.Keys(d.Refuse))...) {
+		f = strings.ToLower(f)
+		if other, dup := forms[f]; dup {
+			panic(fmt.Sprintf("storage: URL scheme %s:// of driver %q is driver %q's already", f, d.Scheme, other))
+		}
+		if _, dup := refused[f]; dup {
+			panic(fmt.Sprintf("storage: URL scheme %s:// of driver %q is refused by another driver", f, d.Scheme))
+		}
+	}
 	drivers[d.Scheme] = d
-	forms[d.Scheme] = d.Scheme
-	for _, f := range d.Forms {
+	for _, f := range d.forms() {
 		forms[strings.ToLower(f)] = d.Scheme
+	}
+	for f, why := range d.Refuse {
+		refused[strings.ToLower(f)] = why
 	}
 }
 
@@ -133,23 +150,55 @@ func lookupDriver(scheme string) (Driver, bool) {
 	return d, ok
 }
 
-// registeredForm is the store a registered driver's URL scheme names.
-func registeredForm(form string) string {
+// driverFor is the driver of URL scheme form, or why there is none.
+func driverFor(form string) (Driver, error) {
 	driversMu.RLock()
-	defer driversMu.RUnlock()
-	return forms[form]
+	d, ok := drivers[forms[form]]
+	why, isRefused := refused[form]
+	driversMu.RUnlock()
+	switch {
+	case ok:
+		return d, nil
+	case isRefused:
+		return Driver{}, errors.New(why)
+	}
+	return Driver{}, unlinked(form)
+}
+
+// forms are the URL schemes of d, the canonical one first.
+func (d Driver) forms() []string {
+	if len(d.Forms) == 0 {
+		return []string{d.Scheme}
+	}
+	return d.Forms
+}
+
+func (d Driver) example() string {
+	if d.Example != "" {
+		return d.Example
+	}
+	return d.forms()[0] + "://bucket/key"
+}
+
+// parse reads u with the driver's ParseURL.
+func (d Driver) parse(u *url.URL) (Location, error) {
+	if d.ParseURL != nil {
+		return d.ParseURL(u)
+	}
+	connType := "the store's"
+	if len(d.ConnTypes) > 0 {
+		connType = d.ConnTypes[0]
+	}
+	return ParseBucketURL(u, connType, "bucket")
 }
 
 // ConnType is the Airflow connection type to create for a store ("" for
 // file:// and stores that take none).
 func ConnType(scheme string) string {
-	if d, ok := lookupDriver(scheme); ok {
-		if len(d.ConnTypes) == 0 {
-			return ""
-		}
+	if d, ok := lookupDriver(scheme); ok && len(d.ConnTypes) > 0 {
 		return d.ConnTypes[0]
 	}
-	return wellKnown[scheme].connType
+	return ""
 }
 
 // FromConnection parses Airflow connection c for the store scheme ("s3",
@@ -159,17 +208,13 @@ func ConnType(scheme string) string {
 func FromConnection(scheme string, c connections.Connection) (Credentials, error) {
 	d, ok := lookupDriver(scheme)
 	if !ok {
-		form := wellKnown[scheme].form
-		if form == "" {
-			form = scheme
-		}
-		return nil, unlinked(Location{Scheme: scheme, form: form})
+		return nil, final.Errorf("no store %q is linked into this binary (it links %s)", scheme, strings.Join(Schemes(), ", "))
 	}
 	if d.FromConnection == nil {
-		return nil, final.Errorf("%s:// URLs take no connection; remove the connection %q from the task", scheme, c.ConnID)
+		return nil, final.Errorf("%s URLs take no connection; remove the connection %q from the task", d.describe(), c.ConnID)
 	}
 	if t := strings.ToLower(c.ConnType); t != "" && !slices.Contains(d.ConnTypes, t) {
-		return nil, final.Errorf("connection %q has type %q, not %s; %s URLs need a %s connection", c.ConnID, c.ConnType, d.ConnTypes[0], d.describe(), d.ConnTypes[0])
+		return nil, final.Errorf("connection %q has type %q, not %s; %s URLs need %s connection", c.ConnID, c.ConnType, d.ConnTypes[0], d.describe(), article(d.ConnTypes[0]))
 	}
 	cfg, err := d.FromConnection(c)
 	return cfg, final.Mark(err)
@@ -177,10 +222,7 @@ func FromConnection(scheme string, c connections.Connection) (Credentials, error
 
 // describe names the store's URL forms ("gs:// and gcs://").
 func (d Driver) describe() string {
-	fs := d.Forms
-	if len(fs) == 0 {
-		fs = []string{d.Scheme}
-	}
+	fs := d.forms()
 	out := make([]string, len(fs))
 	for i, f := range fs {
 		out[i] = f + "://"
@@ -218,15 +260,15 @@ func CredentialsFor[T Credentials](opt Options, scheme string) (T, error) {
 	return t, nil
 }
 
-// unlinkedHint says how to get a binary that links a store this one does
-// not (SetUnlinkedHint).
-var unlinkedHint func(scheme string) string
+// unlinkedHint names the store a URL scheme this binary does not link
+// belongs to and how to get a binary that links it (SetUnlinkedHint).
+var unlinkedHint func(form string) (store, how string)
 
 // SetUnlinkedHint sets what a URL of a store this binary does not link is
-// told: hint gets the store ("gs", "az") and returns the build command that
-// adds it (the standard binary chooses its stores with build tags), or ""
-// to keep the generic advice (import the driver package).
-func SetUnlinkedHint(hint func(scheme string) string) {
+// told: hint gets the URL scheme ("gcs", "abfs") and returns the store's
+// name and the build command that adds it (the standard binary chooses its
+// stores with build tags), or "" for a scheme it does not know.
+func SetUnlinkedHint(hint func(form string) (store, how string)) {
 	driversMu.Lock()
 	defer driversMu.Unlock()
 	unlinkedHint = hint
@@ -240,44 +282,42 @@ func Schemes() []string {
 	return slices.Sorted(maps.Keys(drivers))
 }
 
-// RequireLinked fails when raw is a URL of a store this binary does not
-// link, with what to do; it is nil for any other URL, valid or not
-// (ParseURL explains what is wrong with those). Bundle configs are checked
-// with it when they load, so such a config is refused when packed.
+// RequireLinked fails when raw is a URL whose scheme no store this binary
+// links reads, saying what to do; it is nil for a URL a linked store reads,
+// valid or not (ParseURL explains what is wrong with those), and for text
+// that is no URL. Bundle configs are checked with it when they load, so
+// such a config is refused when packed.
 func RequireLinked(raw string) error {
-	loc, err := parseURL(raw)
-	if err != nil {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme == "" {
 		return nil
 	}
-	driversMu.RLock()
-	_, ok := drivers[loc.Scheme]
-	driversMu.RUnlock()
-	if ok {
-		return nil
+	if _, err := driverFor(strings.ToLower(u.Scheme)); err != nil {
+		return final.Mark(err)
 	}
-	return unlinked(loc)
+	return nil
 }
 
-func unlinked(loc Location) error {
+// unlinked is the error for URL scheme form, which no linked store reads.
+func unlinked(form string) error {
 	driversMu.RLock()
 	hint := unlinkedHint
 	driversMu.RUnlock()
 	if hint != nil {
-		if how := hint(loc.Scheme); how != "" {
-			return final.Errorf("%s:// URLs need the %s store, which is not linked into this binary (it links %s); %s",
-				loc.form, wellKnown[loc.Scheme].name, strings.Join(Schemes(), ", "), how)
+		if store, how := hint(form); how != "" {
+			return fmt.Errorf("%s:// URLs need the %s store, which is not linked into this binary (it links %s); %s",
+				form, store, strings.Join(Schemes(), ", "), how)
 		}
 	}
-	pkg := wellKnown[loc.Scheme].pkg
-	return final.Errorf("%s:// URLs need the driver package %s, which this bundle does not link; import it (import _ %q) in the bundle's main package",
-		loc.form, pkg, pkg)
+	return fmt.Errorf("no store this bundle links reads %s:// URLs (%s); a store's URLs need its package imported in the bundle's main package",
+		form, SupportedURLs())
 }
 
 // openStore opens the bucket (or filesystem) that loc lives in.
 func openStore(ctx context.Context, loc Location, opt Options) (Bucket, error) {
 	d, ok := lookupDriver(loc.Scheme)
 	if !ok {
-		return nil, unlinked(loc)
+		return nil, final.Mark(unlinked(loc.Scheme))
 	}
 	return d.Open(ctx, loc, opt)
 }

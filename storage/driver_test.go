@@ -7,52 +7,46 @@ import (
 
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/storage"
-	"github.com/airflow-sandbox/airflow-go-worker/storage/gcs"
-	"github.com/airflow-sandbox/airflow-go-worker/storage/s3"
+	"github.com/airflow-sandbox/airflow-go-worker/testing/dirstore"
 )
 
-// TestFromConnectionChecksTheType: each store accepts the connection
-// types its driver registered (and an untyped connection), and a
-// connection of another type is named with the type to create.
+// TestFromConnectionChecksTheType: a store accepts the connection types
+// its driver registered (and an untyped connection), and a connection of
+// another type is named with the type to create, before the store's
+// adapter reads it; a store without connections takes none.
 func TestFromConnectionChecksTheType(t *testing.T) {
 	for _, tt := range []struct {
-		scheme   string
-		connType string
-		err      string
+		scheme, connType, err string
 	}{
-		{"s3", "aws", ""},
-		{"s3", "", ""},
-		{"gs", "google_cloud_platform", ""},
-		{"gs", "gcp", ""},
-		{"az", "wasb", ""},
-		{"gs", "aws", `connection "c" has type "aws", not google_cloud_platform; gs://, gcs:// URLs need a google_cloud_platform connection`},
-		{"az", "google_cloud_platform", `has type "google_cloud_platform", not wasb`},
-		{"s3", "wasb", `has type "wasb", not aws`},
+		{"dir", "dirstore", ""},
+		{"dir", "", ""},
+		{"dir", "aws", `connection "c" has type "aws", not dirstore; dir:// URLs need a dirstore connection`},
+		{"file", "fs", `file:// URLs take no connection; remove the connection "c"`},
+		{"nope", "aws", `no store "nope" is linked into this binary (it links dir, file)`},
 	} {
-		conn := connections.Connection{ConnID: "c", ConnType: tt.connType}
-		if tt.scheme == "az" {
-			conn.Login, conn.Password = "acct", "S0VZ"
-		}
-		_, err := storage.FromConnection(tt.scheme, conn)
+		_, err := storage.FromConnection(tt.scheme, connections.Connection{ConnID: "c", ConnType: tt.connType, Host: "/srv/buckets"})
 		if tt.err == "" && err != nil || tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)) {
 			t.Errorf("%s with a %q connection: got %v, want %q", tt.scheme, tt.connType, err, tt.err)
 		}
 	}
-	if got := storage.ConnType("gs"); got != "google_cloud_platform" {
-		t.Errorf("ConnType(gs) = %q", got)
+	if got := storage.ConnType("dir"); got != "dirstore" {
+		t.Errorf("ConnType(dir) = %q", got)
 	}
 }
+
+type otherCreds struct{}
+
+func (otherCreds) Secrets() map[string]string { return nil }
 
 // TestCredentialsOfAnotherStoreAreRefused: a driver given credentials
 // parsed for another store says so instead of using them.
 func TestCredentialsOfAnotherStoreAreRefused(t *testing.T) {
-	aws := &s3.AWSConfig{AccessKeyID: "a", SecretAccessKey: "s"}
-	opt := storage.Options{Credentials: map[string]storage.Credentials{"gs": aws}}
-	err := storage.Check(context.Background(), "gs://b/k", false, opt)
-	if err == nil || !strings.Contains(err.Error(), "*s3.AWSConfig, not the *gcs.Config") {
+	opt := storage.Options{Credentials: map[string]storage.Credentials{"dir": otherCreds{}}}
+	err := storage.Check(context.Background(), "dir://b/k", false, opt)
+	if err == nil || !strings.Contains(err.Error(), "storage_test.otherCreds, not the *dirstore.Config") {
 		t.Fatalf("got %v", err)
 	}
-	if _, err := storage.CredentialsFor[*gcs.Config](opt, "s3"); err != nil {
-		t.Fatalf("no gs credentials is not an error: %v", err)
+	if _, err := storage.CredentialsFor[*dirstore.Config](opt, "gs"); err != nil {
+		t.Fatalf("no credentials for a store is not an error: %v", err)
 	}
 }

@@ -7,4 +7,4 @@ package storage
 func NewFileStoreForTest() (Bucket, error) { return fileStore{}, nil }
 
 // InjectStoreForTest makes e use b for the file:// store.
-func InjectStoreForTest(e *Export, b Bucket) { e.stores["file"] = b }
+func InjectStoreForTest(e *Export, b Bucket) { e.stores[Location{Scheme: "file"}.storeID()] = b }

@@ -51,7 +51,7 @@ func fileRoots() ([]fileRoot, error) {
 }
 
 // errNoFileRoots says file:// is off and how to turn it on.
-var errNoFileRoots = fmt.Errorf("file:// URLs are refused on this worker because %s is not set; the worker's operator lists the directories file:// may read and write there (colon-separated absolute paths), or use object storage (s3://...)", FileRootsEnv)
+var errNoFileRoots = fmt.Errorf("file:// URLs are refused on this worker because %s is not set; the worker's operator lists the directories file:// may read and write there (colon-separated absolute paths), or write to object storage instead", FileRootsEnv)
 
 // confine finds the root p lies under, after resolving the symlinks of the
 // part of p that exists, and returns it with p relative to it. A path

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/airflow-sandbox/airflow-go-worker/internal/randhex"
@@ -24,6 +26,30 @@ import (
 // existing destination that is not a regular file (a device such as
 // /dev/null, a directory, a symlink) is refused, never replaced.
 type fileStore struct{}
+
+// fileDriver is file:///absolute/path, the store every binary links.
+var fileDriver = Driver{Scheme: "file", ParseURL: parseFileURL, Example: "file:///absolute/path", Open: openFileStore}
+
+// parseFileURL reads file:///absolute/path (or file://localhost/...).
+func parseFileURL(u *url.URL) (Location, error) {
+	if u.Host != "" && u.Host != "localhost" {
+		return Location{}, fmt.Errorf("names host %q; file URLs must be local, like file:///absolute/path", u.Host)
+	}
+	if u.Opaque != "" || !strings.HasPrefix(u.Path, "/") {
+		return Location{}, errors.New("is not an absolute file URL; write it as file:///absolute/path")
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return Location{}, errors.New("has a query or fragment; remove the part after ? or #")
+	}
+	if strings.HasSuffix(u.Path, "/") {
+		return Location{}, errors.New("ends with /, so it names a directory; give a file name")
+	}
+	// Not path.Clean: "a/../b" would silently write elsewhere than the
+	// URL reads, and with {run_id} filled in from a Dag run it could climb
+	// out of the directory the author chose. checkKey refuses . and ..
+	// segments, as it does for S3 keys.
+	return Location{Key: strings.TrimPrefix(u.Path, "/")}, nil
+}
 
 // openFileStore checks loc's path against the roots, so that storage.Check
 // (run before a sandbox is created) refuses a path outside them.

@@ -2,23 +2,25 @@ package storage
 
 import (
 	"fmt"
+	"maps"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/airflow-sandbox/airflow-go-worker/internal/final"
 )
 
-// Location is a parsed storage URL. Drivers receive it to open the bucket it
-// lives in.
+// Location is a parsed storage URL. Each store's driver reads its own URLs
+// (Driver.ParseURL, by default ParseBucketURL's
+// scheme://[conn_id@]bucket/key); this package only finds the driver by the
+// URL's scheme and checks the key.
 type Location struct {
-	// Scheme is the store: "s3", "gs", "az" (Azure Blob) or "file".
+	// Scheme is the store: its driver's Driver.Scheme ("s3", "gs", "file").
 	Scheme string
-	// Bucket is the bucket (S3, GCS) or container (Azure); empty for file.
+	// Bucket is what the driver opens: a bucket or container, in whatever
+	// form its driver needs (storage/azure's is container@account-host
+	// when the URL names the account); empty for file.
 	Bucket string
-	// Account is the Azure storage account host when the URL names it
-	// (abfs://container@account.dfs.core.windows.net/key); otherwise the
-	// account comes from the connection.
-	Account string
 	// Key is the object key; for file, the absolute path without its
 	// leading "/".
 	Key string
@@ -26,28 +28,20 @@ type Location struct {
 	// as Airflow's ObjectStoragePath reads it).
 	ConnID string
 
-	form string // the scheme as written, for Azure's several spellings
+	form string // the URL scheme as written, which String keeps
 }
 
-// String is the canonical URL: s3://bucket/key, gs://bucket/key,
-// abfs://container/key (in the spelling the URL used) or file:///path. It
-// never carries the connection id.
+// String is the URL without its connection id, in the scheme it was
+// written with: s3://bucket/key, abfs://container/key, file:///path.
 // The key is path-escaped segment by segment, so the URL parses back to
 // the same key even when it holds "%", "?", "#" or a space (a custom run
 // id filled into {run_id}).
 func (l Location) String() string {
-	key := escapeKey(l.Key)
-	switch l.Scheme {
-	case "file":
-		return "file:///" + key
-	case "az":
-		host := l.Bucket
-		if l.Account != "" {
-			host = l.Bucket + "@" + l.Account
-		}
-		return l.form + "://" + host + "/" + key
+	form := l.form
+	if form == "" {
+		form = l.Scheme
 	}
-	return l.Scheme + "://" + l.Bucket + "/" + key
+	return form + "://" + l.Bucket + "/" + escapeKey(l.Key)
 }
 
 func escapeKey(key string) string {
@@ -60,31 +54,34 @@ func escapeKey(key string) string {
 
 // storeID identifies the bucket (or filesystem) a location lives in, so an
 // Export opens each one once.
-func (l Location) storeID() string {
-	if l.Scheme == "file" {
-		return "file"
+func (l Location) storeID() string { return l.Scheme + "://" + l.Bucket }
+
+// SupportedURLs lists the URL forms of the stores this binary links, for
+// error messages: "supported here: file:///absolute/path, s3://bucket/key
+// (also s3a://); a connection may be named before the bucket, as in
+// s3://conn_id@bucket/key".
+func SupportedURLs() string {
+	driversMu.RLock()
+	defer driversMu.RUnlock()
+	var each []string
+	withConn := ""
+	for _, scheme := range slices.Sorted(maps.Keys(drivers)) {
+		d := drivers[scheme]
+		fs := d.forms()
+		ex := d.example()
+		if len(fs) > 1 {
+			ex += " (also " + strings.Join(fs[1:], "://, ") + "://)"
+		}
+		each = append(each, ex)
+		if withConn == "" && d.FromConnection != nil {
+			withConn = fs[0] + "://conn_id@bucket/key"
+		}
 	}
-	return l.Scheme + "://" + l.Account + "/" + l.Bucket
-}
-
-// SupportedURLs lists the URL forms, for error messages.
-const SupportedURLs = "supported: s3://bucket/key, gs://bucket/key, abfs://container/key (also az://, abfss://, azblob://), file:///absolute/path; " +
-	"a connection may be named before the bucket, as in s3://conn_id@bucket/key"
-
-// schemes maps every accepted spelling to its store.
-var schemes = map[string]string{
-	"s3": "s3", "s3a": "s3",
-	"gs": "gs", "gcs": "gs",
-	"abfs": "az", "abfss": "az", "az": "az", "azblob": "az",
-	"file": "file",
-}
-
-// refusedSchemes are spellings users reach for that name a store in a way
-// this package cannot honour, with what to write instead.
-var refusedSchemes = map[string]string{
-	"wasb":  "wasb:// is Hadoop's form, whose user part is the container; write abfs://container/key (the account comes from the wasb connection) or abfs://container@account.dfs.core.windows.net/key",
-	"wasbs": "wasbs:// is Hadoop's form, whose user part is the container; write abfs://container/key (the account comes from the wasb connection) or abfs://container@account.dfs.core.windows.net/key",
-	"adl":   "adl:// is Azure Data Lake Gen1, which Azure retired; write abfs://container/key for Blob storage",
+	msg := "supported here: " + strings.Join(each, ", ")
+	if withConn != "" {
+		msg += "; a connection may be named before the bucket, as in " + withConn
+	}
+	return msg
 }
 
 // ParseURL checks a storage URL and explains what is wrong with it.
@@ -97,102 +94,69 @@ func parseURL(raw string) (Location, error) {
 	return loc, final.Mark(err)
 }
 
-// parseLocation is parseURL's work. Keys are restricted to what every
-// backend stores verbatim (gocloud would otherwise silently escape some
-// characters, so a key written one way could be read back under another
-// name).
+// parseLocation is parseURL's work: the URL's scheme chooses the driver,
+// which reads the rest; every key is then held to what every store keeps
+// verbatim (checkKey).
 func parseLocation(raw string) (Location, error) {
+	shown := redactURL(raw)
 	u, err := url.Parse(raw)
 	if err != nil {
-		return Location{}, fmt.Errorf("%q is not a valid URL (%v); %s", redactURL(raw), err, SupportedURLs)
+		return Location{}, fmt.Errorf("%q is not a valid URL (%v); %s", shown, err, SupportedURLs())
 	}
 	form := strings.ToLower(u.Scheme)
-	loc := Location{Scheme: schemes[form], form: form}
-	if loc.Scheme == "" {
-		// A store of its own package, registered with its URL forms.
-		loc.Scheme = registeredForm(form)
+	if form == "" {
+		return Location{}, fmt.Errorf("%q is not a storage URL; %s", shown, SupportedURLs())
 	}
-	switch loc.Scheme {
-	case "":
-		if form == "" {
-			return Location{}, fmt.Errorf("%q is not a storage URL such as s3://bucket/key or file:///path", redactURL(raw))
-		}
-		if why, ok := refusedSchemes[form]; ok {
-			return Location{}, fmt.Errorf("%q: %s", redactURL(raw), why)
-		}
-		return Location{}, fmt.Errorf("unsupported scheme %s:// in %q; %s", form, redactURL(raw), SupportedURLs)
-	case "file":
-		if u.Host != "" && u.Host != "localhost" {
-			return Location{}, fmt.Errorf("%q names host %q; file URLs must be local, like file:///absolute/path", raw, u.Host)
-		}
-		if u.Opaque != "" || !strings.HasPrefix(u.Path, "/") {
-			return Location{}, fmt.Errorf("%q is not an absolute file URL; write it as file:///absolute/path", raw)
-		}
-		if u.RawQuery != "" || u.Fragment != "" {
-			return Location{}, fmt.Errorf("%q has a query or fragment; remove the part after ? or #", raw)
-		}
-		if strings.HasSuffix(u.Path, "/") {
-			return Location{}, fmt.Errorf("%q ends with /, so it names a directory; give a file name", raw)
-		}
-		// Not path.Clean: "a/../b" would silently write elsewhere than the
-		// URL reads, and with {run_id} filled in from a Dag run it could climb
-		// out of the directory the author chose. checkKey refuses . and ..
-		// segments, as it does for S3 keys.
-		loc.Key = strings.TrimPrefix(u.Path, "/")
-		if strings.HasSuffix(loc.Key, ".attrs") {
-			// fileblob reserves this suffix for its metadata sidecars.
-			return Location{}, fmt.Errorf("%q ends with .attrs, a suffix the file backend reserves; choose another file name", raw)
-		}
-	default: // a bucket store: s3, gs, az or a registered one
-		if err := parseBucketURL(&loc, u, raw); err != nil {
-			return Location{}, err
-		}
+	d, err := driverFor(form) // its errors name the scheme
+	if err != nil {
+		return Location{}, err
 	}
+	loc, err := d.parse(u)
+	if err != nil {
+		return Location{}, fmt.Errorf("%q %v", shown, err)
+	}
+	loc.Scheme, loc.form = d.Scheme, form
 	if err := checkKey(loc.Key); err != nil {
-		return Location{}, fmt.Errorf("%q: %v", redactURL(raw), err)
+		return Location{}, fmt.Errorf("%q: %v", shown, err)
 	}
 	return loc, nil
 }
 
-// parseBucketURL reads scheme://[conn_id@]bucket/key. For Azure it also
-// takes adlfs's scheme://container@account.dfs.core.windows.net/key: a host
-// with a dot cannot be a container (container names have none), so there
-// the user part is the container, not a connection.
-func parseBucketURL(loc *Location, u *url.URL, raw string) error {
-	shown := redactURL(raw)
+// ParseBucketURL reads scheme://[conn_id@]bucket/key, the URL form of most
+// stores: a Driver without ParseURL gets it. Its errors follow the URL in
+// a message ("<url> has a port; ..."); connType is the connection type the
+// advice names, bucket what the store calls a bucket ("container").
+func ParseBucketURL(u *url.URL, connType, bucket string) (Location, error) {
+	var loc Location
 	loc.Bucket = u.Host
 	if u.User != nil {
 		if _, hasPassword := u.User.Password(); hasPassword {
-			return fmt.Errorf("%q carries credentials in the URL; put them in a %s connection instead", shown, ConnType(loc.Scheme))
+			return Location{}, fmt.Errorf("carries credentials in the URL; put them in %s connection instead", article(connType))
 		}
 		loc.ConnID = u.User.Username()
 	}
 	if u.Port() != "" {
-		return fmt.Errorf("%q has a port; a storage URL names a bucket, not a server: put the endpoint in the %s connection", shown, ConnType(loc.Scheme))
-	}
-	if loc.Scheme == "az" && strings.Contains(loc.Bucket, ".") {
-		if loc.ConnID == "" {
-			return fmt.Errorf("%q names an account host but no container; write it as %s://container@%s/key or %s://container/key", shown, loc.form, loc.Bucket, loc.form)
-		}
-		loc.Account, loc.Bucket, loc.ConnID = loc.Bucket, loc.ConnID, ""
+		return Location{}, fmt.Errorf("has a port; a storage URL names a %s, not a server: put the endpoint in the %s connection", bucket, connType)
 	}
 	if loc.Bucket == "" {
-		return fmt.Errorf("%q has no %s; write it as %s://%s/key", shown, bucketWord(loc.Scheme), loc.form, bucketWord(loc.Scheme))
+		return Location{}, fmt.Errorf("has no %s; write it as %s://%s/key", bucket, strings.ToLower(u.Scheme), bucket)
 	}
 	if u.RawQuery != "" || u.Fragment != "" {
-		return fmt.Errorf("%q has a query or fragment, which object keys cannot carry here; remove the part after ? or #", shown)
+		return Location{}, fmt.Errorf("has a query or fragment, which object keys cannot carry here; remove the part after ? or #")
 	}
 	loc.Key = strings.TrimPrefix(u.Path, "/")
-	return nil
+	return loc, nil
 }
 
-func bucketWord(scheme string) string {
-	if scheme == "az" {
-		return "container"
+// article is "a aws" said right: "an aws connection", "a wasb connection".
+func article(word string) string {
+	if word != "" && strings.ContainsRune("aeiou", rune(word[0])) {
+		return "an " + word
 	}
-	return "bucket"
+	return "a " + word
 }
 
+// checkKey holds a key to what every store keeps verbatim.
 func checkKey(key string) error {
 	if key == "" {
 		return fmt.Errorf("no object key or file name; add one after the bucket or directory")
@@ -209,9 +173,6 @@ func checkKey(key string) error {
 		if r < 0x20 || r == 0x7f {
 			return fmt.Errorf("contains a control character; rename the object")
 		}
-	}
-	if strings.Contains(key, "__0x") {
-		return fmt.Errorf(`contains "__0x", which the storage library treats as an escape sequence; rename the object`)
 	}
 	return nil
 }

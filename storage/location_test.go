@@ -2,30 +2,35 @@ package storage
 
 import (
 	"context"
-	"maps"
+	"errors"
+	"fmt"
+	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/airflow-sandbox/airflow-go-worker/internal/final"
 )
 
+// TestParseURL: a URL's scheme chooses the store's driver, which reads the
+// rest (here file:// and the mem store, a bucket store registered as a
+// store package registers itself, reading its URLs as most stores do);
+// the key is then held to what every store keeps verbatim.
 func TestParseURL(t *testing.T) {
+	registerMem(t, nil)
 	ok := []struct {
 		in   string
 		want Location
 	}{
-		{"s3://bucket/key", Location{Scheme: "s3", Bucket: "bucket", Key: "key", form: "s3"}},
-		{"s3://bucket/a/b/c.parquet", Location{Scheme: "s3", Bucket: "bucket", Key: "a/b/c.parquet", form: "s3"}},
-		{"S3://bucket/a%20b", Location{Scheme: "s3", Bucket: "bucket", Key: "a b", form: "s3"}},
-		{"s3a://bucket/k", Location{Scheme: "s3", Bucket: "bucket", Key: "k", form: "s3a"}},
-		{"s3://aws_prod@bucket/k", Location{Scheme: "s3", Bucket: "bucket", Key: "k", ConnID: "aws_prod", form: "s3"}},
-		{"gs://bucket/a/b", Location{Scheme: "gs", Bucket: "bucket", Key: "a/b", form: "gs"}},
-		{"gcs://gcp_prod@bucket/k", Location{Scheme: "gs", Bucket: "bucket", Key: "k", ConnID: "gcp_prod", form: "gcs"}},
-		{"abfs://container/dir/x.bin", Location{Scheme: "az", Bucket: "container", Key: "dir/x.bin", form: "abfs"}},
-		{"abfss://wasb_prod@container/k", Location{Scheme: "az", Bucket: "container", Key: "k", ConnID: "wasb_prod", form: "abfss"}},
-		{"az://container/k", Location{Scheme: "az", Bucket: "container", Key: "k", form: "az"}},
-		{"azblob://container/k", Location{Scheme: "az", Bucket: "container", Key: "k", form: "azblob"}},
-		{"abfs://container@myacct.dfs.core.windows.net/k", Location{Scheme: "az", Bucket: "container", Account: "myacct.dfs.core.windows.net", Key: "k", form: "abfs"}},
+		{"mem://bucket/key", Location{Scheme: "mem", Bucket: "bucket", Key: "key", form: "mem"}},
+		{"mem://bucket/a/b/c.parquet", Location{Scheme: "mem", Bucket: "bucket", Key: "a/b/c.parquet", form: "mem"}},
+		{"MEM://bucket/a%20b", Location{Scheme: "mem", Bucket: "bucket", Key: "a b", form: "mem"}},
+		{"memory://bucket/k", Location{Scheme: "mem", Bucket: "bucket", Key: "k", form: "memory"}},
+		{"mem://mem_prod@bucket/k", Location{Scheme: "mem", Bucket: "bucket", Key: "k", ConnID: "mem_prod", form: "mem"}},
+		// What a dependency that is gone reserved is an ordinary key now.
+		{"mem://bucket/a__0x41__", Location{Scheme: "mem", Bucket: "bucket", Key: "a__0x41__", form: "mem"}},
 		{"file:///tmp/out/x.bin", Location{Scheme: "file", Key: "tmp/out/x.bin", form: "file"}},
 		{"file://localhost/tmp/x", Location{Scheme: "file", Key: "tmp/x", form: "file"}},
+		{"file:///tmp/x.attrs", Location{Scheme: "file", Key: "tmp/x.attrs", form: "file"}},
 	}
 	for _, tt := range ok {
 		got, err := parseURL(tt.in)
@@ -39,30 +44,22 @@ func TestParseURL(t *testing.T) {
 	}
 
 	bad := []struct{ in, want string }{
-		{"https://b/k", "unsupported scheme https://"},
-		{"wasb://container@acct.blob.core.windows.net/k", "write abfs://container/key"},
-		{"adl://store/k", "retired"},
-		{"abfs://acct.dfs.core.windows.net/k", "no container"},
-		{"gs://bucket:443/k", "has a port"},
-		{"gs:///key", "no bucket"},
-		{"abfs:///key", "no container"},
-		{"gs://AKIA:secret@bucket/k", "google_cloud_platform connection"},
-		{"abfs://name:secret@container/k", "wasb connection"},
-		{"/tmp/x", "not a storage URL"},
-		{"s3:///key", "no bucket"},
-		{"s3://bucket", "no object key"},
-		{"s3://bucket/", "no object key"},
-		{"s3://bucket/dir/", "names a directory"},
-		{"s3://bucket/a//b", "empty, . or .."},
-		{"s3://bucket/a/../b", "empty, . or .."},
-		{"s3://bucket/k?versionId=1", "query"},
-		{"s3://bucket/a__0x41__", "__0x"},
-		{"s3://bucket/a%01b", "control character"},
-		{"s3://AKIA:secret@bucket/k", "credentials in the URL"},
+		{"https://b/k", "no store this bundle links reads https:// URLs (supported here: "},
+		{"https://b/k", "mem://bucket/key (also memory://)"},
+		{"mem://bucket:443/k", "has a port"},
+		{"mem:///key", "has no bucket; write it as mem://bucket/key"},
+		{"memory://AKIA:secret@bucket/k", "carries credentials in the URL; put them in a memstore connection"},
+		{"/tmp/x", "is not a storage URL; supported here: "},
+		{"mem://bucket", "no object key"},
+		{"mem://bucket/", "no object key"},
+		{"mem://bucket/dir/", "names a directory"},
+		{"mem://bucket/a//b", "empty, . or .."},
+		{"mem://bucket/a/../b", "empty, . or .."},
+		{"mem://bucket/k?versionId=1", "query"},
+		{"mem://bucket/a%01b", "control character"},
 		{"file://otherhost/tmp/x", "must be local"},
 		{"file:relative/x", "not an absolute file URL"},
 		{"file:///tmp/dir/", "names a directory"},
-		{"file:///tmp/x.attrs", ".attrs"},
 		{"file:///tmp/a/../b", "empty, . or .."},
 		{"file:///data/reports/../../etc/x", "empty, . or .."},
 		{"file:///tmp/./b", "empty, . or .."},
@@ -77,11 +74,62 @@ func TestParseURL(t *testing.T) {
 		if err != nil && strings.Contains(err.Error(), "secret") {
 			t.Errorf("parseURL(%q) leaks the secret: %v", tt.in, err)
 		}
+		if err != nil && !final.Is(err) {
+			t.Errorf("parseURL(%q): a URL that does not parse is final: %v", tt.in, err)
+		}
+	}
+}
+
+// A store's driver may read its URLs its own way (ParseURL) and refuse
+// spellings users reach for (Refuse), with nothing in this package naming
+// it; its URLs print in the spelling they were written in.
+func TestStoreParsesItsOwnURLs(t *testing.T) {
+	Register(Driver{
+		Scheme: "vault", Forms: []string{"vault", "vlt"}, Example: "vault://shelf/key",
+		ParseURL: func(u *url.URL) (Location, error) {
+			if u.Host != "shelf" {
+				return Location{}, fmt.Errorf("names shelf %q; this vault has one shelf, called shelf", u.Host)
+			}
+			return Location{Bucket: "shelf", Key: strings.TrimPrefix(u.Path, "/")}, nil
+		},
+		Refuse: map[string]string{"safe": "safe:// was the old name; write vault://shelf/key"},
+		Open:   func(context.Context, Location, Options) (Bucket, error) { return nil, errors.New("not opened") },
+	})
+	t.Cleanup(func() { unregister("vault") })
+	loc, err := parseURL("vlt://shelf/a/b")
+	if err != nil || loc != (Location{Scheme: "vault", Bucket: "shelf", Key: "a/b", form: "vlt"}) || loc.String() != "vlt://shelf/a/b" {
+		t.Fatalf("parseURL: %+v (%s), %v", loc, loc, err)
+	}
+	for in, want := range map[string]string{
+		"vault://attic/k":   `"vault://attic/k" names shelf "attic"; this vault has one shelf`,
+		"vault://shelf/a/.": "empty, . or ..",
+		"safe://shelf/k":    `safe:// was the old name; write vault://shelf/key`,
+	} {
+		if _, err := parseURL(in); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("parseURL(%q): want %q, got %v", in, want, err)
+		}
+	}
+	if got := SupportedURLs(); !strings.Contains(got, "vault://shelf/key (also vlt://)") {
+		t.Errorf("SupportedURLs must list the registered store: %s", got)
+	}
+	for _, d := range []Driver{
+		{Scheme: "vault2", Forms: []string{"vlt"}, Open: fileDriver.Open},
+		{Scheme: "vault3", Refuse: map[string]string{"vault": "taken"}, Open: fileDriver.Open},
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("registering %s, which claims a URL scheme another store has, must panic", d.Scheme)
+				}
+			}()
+			Register(d)
+		}()
 	}
 }
 
 func TestLocationString(t *testing.T) {
-	for _, in := range []string{"s3://b/k/x", "file:///tmp/x", "gs://b/k", "abfs://c/k", "az://c/k", "azblob://c/k", "abfs://c@acct.dfs.core.windows.net/k"} {
+	registerMem(t, nil)
+	for _, in := range []string{"mem://b/k/x", "memory://b/k", "file:///tmp/x", "mem://b/run/manual__2026-12-01T00:00:00+00:00/a%20b"} {
 		l, err := parseURL(in)
 		if err != nil {
 			t.Fatal(err)
@@ -111,58 +159,38 @@ func TestRedactURL(t *testing.T) {
 	}
 }
 
-// withoutDrivers unregisters the optional stores for the rest of the test,
-// as in a bundle that imports none of their packages (this test binary
-// links them all, for the external tests).
-func withoutDrivers(t *testing.T) {
-	driversMu.Lock()
-	saved := map[string]Driver{}
-	for k := range wellKnown {
-		if d, ok := drivers[k]; ok {
-			saved[k] = d
-		}
-		delete(drivers, k)
+// TestStoreNotLinked: a URL of a store this binary does not link is told
+// what this one reads, and, where the binary knows the store (the standard
+// binary's extras, SetUnlinkedHint), how to build one that links it.
+func TestStoreNotLinked(t *testing.T) {
+	_, err := Put(context.Background(), "s3a://b/k", strings.NewReader("x"), Options{})
+	if err == nil || !strings.Contains(err.Error(), "no store this bundle links reads s3a:// URLs (supported here: ") || !strings.Contains(err.Error(), "import") {
+		t.Errorf("Put: %v", err)
 	}
-	driversMu.Unlock()
-	t.Cleanup(func() {
-		driversMu.Lock()
-		defer driversMu.Unlock()
-		maps.Copy(drivers, saved)
-	})
-}
-
-// TestDriverNotLinked: a bundle that does not import storage/s3,
-// storage/gcs or storage/azure is told which package to link.
-func TestDriverNotLinked(t *testing.T) {
-	withoutDrivers(t)
-	for u, pkg := range map[string]string{"s3://b/k": "storage/s3", "s3a://b/k": "storage/s3", "gs://b/k": "storage/gcs", "abfs://c/k": "storage/azure", "azblob://c/k": "storage/azure"} {
-		_, err := Put(context.Background(), u, strings.NewReader("x"), Options{})
-		if err == nil || !strings.Contains(err.Error(), pkg) || !strings.Contains(err.Error(), "does not link") {
-			t.Errorf("Put %s: want an error naming %s, got %v", u, pkg, err)
-		}
-		if err2 := RequireLinked(u); err2 == nil || !strings.HasSuffix(err.Error(), err2.Error()) {
-			t.Errorf("RequireLinked %s: %v, want the error Put gave (%v)", u, err2, err)
-		}
+	if err2 := RequireLinked("s3a://b/k"); err2 == nil || !strings.HasSuffix(err.Error(), err2.Error()) {
+		t.Errorf("RequireLinked: %v, want the error Put gave (%v)", err2, err)
 	}
-	for _, u := range []string{"file:///x", "nonsense", "ftp://h/k"} {
+	for _, u := range []string{"file:///x", "nonsense", "file:///relative/../x"} {
 		if err := RequireLinked(u); err != nil {
-			t.Errorf("RequireLinked %s: %v; only a known store this binary lacks is its business", u, err)
+			t.Errorf("RequireLinked %s: %v; only a URL no linked store reads is its business", u, err)
 		}
 	}
-	if got := strings.Join(Schemes(), ","); got != "file" {
-		t.Errorf("Schemes without the optional drivers: %s", got)
+	// The test binary links file:// and, through the external tests,
+	// testing/dirstore.
+	if got := strings.Join(Schemes(), ","); got != "dir,file" {
+		t.Errorf("Schemes: %s", got)
 	}
-	SetUnlinkedHint(func(scheme string) string {
-		if scheme == "gs" {
-			return "build with -tags store_gcs"
+	SetUnlinkedHint(func(form string) (string, string) {
+		if form == "gcs" {
+			return "gcs", "build with -tags store_gcs"
 		}
-		return ""
+		return "", ""
 	})
 	t.Cleanup(func() { SetUnlinkedHint(nil) })
-	if err := RequireLinked("gcs://b/k"); err == nil || !strings.Contains(err.Error(), "gcs:// URLs need the gcs store, which is not linked into this binary (it links file); build with -tags store_gcs") {
+	if err := RequireLinked("gcs://b/k"); err == nil || !strings.Contains(err.Error(), "gcs:// URLs need the gcs store, which is not linked into this binary (it links dir, file); build with -tags store_gcs") || !final.Is(err) {
 		t.Errorf("with a hint: %v", err)
 	}
-	if err := RequireLinked("abfs://c/k"); err == nil || !strings.Contains(err.Error(), "storage/azure") {
-		t.Errorf("a store the hint does not know keeps the generic advice: %v", err)
+	if err := RequireLinked("abfs://c/k"); err == nil || !strings.Contains(err.Error(), "no store this bundle links reads abfs:// URLs") {
+		t.Errorf("a scheme the hint does not know keeps the generic advice: %v", err)
 	}
 }

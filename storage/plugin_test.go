@@ -44,12 +44,19 @@ func registerMem(t *testing.T, objects map[string]string) {
 			return &memBucket{objects: objects}, nil
 		},
 	})
-	t.Cleanup(func() {
-		driversMu.Lock()
-		defer driversMu.Unlock()
-		delete(drivers, "mem")
-		maps.DeleteFunc(forms, func(_, store string) bool { return store == "mem" })
-	})
+	t.Cleanup(func() { unregister("mem") })
+}
+
+// unregister removes a store a test registered, with its URL schemes.
+func unregister(scheme string) {
+	driversMu.Lock()
+	defer driversMu.Unlock()
+	d := drivers[scheme]
+	delete(drivers, scheme)
+	maps.DeleteFunc(forms, func(_, store string) bool { return store == scheme })
+	for f := range d.Refuse {
+		delete(refused, f)
+	}
 }
 
 // TestRegisteredStore: a store that is one package plus its Register call

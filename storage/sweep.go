@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -65,20 +67,30 @@ func Sweep(ctx context.Context, prefix string, cutoff time.Time, dryRun bool, op
 	if form == "file" {
 		return rep, sweepFiles(u, cutoff, dryRun, &rep)
 	}
-	store := schemes[form]
-	if store == "" {
-		store = registeredForm(form)
-	}
-	d, linked := lookupDriver(store)
+	d, err := driverFor(form)
 	switch {
-	case linked && d.Sweep != nil:
+	case err != nil:
+		err = fmt.Errorf("sweep: %w", err)
+	case d.Sweep != nil:
 		err = d.Sweep(ctx, u, cutoff, dryRun, opt, &rep)
-	case !linked && wellKnown[store].sweeps:
-		err = fmt.Errorf("sweep: %w", unlinked(Location{Scheme: store, form: form}))
 	default:
-		err = fmt.Errorf("sweep: %q: only s3:// and file:// prefixes can be swept", redactURL(prefix))
+		err = fmt.Errorf("sweep: %q: only %s prefixes can be swept", redactURL(prefix), strings.Join(sweepable(), ", "))
 	}
 	return rep, err
+}
+
+// sweepable lists the URL schemes whose prefixes Sweep clears: file://
+// and the linked stores that set Driver.Sweep.
+func sweepable() []string {
+	driversMu.RLock()
+	defer driversMu.RUnlock()
+	out := []string{"file://"}
+	for _, scheme := range slices.Sorted(maps.Keys(drivers)) {
+		if d := drivers[scheme]; d.Sweep != nil {
+			out = append(out, d.forms()[0]+"://")
+		}
+	}
+	return out
 }
 
 // SweepFunc is a bucket store's part of Sweep (Driver.Sweep). Under

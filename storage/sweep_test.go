@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -98,16 +99,26 @@ func TestSweepFileObeysTheRoots(t *testing.T) {
 	}
 }
 
-// s3:// is swept by its driver (storage/s3, which tests it); a binary
-// without it is told what links it, and a store that cannot be swept says
-// which can.
-func TestSweepNeedsTheStoresDriver(t *testing.T) {
-	withoutDrivers(t)
+// A store is swept by its driver (storage/s3's Sweep, tested there): a
+// prefix of a store with Driver.Sweep goes to it, a store without one says
+// which can be swept, and a URL no linked store reads says so.
+func TestSweepGoesToTheStoresDriver(t *testing.T) {
 	ctx := context.Background()
-	if _, err := Sweep(ctx, "s3a://b/runs/", time.Now(), true, Options{}); err == nil || !strings.Contains(err.Error(), "sweep: s3a:// URLs need the driver package github.com/airflow-sandbox/airflow-go-worker/storage/s3") {
+	registerMem(t, nil)
+	var swept string
+	Register(Driver{Scheme: "sweepy", Open: fileDriver.Open,
+		Sweep: func(_ context.Context, prefix *url.URL, _ time.Time, _ bool, _ Options, _ *SweepReport) error {
+			swept = prefix.String()
+			return nil
+		}})
+	t.Cleanup(func() { unregister("sweepy") })
+	if _, err := Sweep(ctx, "sweepy://b/runs/", time.Now(), true, Options{}); err != nil || swept != "sweepy://b/runs/" {
+		t.Errorf("the store's Sweep was not called with the prefix: %q, %v", swept, err)
+	}
+	if _, err := Sweep(ctx, "s3a://b/runs/", time.Now(), true, Options{}); err == nil || !strings.Contains(err.Error(), "sweep: no store this bundle links reads s3a:// URLs") {
 		t.Errorf("s3a:// without storage/s3: %v", err)
 	}
-	if _, err := Sweep(ctx, "gs://b/runs/", time.Now(), true, Options{}); err == nil || !strings.Contains(err.Error(), "only s3:// and file:// prefixes can be swept") {
-		t.Errorf("gs://: %v", err)
+	if _, err := Sweep(ctx, "mem://b/runs/", time.Now(), true, Options{}); err == nil || !strings.Contains(err.Error(), "only file://, sweepy:// prefixes can be swept") {
+		t.Errorf("mem://: %v", err)
 	}
 }

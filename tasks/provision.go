@@ -312,7 +312,7 @@ func checkURLs(field string, m map[string]string) error {
 			return final.Errorf("%s: an entry has an empty sandbox path", field)
 		}
 		if !strings.Contains(u, "://") {
-			return final.Errorf("%s[%q] = %q is not a storage URL such as s3://bucket/key, gs://bucket/key, abfs://container/key or file:///path", field, p, u)
+			return final.Errorf("%s[%q] = %q is not a storage URL; %s", field, p, u, storage.SupportedURLs())
 		}
 	}
 	return nil

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/registry"
@@ -15,18 +16,19 @@ import (
 // so a binary links only what its bundles use. `make build EXTRAS="s3
 // modal"` (or EXTRAS=all) sets the tags.
 type extra struct {
-	kind   string // "backend" or "store"
-	name   string // the backend's name, or the store's URL scheme
-	option string // the Makefile's EXTRAS entry
-	tag    string // the go build tag
+	kind   string   // "backend" or "store"
+	name   string   // the backend's name, or the store's (storage.Driver.Scheme)
+	option string   // the Makefile's EXTRAS entry
+	tag    string   // the go build tag
+	forms  []string // a store's URL schemes, which a binary without it cannot know
 }
 
 var extras = []extra{
-	{"backend", "modal", "modal", "backend_modal"},
-	{"backend", "opensandbox", "opensandbox", "backend_opensandbox"},
-	{"store", "s3", "s3", "store_s3"},
-	{"store", "gs", "gcs", "store_gcs"},
-	{"store", "az", "azure", "store_azure"},
+	{"backend", "modal", "modal", "backend_modal", nil},
+	{"backend", "opensandbox", "opensandbox", "backend_opensandbox", nil},
+	{"store", "s3", "s3", "store_s3", []string{"s3", "s3a"}},
+	{"store", "gs", "gcs", "store_gcs", []string{"gs", "gcs"}},
+	{"store", "az", "azure", "store_azure", []string{"abfs", "abfss", "az", "azblob"}},
 }
 
 // allExtrasTag links every extra (EXTRAS=all).
@@ -37,7 +39,14 @@ const allExtrasTag = "all_extras"
 // package's, so the hints are set before anything can need them.
 func init() {
 	registry.Default.SetUnlinkedHint(func(name string) string { return buildHint("backend", name) })
-	storage.SetUnlinkedHint(func(scheme string) string { return buildHint("store", scheme) })
+	storage.SetUnlinkedHint(func(form string) (string, string) {
+		for _, e := range extras {
+			if slices.Contains(e.forms, form) {
+				return e.option, buildHint("store", e.name)
+			}
+		}
+		return "", ""
+	})
 }
 
 // linked reports whether this binary links e.

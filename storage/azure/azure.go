@@ -37,9 +37,33 @@ import (
 
 func init() {
 	storage.Register(storage.Driver{
-		Scheme: "az", Forms: []string{"abfs", "abfss", "az", "azblob"}, ConnTypes: []string{"wasb"}, Open: Open,
-		FromConnection: storage.Adapt(FromConnection),
+		Scheme: "az", Forms: []string{"abfs", "abfss", "az", "azblob"}, ParseURL: parseURL, Example: "abfs://container/key",
+		Refuse: map[string]string{"wasb": hadoopForm("wasb"), "wasbs": hadoopForm("wasbs"),
+			"adl": "adl:// is Azure Data Lake Gen1, which Azure retired; write abfs://container/key for Blob storage"},
+		ConnTypes: []string{"wasb"}, Open: Open, FromConnection: storage.Adapt(FromConnection),
 	})
+}
+
+func hadoopForm(form string) string {
+	return form + ":// is Hadoop's form, whose user part is the container; write abfs://container/key (the account comes from the wasb connection) or abfs://container@account.dfs.core.windows.net/key"
+}
+
+// parseURL reads scheme://[conn_id@]container/key, and adlfs's
+// scheme://container@account.dfs.core.windows.net/key: a host with a dot
+// cannot be a container (container names have none), so there the user
+// part is the container, not a connection, and the Location's Bucket is
+// container@account-host.
+func parseURL(u *url.URL) (storage.Location, error) {
+	loc, err := storage.ParseBucketURL(u, "wasb", "container")
+	if err != nil || !strings.Contains(loc.Bucket, ".") {
+		return loc, err
+	}
+	if loc.ConnID == "" {
+		form := strings.ToLower(u.Scheme)
+		return storage.Location{}, fmt.Errorf("names an account host but no container; write it as %s://container@%s/key or %s://container/key", form, loc.Bucket, form)
+	}
+	loc.Bucket, loc.ConnID = loc.ConnID+"@"+loc.Bucket, ""
+	return loc, nil
 }
 
 var blockParts = parts.Options{PartSize: storage.PartSize, Concurrency: storage.UploadConcurrency}
@@ -62,11 +86,12 @@ func Open(_ context.Context, loc storage.Location, opt storage.Options) (storage
 	if cfg == nil {
 		return nil, errNoCredentials
 	}
-	client, err := serviceClient(*cfg, loc.Account)
+	container, account, _ := strings.Cut(loc.Bucket, "@")
+	client, err := serviceClient(*cfg, account)
 	if err != nil {
 		return nil, err
 	}
-	return &bucket{name: loc.Bucket, c: client.ServiceClient().NewContainerClient(loc.Bucket)}, nil
+	return &bucket{name: container, c: client.ServiceClient().NewContainerClient(container)}, nil
 }
 
 var errNoCredentials = errors.New("no Azure credentials found: create a wasb connection (login = account name, password = account key, or extra sas_token or connection_string) and name it in the task (export_conn_id, storage_conn_id) or the URL (abfs://conn_id@container/key), or give the worker AZURE_STORAGE_CONNECTION_STRING")

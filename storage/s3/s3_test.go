@@ -84,5 +84,5 @@ func TestS3ExportCopiesNothing(t *testing.T) {
 // s3Area is a bucket on a versitygw of the test's own.
 func s3Area(t testing.TB) (storagetest.Area, *s3server.Server) {
 	srv := s3server.Start(t)
-	return storagetest.S3Area(t, srv), srv
+	return areaOn(t, srv), srv
 }

@@ -11,9 +11,6 @@ import (
 
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/storage"
-	"github.com/airflow-sandbox/airflow-go-worker/testing/azurite"
-	"github.com/airflow-sandbox/airflow-go-worker/testing/gcsserver"
-	"github.com/airflow-sandbox/airflow-go-worker/testing/s3server"
 )
 
 var buckets atomic.Int64
@@ -44,44 +41,6 @@ func FileArea(t testing.TB) (Area, string) {
 			return out
 		},
 	}, root
-}
-
-// S3Area is a fresh bucket on srv.
-func S3Area(t testing.TB, srv *s3server.Server) Area {
-	bucket := NewBucketName()
-	srv.CreateBucket(t, bucket)
-	return Area{
-		Options:       Options(t, "s3", srv.Connection("s3_test")),
-		URL:           func(key string) string { return "s3://" + bucket + "/" + key },
-		Objects:       func(t testing.TB) []string { return srv.Keys(t, bucket) },
-		Pending:       func(t testing.TB) int { return srv.PendingUploads(t, bucket) },
-		MissingBucket: "s3://no-such-bucket/k",
-	}
-}
-
-// GCSArea is a fresh bucket on srv. The test must import storage/gcs.
-func GCSArea(t testing.TB, srv *gcsserver.Server) Area {
-	bucket := NewBucketName()
-	srv.CreateBucket(t, bucket)
-	return Area{
-		Options:       Options(t, "gs", srv.Connection("gs_test")),
-		URL:           func(key string) string { return "gs://" + bucket + "/" + key },
-		Objects:       func(t testing.TB) []string { o := srv.Objects(t, bucket); slices.Sort(o); return o },
-		MissingBucket: "gs://no-such-bucket/k",
-	}
-}
-
-// AzureArea is a fresh container on srv, named with scheme (abfs, az,
-// azblob). The test must import storage/azure.
-func AzureArea(t testing.TB, srv *azurite.Server, scheme string) Area {
-	name := NewBucketName()
-	srv.CreateContainer(t, name)
-	return Area{
-		Options:       Options(t, "az", srv.Connection("az_test")),
-		URL:           func(key string) string { return scheme + "://" + name + "/" + key },
-		Objects:       func(t testing.TB) []string { return srv.Blobs(t, name) },
-		MissingBucket: scheme + "://no-such-container/k",
-	}
 }
 
 // Options carries the credentials that conn gives the store scheme, parsed

@@ -23,6 +23,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/storage"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/memwatch"
 )
@@ -62,6 +63,8 @@ func Run(t *testing.T, tgt Target) {
 		name string
 		fn   func(t *testing.T, a Area)
 	}{
+		{"URLs", urls},
+		{"WrongConnectionType", wrongConnectionType},
 		{"RoundTrip", roundTrip},
 		{"PutReplaces", putReplaces},
 		{"FailedPutKeepsOlderObject", failedPutKeepsOlder},
@@ -82,6 +85,45 @@ func Run(t *testing.T, tgt Target) {
 }
 
 var ctx = context.Background()
+
+// urls: the store's driver reads its own URLs, and the URL a Location
+// prints parses back to it.
+func urls(t *testing.T, a Area) {
+	for _, key := range []string{"k", "dir/sub/file.csv", "run/manual__2026-12-01T00:00:00+00:00/report.md"} {
+		raw := a.URL(key)
+		loc, err := storage.ParseURL(raw)
+		if err != nil {
+			t.Fatalf("%s: %v", raw, err)
+		}
+		if loc.Key != key && !strings.HasSuffix(loc.Key, "/"+key) {
+			t.Errorf("%s: key %q, want %q", raw, loc.Key, key)
+		}
+		again, err := storage.ParseURL(loc.String())
+		if err != nil || again != loc {
+			t.Errorf("%s prints as %s, which parses to %+v (%v)", raw, loc.String(), again, err)
+		}
+		if err := storage.RequireLinked(raw); err != nil {
+			t.Errorf("RequireLinked(%s): %v", raw, err)
+		}
+	}
+}
+
+// wrongConnectionType: a connection of a type the store does not take is
+// refused, naming the type to create, before the store's adapter reads it.
+func wrongConnectionType(t *testing.T, a Area) {
+	loc, err := storage.ParseURL(a.URL("k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := storage.ConnType(loc.Scheme)
+	if want == "" {
+		return // a store without connections (file://)
+	}
+	_, err = storage.FromConnection(loc.Scheme, connections.Connection{ConnID: "c", ConnType: "not_" + want, Password: "pw"})
+	if err == nil || !strings.Contains(err.Error(), `has type "not_`+want+`", not `+want) {
+		t.Fatalf("want the type to create named, got %v", err)
+	}
+}
 
 func roundTrip(t *testing.T, a Area) {
 	sizes := []int{0, 1, 100 << 10, 3<<20 + 17, storage.PartSize, storage.PartSize*2 + 12345}

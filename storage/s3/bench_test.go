@@ -1,4 +1,4 @@
-package storage_test
+package s3_test
 
 import (
 	"context"
@@ -26,7 +26,7 @@ import (
 // and the peak heap and RSS of each. Each iteration runs the pair in both
 // orders (direct, put, put, direct).
 //
-//	go test ./storage -run '^$' -bench PutS3 -benchtime=1x
+//	go test ./storage/s3 -run '^$' -bench PutS3 -benchtime=1x
 func BenchmarkPutS3(b *testing.B) {
 	size := int64(1 << 30)
 	if v := os.Getenv("STORAGE_BENCH_BYTES"); v != "" {
@@ -37,7 +37,7 @@ func BenchmarkPutS3(b *testing.B) {
 		size = n
 	}
 	srv := s3server.Start(b)
-	a := storagetest.S3Area(b, srv)
+	a := areaOn(b, srv)
 	ctx := context.Background()
 	direct := manager.NewUploader(srv.Client(), func(u *manager.Uploader) {
 		u.PartSize = storage.PartSize
