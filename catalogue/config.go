@@ -142,21 +142,15 @@ func Load(b *bundles.Bundle, data []byte, source string) error {
 		for _, taskID := range od.tasks {
 			tc := dag.Tasks[taskID]
 			where := fmt.Sprintf("%s: dags.%s.tasks.%s", source, dagID, taskID)
-			kind, ok := taskKinds[tc.Kind]
-			if !ok {
-				if tc.Kind == "" {
-					return fmt.Errorf("%s: kind is missing; set it to one of %s", where, kindNames())
-				}
-				return fmt.Errorf("%s: kind %q is not one of %s", where, tc.Kind, kindNames())
+			kind, err := kindFor(tc.Kind)
+			if err != nil {
+				return fmt.Errorf("%s: %w", where, err)
 			}
 			defaults := tc.Defaults
 			if len(cfg.Backends) > 0 && hasInput(kind.input, "backend_options") {
 				defaults = withBackendDefaults(defaults, cfg.Backends)
 			}
 			var opts []bundles.TaskOption
-			if len(defaults) > 0 {
-				opts = append(opts, bundles.WithDefaults(defaults))
-			}
 			for _, name := range slices.Sorted(maps.Keys(tc.Inputs)) {
 				opt, err := tc.Inputs[name].option(name)
 				if err != nil {
@@ -167,13 +161,12 @@ func Load(b *bundles.Bundle, data []byte, source string) error {
 			if len(tc.Conf) > 0 {
 				opts = append(opts, bundles.AllowConf(tc.Conf...))
 			}
-			// Add checks each default, input and conf entry names an input
-			// field, and each default has its type.
-			if err := b.Add(dagID, taskID, kind.fn, opts...); err != nil {
-				return fmt.Errorf("%s: %w", where, err)
-			}
-			if err := checkDefaults(kind.input, defaults); err != nil {
+			// b.Add checks each default, input and conf entry names an
+			// input field, and each default has its type.
+			if inDefaults, err := kind.add(b, dagID, taskID, defaults, opts...); inDefaults {
 				return fmt.Errorf("%s.defaults: %w", where, err)
+			} else if err != nil {
+				return fmt.Errorf("%s: %w", where, err)
 			}
 		}
 	}

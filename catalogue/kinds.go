@@ -3,8 +3,9 @@ package catalogue
 import (
 	"context"
 	"fmt"
+	"maps"
 	"reflect"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/hashicorp/go-hclog"
@@ -59,41 +60,48 @@ var taskKinds = map[string]taskKind{
 	"sweep":     adapt(tasks.Sweep),
 }
 
-func kindNames() string {
-	names := make([]string, 0, len(taskKinds))
-	for k := range taskKinds {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	return strings.Join(names, ", ")
-}
+// Kinds lists the catalogue's task kinds, sorted.
+func Kinds() []string { return slices.Sorted(maps.Keys(taskKinds)) }
 
-// Kinds lists the catalogue's task kinds.
-func Kinds() []string {
-	names := make([]string, 0, len(taskKinds))
-	for k := range taskKinds {
-		names = append(names, k)
+// kindFor looks kind up, saying what the catalogue has when it does not.
+func kindFor(kind string) (taskKind, error) {
+	k, ok := taskKinds[kind]
+	switch {
+	case ok:
+		return k, nil
+	case kind == "":
+		return k, fmt.Errorf("kind is missing; set it to one of %s", strings.Join(Kinds(), ", "))
 	}
-	sort.Strings(names)
-	return names
+	return k, fmt.Errorf("kind %q is not one of %s", kind, strings.Join(Kinds(), ", "))
 }
 
 // Add registers catalogue kind as (dagID, taskID) in b, with the same
 // checks a bundle config's task gets: defaults decoded strictly and checked
 // against the backends the bundle links.
 func Add(b *bundles.Bundle, dagID, taskID, kind string, defaults map[string]any, opts ...bundles.TaskOption) error {
-	k, ok := taskKinds[kind]
-	if !ok {
-		return fmt.Errorf("kind %q is not one of %s", kind, kindNames())
+	k, err := kindFor(kind)
+	if err != nil {
+		return err
 	}
+	inDefaults, err := k.add(b, dagID, taskID, defaults, opts...)
+	if inDefaults {
+		return fmt.Errorf("task %s.%s defaults: %w", dagID, taskID, err)
+	}
+	return err
+}
+
+// add registers k as (dagID, taskID) with defaults, then opts, and checks
+// each default against k's input and the backends the bundle links (what
+// b.Add cannot know); inDefaults says the error is a default's.
+func (k taskKind) add(b *bundles.Bundle, dagID, taskID string, defaults map[string]any, opts ...bundles.TaskOption) (inDefaults bool, err error) {
 	if len(defaults) > 0 {
 		opts = append([]bundles.TaskOption{bundles.WithDefaults(defaults)}, opts...)
 	}
 	if err := b.Add(dagID, taskID, k.fn, opts...); err != nil {
-		return err
+		return false, err
 	}
 	if err := checkDefaults(k.input, defaults); err != nil {
-		return fmt.Errorf("task %s.%s defaults: %w", dagID, taskID, err)
+		return true, err
 	}
-	return nil
+	return false, nil
 }
