@@ -409,6 +409,11 @@ func inspect(args []string, stdout, stderr io.Writer, checkSource func(name stri
 	if ok, known, err := b.CacheDigestMatches(); known && (err != nil || !ok) {
 		fmt.Fprintf(stderr, "inspect: warning: digests.cache does not match the packed source and manifest; if airflow-go-worker packed %s, they were changed after packing (the coordinator does not check them): pack it again\n", b.Path)
 	}
+	// Airflow 3.3 does not read the source index; newer readers (Airflow's
+	// Go SDK's inspect --source) need it to show the source.
+	if err := b.CheckSourceIndex(); err != nil {
+		fmt.Fprintf(stderr, "inspect: warning: %s: the source index: %v; Airflow 3.3 runs the bundle, but newer readers cannot show its source: pack it again\n", b.Path, err)
+	}
 	report := inspectReport(b)
 	if checked && links != nil {
 		report["source_checked_with"] = links()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -23,7 +24,13 @@ type Manifest struct {
 	Source          string         // source: display name of the source region
 	Dags            map[string]Dag // dags: dag_id -> tasks
 	Digests         Digests        // digests
-	Extra           map[string]any // unknown top-level keys
+	// Sources and EntrypointPath are the Gen C source index (spec 2.3):
+	// where each file of the source region lies, the entrypoint first.
+	// Airflow 3.3's reader ignores them; Airflow's Go SDK's inspect
+	// --source needs them to show a bundle's source.
+	Sources        []SourceFile   // sources
+	EntrypointPath string         // entrypoint_path: one of Sources' paths
+	Extra          map[string]any // unknown top-level keys
 }
 
 // SDK is the manifest's sdk mapping.
@@ -39,6 +46,14 @@ type SDK struct {
 type Dag struct {
 	Tasks []string
 	Extra map[string]any
+}
+
+// SourceFile is one file of the source region.
+type SourceFile struct {
+	Path   string // a slash path, unique in the index
+	Offset int64  // from the start of the source region
+	Length int64
+	SHA256 string // lower-case hex of the file's bytes
 }
 
 // Digests is the manifest's optional digests mapping.
@@ -83,6 +98,14 @@ func (m Manifest) ToMap() map[string]any {
 		}
 		out["dags"] = dags
 	}
+	if len(m.Sources) > 0 {
+		files := make([]any, len(m.Sources))
+		for i, f := range m.Sources {
+			files[i] = map[string]any{"path": f.Path, "offset": f.Offset, "length": f.Length, "sha256": f.SHA256}
+		}
+		out["sources"] = files
+	}
+	putString(out, "entrypoint_path", m.EntrypointPath)
 	dig := copyMap(m.Digests.Extra)
 	putString(dig, "integrity", m.Digests.Integrity)
 	putString(dig, "cache", m.Digests.Cache)
@@ -176,6 +199,10 @@ func decodeManifest(data []byte, strict bool) (Manifest, error) {
 			m.Dags, err = decodeDags(val, strict)
 		case "digests":
 			m.Digests, err = decodeDigests(val)
+		case "sources":
+			m.Sources, err = decodeSources(val)
+		case "entrypoint_path":
+			m.EntrypointPath, err = scalarText(val, key)
 		default:
 			var v any
 			if v, err = nodeToAny(val); err == nil {
@@ -321,6 +348,56 @@ func decodeDigests(n *yaml.Node) (Digests, error) {
 		}
 	}
 	return g, nil
+}
+
+// decodeSources reads the Gen C source index: a list of {path, offset,
+// length, sha256}.
+func decodeSources(n *yaml.Node) ([]SourceFile, error) {
+	if n.ShortTag() == "!!null" {
+		return nil, nil
+	}
+	if n.Kind != yaml.SequenceNode {
+		return nil, fmt.Errorf("sources is a YAML %s, not a list of {path, offset, length, sha256}", kindName(n))
+	}
+	files := make([]SourceFile, 0, len(n.Content))
+	for i, e := range n.Content {
+		e = resolveAlias(e)
+		if e.Kind != yaml.MappingNode {
+			return nil, fmt.Errorf("sources[%d] is a YAML %s, not a mapping of path, offset, length, sha256", i, kindName(e))
+		}
+		var f SourceFile
+		for j := 0; j+1 < len(e.Content); j += 2 {
+			key, val := e.Content[j].Value, resolveAlias(e.Content[j+1])
+			field := fmt.Sprintf("sources[%d].%s", i, key)
+			var err error
+			switch key {
+			case "path":
+				f.Path, err = scalarText(val, field)
+			case "sha256":
+				f.SHA256, err = scalarText(val, field)
+			case "offset":
+				f.Offset, err = intValue(val, field)
+			case "length":
+				f.Length, err = intValue(val, field)
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+		files = append(files, f)
+	}
+	return files, nil
+}
+
+func intValue(n *yaml.Node, field string) (int64, error) {
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
+		return 0, fmt.Errorf("%s is a YAML %s, not an integer", field, kindName(n))
+	}
+	v, err := strconv.ParseInt(n.Value, 0, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %v", field, err)
+	}
+	return v, nil
 }
 
 func putExtra(dst *map[string]any, key string, val *yaml.Node) error {

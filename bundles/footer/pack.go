@@ -25,7 +25,9 @@ const cacheDigestPrefix = "airflow-go-pack cache digest v1\x00"
 // 0755, so a reader never sees a half-written bundle.
 //
 // m.Source should name the source region (a display file name). Any digests
-// in m are replaced: they describe the new binary.
+// in m are replaced: they describe the new binary. A non-empty source is
+// indexed as one file named m.Source (Sources, EntrypointPath), the Gen C
+// source index readers of newer Airflow and its Go SDK use.
 func Pack(outPath, binaryPath string, source []byte, m Manifest) (*Bundle, error) {
 	if err := checkPackable(m, source); err != nil {
 		return nil, err
@@ -70,6 +72,7 @@ func Pack(outPath, binaryPath string, source []byte, m Manifest) (*Bundle, error
 	var sum [32]byte
 	h.Sum(sum[:0])
 
+	m.Sources, m.EntrypointPath = SourceIndex(m.Source, source)
 	m.Digests = Digests{Integrity: hex.EncodeToString(sum[:])}
 	withoutDigests := m
 	withoutDigests.Digests = Digests{}
@@ -114,6 +117,62 @@ func Pack(outPath, binaryPath string, source []byte, m Manifest) (*Bundle, error
 		SourceStart: n, MetadataStart: metaStart, TrailerStart: metaStart + int64(len(meta)),
 		Trailer: t, Manifest: m, Metadata: meta, Source: source,
 	}, nil
+}
+
+// SourceIndex is the Gen C source index of a source region that holds one
+// file, name (spec 2.3): that file at offset 0, and it is the entrypoint.
+// An empty region has no index.
+func SourceIndex(name string, source []byte) ([]SourceFile, string) {
+	if len(source) == 0 {
+		return nil, ""
+	}
+	if name == "" {
+		name = "source"
+	}
+	sum := sha256.Sum256(source)
+	return []SourceFile{{Path: name, Offset: 0, Length: int64(len(source)), SHA256: hex.EncodeToString(sum[:])}}, name
+}
+
+// CheckSourceIndex checks the manifest's source index against the source
+// region as Airflow's Gen C reader does: every entry within the region with
+// its SHA-256, paths unique, the entrypoint among them, the region the
+// files back to back, the entrypoint first. A bundle without an index
+// passes when its region is empty. Airflow 3.3 reads neither.
+func (b *Bundle) CheckSourceIndex() error {
+	src, idx := b.Source, b.Manifest.Sources
+	if len(idx) == 0 {
+		if len(src) > 0 {
+			return fmt.Errorf("the manifest lists no sources for the %d-byte source region", len(src))
+		}
+		return nil
+	}
+	seen := map[string]bool{}
+	var next int64
+	for i, f := range idx {
+		switch {
+		case f.Path == "":
+			return fmt.Errorf("sources[%d] has no path", i)
+		case seen[f.Path]:
+			return fmt.Errorf("sources lists %q twice", f.Path)
+		case f.Offset < 0 || f.Length < 0 || f.Offset > int64(len(src))-f.Length:
+			return fmt.Errorf("source %q (offset %d, length %d) does not fit the %d-byte source region", f.Path, f.Offset, f.Length, len(src))
+		case f.Offset != next:
+			return fmt.Errorf("source %q starts at %d, not at %d where the file before it ends", f.Path, f.Offset, next)
+		}
+		seen[f.Path] = true
+		next = f.Offset + f.Length
+		sum := sha256.Sum256(src[f.Offset:next])
+		if got := hex.EncodeToString(sum[:]); got != f.SHA256 {
+			return fmt.Errorf("source %q hashes to %s, but the index says %q", f.Path, got, f.SHA256)
+		}
+	}
+	if next != int64(len(src)) {
+		return fmt.Errorf("the sources cover %d of the %d-byte source region", next, len(src))
+	}
+	if b.Manifest.EntrypointPath != idx[0].Path {
+		return fmt.Errorf("entrypoint_path %q is not the first of the sources (%q)", b.Manifest.EntrypointPath, idx[0].Path)
+	}
+	return nil
 }
 
 // checkPackable refuses manifests the coordinator would reject, before any

@@ -27,6 +27,7 @@ with open(path, "rb") as f:
     assert src_start > 0, "binary region"
     f.seek(0)
     assert hashlib.sha256(f.read(src_start)).digest() == tr[12:44], "hash"
+    src = f.read(src_len)
     f.seek(meta_start)
     meta = yaml.safe_load(f.read(meta_len).decode("utf-8"))
 assert isinstance(meta, dict), "mapping"
@@ -35,6 +36,16 @@ assert isinstance(v, str) and v, "schema version"
 for dag_id, dag in meta["dags"].items():
     print(type(dag_id).__name__, dag_id, [type(t).__name__ + ":" + str(t) for t in dag["tasks"]])
 print("extra", sorted((k, type(x).__name__) for k, x in meta["x_vendor"].items()))
+# The Gen C source index (spec 2.3), checked as a newer reader would.
+paths = []
+for s in meta["sources"]:
+    assert isinstance(s["offset"], int) and isinstance(s["length"], int), "offset, length"
+    assert 0 <= s["offset"] and s["offset"] + s["length"] <= src_len, "within the region"
+    assert hashlib.sha256(src[s["offset"]:s["offset"] + s["length"]]).hexdigest() == s["sha256"], "sha256"
+    paths.append(s["path"])
+assert len(set(paths)) == len(paths), "unique paths"
+assert meta["entrypoint_path"] in paths, "entrypoint"
+print("sources", [(s["path"], s["offset"], s["length"]) for s in meta["sources"]], meta["entrypoint_path"])
 `
 
 // TestPyYAMLReadsWhatWePack runs Airflow's parser (PyYAML) over a packed
@@ -63,6 +74,7 @@ func TestPyYAMLReadsWhatWePack(t *testing.T) {
 		"str 123 ['str:true', 'str:yes', 'str:2026-01-01']",
 		"str etl ['str:extract', 'str:transform', 'str:load']",
 		"extra [('list', 'list'), ('n', 'int'), ('on', 'bool')]",
+		"sources [('bundle.yaml', 0, 3)] bundle.yaml",
 	} {
 		if !strings.Contains(string(got), want) {
 			t.Errorf("PyYAML output lacks %q:\n%s", want, got)
