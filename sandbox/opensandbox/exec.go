@@ -24,8 +24,11 @@ func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''
 // "\n<marker>\n" on stdout and on stderr and exits with the command's
 // status. execd sends output line by line without the newlines; the marker
 // tells a final line without a newline (it arrives as text just before the
-// marker) from a whole one (an empty line arrives first), so output comes
-// back byte for byte.
+// marker) from a whole one (an empty line arrives first), so the lines and
+// their newlines come back as written. Not every byte does: execd sends
+// each line as a JSON string, so bytes that are not UTF-8 arrive as U+FFFD,
+// and it splits lines at "\r" and "\r\n" too, so both arrive as "\n".
+// Output that must survive byte for byte belongs in a file (OpenFile).
 func wrapCommand(command, stdinPath, marker string) string {
 	var b strings.Builder
 	if stdinPath == "" {

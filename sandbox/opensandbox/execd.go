@@ -30,7 +30,7 @@ type ExecdClient struct {
 	unary   *http.Client
 	stream  *http.Client
 
-	// What this execd offers, learnt from its answers (see detect.go).
+	// What this execd offers, learnt from its answers (see files.go).
 	untyped   atomic.Bool // GET /files/info has no type field (released v1.0.18)
 	typed     atomic.Bool // it has one
 	noListDir atomic.Bool // GET /directories/list is not a route
@@ -204,7 +204,8 @@ func (c *ExecdClient) ListDir(ctx context.Context, path string) ([]FileInfo, err
 // NoListDir reports an execd seen without GET /directories/list.
 func (c *ExecdClient) NoListDir() bool { return c.noListDir.Load() }
 
-// Mkdir creates path and its parents (mode applies to new directories).
+// Mkdir creates path and its parents; execd applies mode to path even
+// when it existed.
 func (c *ExecdClient) Mkdir(ctx context.Context, path string, mode fs.FileMode) error {
 	op := "create directory " + path
 	b, _ := json.Marshal(map[string]any{path: map[string]int{"mode": modeDigits(mode)}})

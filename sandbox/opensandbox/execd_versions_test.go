@@ -336,3 +336,26 @@ printf x > "d/$(printf 'new\nline')" && printf yy > d/é.txt && : > d/.hidden &&
 		}
 	})
 }
+
+// The documented limits of command output through execd: it travels as
+// JSON strings, so a byte that is not UTF-8 arrives as U+FFFD, and lines
+// split at "\r" and "\r\n" as at "\n", so both arrive as "\n". Files keep
+// every byte.
+func TestOutputIsTextFilesAreBytes(t *testing.T) {
+	forVersions(t, func(t *testing.T, version string) {
+		e := newEnv(t, fakeOptions(version), nil)
+		sb := create(t, e, sandbox.Spec{})
+		if got := sh(t, sb, `printf 'x\377y\r\nz\rw'`); got != "x\uFFFDy\nz\nw" {
+			t.Errorf("output %q, want %q", got, "x\uFFFDy\nz\nw")
+		}
+		sh(t, sb, `printf 'x\377y\r\n' > raw`)
+		rc, _, err := sb.OpenFile(ctxT(t), "raw", 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rc.Close()
+		if b, _ := io.ReadAll(rc); string(b) != "x\xffy\r\n" {
+			t.Errorf("file %q", b)
+		}
+	})
+}

@@ -366,9 +366,9 @@ func TestQuirksOfInfoListAndDelete(t *testing.T) {
 	})
 }
 
-// bodyStalls reports whether reading u's body does not finish within d:
-// a download the fault hooks hold open.
-func bodyStalls(t *testing.T, u string, hdr map[string]string, d time.Duration) (*http.Response, bool) {
+// readBody GETs u and reads its body for at most d, returning how the
+// read ended: a deadline error is a body held open.
+func readBody(t *testing.T, u string, hdr map[string]string, d time.Duration) (*http.Response, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
@@ -382,7 +382,7 @@ func bodyStalls(t *testing.T, u string, hdr map[string]string, d time.Duration) 
 	}
 	defer resp.Body.Close()
 	_, err = io.ReadAll(resp.Body)
-	return resp, errors.Is(err, context.DeadlineExceeded)
+	return resp, err
 }
 
 // bodyBreaks reads u's body and reports how it ended: execd closes the
@@ -390,18 +390,7 @@ func bodyStalls(t *testing.T, u string, hdr map[string]string, d time.Duration) 
 // send. A body still open after a generous guard fails the test.
 func bodyBreaks(t *testing.T, u string, hdr map[string]string) (*http.Response, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", u, nil)
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("GET %s: %v", u, err)
-	}
-	defer resp.Body.Close()
-	_, err = io.ReadAll(resp.Body)
+	resp, err := readBody(t, u, hdr, 30*time.Second)
 	if errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("GET %s: the body was held open", u)
 	}
@@ -700,8 +689,8 @@ func TestStreamAndFileFaults(t *testing.T) {
 
 	e.sh("head -c 100000 /dev/zero > big")
 	e.c.srv.StallNextDownload(1000)
-	resp, stalled := bodyStalls(t, e.base+"/files/download?path=/workspace/big", nil, 500*time.Millisecond)
-	if resp.StatusCode != 200 || !stalled {
+	resp, err := readBody(t, e.base+"/files/download?path=/workspace/big", nil, 500*time.Millisecond)
+	if stalled := errors.Is(err, context.DeadlineExceeded); resp.StatusCode != 200 || !stalled {
 		t.Errorf("stalled download: %d, held %v", resp.StatusCode, stalled)
 	}
 	e.sh("echo old > kept.txt")

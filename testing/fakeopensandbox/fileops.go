@@ -10,7 +10,6 @@ import (
 	"path"
 	"runtime"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -152,14 +151,10 @@ func (s *Server) permissions(w http.ResponseWriter, r *http.Request, b *sbx) {
 		failed := func(why string) {
 			execdError(w, http.StatusInternalServerError, "RUNTIME_ERROR", fmt.Sprintf("error changing permissions for %s. %s", raw, why))
 		}
-		mode := ""
-		if o.Mode != 0 {
-			fm, err := modeFromDigits(o.Mode)
-			if err != nil {
-				failed(err.Error())
-				return
-			}
-			mode = strconv.FormatUint(uint64(fm), 8)
+		mode, err := scriptMode(o.Mode)
+		if err != nil {
+			failed(err.Error())
+			return
 		}
 		res := s.sh(r.Context(), b, chmodScript, nil, p, mode, o.Owner, o.Group)
 		switch {

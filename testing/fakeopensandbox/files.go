@@ -171,14 +171,18 @@ func backingError(w http.ResponseWriter, err error) {
 	execdError(w, http.StatusInternalServerError, "RUNTIME_ERROR", "error accessing file: "+err.Error())
 }
 
-// modeFromDigits reads execd's mode convention (octal digits as a decimal
-// number, 644), failing with strconv's text as execd does.
-func modeFromDigits(n int) (fs.FileMode, error) {
+// scriptMode reads execd's mode convention (octal digits as a decimal
+// number, 644; 0: none) into chmod's argument, failing with strconv's text
+// as execd does.
+func scriptMode(n int) (string, error) {
+	if n == 0 {
+		return "", nil
+	}
 	v, err := strconv.ParseUint(strconv.Itoa(n), 8, 32)
 	if err != nil {
-		return 0, err
+		return "", err
 	}
-	return fs.FileMode(v), nil
+	return strconv.FormatUint(v, 8), nil
 }
 
 func modeDigits(m fs.FileMode) int {
@@ -363,13 +367,7 @@ func (s *Server) writeOne(w http.ResponseWriter, r *http.Request, b *sbx, m uplo
 	if !s.writable(p) {
 		return openFailed("read-only file system")
 	}
-	mode, modeErr := "", error(nil)
-	if m.Mode != 0 {
-		var fm fs.FileMode
-		if fm, modeErr = modeFromDigits(m.Mode); modeErr == nil {
-			mode = strconv.FormatUint(uint64(fm), 8)
-		}
-	}
+	mode, modeErr := scriptMode(m.Mode)
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		execdError(w, http.StatusInternalServerError, "RUNTIME_ERROR", err.Error())
 		return false
@@ -427,13 +425,7 @@ func (s *Server) mkdir(w http.ResponseWriter, r *http.Request, b *sbx) {
 			execdError(w, http.StatusInternalServerError, "RUNTIME_ERROR", fmt.Sprintf("error accessing file: mkdir %s: read-only file system", p))
 			return
 		}
-		mode, modeErr := "", error(nil)
-		if o.Mode != 0 {
-			var fm fs.FileMode
-			if fm, modeErr = modeFromDigits(o.Mode); modeErr == nil {
-				mode = strconv.FormatUint(uint64(fm), 8)
-			}
-		}
+		mode, modeErr := scriptMode(o.Mode)
 		res := s.sh(r.Context(), b, mkdirScript, nil, p, mode, o.Owner, o.Group)
 		switch {
 		case res.gone || res.runErr != nil:

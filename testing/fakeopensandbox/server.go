@@ -208,7 +208,8 @@ type sbx struct {
 	egressToken string
 	gone        chan struct{}
 	cmds        map[string]*command
-	real        *realExecd // with Options.ExecdBinary
+	real        *realExecd // with Options.ExecdBinary, once it answers
+	starting    bool       // its real execd is starting
 }
 
 // NetworkPolicy is the create-time policy as the fake stored it.
@@ -388,10 +389,39 @@ func (s *Server) state(b *sbx) string {
 	if b.forced != nil {
 		return b.forced.State
 	}
-	if time.Now().Before(b.readyAt) {
+	if b.starting || time.Now().Before(b.readyAt) {
 		return "Pending"
 	}
 	return "Running"
+}
+
+// startReal starts the real execd of sandbox b (Options.ExecdBinary) and
+// makes it Running, or Failed with the reason.
+func (s *Server) startReal(b *sbx, block bool, env map[string]string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	go func() {
+		select {
+		case <-b.gone:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	x, err := s.startRealExecd(ctx, b.id, block, env)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, alive := s.sandboxes[b.id]; !alive {
+		if x != nil {
+			go x.close()
+		}
+		return
+	}
+	b.starting = false
+	if err != nil {
+		b.forced = &status{State: "Failed", Reason: "EXECD_START_FAILED", Message: err.Error()}
+		return
+	}
+	b.real = x
 }
 
 func (s *Server) sorted() []*sbx {
@@ -412,19 +442,21 @@ func (s *Server) sorted() []*sbx {
 func (s *Server) remove(id string) bool {
 	s.mu.Lock()
 	b, ok := s.sandboxes[id]
+	var real *realExecd
 	if ok {
 		delete(s.sandboxes, id)
 		if b.timer != nil {
 			b.timer.Stop()
 		}
 		close(b.gone)
+		real = b.real
 	}
 	s.mu.Unlock()
 	if !ok {
 		return false
 	}
-	if b.real != nil {
-		b.real.close()
+	if real != nil {
+		real.close()
 	}
 	s.destroyBacking(id)
 	return true
@@ -644,11 +676,8 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		directToken: randHex(8), egressToken: randHex(8), gone: make(chan struct{}), cmds: map[string]*command{},
 	}
 	if s.opts.ExecdBinary != "" {
-		if b.real, err = s.startRealExecd(r.Context(), id, block, body.Env); err != nil {
-			s.destroyBacking(id)
-			writeJSON(w, http.StatusInternalServerError, apiError{Code: "DOCKER::SANDBOX_START_FAILED", Message: err.Error()})
-			return
-		}
+		b.starting = true // Pending until the real execd answers
+		go s.startReal(b, block, body.Env)
 	}
 	if b.metadata == nil {
 		b.metadata = map[string]string{}
@@ -960,15 +989,21 @@ func (s *Server) handleInSandbox(w http.ResponseWriter, r *http.Request, direct 
 		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "Unauthorized: invalid or missing header " + DirectTokenHeader})
 		return
 	}
-	if s.state(b) != "Running" {
+	s.mu.Lock()
+	state := s.state(b)
+	s.mu.Unlock()
+	if state != "Running" {
 		http.Error(w, "Bad Gateway", http.StatusBadGateway)
 		return
 	}
 	sub := "/" + r.PathValue("path")
 	switch r.PathValue("port") {
 	case strconv.Itoa(ExecdPort):
-		if b.real != nil {
-			b.real.serve(w, r, sub, s.spool)
+		s.mu.Lock()
+		real := b.real
+		s.mu.Unlock()
+		if real != nil {
+			real.serve(w, r, sub, s.spool)
 			return
 		}
 		s.serveExecd(w, r, b, sub)
