@@ -44,16 +44,17 @@ func Convert(ctx context.Context, d Deps, in ConvertInput) (ConvertResult, error
 	if err != nil {
 		return ConvertResult{}, err
 	}
-	sb, drv, rec, secrets, err := provision(ctx, d, in.ProvisionInput)
+	p, err := provision(ctx, d, in.ProvisionInput)
 	if err != nil {
 		return ConvertResult{}, err
 	}
-	defer drv.Close()
+	defer p.backend.Close()
+	sb := p.sandbox
 	defer destroyQuietly(ctx, d, sb)
-	d.logger().Info("sandbox ready", "backend", rec.Backend, "id", rec.ID)
+	d.logger().Info("sandbox ready", "backend", p.record.Backend, "id", p.record.ID)
 	var res RunResult
 	for _, cmd := range in.Command {
-		res, err = runOne(ctx, d, sb, cmd, execOptions(in.Timeout, nil, ""), newRedactor(secrets))
+		res, err = runOne(ctx, d, sb, cmd, execOptions(in.Timeout, nil, ""), newRedactor(p.secrets))
 		if err != nil {
 			return ConvertResult{ExitCode: res.ExitCode, OutputTail: res.OutputTail}, err
 		}

@@ -43,7 +43,7 @@ func TestFinalErrorsAndRetriedErrors(t *testing.T) {
 			return err
 		}
 	}
-	provision := func(in ProvisionInput) func() error {
+	provisionWith := func(in ProvisionInput) func() error {
 		return func() error { _, err := Provision(ctx, e.deps, in); return err }
 	}
 	for _, c := range []struct {
@@ -51,12 +51,12 @@ func TestFinalErrorsAndRetriedErrors(t *testing.T) {
 		call  func() error
 		final bool
 	}{
-		{"refused spec", provision(ProvisionInput{BackendOptions: BackendOptions{Backend: "local"}, GPU: "A10G"}), true},
-		{"unlinked backend", provision(ProvisionInput{BackendOptions: BackendOptions{Backend: "k8s"}}), true},
-		{"misspelt backend option", provision(ProvisionInput{BackendOptions: BackendOptions{Options: map[string]json.RawMessage{"local": json.RawMessage(`{"flgx": "x"}`)}}}), true},
-		{"bad input: env_from with two sources", provision(ProvisionInput{EnvFrom: map[string]EnvSource{"X": {Connection: "web", Variable: "v"}}}), true},
-		{"bad input: not a storage URL", provision(ProvisionInput{StageIn: map[string]string{"in.csv": "bucket/in.csv"}}), true},
-		{"bad input: unknown URL scheme", provision(ProvisionInput{StageIn: map[string]string{"in.csv": "ftp://host/in.csv"}}), true},
+		{"refused spec", provisionWith(ProvisionInput{BackendOptions: BackendOptions{Backend: "local"}, GPU: "A10G"}), true},
+		{"unlinked backend", provisionWith(ProvisionInput{BackendOptions: BackendOptions{Backend: "k8s"}}), true},
+		{"misspelt backend option", provisionWith(ProvisionInput{BackendOptions: BackendOptions{Options: map[string]json.RawMessage{"local": json.RawMessage(`{"flgx": "x"}`)}}}), true},
+		{"bad input: env_from with two sources", provisionWith(ProvisionInput{EnvFrom: map[string]EnvSource{"X": {Connection: "web", Variable: "v"}}}), true},
+		{"bad input: not a storage URL", provisionWith(ProvisionInput{StageIn: map[string]string{"in.csv": "bucket/in.csv"}}), true},
+		{"bad input: unknown URL scheme", provisionWith(ProvisionInput{StageIn: map[string]string{"in.csv": "ftp://host/in.csv"}}), true},
 		{"bad input: nothing to run", func() error {
 			_, err := RunCommands(ctx, e.deps, RunInput{Sandbox: SandboxRef{ID: id}})
 			return err
@@ -65,11 +65,11 @@ func TestFinalErrorsAndRetriedErrors(t *testing.T) {
 			_, err := Export(ctx, e.deps, ExportInput{Sandbox: SandboxRef{ID: id}})
 			return err
 		}, true},
-		{"missing connection (env_from)", provision(ProvisionInput{EnvFrom: map[string]EnvSource{"X": {Connection: "nope"}}}), true},
-		{"missing connection (backend)", provision(ProvisionInput{BackendOptions: BackendOptions{Backend: "opensandbox"}}), true},
-		{"missing connection (storage)", provision(ProvisionInput{StageIn: map[string]string{"in.csv": "s3://b/in.csv"}, StorageConnID: "nope"}), true},
-		{"wrong connection type (storage)", provision(ProvisionInput{StageIn: map[string]string{"in.csv": "s3://b/in.csv"}, StorageConnID: "web"}), true},
-		{"missing object", provision(ProvisionInput{StageIn: map[string]string{"in.csv": "s3://b/missing.csv"}}), true},
+		{"missing connection (env_from)", provisionWith(ProvisionInput{EnvFrom: map[string]EnvSource{"X": {Connection: "nope"}}}), true},
+		{"missing connection (backend)", provisionWith(ProvisionInput{BackendOptions: BackendOptions{Backend: "opensandbox"}}), true},
+		{"missing connection (storage)", provisionWith(ProvisionInput{StageIn: map[string]string{"in.csv": "s3://b/in.csv"}, StorageConnID: "nope"}), true},
+		{"wrong connection type (storage)", provisionWith(ProvisionInput{StageIn: map[string]string{"in.csv": "s3://b/in.csv"}, StorageConnID: "web"}), true},
+		{"missing object", provisionWith(ProvisionInput{StageIn: map[string]string{"in.csv": "s3://b/missing.csv"}}), true},
 		{"sandbox owned by another run", func() error {
 			_, err := RunCommands(ctx, e.deps, RunInput{Sandbox: SandboxRef{ID: id}, Command: Commands{"true"}, Owner: "other/run"})
 			return err

@@ -55,64 +55,74 @@ type ProvisionInput struct {
 // return_value a Python SandboxToolset(attach_to=...) reads. If anything
 // fails after the sandbox exists, the sandbox is destroyed first.
 func Provision(ctx context.Context, d Deps, in ProvisionInput) (string, error) {
-	sb, drv, rec, _, err := provision(ctx, d, in)
+	p, err := provision(ctx, d, in)
 	if err != nil {
 		return "", err
 	}
-	defer drv.Close()
+	defer p.backend.Close()
+	rec := p.record
 	if err := d.Airflow.SetXCom(ctx, RecordXComKey, rec); err != nil {
-		return "", fmt.Errorf("pushing the sandbox record to XCom: %w (%s)", err, destroyQuietly(ctx, d, sb))
+		return "", fmt.Errorf("pushing the sandbox record to XCom: %w (%s)", err, destroyQuietly(ctx, d, p.sandbox))
 	}
 	d.logger().Info("sandbox ready", "backend", rec.Backend, "id", rec.ID, "owner", rec.Owner, "expires_at", rec.ExpiresAt)
 	return rec.ID, nil
 }
 
-// provision does the work shared by Provision and Convert. On success the
-// caller owns the driver and the sandbox.
-func provision(ctx context.Context, d Deps, in ProvisionInput) (*sandbox.Sandbox, *sandbox.Backend, Record, []string, error) {
+// created is the sandbox provision made, with its open backend (the
+// caller closes both), the Record it pushes and the env_from values it
+// holds (to redact from command output).
+type created struct {
+	sandbox *sandbox.Sandbox
+	backend *sandbox.Backend
+	record  Record
+	secrets []string
+}
+
+// provision does the work shared by Provision and Convert.
+func provision(ctx context.Context, d Deps, in ProvisionInput) (created, error) {
 	if err := d.check(); err != nil {
-		return nil, nil, Record{}, nil, err
+		return created{}, err
 	}
 	log := d.logger()
 	// What the backend cannot do fails first, before any connection or
 	// secret is read.
 	if err := in.Check(d.drivers()); err != nil {
-		return nil, nil, Record{}, nil, err
+		return created{}, err
 	}
 	staged, err := d.Run.expandURLs("stage_in", in.StageIn)
 	if err != nil {
-		return nil, nil, Record{}, nil, err
+		return created{}, err
 	}
 	in.StageIn = staged
 	spec, secrets, err := buildSpec(ctx, d, in)
 	if err != nil {
-		return nil, nil, Record{}, nil, err
+		return created{}, err
 	}
 	if err := checkURLs("stage_in", in.StageIn); err != nil {
-		return nil, nil, Record{}, nil, err
+		return created{}, err
 	}
 	creds, err := resolveStorage(ctx, d, "storage_conn_id", in.StorageConnID, in.StageIn)
 	if err != nil {
-		return nil, nil, Record{}, nil, fmt.Errorf("stage_in: %w", err)
+		return created{}, fmt.Errorf("stage_in: %w", err)
 	}
 	// A missing bucket or object fails here, before a sandbox exists.
 	if err := checkStorage(ctx, d, "stage_in", in.StageIn, true, creds); err != nil {
-		return nil, nil, Record{}, nil, err
+		return created{}, err
 	}
 	drv, req, err := openBackend(ctx, d, in.BackendOptions)
 	if err != nil {
-		return nil, nil, Record{}, nil, err
+		return created{}, err
 	}
 	log.Info("creating sandbox", "backend", req.Backend, "image", spec.Image, "owner", spec.Owner, "lifetime", spec.WithDefaults().Timeout)
 	sb, err := drv.Create(ctx, spec)
 	if err != nil {
 		drv.Close()
-		return nil, nil, Record{}, nil, fmt.Errorf("creating a %s sandbox: %w", req.Backend, err)
+		return created{}, fmt.Errorf("creating a %s sandbox: %w", req.Backend, err)
 	}
-	fail := func(err error) (*sandbox.Sandbox, *sandbox.Backend, Record, []string, error) {
+	fail := func(err error) (created, error) {
 		what := destroyQuietly(ctx, d, sb)
 		drv.Close()
-		return nil, nil, Record{}, nil, fmt.Errorf("%w (%s)", err, what)
+		return created{}, fmt.Errorf("%w (%s)", err, what)
 	}
 	info, err := sb.Info(ctx)
 	if err != nil {
@@ -134,7 +144,7 @@ func provision(ctx context.Context, d Deps, in ProvisionInput) (*sandbox.Sandbox
 	if !exp.IsZero() {
 		rec.ExpiresAt = exp.UTC().Format(time.RFC3339)
 	}
-	return sb, drv, rec, secrets, nil
+	return created{sandbox: sb, backend: drv, record: rec, secrets: secrets}, nil
 }
 
 // Check parses the backend options with the backends r links and refuses
