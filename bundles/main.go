@@ -7,6 +7,9 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync/atomic"
+
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/internal/exitorder"
 )
 
 // Main serves Airflow and nothing else: --comm/--logs (coordinator mode)
@@ -16,7 +19,28 @@ import (
 //
 //	func main() { cli.Main(bundles.New().Register("my_dag", "extract", extract)) }
 func Main(b *Bundle) {
-	os.Exit(RunMain(context.Background(), b, os.Args[1:], os.Stdout, os.Stderr))
+	Exit(RunMain(context.Background(), b, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// served is set when Serve runs, so Exit knows the process is a task
+// instance that Airflow's supervisor watches.
+var served atomic.Bool
+
+// Exit ends the process with code, as a bundle's main must once RunMain
+// (or Serve) returns; Main and cli.Main do. After serving a task it first
+// starts an exit holder (package exitorder) that keeps the process's
+// output open until Airflow's supervisor can see the exit: otherwise the
+// supervisor can see the output end first and then sleep 5 s before it
+// looks for the exit again (docs/ARCHITECTURE.md, start-up).
+func Exit(code int) {
+	if served.Load() {
+		// Without a holder the process exits as it always did; only a
+		// failure this platform should not have is worth a line.
+		if _, err := exitorder.Hold(); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+			fmt.Fprintf(os.Stderr, "airflow-go-worker: %v; Airflow may notice this task ended up to min_heartbeat_interval (5 s) late\n", err)
+		}
+	}
+	os.Exit(code)
 }
 
 // Exit codes of RunMain.
@@ -26,8 +50,9 @@ const (
 	ExitUsage   = 2 // bad command line
 )
 
-// RunMain runs the bundle's command line and returns the exit code. Airflow
-// appends --comm and --logs as the last two arguments.
+// RunMain runs the bundle's command line and returns the exit code, for
+// Exit (not os.Exit). Airflow appends --comm and --logs as the last two
+// arguments.
 func RunMain(ctx context.Context, b *Bundle, args []string, stdout, stderr io.Writer) int {
 	opts, err := ParseServeArgs(args)
 	if err != nil {

@@ -81,6 +81,7 @@ type serveConfig struct {
 // run for parallelismDelay (package onep, procs.go); Serve gives it the
 // runtime's default back then, or when it returns before a task ran.
 func (b *Bundle) Serve(ctx context.Context, commAddr, logsAddr string) error {
+	served.Store(true)
 	cfg := processConfig()
 	cfg.oneP = startedOnOneP()
 	err := b.serve(ctx, commAddr, logsAddr, cfg)

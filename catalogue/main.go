@@ -26,7 +26,7 @@ takes its config as --config, and inspect, sweep and version take none.
 // has every bundle command plus sweep. The main package imports the
 // sandbox backends and storage drivers it links.
 func Main() {
-	os.Exit(Run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	bundles.Exit(Run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }
 
 // Run is Main's command line, returning the exit code.

@@ -68,7 +68,7 @@ type Program struct {
 
 // Main runs b's command line and exits with its code.
 func Main(b *bundles.Bundle) {
-	os.Exit(Program{Bundle: func() (*bundles.Bundle, error) { return b, nil }}.Run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	bundles.Exit(Program{Bundle: func() (*bundles.Bundle, error) { return b, nil }}.Run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }
 
 func (p Program) name() string {

@@ -66,7 +66,7 @@ func TestMain(m *testing.M) {
 }
 
 // pack packs exe into dir/name with our pack command and returns the path.
-func pack(t *testing.T, dir, name, exe string, flags ...string) string {
+func pack(t testing.TB, dir, name, exe string, flags ...string) string {
 	t.Helper()
 	out := filepath.Join(dir, name)
 	args := append([]string{"pack", "--executable", exe, "--output", out}, flags...)
@@ -120,11 +120,18 @@ type result struct {
 	Logs             []map[string]any `json:"logs"`
 	SchemaVersion    string           `json:"schema_version"`
 	SchemaViolations []string         `json:"schema_violations"`
+	// Seconds is how long the coordinator's execute_task took: fork to
+	// final state.
+	Seconds float64 `json:"seconds"`
+	// IdleWaits counts the supervisor's turns that began with every
+	// socket at EOF and the process not yet seen to exit: each sleeps
+	// min_heartbeat_interval (5 s) before it looks again.
+	IdleWaits int `json:"idle_waits"`
 }
 
 // runCases runs the cases, in order, in one Python process (importing the
 // task SDK costs seconds) and returns the results by case name.
-func runCases(t *testing.T, cases []tcase) map[string]*result {
+func runCases(t testing.TB, cases []tcase) map[string]*result {
 	t.Helper()
 	py := pyenv.Python(t)
 	root, err := pyenv.RepoRoot()
@@ -198,6 +205,9 @@ func (r *result) ranCleanExiting(t *testing.T, code int) {
 		if ev, _ := l["event"].(string); strings.Contains(ev, "Unable to decode message") || strings.Contains(ev, "Unhandled request") {
 			t.Errorf("%s: the supervisor logged %q: %v", r.Name, ev, l)
 		}
+	}
+	if r.IdleWaits > 0 {
+		t.Errorf("%s: the supervisor saw every socket at EOF before it could see the process exit, and slept its whole wait (min_heartbeat_interval, 5 s) %d time(s) (the task took %.3f s): the bundle's exit holder (bundles.Exit, bundles/internal/exitorder) did not keep its output open until then; task log: %v", r.Name, r.IdleWaits, r.Seconds, r.Logs)
 	}
 }
 

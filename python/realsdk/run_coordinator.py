@@ -23,7 +23,9 @@ CASES.json is a list of cases:
        bundle logs it; the supervisor forwards it to the bundle as Airflow
        does on a worker shutdown),
    "timeout": seconds}
-RESULTS.json gets one result per case; see run_case.
+RESULTS.json gets one result per case; see run_case. Each says how long
+the coordinator took (seconds: execute_task, fork to final state) and how
+often its supervisor waited with nothing left to read (idle_waits).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import logging
 import os
 import signal
 import sys
+import time
 import traceback
 import uuid
 from datetime import datetime, timezone
@@ -129,6 +132,23 @@ def _observe_reply(self, msg, **dump_opts):
 supervisor_mod.WatchedSubprocess._deserialize_request = _observe_request
 supervisor_mod.WatchedSubprocess._serialize_response = _observe_reply
 
+# Observe the supervisor's wait loop: a turn that starts with every socket
+# at EOF while the process has not been seen to exit selects on nothing
+# and sleeps its whole wait (min_heartbeat_interval, 5 s) before it polls
+# for the exit again. That is the idle wait a task process must never
+# cause (see bundles/internal/exitorder).
+IDLE_WAITS = [0]
+_orig_service = supervisor_mod.WatchedSubprocess._service_subprocess
+
+
+def _observe_service(self, max_wait_time, *args, **kwargs):
+    if self._exit_code is None and not self._open_sockets:
+        IDLE_WAITS[0] += 1
+    return _orig_service(self, max_wait_time, *args, **kwargs)
+
+
+supervisor_mod.WatchedSubprocess._service_subprocess = _observe_service
+
 
 class ExecutionAPI:
     """A strict stand-in for Airflow's Execution API server: it serves what
@@ -206,6 +226,7 @@ def run_case(case: dict) -> dict:
     LOG.clear()
     REQUESTS.clear()
     REPLIES.clear()
+    IDLE_WAITS[0] = 0
     ti = TaskInstance(
         id=uuid.uuid4(), task_id=case["task_id"], dag_id=case["dag_id"],
         run_id=case.get("run_id", "manual__2026-12-01T00:00:00+00:00"), try_number=case.get("try_number", 1),
@@ -236,6 +257,7 @@ def run_case(case: dict) -> dict:
     signal.signal(signal.SIGALRM, on_alarm)
     signal.alarm(int(case.get("timeout", 60)))
     result = {"name": case.get("name", ""), "ti_id": str(ti.id)}
+    started = time.monotonic()
     try:
         res = coordinator.execute_task(
             what=ti, dag_rel_path="dags/stub_dag.py", bundle_info=BundleInfo(name="dags-folder", version=None),
@@ -254,11 +276,13 @@ def run_case(case: dict) -> dict:
         result["traceback"] = traceback.format_exc()
     finally:
         signal.alarm(0)
+        result["seconds"] = time.monotonic() - started
         for k, v in saved_env.items():
             if v is None:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+    result["idle_waits"] = IDLE_WAITS[0]
     result["sigterm_sent"] = sent["sigterm"]
     result["api_calls"] = api.calls
     result["xcoms"] = api.xcoms

@@ -91,5 +91,5 @@ func main() {
 	if code == bundles.ExitOK {
 		code = exitCode
 	}
-	os.Exit(code)
+	bundles.Exit(code)
 }

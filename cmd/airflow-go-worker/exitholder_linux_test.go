@@ -1,0 +1,41 @@
+//go:build linux && (amd64 || arm64)
+
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/selftest"
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/supervisor"
+)
+
+// A task process of the real binary ends through bundles.Exit, which
+// leaves an exit holder (bundles/internal/exitorder) so that Airflow's
+// supervisor sees the exit no later than the end of the output. The holder
+// outlives the task process and is adopted by its nearest subreaper: this
+// test, which reaps it to see that it ran and ended.
+func TestBuiltBinaryExitsThroughAHolder(t *testing.T) {
+	bin := buildReal(t)
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s := &supervisor.Supervisor{Executable: bin, Env: []string{}}
+	res, err := s.RunTask(ctx, supervisor.TaskRequest{DagID: selftest.DagID, TaskID: "ping"})
+	if err != nil || res.State != supervisor.StateSuccess {
+		t.Fatalf("ping ended %s (%v): %q", res.State, err, res.Output)
+	}
+	var ws unix.WaitStatus
+	if _, err := unix.Wait4(-1, &ws, 0, nil); err != nil {
+		t.Fatalf("the task process left no exit holder to adopt: %v", err)
+	}
+	if !ws.Exited() || ws.ExitStatus() != 0 {
+		t.Fatalf("the exit holder ended with %v", ws)
+	}
+}
