@@ -211,6 +211,10 @@ func (s *Supervisor) start(ctx context.Context, red *redactor, show *shower) (*c
 		stderr.Flush()
 		c.exit = exitCode(err)
 		if ps := cmd.ProcessState; ps != nil {
+			// The process's own status: Wait's error is also
+			// exec.ErrWaitDelay when the process exited 0 but something
+			// it left behind kept its output open past WaitDelay.
+			c.exit = processExit(ps)
 			c.usage, _ = ps.SysUsage().(*syscall.Rusage)
 		}
 		close(c.exited)
@@ -343,6 +347,14 @@ func (c *child) terminate(grace time.Duration) {
 	case <-time.After(grace):
 		c.cmd.Process.Kill()
 	}
+}
+
+// processExit is an exited process's code, or 128+N when signal N ended it.
+func processExit(ps *os.ProcessState) int {
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
 }
 
 func exitCode(err error) int {

@@ -23,6 +23,7 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/bundles"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/selftest"
+	"github.com/airflow-sandbox/airflow-go-worker/testing/makebuild"
 )
 
 var bundleBin string
@@ -38,7 +39,9 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	bundleBin = filepath.Join(dir, "testbundle")
-	build := exec.Command("go", "build", "-o", bundleBin, "./internal/testbundle")
+	// Built as make build builds: its fork-to-terminal benchmark measures
+	// a static binary, as Airflow starts one.
+	build := makebuild.Command(bundleBin, "./internal/testbundle", nil)
 	build.Stderr = os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building the test bundle:", err)
@@ -50,8 +53,19 @@ func TestMain(m *testing.M) {
 }
 
 // helperMain is a bundle that reports success and then exits non-zero, to
-// check that a reported state only counts with exit 0.
+// check that a reported state only counts with exit 0; in mode
+// succeed-leave-output-open it exits 0 instead, leaving a process behind
+// (mode hold-output) that keeps its stdout and stderr open until the FIFO
+// in SUPERVISOR_TEST_FIFO has no writer left.
 func helperMain(mode string, args []string) int {
+	if mode == "hold-output" {
+		f, err := os.Open(os.Getenv("SUPERVISOR_TEST_FIFO"))
+		if err != nil {
+			return 7
+		}
+		io.Copy(io.Discard, f)
+		return 0
+	}
 	var comm string
 	for _, a := range args {
 		if v, ok := strings.CutPrefix(a, "--comm="); ok {
@@ -78,6 +92,16 @@ func helperMain(mode string, args []string) int {
 	}
 	p, _ := protocol.EncodeRequest(0, map[string]any{"type": "SucceedTask", "end_date": time.Now(), "task_outlets": []any{}, "outlet_events": []any{}})
 	protocol.WriteFrame(c, p)
+	if mode == "succeed-leave-output-open" {
+		self, _ := os.Executable()
+		holder := exec.Command(self)
+		holder.Env = append(os.Environ(), "SUPERVISOR_TEST_HELPER=hold-output")
+		holder.Stdout, holder.Stderr = os.Stdout, os.Stderr
+		if err := holder.Start(); err != nil {
+			return 6
+		}
+		return 0
+	}
 	return 3
 }
 
@@ -362,6 +386,29 @@ func TestNonZeroExitOverridesReportedState(t *testing.T) {
 		if res.ExitCode != 3 || res.State != want || res.Terminal == nil {
 			t.Fatalf("retry=%v: exit %d state %s terminal %v", retry, res.ExitCode, res.State, res.Terminal)
 		}
+	}
+}
+
+// A task process that exited 0 succeeded, even when something it left
+// behind keeps its output pipes open past the supervisor's WaitDelay (and
+// Wait returns exec.ErrWaitDelay): the exit code is the process's own.
+func TestSuccessStandsWhenALeftoverHoldsTheOutput(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "release")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The test is the FIFO's only writer: the leftover process reads it
+	// until the test closes it, at the end.
+	w, err := os.OpenFile(fifo, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	self, _ := os.Executable()
+	s := &Supervisor{Executable: self, Env: append(os.Environ(), "SUPERVISOR_TEST_HELPER=succeed-leave-output-open", "SUPERVISOR_TEST_FIFO="+fifo)}
+	res := run(t, s, TaskRequest{DagID: "d", TaskID: "t"})
+	if res.ExitCode != 0 || res.State != StateSuccess || res.Terminal == nil {
+		t.Fatalf("exit %d state %s terminal %v; output %q", res.ExitCode, res.State, res.Terminal, res.Output)
 	}
 }
 

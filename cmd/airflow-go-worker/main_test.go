@@ -16,6 +16,7 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/selftest"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/supervisor"
 
+	"github.com/airflow-sandbox/airflow-go-worker/testing/makebuild"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/waitwriter"
 )
 
@@ -216,15 +217,12 @@ func TestCoordinatorModeThroughSupervisor(t *testing.T) {
 	}
 }
 
-// buildReal builds the actual binary once per test or benchmark.
+// buildReal builds the actual binary as make build does (its default
+// build), once per test or benchmark.
 func buildReal(tb testing.TB) string {
 	tb.Helper()
 	out := filepath.Join(tb.TempDir(), "airflow-go-worker")
-	cmd := exec.Command("go", "build", "-o", out, ".")
-	cmd.Stderr = os.Stderr
-	if err := cmd.Run(); err != nil {
-		tb.Fatalf("go build: %v", err)
-	}
+	makebuild.Build(tb, out, ".")
 	return out
 }
 
@@ -251,7 +249,7 @@ func BenchmarkForkToTerminal(b *testing.B) {
 		res, err := s.RunTask(context.Background(), supervisor.TaskRequest{DagID: selftest.DagID, TaskID: "ping"})
 		took = append(took, time.Since(start))
 		if err != nil || res.State != supervisor.StateSuccess {
-			b.Fatalf("%v %s", err, res.State)
+			b.Fatalf("ping ended %s, exit code %d (%v)\noutput: %q\nlog: %v\nterminal: %v", res.State, res.ExitCode, err, res.Output, res.LogLines, res.Terminal)
 		}
 	}
 	// The target is a median; ns/op is a mean that one slow fork skews.
