@@ -19,6 +19,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/airflow-sandbox/airflow-go-worker/testing/makebuild"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/pyenv"
 )
 
@@ -42,19 +43,16 @@ func TestMain(m *testing.M) {
 	bundleB = filepath.Join(binDir, "testbundle-b")
 	// The standard binary with every backend and store (EXTRAS=all), as
 	// the examples' configs need.
-	for _, b := range []struct{ out, pkg, ldflags, tags string }{
-		{workerBin, "../../cmd/airflow-go-worker", "", "all_extras"},
-		{bundleA, "./testbundle", "-X main.variant=a", ""},
-		{bundleB, "./testbundle", "-X main.variant=b", ""},
+	for _, b := range []struct {
+		out, pkg string
+		tags     []string
+		ldflags  []string
+	}{
+		{workerBin, "../../cmd/airflow-go-worker", []string{"all_extras"}, nil},
+		{bundleA, "./testbundle", nil, []string{"-ldflags", "-X main.variant=a"}},
+		{bundleB, "./testbundle", nil, []string{"-ldflags", "-X main.variant=b"}},
 	} {
-		args := []string{"build", "-o", b.out}
-		if b.tags != "" {
-			args = append(args, "-tags", b.tags)
-		}
-		if b.ldflags != "" {
-			args = append(args, "-ldflags", b.ldflags)
-		}
-		if out, err := exec.Command("go", append(args, b.pkg)...).CombinedOutput(); err != nil {
+		if out, err := makebuild.Command(b.out, b.pkg, b.tags, b.ldflags...).CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", b.pkg, err, out)
 			os.RemoveAll(binDir)
 			os.Exit(1)
