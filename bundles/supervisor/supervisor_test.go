@@ -41,9 +41,7 @@ func TestMain(m *testing.M) {
 	bundleBin = filepath.Join(dir, "testbundle")
 	// Built as make build builds: its fork-to-terminal benchmark measures
 	// a static binary, as Airflow starts one.
-	build := makebuild.Command(bundleBin, "./internal/testbundle", nil)
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
+	if err := (makebuild.Build{Pkg: "./internal/testbundle"}).To(bundleBin); err != nil {
 		fmt.Fprintln(os.Stderr, "building the test bundle:", err)
 		os.Exit(1)
 	}

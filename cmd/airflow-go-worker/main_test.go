@@ -222,7 +222,7 @@ func TestCoordinatorModeThroughSupervisor(t *testing.T) {
 func buildReal(tb testing.TB) string {
 	tb.Helper()
 	out := filepath.Join(tb.TempDir(), "airflow-go-worker")
-	makebuild.Build(tb, out, ".")
+	makebuild.Build{Pkg: "."}.Must(tb, out)
 	return out
 }
 

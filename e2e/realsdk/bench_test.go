@@ -41,7 +41,7 @@ func BenchmarkPingUnderAirflow(b *testing.B) {
 	for i := range subjects {
 		s := &subjects[i]
 		exe := filepath.Join(dir, s.name)
-		makebuild.Build(b, exe, s.pkg)
+		makebuild.Build{Pkg: s.pkg}.Must(b, exe)
 		s.root = filepath.Join(dir, s.name+"-root")
 		if err := os.Mkdir(s.root, 0o755); err != nil {
 			b.Fatal(err)

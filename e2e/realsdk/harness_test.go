@@ -43,17 +43,13 @@ func TestMain(m *testing.M) {
 	bundleB = filepath.Join(binDir, "testbundle-b")
 	// The standard binary with every backend and store (EXTRAS=all), as
 	// the examples' configs need.
-	for _, b := range []struct {
-		out, pkg string
-		tags     []string
-		ldflags  []string
-	}{
-		{workerBin, "../../cmd/airflow-go-worker", []string{"all_extras"}, nil},
-		{bundleA, "./testbundle", nil, []string{"-ldflags", "-X main.variant=a"}},
-		{bundleB, "./testbundle", nil, []string{"-ldflags", "-X main.variant=b"}},
+	for out, b := range map[string]makebuild.Build{
+		workerBin: {Pkg: "../../cmd/airflow-go-worker", Tags: []string{"all_extras"}},
+		bundleA:   {Pkg: "./testbundle", Flags: []string{"-ldflags", "-X main.variant=a"}},
+		bundleB:   {Pkg: "./testbundle", Flags: []string{"-ldflags", "-X main.variant=b"}},
 	} {
-		if out, err := makebuild.Command(b.out, b.pkg, b.tags, b.ldflags...).CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", b.pkg, err, out)
+		if err := b.To(out); err != nil {
+			fmt.Fprintln(os.Stderr, err)
 			os.RemoveAll(binDir)
 			os.Exit(1)
 		}

@@ -60,12 +60,19 @@ import "os"
 func main() { os.Stdout.WriteString("dags: {}\n") }
 `
 
-// build compiles every subject the way `make build` does.
+// build compiles every subject the way `make build` does (package
+// makebuild: statically, written as pack writes a bundle). With cgo,
+// package net alone makes a binary load libc through the dynamic linker
+// and start its threads through pthreads, about 1.5 ms of CPU at every
+// start (the cgo row). The trivial binary is static either way.
 func build(b *testing.B, subjects []*subject) {
 	dir := b.TempDir()
 	for _, s := range subjects {
 		s.bin = filepath.Join(dir, s.name)
-		var cmd *exec.Cmd
+		mb := makebuild.Build{Pkg: s.pkg, Cgo: s.cgo}
+		if s.tags != "" {
+			mb.Tags = []string{s.tags}
+		}
 		if s.pkg == "" {
 			src := filepath.Join(dir, "trivial-src")
 			if err := os.MkdirAll(src, 0o755); err != nil {
@@ -77,38 +84,15 @@ func build(b *testing.B, subjects []*subject) {
 			if err := os.WriteFile(filepath.Join(src, "main.go"), []byte(trivialMain), 0o644); err != nil {
 				b.Fatal(err)
 			}
-			cmd = exec.Command("go", "build", "-trimpath", "-o", s.bin, ".")
-			cmd.Dir = src
-			cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=")
-		} else {
-			var tags []string
-			if s.tags != "" {
-				tags = []string{s.tags}
-			}
-			cmd = makebuild.Command(s.bin, s.pkg, tags)
+			mb.Pkg, mb.Dir, mb.Env = ".", src, []string{"GOWORK=off", "GOFLAGS="}
 		}
-		// make build links statically (CGO_ENABLED=0): with cgo, package
-		// net alone makes a binary load libc through the dynamic linker
-		// and start its threads through pthreads, about 1.5 ms of CPU at
-		// every start (the cgo row). The trivial binary is static either
-		// way.
-		cmd.Env = append(cmd.Env, "CGO_ENABLED="+s.cgoEnv())
-		if out, err := cmd.CombinedOutput(); err != nil {
-			b.Fatalf("building %s: %v\n%s", s.name, err, out)
-		}
+		mb.Must(b, s.bin)
 		st, err := os.Stat(s.bin)
 		if err != nil {
 			b.Fatal(err)
 		}
 		s.size = st.Size()
 	}
-}
-
-func (s *subject) cgoEnv() string {
-	if s.cgo {
-		return "1"
-	}
-	return "0"
 }
 
 func cpuOf(ru *syscall.Rusage) time.Duration {
