@@ -85,15 +85,12 @@ def format_findings(report: Mapping[str, Any]) -> str:
     return "\n\n".join(lines)
 
 
-def assert_wired(
-    dags: Iterable[str],
-    executables_roots: Iterable[str] = (),
-    queues: Iterable[str] = (),
-    binary: str | None = None,
-    env: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
-    """Fail (AssertionError naming every finding) unless the check finds nothing."""
-    report = check(dags, executables_roots, queues, binary, env)
+def assert_wired(dags: Iterable[str], **kwargs: Any) -> dict[str, Any]:
+    """Fail (AssertionError naming every finding) unless the check finds nothing.
+
+    Takes the arguments of ``check``.
+    """
+    report = check(dags, **kwargs)
     findings = report.get("findings") or []
     assert not findings, f"{len(findings)} wiring finding(s):\n\n" + format_findings(report)
     return report
