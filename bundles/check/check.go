@@ -225,12 +225,8 @@ func (c *checker) run() {
 // checkDag checks one Dag's tasks on coordinator queues.
 func (c *checker) checkDag(d dagFacts) {
 	r := c.facts.Routing
-	type goQueue struct {
-		queue, coord string
-		roots        []string
-	}
 	var goTasks []taskFacts
-	var rootsOf = map[string]goQueue{} // task id -> its queue's coordinator
+	rootsOf := map[string][]string{} // task id -> the roots its coordinator searches
 	for _, t := range d.Tasks {
 		key, routed := r.QueueToCoordinator[t.Queue]
 		if !routed {
@@ -273,20 +269,20 @@ func (c *checker) checkDag(d dagFacts) {
 				Fix:     "make it a @task.stub with a Go implementation in a bundle, or put it on a queue that runs Python"})
 		}
 		goTasks = append(goTasks, t)
-		rootsOf[t.TaskID] = goQueue{queue: t.Queue, coord: key, roots: roots}
+		rootsOf[t.TaskID] = roots
 	}
 	// Tasks of one Dag on queues of different roots are looked up in each.
 	byRoots := map[string][]taskFacts{}
 	var order []string
 	for _, t := range goTasks {
-		k := strings.Join(rootsOf[t.TaskID].roots, "\x00")
+		k := strings.Join(rootsOf[t.TaskID], "\x00")
 		if _, ok := byRoots[k]; !ok {
 			order = append(order, k)
 		}
 		byRoots[k] = append(byRoots[k], t)
 	}
 	for _, k := range order {
-		c.checkBundles(d, byRoots[k], rootsOf[byRoots[k][0].TaskID].roots)
+		c.checkBundles(d, byRoots[k], rootsOf[byRoots[k][0].TaskID])
 	}
 }
 
