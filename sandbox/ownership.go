@@ -21,6 +21,9 @@ const (
 	TagExpiresAt = "airflow_expires_at" // unix seconds, decimal
 	TagNetwork   = "airflow_network"    // EncodeNetworkPolicy
 	TagWorkdir   = "airflow_workdir"
+	// TagHost names the worker host a sandbox that lives on one host (a
+	// local sandbox) was created on; its driver stamps it.
+	TagHost = "airflow_host"
 	// TagCreatedBy marks sandboxes this bundle created. Sweep removes
 	// these and, told apart by their name and expiry tag, the Python
 	// provider's (which marks none); never anyone else's.

@@ -37,6 +37,7 @@ var (
 	ErrRefused     = driver.ErrRefused
 	ErrUnsupported = driver.ErrUnsupported
 	ErrRejected    = driver.ErrRejected
+	ErrOtherHost   = driver.ErrOtherHost
 )
 
 // Retryable marks err as worth retrying within a call (see driver.Retryable).

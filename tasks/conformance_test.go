@@ -2,6 +2,7 @@ package tasks
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
@@ -17,7 +18,10 @@ func TestTestDriverConformance(t *testing.T) {
 		return drv
 	}, conformance.Options{
 		OpenNetworkReachesHost: true,
-		HostWorkdir:            func(id string) string { return filepath.Join(drv.Root(), id, "work") },
-		BigFileSize:            32 << 20,
+		HostWorkdir: func(id string) string {
+			name, _, _ := strings.Cut(id, "@") // the directory is the name
+			return filepath.Join(drv.Root(), name, "work")
+		},
+		BigFileSize: 32 << 20,
 	})
 }

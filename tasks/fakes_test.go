@@ -119,9 +119,13 @@ type dirDriver struct {
 
 var _ driver.Driver = (*dirDriver)(nil)
 
-func newDirDriver(t *testing.T) *dirDriver {
+func newDirDriver(t *testing.T) *dirDriver { return newDirDriverOn(t, "") }
+
+// newDirDriverOn is newDirDriver on a worker host named host ("" for this
+// machine's name), with a sandbox root of its own: one host of several.
+func newDirDriverOn(t *testing.T, host string) *dirDriver {
 	t.Helper()
-	drv, err := local.New(local.Options{Root: t.TempDir()})
+	drv, err := local.New(local.Options{Root: t.TempDir(), Host: host})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,10 +188,10 @@ func (d *dirDriver) host(id, p string) string {
 		panic(fmt.Sprintf("host(%s, %s): %v", id, p, err))
 	}
 	if rel, ok := strings.CutPrefix(p, "/tmp/"); ok {
-		return filepath.Join(d.Root(), id, "tmp", filepath.FromSlash(rel))
+		return filepath.Join(d.Root(), info.Name, "tmp", filepath.FromSlash(rel))
 	}
 	rel := strings.TrimPrefix(strings.TrimPrefix(p, info.Workdir), "/")
-	return filepath.Join(d.Root(), id, "work", filepath.FromSlash(rel))
+	return filepath.Join(d.Root(), info.Name, "work", filepath.FromSlash(rel))
 }
 
 func (d *dirDriver) alive() []string {

@@ -143,6 +143,9 @@ type Record struct {
 	Workdir   string `json:"workdir,omitempty"`
 	ExpiresAt string `json:"expires_at,omitempty"` // RFC 3339, UTC
 	Owner     string `json:"owner,omitempty"`
+	// Host is the worker host a sandbox that lives on one host (local) was
+	// created on; every task using it must run there.
+	Host string `json:"host,omitempty"`
 }
 
 // RecordXComKey is the XCom key provision pushes its Record under.

@@ -64,7 +64,11 @@ func Provision(ctx context.Context, d Deps, in ProvisionInput) (string, error) {
 	if err := d.Airflow.SetXCom(ctx, RecordXComKey, rec); err != nil {
 		return "", fmt.Errorf("pushing the sandbox record to XCom: %w (%s)", err, destroyQuietly(ctx, d, p.sandbox))
 	}
-	d.logger().Info("sandbox ready", "backend", rec.Backend, "id", rec.ID, "owner", rec.Owner, "expires_at", rec.ExpiresAt)
+	args := []any{"backend", rec.Backend, "id", rec.ID, "owner", rec.Owner, "expires_at", rec.ExpiresAt}
+	if rec.Host != "" {
+		args = append(args, "host", rec.Host) // only this host's tasks can use it
+	}
+	d.logger().Info("sandbox ready", args...)
 	return rec.ID, nil
 }
 
@@ -133,7 +137,8 @@ func provision(ctx context.Context, d Deps, in ProvisionInput) (created, error) 
 			return fail(err)
 		}
 	}
-	rec := Record{Backend: req.Backend, ID: sb.ID(), Name: info.Name, ConnID: req.ConnID, Workdir: info.Workdir, Owner: spec.Owner}
+	rec := Record{Backend: req.Backend, ID: sb.ID(), Name: info.Name, ConnID: req.ConnID, Workdir: info.Workdir, Owner: spec.Owner,
+		Host: info.Tags[sandbox.TagHost]}
 	if rec.Workdir == "" {
 		rec.Workdir = spec.WithDefaults().Workdir
 	}

@@ -167,6 +167,9 @@ func openRef(ctx context.Context, d Deps, opts BackendOptions, ref SandboxRef, o
 	tags, err := sb.Tags(ctx)
 	switch {
 	case errors.Is(err, sandbox.ErrUnsupported):
+	case errors.Is(err, sandbox.ErrOtherHost):
+		drv.Close()
+		return nil, nil, nil, err // it says where the sandbox is, and what to do
 	case errors.Is(err, sandbox.ErrGone):
 		drv.Close()
 		return nil, nil, nil, fmt.Errorf("sandbox %s no longer exists (destroyed or expired; provision a new one): %w", ref.ID, err)

@@ -10,7 +10,7 @@ import (
 // Error kinds; match with errors.Is. Every error a driver returns for one of
 // these situations must wrap the matching kind.
 //
-// Each kind is final: a task failing with one is not retried by Airflow
+// Each kind but ErrOtherHost is final: a task failing with one is not retried by Airflow
 // (bundles.ErrFailNoRetry), since the same call would get the same answer.
 // An error with no kind and no Retryable mark is unknown: drivers' own
 // retry loops leave it alone, and Airflow's retries get their chance.
@@ -27,6 +27,10 @@ var (
 	// connection it cannot use, a deterministic failure inside the sandbox
 	// (execd's 500 RUNTIME_ERROR for a path that is a directory).
 	ErrRejected = final.New("rejected by the backend")
+	// ErrOtherHost: the sandbox lives on another host (a local sandbox,
+	// asked for on another worker); the error names both and the fix. Not
+	// final: Airflow's retry may run the task on the sandbox's host.
+	ErrOtherHost = errors.New("sandbox lives on another host")
 )
 
 // Error carries the operation, the sandbox and path involved, and its

@@ -439,16 +439,17 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 		d.mu.Unlock()
 		return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: fmt.Errorf("cannot start %s: %v", prog, err)}
 	}
-	if d.running[id] == nil {
-		d.running[id] = map[*exec.Cmd]*execState{}
+	// By name: Destroy finds them whichever form of the id it is given.
+	if d.running[m.Name] == nil {
+		d.running[m.Name] = map[*exec.Cmd]*execState{}
 	}
-	d.running[id][cmd] = st
+	d.running[m.Name][cmd] = st
 	d.mu.Unlock()
 	defer func() {
 		d.mu.Lock()
-		delete(d.running[id], cmd)
-		if len(d.running[id]) == 0 {
-			delete(d.running, id)
+		delete(d.running[m.Name], cmd)
+		if len(d.running[m.Name]) == 0 {
+			delete(d.running, m.Name)
 		}
 		d.mu.Unlock()
 	}()

@@ -24,7 +24,7 @@ func TestConformance(t *testing.T) {
 		SupportsTags:           true,
 		RefusedSpec:            &sandbox.Spec{Network: &sandbox.NetworkPolicy{Block: true, AllowCIDRs: []string{"10.0.0.0/8"}}},
 		OpenNetworkReachesHost: true,
-		HostWorkdir:            func(id string) string { return filepath.Join(root, id, workDir) },
+		HostWorkdir:            func(id string) string { return filepath.Join(root, nameOf(id), workDir) },
 		// Every directory counts, half-created ones included.
 		CountProvisioned: func(ctx context.Context, drv sandbox.Driver) (int, error) {
 			entries, err := os.ReadDir(root)

@@ -98,7 +98,12 @@ type Options struct {
 	// a host that offers no way to enforce one: a root worker without a
 	// writable pids cgroup).
 	MaxProcesses int
-	Logger       hclog.Logger
+	// Host names this worker host in the ids of the sandboxes it creates
+	// (<name>@<host>), so a task on another host that is handed one fails
+	// naming both hosts. Default: the host name. The operator's setting:
+	// the worker reads it from AIRFLOW_GO_WORKER_HOSTNAME.
+	Host   string
+	Logger hclog.Logger
 }
 
 // Driver implements sandbox.Driver with bubblewrap.
@@ -108,6 +113,7 @@ type Driver struct {
 	prlimit     string
 	ignoreImage bool
 	ignoreCPU   bool
+	host        string // in every id this driver creates
 	log         hclog.Logger
 	imageRoots  []string // resolved Options.ImageRoots
 	// passwd and group replace the host's /etc files in every sandbox.
@@ -125,7 +131,7 @@ type Driver struct {
 	beforeStart func()
 
 	mu      sync.Mutex
-	running map[string]map[*exec.Cmd]*execState // by sandbox id, for Destroy
+	running map[string]map[*exec.Cmd]*execState // by sandbox name, for Destroy
 	// cleanups are per-command cgroups being removed; Close waits for them.
 	cleanups sync.WaitGroup
 }
@@ -173,8 +179,17 @@ func New(opts Options) (*Driver, error) {
 	if root, err = secureRoot(root); err != nil {
 		return nil, err
 	}
+	host := opts.Host
+	if host == "" {
+		if host, err = os.Hostname(); err != nil {
+			return nil, fmt.Errorf("local sandbox backend: cannot learn this host's name (%v); set AIRFLOW_GO_WORKER_HOSTNAME", err)
+		}
+	}
+	if !validHost(host) {
+		return nil, fmt.Errorf("local sandbox backend: the host name %q cannot stand in a sandbox id; set AIRFLOW_GO_WORKER_HOSTNAME to a name of letters, digits, '.', '-' and '_'", host)
+	}
 	d := &Driver{
-		root: root, bwrap: bwPath, prlimit: plPath, ignoreImage: opts.IgnoreImage, ignoreCPU: opts.IgnoreCPU,
+		root: root, bwrap: bwPath, prlimit: plPath, ignoreImage: opts.IgnoreImage, ignoreCPU: opts.IgnoreCPU, host: host,
 		log: log, now: time.Now, running: map[string]map[*exec.Cmd]*execState{},
 		seccomp: seccompProgram(),
 	}
@@ -343,7 +358,10 @@ func (d *Driver) Create(ctx context.Context, name string, spec sandbox.Spec) (sa
 	if err != nil {
 		return sandbox.Info{}, err
 	}
-	dir, err := d.dir(name)
+	if strings.Contains(name, "@") {
+		return sandbox.Info{}, &sandbox.Error{Op: "create", Sandbox: name, Kind: sandbox.ErrRefused, Err: fmt.Errorf("%q is not a sandbox name: it holds @", name)}
+	}
+	dir, err := d.dir("create", name)
 	if err != nil {
 		return sandbox.Info{}, &sandbox.Error{Op: "create", Sandbox: name, Kind: sandbox.ErrRefused, Err: err}
 	}
@@ -370,9 +388,13 @@ func (d *Driver) Create(ctx context.Context, name string, spec sandbox.Spec) (sa
 	}
 	now := d.now()
 	m := &meta{
-		Name: name, Spec: spec, Rootfs: rootfs, Tags: cloneTags(spec.Tags),
+		Name: name, Spec: spec, Rootfs: rootfs, Tags: cloneTags(spec.Tags), Host: d.host,
 		CreatedAt: now.UTC(), ExpiresAt: now.Add(spec.Timeout).UTC(),
 	}
+	if m.Tags == nil {
+		m.Tags = map[string]string{}
+	}
+	m.Tags[sandbox.TagHost] = d.host
 	// The ownership tag computed the expiry first; keep both clocks equal.
 	if exp := sandbox.ExpiresAt(spec.Tags); !exp.IsZero() {
 		m.ExpiresAt = exp.UTC()
@@ -630,16 +652,20 @@ func (d *Driver) removeLeftovers() {
 // It moves the directory aside first so the sandbox vanishes at once even if
 // deleting a large tree takes a while. A missing sandbox is not an error.
 func (d *Driver) Destroy(ctx context.Context, id string) error {
-	dir, err := d.dir(id)
+	dir, err := d.dir("destroy", id)
+	if errors.Is(err, sandbox.ErrOtherHost) {
+		return err // it is not here to destroy: say where it is
+	}
 	if err != nil {
 		return nil // such a name never was a sandbox
 	}
+	name := filepath.Base(dir)
 	d.mu.Lock()
-	for _, st := range d.running[id] {
+	for _, st := range d.running[name] {
 		st.lost = true
 		st.kill()
 	}
-	trash := filepath.Join(d.root, ".trash-"+id+"-"+sandbox.RandomHex(4))
+	trash := filepath.Join(d.root, ".trash-"+name+"-"+sandbox.RandomHex(4))
 	err = os.Rename(dir, trash)
 	d.mu.Unlock()
 	if errors.Is(err, fs.ErrNotExist) {

@@ -27,6 +27,12 @@ func newTestDriver(t *testing.T) *Driver {
 	return d
 }
 
+// nameOf is the sandbox's directory name: its id without "@host".
+func nameOf(id string) string {
+	name, _, _ := strings.Cut(id, "@")
+	return name
+}
+
 func create(t *testing.T, d *Driver, spec sandbox.Spec) *sandbox.Sandbox {
 	t.Helper()
 	sb, err := sandbox.Create(context.Background(), d, spec)
@@ -77,7 +83,7 @@ func TestRefusals(t *testing.T) {
 		{"workdir in /usr", sandbox.Spec{Workdir: "/usr/local/work"}, "read-only system directory /usr"},
 		{"host root as image", sandbox.Spec{Image: "/"}, "the host itself"},
 		{"image holding the sandboxes", sandbox.Spec{Image: filepath.Dir(d.Root())}, "contains the sandboxes' directory"},
-		{"another sandbox as image", sandbox.Spec{Image: filepath.Join(d.Root(), other.ID())}, "inside the sandboxes' directory"},
+		{"another sandbox as image", sandbox.Spec{Image: filepath.Join(d.Root(), nameOf(other.ID()))}, "inside the sandboxes' directory"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -90,7 +96,7 @@ func TestRefusals(t *testing.T) {
 			}
 			entries, _ := os.ReadDir(d.Root())
 			for _, e := range entries {
-				if e.Name() != other.ID() {
+				if e.Name() != nameOf(other.ID()) {
 					t.Fatalf("refused create left %s behind", e.Name())
 				}
 			}
@@ -222,7 +228,7 @@ func TestExpiredSandboxIsGoneAndSweepable(t *testing.T) {
 	if !errors.Is(err, sandbox.ErrGone) || !sandbox.IsFinal(err) {
 		t.Fatalf("exec on an expired sandbox: want terminal ErrGone, got %v", err)
 	}
-	list, err := d.ListSandboxes(context.Background(), map[string]string{sandbox.TagSandbox: sb.ID()})
+	list, err := d.ListSandboxes(context.Background(), map[string]string{sandbox.TagSandbox: nameOf(sb.ID())})
 	if err != nil || len(list) != 1 {
 		t.Fatalf("expired sandbox not listed: %v %v", list, err)
 	}
@@ -230,7 +236,7 @@ func TestExpiredSandboxIsGoneAndSweepable(t *testing.T) {
 	if err != nil || len(removed) != 1 || removed[0] != sb.ID() {
 		t.Fatalf("RemoveExpired = %v, %v", removed, err)
 	}
-	if _, err := os.Stat(filepath.Join(d.Root(), sb.ID())); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(d.Root(), nameOf(sb.ID()))); !os.IsNotExist(err) {
 		t.Fatalf("expired sandbox dir still there: %v", err)
 	}
 }

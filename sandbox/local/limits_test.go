@@ -25,7 +25,7 @@ func TestTmpKeepsStickyBit(t *testing.T) {
 	if strings.TrimSpace(out) != "1777" {
 		t.Fatalf("/tmp in the sandbox has mode %q, want 1777", out)
 	}
-	st, err := os.Stat(filepath.Join(d.Root(), sb.ID(), tmpDir))
+	st, err := os.Stat(filepath.Join(d.Root(), nameOf(sb.ID()), tmpDir))
 	if err != nil {
 		t.Fatal(err)
 	}

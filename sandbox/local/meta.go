@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
@@ -26,17 +27,20 @@ const (
 
 // meta is what meta.json holds.
 type meta struct {
-	Name      string            `json:"name"`
-	Spec      sandbox.Spec      `json:"spec"`
-	Rootfs    string            `json:"rootfs,omitempty"` // host dir used as /, "" = host userland
-	Tags      map[string]string `json:"tags"`
-	CreatedAt time.Time         `json:"created_at"`
-	ExpiresAt time.Time         `json:"expires_at"`
+	Name   string            `json:"name"`
+	Spec   sandbox.Spec      `json:"spec"`
+	Rootfs string            `json:"rootfs,omitempty"` // host dir used as /, "" = host userland
+	Tags   map[string]string `json:"tags"`
+	// Host is the worker host it was created on, part of its id; "" for
+	// sandboxes made before ids named their host.
+	Host      string    `json:"host,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	ExpiresAt time.Time `json:"expires_at"`
 }
 
 func (m *meta) info() sandbox.Info {
 	return sandbox.Info{
-		ID: m.Name, Name: m.Name, Backend: Backend, Workdir: m.Spec.Workdir,
+		ID: idFor(m.Name, m.Host), Name: m.Name, Backend: Backend, Workdir: m.Spec.Workdir,
 		CreatedAt: m.CreatedAt, ExpiresAt: m.ExpiresAt, Tags: cloneTags(m.Tags),
 	}
 }
@@ -65,17 +69,65 @@ func isAlnum(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
 }
 
-func (d *Driver) dir(id string) (string, error) {
-	if !validName(id) {
-		return "", &sandbox.Error{Op: "open sandbox", Sandbox: id, Kind: sandbox.ErrGone,
-			Err: fmt.Errorf("%q is not a local sandbox id (expected a name like airflow-sandbox-0123456789ab)", id)}
+// A local sandbox's id is <name>@<host>: its directory's name under the
+// root, and the worker host it lives on, so a task on another host can say
+// where the sandbox is rather than that it does not exist.
+func idFor(name, host string) string {
+	if host == "" {
+		return name
 	}
-	return filepath.Join(d.root, id), nil
+	return name + "@" + host
+}
+
+// dir maps an id to the sandbox's directory. An id naming another host is
+// ErrOtherHost, unless this root holds that sandbox as made on that host
+// (this host was renamed since).
+func (d *Driver) dir(op, id string) (string, error) {
+	name, host, _ := strings.Cut(id, "@")
+	if !validName(name) || (strings.Contains(id, "@") && !validHost(host)) {
+		return "", &sandbox.Error{Op: op, Sandbox: id, Kind: sandbox.ErrGone,
+			Err: fmt.Errorf("%q is not a local sandbox id (expected a name like airflow-sandbox-0123456789ab@host)", id)}
+	}
+	dir := filepath.Join(d.root, name)
+	if host != "" && host != d.host && !madeOn(dir, host) {
+		return "", &sandbox.Error{Op: op, Sandbox: id, Kind: sandbox.ErrOtherHost, Err: fmt.Errorf(
+			"this local sandbox lives on host %s, but this task runs on host %s: a local sandbox never leaves the worker that created it. "+
+				"Run the tasks that share it (provision and every task given its id: run, export, collect, destroy, an attaching agent) on one host, "+
+				"through a queue only that worker consumes (its own queue mapped to the Go coordinator in [sdk] queue_to_coordinator, "+
+				"e.g. airflow celery worker --queues golang_%s), or provision it on a remote backend (modal, opensandbox)", host, d.host, host)}
+	}
+	return dir, nil
+}
+
+// madeOn reports whether the sandbox in dir records host as its own.
+func madeOn(dir, host string) bool {
+	raw, err := os.ReadFile(filepath.Join(dir, metaFile))
+	if err != nil {
+		return false
+	}
+	var m struct {
+		Host string `json:"host"`
+	}
+	return json.Unmarshal(raw, &m) == nil && m.Host == host
+}
+
+// validHost accepts a host name as it may stand in an id: letters, digits,
+// '.', '-' and '_', at most 253 of them.
+func validHost(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !isAlnum(c) && c != '.' && c != '-' && c != '_' {
+			return false
+		}
+	}
+	return true
 }
 
 // readMeta loads a sandbox's meta.json; ErrGone when the sandbox does not exist.
 func (d *Driver) readMeta(op, id string) (*meta, string, error) {
-	dir, err := d.dir(id)
+	dir, err := d.dir(op, id)
 	if err != nil {
 		return nil, "", err
 	}

@@ -53,8 +53,14 @@ func (o BundleOptions) Open(_ context.Context, _ *connections.Connection, log hc
 		return nil, err
 	}
 	return New(Options{IgnoreImage: o.IgnoreImage, IgnoreCPU: o.IgnoreCPU, Logger: log,
-		ImageRoots: splitRoots(os.Getenv(ImageRootsEnv)), MaxProcesses: maxProcs})
+		ImageRoots: splitRoots(os.Getenv(ImageRootsEnv)), MaxProcesses: maxProcs, Host: os.Getenv(HostnameEnv)})
 }
+
+// HostnameEnv names this worker host in local sandbox ids (default: the
+// host name): for workers whose host name is not theirs alone, such as
+// containers given one name, or several workers on one machine with
+// separate state directories.
+const HostnameEnv = "AIRFLOW_GO_WORKER_HOSTNAME"
 
 // MaxProcessesEnv is the operator's cap on the processes and threads of
 // each sandbox command: a number, or -1 for none (on a host that cannot
