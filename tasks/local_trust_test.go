@@ -183,7 +183,7 @@ func TestSweepFindsSandboxOfKilledProvisionByOwner(t *testing.T) {
 		t.Fatalf("sweep: want the killed provision's sandbox found by owner and destroyed, the running one kept; got %+v", res)
 	}
 	entries, _ := os.ReadDir(root)
-	if len(entries) != 1 || entries[0].Name() != kept {
+	if keptName, _, _ := strings.Cut(kept, "@"); len(entries) != 1 || entries[0].Name() != keptName {
 		var names []string
 		for _, e := range entries {
 			names = append(names, e.Name())

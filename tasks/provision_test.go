@@ -46,12 +46,14 @@ func TestProvisionStampsOwnershipStagesInputsAndPushesRecord(t *testing.T) {
 		t.Fatalf("want exactly sandbox %s alive, got %v", id, alive)
 	}
 	tags, _ := e.drv.Tags(context.Background(), id)
+	name, host, _ := strings.Cut(id, "@") // a local sandbox's id names its host
 	want := map[string]string{
 		sandbox.TagOwner:     "dag_a/manual__2026-11-29T10:00:00+00:00",
 		sandbox.TagNetwork:   `{"allow_egress_to":[],"allow_egress_to_cidrs":[],"block_network":true}`,
 		sandbox.TagWorkdir:   "/work",
-		sandbox.TagSandbox:   id,
+		sandbox.TagSandbox:   name,
 		sandbox.TagCreatedBy: sandbox.CreatedByValue,
+		sandbox.TagHost:      host,
 		"team":               "data",
 	}
 	for k, v := range want {
@@ -90,7 +92,7 @@ func TestProvisionStampsOwnershipStagesInputsAndPushesRecord(t *testing.T) {
 	if !ok {
 		t.Fatalf("xcom %q = %#v, want a Record", RecordXComKey, e.af.xcoms[RecordXComKey])
 	}
-	if rec.ID != id || rec.Backend != "local" || rec.Workdir != "/work" || rec.Owner != tags[sandbox.TagOwner] || rec.Name != id {
+	if rec.ID != id || rec.Backend != "local" || rec.Workdir != "/work" || rec.Owner != tags[sandbox.TagOwner] || rec.Name != name || rec.Host == "" || rec.Host != host {
 		t.Errorf("record %+v does not describe the sandbox", rec)
 	}
 	if ts, err := time.Parse(time.RFC3339, rec.ExpiresAt); err != nil || !ts.Equal(exp) {
