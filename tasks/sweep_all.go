@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/airflow-sandbox/airflow-go-worker/internal/final"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/registry"
 	"github.com/airflow-sandbox/airflow-go-worker/storage"
 )
@@ -60,7 +61,7 @@ func SweepAll(ctx context.Context, d Deps, in SweepAllInput) (SweepAllResult, er
 
 func (in SweepAllInput) check() error {
 	if len(in.Backends) == 0 && len(in.Storage) == 0 {
-		return errors.New("nothing to sweep: list backends (each {backend: ..., conn_id: ...}) or storage prefixes")
+		return final.Errorf("nothing to sweep: list backends (each {backend: ..., conn_id: ...}) or storage prefixes")
 	}
 	return nil
 }

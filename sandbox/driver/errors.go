@@ -10,8 +10,9 @@ import (
 // Error kinds; match with errors.Is. Every error a driver returns for one of
 // these situations must wrap the matching kind.
 //
-// Each kind but ErrOtherHost is final: a task failing with one is not retried by Airflow
-// (bundles.ErrFailNoRetry), since the same call would get the same answer.
+// Each kind but ErrOtherHost is final: a task failing with one is not
+// retried by Airflow (bundles.ErrFailNoRetry), since the same call would
+// get the same answer.
 // An error with no kind and no Retryable mark is unknown: drivers' own
 // retry loops leave it alone, and Airflow's retries get their chance.
 var (
