@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/airflow-sandbox/airflow-go-worker/internal/final"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 )
 
@@ -57,6 +58,9 @@ func TestLocalSandboxHandedToAnotherHostFailsNamingBoth(t *testing.T) {
 		if !errors.Is(err, sandbox.ErrOtherHost) {
 			t.Errorf("%s on worker-b: want ErrOtherHost, got %v", name, err)
 			continue
+		}
+		if final.Is(err) {
+			t.Errorf("%s on worker-b: the error is final, but a retry may run on worker-a: %v", name, err)
 		}
 		for _, want := range []string{"lives on host worker-a", "runs on host worker-b", "queue only that worker consumes", "remote backend"} {
 			if !strings.Contains(err.Error(), want) {
