@@ -227,9 +227,27 @@ func (s *Server) create(ctx context.Context, v2 bool, appID string, def *pb.Sand
 	if key != "" {
 		s.idempotent[key] = sb
 	}
-	s.creates = append(s.creates, CreateRecord{SandboxID: id, V2: v2, AppID: appID, Definition: def, Tags: maps.Clone(tags), Env: maps.Clone(env)})
+	rec := CreateRecord{SandboxID: id, V2: v2, AppID: appID, Definition: def, Tags: maps.Clone(tags), Env: maps.Clone(env)}
+	s.creates = append(s.creates, rec)
 	sb.timer = time.AfterFunc(timeout, func() { s.finish(sb, pb.GenericResult_GENERIC_STATUS_TIMEOUT, 0) })
+	hold := s.hold
+	if hold != nil {
+		s.held[id] = rec
+	}
 	s.mu.Unlock()
+
+	if hold != nil {
+		select {
+		case <-hold:
+		case <-ctx.Done():
+		}
+		s.mu.Lock()
+		delete(s.held, id)
+		s.mu.Unlock()
+		if err := ctx.Err(); err != nil {
+			return nil, status.FromContextError(err).Err()
+		}
+	}
 
 	if delay > 0 {
 		select {

@@ -239,3 +239,73 @@ func TestBadTokenIsUnauthenticated(t *testing.T) {
 		t.Fatalf("want Unauthenticated, got %v", err)
 	}
 }
+
+// A held create makes its sandbox, waits until released, then answers; a
+// caller that gives up while held leaves the sandbox behind, as a client
+// killed mid-create does on Modal.
+func TestSDKHoldCreates(t *testing.T) {
+	s, c := newClient(t)
+	release := s.HoldCreates()
+	defer release()
+	app, err := c.Apps.FromName(context.Background(), "fake-test", &modal.AppFromNameParams{CreateIfMissing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	image := c.Images.FromRegistry("python:3.12-slim", nil)
+	created := make(chan error, 1)
+	go func() {
+		_, err := c.Sandboxes.Create(context.Background(), app, image, &modal.SandboxCreateParams{Tags: map[string]string{"who": "held"}})
+		created <- err
+	}()
+	held := waitHeld(t, s, 1)
+	if held[0].Tags["who"] != "held" {
+		t.Fatalf("held create carries tags %v", held[0].Tags)
+	}
+	if live := s.Sandboxes(); len(live) != 1 || live[0].ID != held[0].SandboxID {
+		t.Fatalf("a held create's sandbox is not live: %+v", live)
+	}
+	select {
+	case err := <-created:
+		t.Fatalf("create answered while held: %v", err)
+	default:
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	abandoned := make(chan error, 1)
+	go func() {
+		_, err := c.Sandboxes.Create(ctx, app, image, nil)
+		abandoned <- err
+	}()
+	waitHeld(t, s, 2)
+	cancel()
+	if err := <-abandoned; err == nil {
+		t.Fatal("a create whose caller gave up succeeded")
+	}
+	waitHeld(t, s, 1)
+
+	release()
+	if err := <-created; err != nil {
+		t.Fatalf("released create: %v", err)
+	}
+	if live := s.Sandboxes(); len(live) != 2 {
+		t.Fatalf("want the released sandbox and the abandoned one live, got %+v", live)
+	}
+	release()         // a second call is harmless
+	create(t, c, nil) // and creates no longer wait
+}
+
+// waitHeld waits until n creates are held, failing after a generous bound.
+func waitHeld(t *testing.T, s *Server, n int) []CreateRecord {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		held := s.HeldCreates()
+		if len(held) == n {
+			return held
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d creates held, want %d", len(held), n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -61,10 +61,12 @@ type Options struct {
 	// Exec runs the sandboxes' commands and holds their files. Nil: the
 	// local bubblewrap driver (sandbox/local) rooted at Root.
 	Exec sandbox.Driver
-	// Addr is the loopback host:port to listen on ("" = 127.0.0.1 and a
-	// free port). Clients dial the router in plaintext or with unverified
-	// TLS only when the control plane is on localhost, so nothing else is
-	// accepted.
+	// Addr is the host:port to listen on ("" = 127.0.0.1 and a free
+	// port). Clients dial the router in plaintext or with unverified TLS
+	// only when the control plane is on localhost, so nothing else is
+	// accepted: 127.0.0.1, or 172.21.0.1, which Modal's Go client counts as
+	// local too (LocalAddr; the airflow-e2e Celery mode serves workers in
+	// other network namespaces from it).
 	Addr string
 	// Root is where the default exec driver keeps sandboxes ("" = a temp dir).
 	Root   string
@@ -74,6 +76,11 @@ type Options struct {
 	// naming the method). Only for tests of that answer itself.
 	AllowUnimplemented bool
 }
+
+// LocalAddr is the one address besides loopback that Modal's Go client
+// treats as local (modal-client/go config.go, isLocalhost), dialing its
+// command router in plaintext.
+const LocalAddr = "172.21.0.1"
 
 // Server is a running fake. All methods are safe for concurrent use.
 type Server struct {
@@ -99,6 +106,8 @@ type Server struct {
 	calls           map[string]int
 	faults          map[string][]error // method -> errors for the next calls
 	createDelay     time.Duration
+	hold            chan struct{}           // non-nil: creates wait until it closes (HoldCreates)
+	held            map[string]CreateRecord // creates waiting on hold, by sandbox id
 	failAfterCreate int
 	dropAfter       int64 // stdio streams drop after this many bytes
 	dropCount       int   // ... this many more times
@@ -170,7 +179,7 @@ func New(opts Options) (*Server, error) {
 		opts: opts, log: log, exec: opts.Exec,
 		apps:      map[string]string{},
 		sandboxes: map[string]*fakeSandbox{}, byTask: map[string]*fakeSandbox{},
-		calls: map[string]int{}, faults: map[string][]error{}, idempotent: map[string]*fakeSandbox{},
+		calls: map[string]int{}, faults: map[string][]error{}, idempotent: map[string]*fakeSandbox{}, held: map[string]CreateRecord{},
 		unimplemented: map[string]bool{},
 	}
 	if s.exec == nil {
@@ -198,8 +207,8 @@ func New(opts Options) (*Server, error) {
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
-	if host, _, err := net.SplitHostPort(addr); err != nil || host != "127.0.0.1" {
-		return nil, fmt.Errorf("fakemodal: listen address %q must be 127.0.0.1:PORT: the Modal clients trust a plaintext or unverified router only on localhost", addr)
+	if host, _, err := net.SplitHostPort(addr); err != nil || (host != "127.0.0.1" && host != LocalAddr) {
+		return nil, fmt.Errorf("fakemodal: listen address %q must be 127.0.0.1:PORT or %s:PORT: the Modal clients trust a plaintext or unverified router only on localhost", addr, LocalAddr)
 	}
 	inner, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -346,6 +355,41 @@ func (s *Server) SetCreateDelay(d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.createDelay = d
+}
+
+// HoldCreates makes every create from now on wait, once its sandbox
+// exists, until release is called (or its caller gives up): the sandbox is
+// live but the client does not know its id yet, a window a test can act in
+// (kill the caller, stop a service) without racing it. HeldCreates lists
+// the waiting ones. release is safe to call more than once.
+func (s *Server) HoldCreates() (release func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	hold := make(chan struct{})
+	s.hold = hold
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			if s.hold == hold {
+				s.hold = nil
+			}
+			s.mu.Unlock()
+			close(hold)
+		})
+	}
+}
+
+// HeldCreates lists the creates waiting for HoldCreates' release.
+func (s *Server) HeldCreates() []CreateRecord {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]CreateRecord, 0, len(s.held))
+	for _, c := range s.held {
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].SandboxID < out[j].SandboxID })
+	return out
 }
 
 // FailAfterCreate makes the next n create calls provision the sandbox (a

@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -35,7 +36,7 @@ const startTimeout = 30 * time.Second
 
 // Server is a running versitygw.
 type Server struct {
-	Endpoint  string // http://127.0.0.1:<port>
+	Endpoint  string // http://<host>:<port>, 127.0.0.1 unless LaunchOn
 	AccessKey string
 	SecretKey string
 	Region    string
@@ -58,23 +59,29 @@ func Start(tb testing.TB) *Server {
 
 // Launch runs versitygw over dir outside a test (the airflow-e2e driver);
 // the caller must Stop it.
-func Launch(dir string) (*Server, error) {
+func Launch(dir string) (*Server, error) { return LaunchOn(dir, "127.0.0.1") }
+
+// LaunchOn is Launch listening on host, an address of this machine (the
+// airflow-e2e Celery mode serves workers in other network namespaces from
+// a bridge's).
+func LaunchOn(dir, host string) (*Server, error) {
 	bin, err := Binary()
 	if err != nil {
 		return nil, err
 	}
-	return serverproc.Retry(func() (*Server, error) { return start(bin, dir) })
+	return serverproc.Retry(func() (*Server, error) { return start(bin, dir, host) })
 }
 
-func start(bin, dir string) (*Server, error) {
-	port, err := serverproc.FreePort()
+func start(bin, dir, host string) (*Server, error) {
+	addr, err := serverproc.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	return startOn(bin, dir, port)
+	_, port, _ := net.SplitHostPort(addr)
+	return startOn(bin, dir, net.JoinHostPort(host, port))
 }
 
-// startOn runs versitygw on addr (127.0.0.1:port).
+// startOn runs versitygw on addr (host:port).
 func startOn(bin, dir, port string) (*Server, error) {
 	s := &Server{
 		Endpoint:  "http://" + port,
