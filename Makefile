@@ -2,6 +2,9 @@
 #   make demo         runs the conversion example end to end on the local backend
 #   make test         runs every test (CI runs it through .ci/run)
 #   make airflow-e2e  runs the example Dags on a real Airflow 3.3.2 (CI runs it too)
+#   make airflow-e2e EXECUTOR=celery
+#                     the same on CeleryExecutor: two workers as separate hosts, then
+#                     faults (a worker killed, Redis stopped, a bundle missing); needs root
 #   make build [EXTRAS="s3 modal opensandbox gcs azure" | EXTRAS=all]
 #                     bin/airflow-go-worker with the backends and stores it links
 
@@ -107,6 +110,9 @@ clean:
 # The third command (see README): the examples on a real Airflow 3.3.2
 # scheduler started on 127.0.0.1 (LocalExecutor, SQLite), with versitygw for
 # S3; prints DAG_ID RUN_ID STATE per run. ARGS go to the driver (e.g. -keep).
+# EXECUTOR=celery: CeleryExecutor on PostgreSQL and Redis, each worker in a
+# network namespace of its own (docs/deploying.md).
+EXECUTOR ?= local
 .PHONY: airflow-e2e
 airflow-e2e:
-	./scripts/airflow-e2e.sh $(ARGS)
+	EXECUTOR=$(EXECUTOR) ./scripts/airflow-e2e.sh $(ARGS)

@@ -13,8 +13,21 @@
 # and stops everything it started. Extra arguments go to the driver (e.g.
 # -keep to keep the Airflow home and logs). Exit 0 only if every run ended
 # as expected (the model-down run failed, the others succeeded).
+#
+# EXECUTOR=celery runs the driver's CeleryExecutor mode instead (e2e/airflow
+# celery.go; docs/deploying.md): PostgreSQL and Redis from Debian (installed
+# if missing), two Celery workers as separate hosts in network namespaces
+# of their own, 10 runs of each sandbox example at once, then a worker
+# killed, Redis stopped and a bundle removed, each followed by the
+# maintenance Dag. Network namespaces need root: not root, it goes through
+# sudo.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+executor="${EXECUTOR:-local}"
+case "$executor" in
+  local|celery) ;;
+  *) echo "airflow-e2e: EXECUTOR=$executor: want local or celery" >&2; exit 2 ;;
+esac
 
 # Before the driver takes over, each step runs in the background under a
 # time limit, with a progress line every 30 s; a signal stops it.
@@ -34,7 +47,11 @@ step() {
 # wait_for PID SECONDS: true once PID has exited, false after SECONDS.
 wait_for() { local i; for ((i = 0; i < $2; i++)); do kill -0 "$1" 2>/dev/null || return 0; sleep 1; done; ! kill -0 "$1" 2>/dev/null; }
 
-step 10m "installing tools (bubblewrap, prlimit, versitygw)" ./scripts/ensure-tools.sh
+if [ "$executor" = celery ]; then
+  step 10m "installing tools (bubblewrap, prlimit, versitygw, redis-server, postgresql, iproute2)" ./scripts/ensure-tools.sh celery
+else
+  step 10m "installing tools (bubblewrap, prlimit, versitygw)" ./scripts/ensure-tools.sh
+fi
 pyfile="$(mktemp)"; trap 'rm -f "$pyfile"' EXIT
 step 20m "installing the pinned Airflow into the venv (python/requirements.lock)" sh -c './scripts/ensure-venv.sh > "$1"' sh "$pyfile"
 venv="$(dirname "$(dirname "$(cat "$pyfile")")")"
@@ -47,4 +64,10 @@ step 15m "building airflow-go-worker, the go_tasks example and the driver" sh -c
 
 trap - INT TERM
 rm -f "$pyfile"; trap - EXIT
-exec bin/airflow-e2e -venv "$venv" -worker bin/airflow-go-worker -go-tasks bin/go_tasks -repo . "$@"
+driver=(bin/airflow-e2e -executor "$executor" -venv "$venv" -worker bin/airflow-go-worker -go-tasks bin/go_tasks -repo . "$@")
+if [ "$executor" = celery ] && [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null 2>&1 || { echo "airflow-e2e: EXECUTOR=celery makes network namespaces, which needs root or sudo" >&2; exit 1; }
+  # versitygw may be in this user's GOPATH: keep PATH.
+  exec sudo env "PATH=$PATH:$(go env GOPATH)/bin" "${driver[@]}"
+fi
+exec "${driver[@]}"

@@ -8,10 +8,24 @@
 #   versitygw       a real S3 gateway for the demo and the storage tests
 #   fake-gcs-server a Cloud Storage emulator for the storage tests (go install)
 #   azurite         Microsoft's Azure Storage emulator (npm; needs nodejs, npm)
+# With the argument celery (make airflow-e2e EXECUTOR=celery) it also
+# installs what the CeleryExecutor run needs:
+#   redis-server    the Celery broker
+#   postgresql      the metadata database and Celery result backend
+#   iproute2        ip netns: a network namespace per worker
+#   util-linux      unshare (a hostname and PID namespace per worker),
+#                   setpriv (PostgreSQL runs as nobody when started by root)
+# The run starts instances of its own; the system services are not used.
 # Debian packages need root (or sudo); without either it says what to run.
 set -euo pipefail
 
 need=()
+if [ "${1:-}" = celery ]; then
+  command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+  ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need+=(postgresql)
+  command -v ip >/dev/null 2>&1 || need+=(iproute2)
+  { command -v unshare && command -v setpriv; } >/dev/null 2>&1 || need+=(util-linux)
+fi
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 command -v prlimit >/dev/null 2>&1 || need+=(util-linux)
 /usr/bin/python3 -c 'import yaml' >/dev/null 2>&1 || need+=(python3 python3-yaml)

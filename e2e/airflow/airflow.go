@@ -33,68 +33,97 @@ type deployment struct {
 // bounded in how long it may take to come up. The returned deployment is
 // non-nil as soon as anything was started, so the caller can stop it.
 func startAirflow(ctx context.Context, o options, w *workdir, s *store, m *modalServer, l *llmServer) (*deployment, error) {
-	airflowBin := filepath.Join(o.venv, "bin", "airflow")
-	if _, err := os.Stat(airflowBin); err != nil {
-		return nil, fmt.Errorf("%s is missing (%v): create the venv with scripts/ensure-venv.sh", airflowBin, err)
-	}
-	port, err := freePort()
+	a, err := prepareAirflow(ctx, o, w, "127.0.0.1")
 	if err != nil {
 		return nil, err
 	}
-	logPort, err := freePort() // the scheduler's log server; 8793 may be taken
+	info("Airflow %s, LocalExecutor, SQLite, AIRFLOW_HOME=%s", a.version, w.home)
+	info("[sdk] coordinators: ExecutableCoordinator, executables_root %s; queue %q -> it", w.executables, coordinatorQueue)
+	env := append(append([]string(nil), a.env...), m.env()...)
+	apiEnv := append(append(append([]string(nil), env...), apiConnections(s, m)...), "AIRFLOW_CONN_LLM_DEFAULT="+l.connection())
+	return a.boot(ctx, o, w, env, apiEnv)
+}
+
+// airflowSetup is what the components of one deployment share: the venv's
+// airflow, its version, their settings (airflowEnv) and the REST login.
+type airflowSetup struct {
+	bin, version   string
+	env            []string
+	base           string // the api-server's URL
+	user, password string
+}
+
+// prepareAirflow checks the venv's Airflow and settles the settings of a
+// deployment whose api-server listens on host.
+func prepareAirflow(ctx context.Context, o options, w *workdir, host string) (*airflowSetup, error) {
+	a := &airflowSetup{bin: filepath.Join(o.venv, "bin", "airflow"), user: "e2e", password: randomHex(16)}
+	if _, err := os.Stat(a.bin); err != nil {
+		return nil, fmt.Errorf("%s is missing (%v): create the venv with scripts/ensure-venv.sh", a.bin, err)
+	}
+	port, err := freePortOn(host)
 	if err != nil {
 		return nil, err
 	}
-	user, password := "e2e", randomHex(16)
+	logPort, err := freePortOn(host) // the log server's; 8793 may be taken
+	if err != nil {
+		return nil, err
+	}
 	passwords := filepath.Join(w.home, "simple_auth_manager_passwords.json")
-	pw, _ := json.Marshal(map[string]string{user: password})
+	pw, _ := json.Marshal(map[string]string{a.user: a.password})
 	if err := os.WriteFile(passwords, pw, 0o600); err != nil {
 		return nil, err
 	}
-	base := "http://127.0.0.1:" + port
-	env := append(airflowEnv(o, w, base, port, logPort, user, passwords), m.env()...)
+	a.base = "http://" + net.JoinHostPort(host, port)
+	a.env = airflowEnv(o, w, host, a.base, port, logPort, a.user, passwords)
 
 	vctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	version := exec.CommandContext(vctx, airflowBin, "version")
-	version.Env = env
+	version := exec.CommandContext(vctx, a.bin, "version")
+	version.Env = a.env
 	out, err := version.Output()
 	if err != nil {
-		return nil, fmt.Errorf("%s version failed (%v): the venv's Airflow does not start; recreate it (rm -rf %s; scripts/ensure-venv.sh)", airflowBin, err, o.venv)
+		return nil, fmt.Errorf("%s version failed (%v): the venv's Airflow does not start; recreate it (rm -rf %s; scripts/ensure-venv.sh)", a.bin, err, o.venv)
 	}
-	got := strings.TrimSpace(string(out))
-	if !strings.HasPrefix(got, wantAirflow) {
-		return nil, fmt.Errorf("%s is Airflow %s, not %sx as python/requirements.lock pins; recreate the venv", airflowBin, got, wantAirflow)
+	a.version = strings.TrimSpace(string(out))
+	if !strings.HasPrefix(a.version, wantAirflow) {
+		return nil, fmt.Errorf("%s is Airflow %s, not %sx as python/requirements.lock pins; recreate the venv", a.bin, a.version, wantAirflow)
 	}
-	info("Airflow %s, LocalExecutor, SQLite, AIRFLOW_HOME=%s", got, w.home)
-	info("[sdk] coordinators: ExecutableCoordinator, executables_root %s; queue %q -> it", w.executables, coordinatorQueue)
+	return a, nil
+}
 
+// apiConnections are the connections the examples use, as the api-server
+// reads them. A bundle's GetConnection is relayed to the Execution API, so
+// the api-server's secrets backends answer it, never the worker's
+// environment: the connections are given to the api-server only, which
+// proves it is where one must be set.
+func apiConnections(s *store, m *modalServer) []string {
+	return []string{"AIRFLOW_CONN_AWS_DEFAULT=" + s.connection(), "AIRFLOW_CONN_MODAL_DEFAULT=" + m.connection()}
+}
+
+// boot migrates the database and starts the scheduler, the dag-processor
+// (both with env) and the api-server (with apiEnv), then waits until they
+// report healthy and logs in.
+func (a *airflowSetup) boot(ctx context.Context, o options, w *workdir, env, apiEnv []string) (*deployment, error) {
 	step("migrating the Airflow database (at most %s)", o.bootWait)
-	if err := runBounded(ctx, o.bootWait, "airflow db migrate", filepath.Join(w.logs, "db-migrate.log"), env, airflowBin, "db", "migrate"); err != nil {
+	if err := runBounded(ctx, o.bootWait, "airflow db migrate", filepath.Join(w.logs, "db-migrate.log"), env, a.bin, "db", "migrate"); err != nil {
 		return nil, err
 	}
 
-	step("starting scheduler, dag-processor and api-server (%s)", base)
+	step("starting scheduler, dag-processor and api-server (%s)", a.base)
 	d := &deployment{}
 	for _, c := range []string{"scheduler", "dag-processor", "api-server"} {
 		cenv := env
 		if c == "api-server" {
-			// A bundle's GetConnection is relayed to the Execution API, so
-			// the api-server's secrets backends answer it, never the
-			// worker's environment: the connections are given to the
-			// api-server only, which proves it is where one must be set.
-			cenv = append(append([]string(nil), env...),
-				"AIRFLOW_CONN_AWS_DEFAULT="+s.connection(), "AIRFLOW_CONN_MODAL_DEFAULT="+m.connection(),
-				"AIRFLOW_CONN_LLM_DEFAULT="+l.connection())
+			cenv = apiEnv
 		}
-		p, err := startProc(c, filepath.Join(w.logs, c+".log"), cenv, airflowBin, c)
+		p, err := startProc(c, filepath.Join(w.logs, c+".log"), cenv, a.bin, c)
 		if err != nil {
 			return d, err
 		}
 		d.procs = append(d.procs, p)
 		info("%s: pid %d, log %s", c, p.cmd.Process.Pid, p.log)
 	}
-	d.api = newAPIClient(base, user, password)
+	d.api = newAPIClient(a.base, a.user, a.password)
 	if err := d.api.waitHealthy(ctx, o.bootWait, d.checkAlive); err != nil {
 		return d, err
 	}
@@ -106,7 +135,7 @@ func startAirflow(ctx context.Context, o options, w *workdir, s *store, m *modal
 // must not leak into the test deployment), plus ours. The forked bundles
 // inherit it through the scheduler; the api-server gets the connections.
 // A caller's Modal settings go too: the tasks must reach the fake only.
-func airflowEnv(o options, w *workdir, base, port, logPort, user, passwords string) []string {
+func airflowEnv(o options, w *workdir, host, base, port, logPort, user, passwords string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		if strings.HasPrefix(kv, "AIRFLOW") || strings.HasPrefix(kv, "MODAL_") || strings.HasPrefix(kv, "XDG_STATE_HOME=") || strings.HasPrefix(kv, "PATH=") {
@@ -131,7 +160,7 @@ func airflowEnv(o options, w *workdir, base, port, logPort, user, passwords stri
 		"AIRFLOW__CORE__AUTH_MANAGER":                       "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
 		"AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS":          user + ":admin",
 		"AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": passwords,
-		"AIRFLOW__API__HOST":                                "127.0.0.1",
+		"AIRFLOW__API__HOST":                                host,
 		"AIRFLOW__API__PORT":                                port,
 		"AIRFLOW__API__BASE_URL":                            base,
 		"AIRFLOW__API__WORKERS":                             "1",
@@ -182,14 +211,7 @@ func (d *deployment) stop() {
 	}
 }
 
-func freePort() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("finding a free port on 127.0.0.1: %w", err)
-	}
-	defer l.Close()
-	return fmt.Sprint(l.Addr().(*net.TCPAddr).Port), nil
-}
+func freePort() (string, error) { return freePortOn("127.0.0.1") }
 
 func randomHex(n int) string {
 	b := make([]byte, n)

@@ -215,6 +215,7 @@ type dagRun struct {
 type taskState struct {
 	state string // "none" before the scheduler set one
 	try   int
+	host  string // the hostname of the worker its latest try ran on
 }
 
 // taskIDs are the run's task ids, sorted.
@@ -250,6 +251,7 @@ func (c *apiClient) runState(ctx context.Context, r *dagRun) error {
 			TaskID    string  `json:"task_id"`
 			State     *string `json:"state"`
 			TryNumber int     `json:"try_number"`
+			Hostname  *string `json:"hostname"`
 		} `json:"task_instances"`
 	}
 	if err := c.do(ctx, http.MethodGet, p+"/taskInstances", nil, &tis, ""); err != nil {
@@ -258,13 +260,20 @@ func (c *apiClient) runState(ctx context.Context, r *dagRun) error {
 	r.state = run.State
 	r.tasks = map[string]taskState{}
 	for _, ti := range tis.TaskInstances {
-		s := "none"
-		if ti.State != nil {
-			s = *ti.State
-		}
-		r.tasks[ti.TaskID] = taskState{state: s, try: ti.TryNumber}
+		r.tasks[ti.TaskID] = newTaskState(ti.State, ti.TryNumber, ti.Hostname)
 	}
 	return nil
+}
+
+func newTaskState(state *string, try int, host *string) taskState {
+	ts := taskState{state: "none", try: try}
+	if state != nil {
+		ts.state = *state
+	}
+	if host != nil {
+		ts.host = *host
+	}
+	return ts
 }
 
 // xcom reads a task's XCom value (the REST API gives it deserialized, as JSON).

@@ -47,8 +47,11 @@ func (w *workdir) sandboxRoot() string {
 
 // sandboxesLeft lists the local sandboxes still on disk (the backend's
 // own files, such as .system, are not sandboxes).
-func sandboxesLeft(w *workdir) []string {
-	entries, _ := os.ReadDir(w.sandboxRoot())
+func sandboxesLeft(w *workdir) []string { return sandboxesIn(w.state) }
+
+// sandboxesIn lists the local sandboxes on disk for an XDG_STATE_HOME.
+func sandboxesIn(state string) []string {
+	entries, _ := os.ReadDir(filepath.Join(state, "airflow-go-worker", "sandboxes"))
 	var names []string
 	for _, e := range entries {
 		if e.IsDir() && strings.HasPrefix(e.Name(), sandbox.NamePrefix) {

@@ -39,6 +39,11 @@ type options struct {
 	keep       bool          // keep the work directory even after a success
 	runTimeout time.Duration // how long all Dag runs together may take
 	bootWait   time.Duration // bound on each start-up phase of Airflow
+
+	executor    string // local (LocalExecutor, SQLite) or celery (celery.go)
+	celeryRuns  int    // runs of each example in the Celery clean batch
+	pgBin       string // PostgreSQL's bin directory ("" = the newest Debian one)
+	celeryNetns string // set by the Celery run's first part for its second
 }
 
 func main() {
@@ -50,8 +55,18 @@ func main() {
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (Airflow home, logs, S3 data) after a success too")
 	flag.DurationVar(&o.runTimeout, "run-timeout", 12*time.Minute, "how long the Dag runs may take, all together")
 	flag.DurationVar(&o.bootWait, "boot-timeout", 4*time.Minute, "bound on each Airflow start-up phase (migrate, components healthy, Dags parsed)")
-	only := flag.String("dags", "", "comma-separated Dag ids to run (default: all of "+strings.Join(dagIDs(), ", ")+")")
+	only := flag.String("dags", "", "comma-separated Dag ids to run (default: all of "+strings.Join(dagIDs(), ", ")+"; LocalExecutor only)")
+	flag.StringVar(&o.executor, "executor", "local", "local: LocalExecutor on SQLite; celery: CeleryExecutor on PostgreSQL and Redis, two workers as separate hosts, then faults (needs root)")
+	flag.IntVar(&o.celeryRuns, "celery-runs", 10, "EXECUTOR=celery: runs of each example in the clean batch")
+	flag.StringVar(&o.pgBin, "pg-bin", "", "EXECUTOR=celery: PostgreSQL's bin directory (default: the newest /usr/lib/postgresql/*/bin)")
+	flag.StringVar(&o.celeryNetns, "celery-netns", "", "internal: the network namespaces' prefix, for the Celery run's part inside them")
 	flag.Parse()
+	if o.executor != "local" && o.executor != "celery" {
+		fatal(fmt.Errorf("-executor %q: want local or celery", o.executor))
+	}
+	if o.executor == "celery" && *only != "" {
+		fatal(errors.New("-dags applies to the LocalExecutor run only; EXECUTOR=celery runs sandbox_conversion, sandbox_pipeline and the maintenance Dag"))
+	}
 	if err := selectScenarios(*only); err != nil {
 		fatal(err)
 	}
@@ -67,10 +82,19 @@ func main() {
 	// before the process exits, so nothing is left behind.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err := run(ctx, o)
+	var err error
+	if o.executor == "celery" {
+		err = runCelery(ctx, o)
+	} else {
+		err = run(ctx, o)
+	}
 	if ctx.Err() != nil {
 		fmt.Fprintln(os.Stderr, "\nairflow-e2e: interrupted; everything it started is stopped")
 		os.Exit(130)
+	}
+	var status exitStatus
+	if errors.As(err, &status) {
+		os.Exit(int(status)) // the Celery run's second part said why
 	}
 	if err != nil {
 		fatal(err)
@@ -120,7 +144,7 @@ func run(ctx context.Context, o options) (err error) {
 	}
 
 	step("starting versitygw (S3) over %s", w.s3)
-	store, err := startStore(ctx, o, w)
+	store, err := startStore(ctx, o, w, "127.0.0.1")
 	if err != nil {
 		return err
 	}
@@ -128,7 +152,7 @@ func run(ctx context.Context, o options) (err error) {
 	info("endpoint %s, bucket %s, input s3://%s/%s", store.srv.Endpoint, bucket, bucket, inputKey)
 
 	step("starting the fake Modal server (testing/fakemodal) on 127.0.0.1")
-	modal, err := startModal(w)
+	modal, err := startModal(w, "127.0.0.1")
 	if err != nil {
 		return err
 	}

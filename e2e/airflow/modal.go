@@ -26,12 +26,14 @@ type modalServer struct {
 	log  *os.File
 }
 
-func startModal(w *workdir) (*modalServer, error) {
+// startModal runs the fake on host (127.0.0.1, or fakemodal.LocalAddr).
+func startModal(w *workdir, host string) (*modalServer, error) {
 	f, err := os.Create(filepath.Join(w.logs, "fakemodal.log"))
 	if err != nil {
 		return nil, err
 	}
 	srv, err := fakemodal.New(fakemodal.Options{
+		Addr:   host + ":0",
 		Root:   w.modal,
 		Logger: hclog.New(&hclog.LoggerOptions{Name: "fakemodal", Level: hclog.Info, Output: f}),
 	})

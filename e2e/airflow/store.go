@@ -28,12 +28,14 @@ type store struct {
 	input []byte // orders.csv as uploaded
 }
 
-func startStore(ctx context.Context, o options, w *workdir) (*store, error) {
+// startStore runs versitygw on host, creates the bucket and uploads the
+// examples' input.
+func startStore(ctx context.Context, o options, w *workdir, host string) (*store, error) {
 	input, err := os.ReadFile(filepath.Join(o.repo, "examples", "conversion", "orders.csv"))
 	if err != nil {
 		return nil, fmt.Errorf("reading the sample input: %w", err)
 	}
-	srv, err := s3server.Launch(w.s3)
+	srv, err := s3server.LaunchOn(w.s3, host)
 	if err != nil {
 		return nil, fmt.Errorf("starting versitygw: %w", err)
 	}

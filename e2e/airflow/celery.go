@@ -1,0 +1,505 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+)
+
+// `make airflow-e2e EXECUTOR=celery`: the examples on Airflow's
+// CeleryExecutor, two workers as separate hosts, then three faults. See
+// docs/deploying.md: the settings below are its Celery steps, followed as
+// written.
+//
+// The driver runs in two parts. The first, in the machine's own network
+// namespace, makes the network (netns.go) and runs the second inside the
+// control plane's namespace, removing the network when it is done. The
+// second starts PostgreSQL, Redis, the S3 server, the fake Modal server,
+// Airflow's scheduler, dag-processor and api-server there, and a Celery
+// worker in each worker namespace.
+
+const (
+	celeryWorkers     = 2
+	workerConcurrency = 3 // slots per worker; the fault batches count on it
+	maintenanceDagID  = "airflow_go_worker_sweep"
+	// heartbeatTimeout is [scheduler] task_instance_heartbeat_timeout,
+	// shortened from 300 s so a killed worker's tasks are failed (and
+	// retried) within the run; long enough that a loaded 2-core machine's
+	// late heartbeats are not taken for a dead worker.
+	heartbeatTimeout = 60
+	redisOutage      = 20 * time.Second
+)
+
+// exitStatus is the second part's exit status, passed on by the first.
+type exitStatus int
+
+func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
+func runCelery(ctx context.Context, o options) error {
+	if o.celeryNetns != "" {
+		n, err := loadNetwork(o.celeryNetns)
+		if err != nil {
+			return err
+		}
+		c := &celeryRun{o: o, n: n, started: time.Now()}
+		return c.run(ctx)
+	}
+	if os.Geteuid() != 0 {
+		return errors.New("EXECUTOR=celery makes a network namespace per worker, which needs root: run it as root, or with sudo (scripts/airflow-e2e.sh uses sudo when it is there)")
+	}
+	dir, err := os.MkdirTemp("", "airflow-e2e-net-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	step("creating the network: a namespace for the control plane (%s) and one for each of %d workers, joined by a bridge", controlAddr, celeryWorkers)
+	n, err := createNetwork(dir, celeryWorkers)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		step("removing the network namespaces")
+		n.remove()
+	}()
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	argv := n.Control.enter(append([]string{self}, os.Args[1:]...)...)
+	argv = append(argv, "-celery-netns", dir)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting the driver inside the control plane's namespace: %w", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		_ = cmd.Process.Signal(syscall.SIGTERM) // it stops what it started, then exits
+		err = <-done
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return exitStatus(ee.ExitCode())
+	}
+	return err
+}
+
+// celeryRun is the second part: everything it started and what it saw.
+type celeryRun struct {
+	o       options
+	n       *network
+	w       *workdir
+	started time.Time
+
+	store   *store
+	modal   *modalServer
+	pg      *postgres
+	redis   *redisServer
+	redisUp bool
+	a       *airflowSetup
+	af      *deployment
+	api     *apiClient
+	workers []*celeryWorker
+
+	conversion, pipeline, maintenance *scenario
+
+	runs      []*dagRun // every run, in the order triggered
+	handoffs  int
+	destroyed map[string]string // sandbox id -> the maintenance run that destroyed it
+	failures  []string          // expectations that did not hold
+}
+
+// expect records an expectation, printing it either way.
+func (c *celeryRun) expect(ok bool, format string, a ...any) {
+	msg := fmt.Sprintf(format, a...)
+	if ok {
+		info("ok: %s", msg)
+		return
+	}
+	info("FAILED: %s", msg)
+	c.failures = append(c.failures, msg)
+}
+
+func (c *celeryRun) alive() error {
+	checks := []func() error{c.af.checkAlive, c.pg.alive}
+	if c.redisUp {
+		checks = append(checks, c.redis.alive)
+	}
+	for _, cw := range c.workers {
+		checks = append(checks, cw.alive)
+	}
+	for _, check := range checks {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *celeryRun) run(ctx context.Context) (err error) {
+	w, err := newWorkdir()
+	if err != nil {
+		return err
+	}
+	c.w = w
+	defer func() {
+		if err != nil || c.o.keep || ctx.Err() != nil {
+			fmt.Printf("\nwork directory kept: %s (Airflow homes, component, worker and task logs, S3 data)\n", w.root)
+			return
+		}
+		if rmErr := os.RemoveAll(w.root); rmErr != nil {
+			fmt.Fprintf(os.Stderr, "could not remove the work directory %s: %v\n", w.root, rmErr)
+		}
+	}()
+	// PostgreSQL runs as nobody, which must reach its directory.
+	if err := os.Chmod(w.root, 0o711); err != nil {
+		return err
+	}
+	info("work directory %s", w.root)
+	if err := c.pickScenarios(); err != nil {
+		return err
+	}
+
+	step("packing the bundles into %s (the image every worker gets)", w.executables)
+	if err := packBundles(ctx, c.o, w); err != nil {
+		return err
+	}
+	if err := c.startServices(ctx); err != nil {
+		return err
+	}
+	defer c.stopServices()
+	if err := c.startAirflow(ctx); err != nil {
+		return err
+	}
+	defer c.af.stop()
+	if err := c.startWorkers(ctx); err != nil {
+		return err
+	}
+	defer c.stopWorkers()
+
+	step("waiting for the Dags to be parsed")
+	for _, s := range []*scenario{c.conversion, c.pipeline, c.maintenance} {
+		if err := c.api.waitDag(ctx, s.dagID, c.o.bootWait, c.alive); err != nil {
+			return err
+		}
+		info("%s parsed", s.dagID)
+	}
+
+	c.destroyed = map[string]string{}
+	if err := c.cleanBatch(ctx); err != nil {
+		return c.finish(err)
+	}
+	for _, fault := range []func(context.Context) error{c.faultKill, c.faultRedis, c.faultBundle} {
+		if err := fault(ctx); err != nil {
+			return c.finish(err)
+		}
+	}
+	return c.finish(nil)
+}
+
+// pickScenarios: the Celery run uses the two sandbox examples and the
+// maintenance Dag.
+func (c *celeryRun) pickScenarios() error {
+	for _, s := range scenarios {
+		switch s.dagID {
+		case "sandbox_conversion":
+			c.conversion = s
+		case "sandbox_pipeline":
+			c.pipeline = s
+		}
+	}
+	if c.conversion == nil || c.pipeline == nil {
+		return errors.New("the scenarios lack sandbox_conversion or sandbox_pipeline")
+	}
+	example, err := findExample(c.o.repo, maintenanceDagID)
+	if err != nil {
+		return err
+	}
+	c.maintenance = &scenario{dagID: maintenanceDagID, example: example}
+	scenarios = []*scenario{c.conversion, c.pipeline, c.maintenance}
+	return nil
+}
+
+// findExample is the examples/ directory whose dag.py defines dagID.
+func findExample(repo, dagID string) (string, error) {
+	files, _ := filepath.Glob(filepath.Join(repo, "examples", "*", "dag.py"))
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err == nil && strings.Contains(string(data), `dag_id="`+dagID+`"`) {
+			return filepath.Base(filepath.Dir(f)), nil
+		}
+	}
+	return "", fmt.Errorf("no examples/*/dag.py defines the maintenance Dag %s", dagID)
+}
+
+func (c *celeryRun) startServices(ctx context.Context) error {
+	w := c.w
+	step("starting versitygw (S3) on %s", controlAddr)
+	var err error
+	if c.store, err = startStore(ctx, c.o, w, controlAddr); err != nil {
+		return err
+	}
+	info("endpoint %s, bucket %s", c.store.srv.Endpoint, bucket)
+
+	step("starting the fake Modal server on %s", controlAddr)
+	if c.modal, err = startModal(w, controlAddr); err != nil {
+		return err
+	}
+	info("%s; the workers reach it across the bridge", c.modal.srv.URL())
+
+	step("starting PostgreSQL (metadata database, Celery result backend) on %s", controlAddr)
+	if c.pg, err = startPostgres(ctx, c.o, filepath.Join(w.root, "postgres"), controlAddr, w.logs); err != nil {
+		return err
+	}
+	info("%s, database airflow, log %s", c.pg.addr, filepath.Join(w.logs, "postgres.log"))
+
+	step("starting Redis (Celery broker) on %s", controlAddr)
+	if c.redis, err = startRedis(ctx, filepath.Join(w.root, "redis"), controlAddr, w.logs); err != nil {
+		return err
+	}
+	c.redisUp = true
+	info("%s (password-protected, append-only)", c.redis.addr)
+	return nil
+}
+
+func (c *celeryRun) stopServices() {
+	if c.redis != nil && c.redisUp {
+		c.redis.stop()
+	}
+	if c.pg != nil {
+		c.pg.stop()
+	}
+	if c.modal != nil {
+		if err := c.modal.stop(); err != nil {
+			c.failures = append(c.failures, err.Error())
+		}
+	}
+	if c.store != nil {
+		c.store.stop()
+	}
+}
+
+// celerySettings are what the Celery deployment changes in every
+// component's settings (docs/deploying.md, "The settings").
+func (c *celeryRun) celerySettings() map[string]string {
+	return map[string]string{
+		"AIRFLOW__CORE__EXECUTOR":                                                "CeleryExecutor",
+		"AIRFLOW__DATABASE__SQL_ALCHEMY_CONN":                                    c.pg.url("postgresql+psycopg2"),
+		"AIRFLOW__CELERY__BROKER_URL":                                            c.redis.url(),
+		"AIRFLOW__CELERY__RESULT_BACKEND":                                        c.pg.url("db+postgresql+psycopg2"),
+		"AIRFLOW__CORE__PARALLELISM":                                             "32",
+		"AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT":                    fmt.Sprint(heartbeatTimeout),
+		"AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "5",
+		// A task whose message the broker lost waits queued this long.
+		"AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT":                "180",
+		"AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT_CHECK_INTERVAL": "30",
+	}
+}
+
+// workerOnly are the settings that belong on the workers alone: the
+// coordinator config, the bundles' directory, the state directory and the
+// Modal client's settings. The control plane is started without them,
+// which proves it needs none.
+var workerOnly = []string{"AIRFLOW__SDK__COORDINATORS", "AIRFLOW__SDK__QUEUE_TO_COORDINATOR", "XDG_STATE_HOME", "MODAL_"}
+
+func (c *celeryRun) startAirflow(ctx context.Context) error {
+	step("starting Airflow from %s (CeleryExecutor, PostgreSQL, Redis) on %s", c.o.venv, controlAddr)
+	a, err := prepareAirflow(ctx, c.o, c.w, controlAddr)
+	if err != nil {
+		return err
+	}
+	c.a = a
+	info("Airflow %s, AIRFLOW_HOME=%s", a.version, c.w.home)
+	control := withoutEnv(withEnv(a.env, c.celerySettings()), workerOnly...)
+	apiEnv := append(append([]string(nil), control...), apiConnections(c.store, c.modal)...)
+	af, err := a.boot(ctx, c.o, c.w, control, apiEnv)
+	c.af = af
+	if af != nil {
+		c.api = af.api
+	}
+	return err
+}
+
+// startWorkers installs the bundles and Dag files on each worker host and
+// starts its Celery worker with the worker's settings: the control plane's
+// (minus what only the control plane needs) plus its own coordinator
+// config, executables_root, state directory and Modal settings.
+func (c *celeryRun) startWorkers(ctx context.Context) error {
+	base := withoutEnv(withEnv(c.a.env, c.celerySettings()),
+		"AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "AIRFLOW__API_AUTH__JWT_SECRET", "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE")
+	for i := 1; i <= celeryWorkers; i++ {
+		cw, err := newCeleryWorker(c.w, c.n.Workers[i-1], i, c.a.bin, workerConcurrency)
+		if err != nil {
+			return err
+		}
+		c.workers = append(c.workers, cw)
+		if err := install(c.w.executables, cw.executables); err != nil {
+			return fmt.Errorf("installing the bundles on %s: %w", cw.host, err)
+		}
+		if err := install(c.w.dags, cw.dags); err != nil {
+			return fmt.Errorf("installing the Dag files on %s: %w", cw.host, err)
+		}
+		coordinators, _ := json.Marshal(map[string]any{"go": map[string]any{
+			"classpath": "airflow.sdk.coordinators.executable.ExecutableCoordinator",
+			"kwargs":    map[string]any{"executables_root": []string{cw.executables}},
+		}})
+		queues, _ := json.Marshal(map[string]string{coordinatorQueue: "go"})
+		cw.env = append(withEnv(base, map[string]string{
+			"AIRFLOW_HOME":                       cw.home,
+			"AIRFLOW__CORE__DAGS_FOLDER":         cw.dags,
+			"AIRFLOW__SDK__COORDINATORS":         string(coordinators),
+			"AIRFLOW__SDK__QUEUE_TO_COORDINATOR": string(queues),
+			"XDG_STATE_HOME":                     cw.state,
+		}), c.modal.env()...)
+	}
+	step("starting %d Celery workers (queues %s, %d slots each)", celeryWorkers, celeryWorkerQueues, workerConcurrency)
+	for _, cw := range c.workers {
+		if err := cw.launch(); err != nil {
+			return err
+		}
+	}
+	for _, cw := range c.workers {
+		if err := cw.waitReady(ctx, c.o.bootWait); err != nil {
+			return err
+		}
+		info("%s ready", cw.host)
+	}
+	return nil
+}
+
+func (c *celeryRun) stopWorkers() {
+	step("stopping the Celery workers")
+	for _, cw := range c.workers {
+		cw.stop()
+	}
+}
+
+// withEnv is env with set's keys replaced or added.
+func withEnv(env []string, set map[string]string) []string {
+	var out []string
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, ok := set[k]; !ok {
+			out = append(out, kv)
+		}
+	}
+	keys := make([]string, 0, len(set))
+	for k := range set {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		out = append(out, k+"="+set[k])
+	}
+	return out
+}
+
+// withoutEnv is env without the keys named (a name ending in _ drops
+// every key it prefixes).
+func withoutEnv(env []string, drop ...string) []string {
+	var out []string
+next:
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		for _, d := range drop {
+			if k == d || (strings.HasSuffix(d, "_") && strings.HasPrefix(k, d)) {
+				continue next
+			}
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+func (c *celeryRun) worker(host string) *celeryWorker {
+	for _, cw := range c.workers {
+		if cw.host == host {
+			return cw
+		}
+	}
+	return nil
+}
+
+// finish prints the summary and turns the failed expectations into the
+// run's error.
+func (c *celeryRun) finish(err error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if c.api != nil {
+		c.addScheduledSweeps(ctx)
+	}
+	left := c.sandboxesLeft()
+	printSummary(c.runs)
+	fmt.Printf("cross-worker handoffs: %d\n", c.handoffs)
+	fmt.Printf("sandboxes left: %d\n", len(left))
+	fmt.Printf("\n%d Dag runs, %s in all\n", len(c.runs), time.Since(c.started).Round(time.Second))
+	if err != nil {
+		return err
+	}
+	if len(left) > 0 {
+		c.failures = append(c.failures, fmt.Sprintf("%d sandboxes left at the end: %s", len(left), strings.Join(left, ", ")))
+	}
+	if len(c.failures) > 0 {
+		return fmt.Errorf("%d expectations did not hold:\n  - %s", len(c.failures), strings.Join(c.failures, "\n  - "))
+	}
+	return nil
+}
+
+// sandboxesLeft lists the sandboxes the fake Modal server still runs and
+// any local sandbox on a worker (the examples run on Modal).
+func (c *celeryRun) sandboxesLeft() []string {
+	var left []string
+	if c.modal != nil {
+		left = c.modal.live()
+	}
+	for _, cw := range c.workers {
+		for _, name := range sandboxesIn(cw.state) {
+			left = append(left, cw.host+":"+name)
+		}
+	}
+	return left
+}
+
+// addScheduledSweeps adds the maintenance Dag's runs the scheduler made on
+// its own schedule to the summary.
+func (c *celeryRun) addScheduledSweeps(ctx context.Context) {
+	type runJSON struct {
+		RunID string `json:"dag_run_id"`
+		State string `json:"state"`
+	}
+	runs, err := listAll[runJSON](ctx, c.api, "/api/v2/dags/"+maintenanceDagID+"/dagRuns", "dag_runs")
+	if err != nil {
+		info("could not list the runs of %s: %v", maintenanceDagID, err)
+		return
+	}
+	known := map[string]bool{}
+	for _, r := range c.runs {
+		if r.scenario == c.maintenance {
+			known[r.runID] = true
+		}
+	}
+	for _, r := range runs {
+		if !known[r.RunID] {
+			c.runs = append(c.runs, &dagRun{scenario: c.maintenance, runID: r.RunID, state: r.State})
+		}
+	}
+}
+
+// ownerRun is the batch run a sandbox's owner tag names, or nil.
+func ownerRun(b *batch, tags map[string]string) *dagRun {
+	return b.byKey[tags[sandbox.TagOwner]]
+}
