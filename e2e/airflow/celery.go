@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -366,6 +367,23 @@ func (c *celeryRun) startWorkers(ctx context.Context) error {
 			"XDG_STATE_HOME":                     cw.state,
 		}), c.modal.env()...)
 	}
+	step("checking each worker's Dags against its executables_root (airflow-go-worker check, with the worker's settings)")
+	errs := make([]error, len(c.workers))
+	var wg sync.WaitGroup
+	for i, cw := range c.workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if out, err := c.check(ctx, cw); err != nil {
+				errs[i] = fmt.Errorf("check on %s: %v\n%s", cw.host, err, out)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	info("no findings on any worker")
 	step("starting %d Celery workers (queues %s, %d slots each)", celeryWorkers, celeryWorkerQueues, workerConcurrency)
 	for _, cw := range c.workers {
 		if err := cw.launch(); err != nil {
@@ -381,11 +399,27 @@ func (c *celeryRun) startWorkers(ctx context.Context) error {
 	return nil
 }
 
+// check runs `airflow-go-worker check` as the deployment docs say, on a
+// worker: its Dags folder, its Airflow settings (the coordinator config
+// names its executables_root), the venv's python. Its output, and an
+// error when it found something or could not run.
+func (c *celeryRun) check(ctx context.Context, cw *celeryWorker) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, c.o.workerBin, "check", "--dags", cw.dags, "--python", filepath.Join(c.o.venv, "bin", "python"))
+	cmd.Env = cw.env
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
 func (c *celeryRun) stopWorkers() {
 	step("stopping the Celery workers")
+	var wg sync.WaitGroup
 	for _, cw := range c.workers {
-		cw.stop()
+		wg.Add(1)
+		go func() { defer wg.Done(); cw.stop() }()
 	}
+	wg.Wait()
 }
 
 // withEnv is env with set's keys replaced or added.

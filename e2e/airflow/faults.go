@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -61,8 +62,39 @@ func (c *celeryRun) cleanBatch(ctx context.Context) error {
 		}
 	}
 	c.expect(len(workers) == celeryWorkers, "tasks ran on every worker: %s", formatCounts(workers))
+	for _, cw := range c.workers {
+		c.expectServedLog(ctx, b, cw.host)
+	}
 	c.expect(len(c.modal.live()) == 0, "no sandbox is left after the clean batch (live: %v)", c.modal.live())
 	return nil
+}
+
+// expectServedLog: the api-server serves the log of a task that ran on
+// host, fetched from that worker's log server (the log names its source,
+// http://<host>:<port>/log/...): hostname, port and [api] secret_key agree
+// across the hosts.
+func (c *celeryRun) expectServedLog(ctx context.Context, b *batch, host string) {
+	for _, r := range b.runs {
+		for _, id := range r.taskIDs() {
+			ts := r.tasks[id]
+			if ts.host != host || ts.state != "success" {
+				continue
+			}
+			text, err := c.api.taskLog(ctx, r, id, ts.try)
+			source := "http://" + host + ":"
+			c.expect(err == nil && strings.Contains(text, source), "the api-server serves %s's log of %s %s from %s's log server (%s...)%s",
+				id, r.scenario.dagID, r.runID, host, source, errText(err))
+			return
+		}
+	}
+	c.expect(false, "a task of the batch succeeded on %s, whose log the api-server could serve", host)
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return ": " + err.Error()
 }
 
 // countHandoffs counts the pipeline tasks that succeeded with a sandbox
@@ -243,6 +275,8 @@ func (c *celeryRun) faultBundle(ctx context.Context) error {
 		return err
 	}
 	missing := "cannot find executable bundle containing dag_id='" + c.pipeline.dagID + "'"
+	out, err := c.check(ctx, victim)
+	c.expect(err != nil && strings.Contains(out, c.pipeline.dagID), "airflow-go-worker check on %s reports the Dag its executables_root lacks a bundle for:\n%s", victim.host, indent(out))
 	release := c.modal.srv.HoldCreates()
 	defer release()
 	b, err := c.trigger(ctx, "bundle", batchPart{c.pipeline, workerConcurrency + 1}, batchPart{c.conversion, workerConcurrency - 1})
@@ -296,7 +330,11 @@ func (c *celeryRun) expectRetriedSucceeded(b *batch) {
 	}
 	_, states := b.counts()
 	info("%s batch: %s", b.name, formatCounts(states))
-	c.expect(ok == retried, "%d of the %d runs Airflow retried succeeded%s", ok, retried, listed(bad))
+	c.expect(ok == retried, "every run in which Airflow retried a task succeeded (%d of %d)%s", ok, retried, listed(bad))
+}
+
+func indent(s string) string {
+	return "      | " + strings.ReplaceAll(strings.TrimSpace(s), "\n", "\n      | ")
 }
 
 func listed(s []string) string {
@@ -315,6 +353,11 @@ func (c *celeryRun) sweepAfter(ctx context.Context, fault string, must []string)
 	step("after fault %q: %d sandboxes left by ended runs; running %s", fault, len(live), maintenanceDagID)
 	for _, l := range live {
 		info("left: %s", l)
+	}
+	for _, sb := range c.modal.srv.Sandboxes() {
+		if !slices.Contains(must, sb.ID) {
+			must = append(must, sb.ID)
+		}
 	}
 	b, err := c.trigger(ctx, "sweep_after_"+fault, batchPart{c.maintenance, 1})
 	if err != nil {
@@ -337,7 +380,7 @@ func (c *celeryRun) sweepAfter(ctx context.Context, fault string, must []string)
 			missed = append(missed, id)
 		}
 	}
-	c.expect(len(missed) == 0, "the maintenance Dag destroyed the %d sandboxes fault %q left%s", len(must), fault, listed(missed))
+	c.expect(len(missed) == 0, "a maintenance run destroyed each of the %d sandboxes the ended runs of fault %q left%s", len(must), fault, listed(missed))
 	left := c.modal.live()
 	c.expect(len(left) == 0, "after the maintenance Dag the fake Modal server holds 0 sandboxes (holds %d: %v)", len(left), left)
 	return nil
