@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -143,11 +144,6 @@ func airflowEnv(o options, w *workdir, host, base, port, logPort, user, password
 		}
 		env = append(env, kv)
 	}
-	coordinators, _ := json.Marshal(map[string]any{"go": map[string]any{
-		"classpath": "airflow.sdk.coordinators.executable.ExecutableCoordinator",
-		"kwargs":    map[string]any{"executables_root": []string{w.executables}},
-	}})
-	queues, _ := json.Marshal(map[string]string{coordinatorQueue: "go"})
 	set := map[string]string{
 		"PATH":                                              filepath.Join(o.venv, "bin") + string(os.PathListSeparator) + os.Getenv("PATH"),
 		"AIRFLOW_HOME":                                      w.home,
@@ -175,8 +171,6 @@ func airflowEnv(o options, w *workdir, host, base, port, logPort, user, password
 		// failed before it started and the task went up_for_retry.
 		"AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT":  "60",
 		"AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": logPort,
-		"AIRFLOW__SDK__COORDINATORS":               string(coordinators),
-		"AIRFLOW__SDK__QUEUE_TO_COORDINATOR":       string(queues),
 		// The directory the local backend would keep its sandboxes under
 		// (the forked bundles' environment): the examples run on Modal, so
 		// a sandbox found there ran on the worker itself.
@@ -185,10 +179,23 @@ func airflowEnv(o options, w *workdir, host, base, port, logPort, user, password
 		"XDG_STATE_HOME": w.state,
 		"NO_COLOR":       "1",
 	}
+	maps.Copy(set, coordinatorSettings(w.executables))
 	for k, v := range set {
 		env = append(env, k+"="+v)
 	}
 	return env
+}
+
+// coordinatorSettings route the stub Dags' queue to an
+// ExecutableCoordinator over executablesRoot ([sdk] coordinators and
+// queue_to_coordinator).
+func coordinatorSettings(executablesRoot string) map[string]string {
+	coordinators, _ := json.Marshal(map[string]any{"go": map[string]any{
+		"classpath": "airflow.sdk.coordinators.executable.ExecutableCoordinator",
+		"kwargs":    map[string]any{"executables_root": []string{executablesRoot}},
+	}})
+	queues, _ := json.Marshal(map[string]string{coordinatorQueue: "go"})
+	return map[string]string{"AIRFLOW__SDK__COORDINATORS": string(coordinators), "AIRFLOW__SDK__QUEUE_TO_COORDINATOR": string(queues)}
 }
 
 // checkAlive fails when an Airflow component has exited, with its log.

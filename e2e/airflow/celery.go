@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -354,18 +353,9 @@ func (c *celeryRun) startWorkers(ctx context.Context) error {
 		if err := install(c.w.dags, cw.dags); err != nil {
 			return fmt.Errorf("installing the Dag files on %s: %w", cw.host, err)
 		}
-		coordinators, _ := json.Marshal(map[string]any{"go": map[string]any{
-			"classpath": "airflow.sdk.coordinators.executable.ExecutableCoordinator",
-			"kwargs":    map[string]any{"executables_root": []string{cw.executables}},
-		}})
-		queues, _ := json.Marshal(map[string]string{coordinatorQueue: "go"})
-		cw.env = append(withEnv(base, map[string]string{
-			"AIRFLOW_HOME":                       cw.home,
-			"AIRFLOW__CORE__DAGS_FOLDER":         cw.dags,
-			"AIRFLOW__SDK__COORDINATORS":         string(coordinators),
-			"AIRFLOW__SDK__QUEUE_TO_COORDINATOR": string(queues),
-			"XDG_STATE_HOME":                     cw.state,
-		}), c.modal.env()...)
+		own := coordinatorSettings(cw.executables)
+		own["AIRFLOW_HOME"], own["AIRFLOW__CORE__DAGS_FOLDER"], own["XDG_STATE_HOME"] = cw.home, cw.dags, cw.state
+		cw.env = append(withEnv(base, own), c.modal.env()...)
 	}
 	step("checking each worker's Dags against its executables_root (airflow-go-worker check, with the worker's settings)")
 	errs := make([]error, len(c.workers))
