@@ -193,7 +193,7 @@ func (c *celeryRun) faultKill(ctx context.Context) error {
 			stayed++
 		}
 	}
-	c.expect(stayed == len(leaked), "the killed tasks' %d sandboxes outlived them: %d still there or removed by the maintenance Dag", len(leaked), stayed)
+	c.expect(stayed == len(leaked), "the %d sandboxes the killed worker's tasks were seen holding outlived them: %d still there or removed by the maintenance Dag", len(leaked), stayed)
 	return c.sweepAfter(ctx, "kill", leaked)
 }
 
