@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
 )
 
 // paramKind says what the runtime injects for one function parameter.
@@ -254,7 +256,7 @@ func (t *task) fieldList() string {
 // bindSources are where input values come from, in priority order.
 type bindSources struct {
 	ref         TaskRef // for messages that say where to allow a conf key
-	argBindings []map[string]any
+	argBindings []protocol.ArgBinding
 	conf        map[string]any
 	// xcom resolves an XCom of another task in the current run.
 	xcom func(ctx context.Context, taskID, key string) (any, error)
@@ -268,9 +270,8 @@ type sourced struct {
 
 // fromDefault reports whether an arg_binding carries the stub function's own
 // default value rather than something the Dag author passed.
-func fromDefault(ab map[string]any) bool {
-	v, _ := ab["from_default"].(bool)
-	return v && ab["kind"] == "literal"
+func fromDefault(ab protocol.ArgBinding) bool {
+	return ab.FromDefault && ab.Kind == protocol.BindLiteral
 }
 
 // bindInput builds the input struct value. Priority, highest first: the
@@ -291,8 +292,7 @@ func (t *task) bindInput(ctx context.Context, src bindSources) (reflect.Value, e
 			if fromDefault(ab) {
 				continue
 			}
-			name, _ := ab["name"].(string)
-			return reflect.Value{}, fmt.Errorf("argument %q was passed, but the task takes no input struct", name)
+			return reflect.Value{}, fmt.Errorf("argument %q was passed, but the task takes no input struct", ab.Name)
 		}
 		return reflect.Value{}, nil
 	}
@@ -301,9 +301,8 @@ func (t *task) bindInput(ctx context.Context, src bindSources) (reflect.Value, e
 		values[t.byFold[foldName(name)]] = sourced{v, "bundle defaults"}
 	}
 	for _, ab := range src.argBindings {
-		name, _ := ab["name"].(string)
-		if i, ok := t.byFold[foldName(name)]; ok && fromDefault(ab) {
-			values[i] = sourced{ab["value"], fmt.Sprintf("the stub's default for %q", name)}
+		if i, ok := t.byFold[foldName(ab.Name)]; ok && fromDefault(ab) {
+			values[i] = sourced{ab.Value, fmt.Sprintf("the stub's default for %q", ab.Name)}
 		}
 	}
 	if err := t.bindConf(src, values); err != nil {
@@ -320,13 +319,12 @@ func (t *task) bindInput(ctx context.Context, src bindSources) (reflect.Value, e
 		if fromDefault(ab) {
 			continue
 		}
-		name, _ := ab["name"].(string)
+		name, up := ab.Name, ab.TaskID
 		i := t.byFold[foldName(name)] // passedArgs checked it
-		switch kind, _ := ab["kind"].(string); kind {
-		case "literal":
-			values[i] = sourced{ab["value"], fmt.Sprintf("argument %q", name)}
-		case "xcom":
-			up, _ := ab["task_id"].(string)
+		switch ab.Kind {
+		case protocol.BindLiteral:
+			values[i] = sourced{ab.Value, fmt.Sprintf("argument %q", name)}
+		case protocol.BindXCom:
 			v, err := src.xcom(ctx, up, ReturnValueKey)
 			if errors.Is(err, ErrXComNotFound) {
 				// Typical under trigger rule all_done after the upstream failed.
@@ -412,10 +410,10 @@ func (e *ConfNotAllowedError) Error() string {
 
 // passedArgs checks the arguments the Dag author passed (arg_bindings that
 // are not stub defaults) and indexes them by field.
-func (t *task) passedArgs(argBindings []map[string]any) (map[int]map[string]any, error) {
-	passed := map[int]map[string]any{}
+func (t *task) passedArgs(argBindings []protocol.ArgBinding) (map[int]protocol.ArgBinding, error) {
+	passed := map[int]protocol.ArgBinding{}
 	for n, ab := range argBindings {
-		name, _ := ab["name"].(string)
+		name := ab.Name
 		if name == "" {
 			return nil, fmt.Errorf("arg_bindings[%d] has no name", n)
 		}
@@ -426,14 +424,14 @@ func (t *task) passedArgs(argBindings []map[string]any) (map[int]map[string]any,
 		if !ok {
 			return nil, fmt.Errorf("argument %q matches no input field (fields: %s)", name, t.fieldList())
 		}
-		switch kind, _ := ab["kind"].(string); kind {
-		case "literal":
-		case "xcom":
-			if up, _ := ab["task_id"].(string); up == "" {
+		switch ab.Kind {
+		case protocol.BindLiteral:
+		case protocol.BindXCom:
+			if ab.TaskID == "" {
 				return nil, fmt.Errorf("argument %q is an xcom binding without task_id", name)
 			}
 		default:
-			return nil, fmt.Errorf("argument %q has unknown binding kind %q (want literal or xcom)", name, kind)
+			return nil, fmt.Errorf("argument %q has unknown binding kind %q (want literal or xcom)", name, ab.Kind)
 		}
 		passed[i] = ab
 	}
@@ -442,7 +440,7 @@ func (t *task) passedArgs(argBindings []map[string]any) (map[int]map[string]any,
 
 // resolveBindings resolves the task's input bindings, except for inputs the
 // stub call passed (those win, and their XCom need not be read twice).
-func (t *task) resolveBindings(ctx context.Context, src bindSources, passed map[int]map[string]any, values map[int]sourced) error {
+func (t *task) resolveBindings(ctx context.Context, src bindSources, passed map[int]protocol.ArgBinding, values map[int]sourced) error {
 	idx := make([]int, 0, len(t.bound))
 	for i := range t.bound {
 		idx = append(idx, i)

@@ -82,10 +82,10 @@ func (r *rpc) route(m protocol.Message) {
 }
 
 // send writes one request frame.
-func (r *rpc) send(id int64, body map[string]any) error {
+func (r *rpc) send(id int64, body protocol.Body) error {
 	p, err := protocol.EncodeRequest(id, body)
 	if err != nil {
-		return fmt.Errorf("encoding %v request: %w", body["type"], err)
+		return fmt.Errorf("encoding %s request: %w", body.MessageType(), err)
 	}
 	r.wmu.Lock()
 	defer r.wmu.Unlock()
@@ -108,11 +108,11 @@ func (r *rpc) failure() error {
 
 // call sends body and waits for its reply. An ErrorResponse (body or third
 // element) becomes a *protocol.APIError.
-func (r *rpc) call(ctx context.Context, body map[string]any) (protocol.Message, error) {
+func (r *rpc) call(ctx context.Context, body protocol.Body) (protocol.Message, error) {
 	// A cancelled caller sends nothing: otherwise whether its request took
 	// effect would depend on which of two ready channels select picks.
 	if err := ctx.Err(); err != nil {
-		return protocol.Message{}, fmt.Errorf("%v not sent: %w", body["type"], err)
+		return protocol.Message{}, fmt.Errorf("%s not sent: %w", body.MessageType(), err)
 	}
 	ch := make(chan protocol.Message, 1)
 	r.mu.Lock()
@@ -132,7 +132,7 @@ func (r *rpc) call(ctx context.Context, body map[string]any) (protocol.Message, 
 	}
 	if err := r.send(id, body); err != nil {
 		forget()
-		return protocol.Message{}, fmt.Errorf("sending %v: %w", body["type"], err)
+		return protocol.Message{}, fmt.Errorf("sending %s: %w", body.MessageType(), err)
 	}
 	select {
 	case m, ok := <-ch:
@@ -140,7 +140,7 @@ func (r *rpc) call(ctx context.Context, body map[string]any) (protocol.Message, 
 			r.mu.Lock()
 			err := r.readErr
 			r.mu.Unlock()
-			return protocol.Message{}, fmt.Errorf("waiting for the reply to %v: %w", body["type"], err)
+			return protocol.Message{}, fmt.Errorf("waiting for the reply to %s: %w", body.MessageType(), err)
 		}
 		if e := m.ErrorResponse(); e != nil {
 			return m, e
@@ -151,7 +151,7 @@ func (r *rpc) call(ctx context.Context, body map[string]any) (protocol.Message, 
 		// A broken comm socket cancels the task too; then both cases are
 		// ready, and the broken socket is the cause worth reporting.
 		if err := r.failure(); err != nil {
-			return protocol.Message{}, fmt.Errorf("waiting for the reply to %v: %w", body["type"], err)
+			return protocol.Message{}, fmt.Errorf("waiting for the reply to %s: %w", body.MessageType(), err)
 		}
 		return protocol.Message{}, ctx.Err()
 	}
@@ -191,7 +191,7 @@ func apiCode(err error) string {
 }
 
 func (c *client) GetConnection(ctx context.Context, connID string) (connections.Connection, error) {
-	m, err := c.rpc.call(ctx, map[string]any{"type": protocol.TypeGetConnection, "conn_id": connID})
+	m, err := c.rpc.call(ctx, &protocol.GetConnection{ConnID: connID})
 	if err != nil {
 		if apiCode(err) == "CONNECTION_NOT_FOUND" {
 			return connections.Connection{}, fmt.Errorf("connection %q: %w (define it in Airflow: the UI, `airflow connections add`, or AIRFLOW_CONN_%s in the api-server's environment, which answers task lookups on Airflow 3.3; under airflow-go-worker run, --connections)", connID, ErrConnectionNotFound, strings.ToUpper(connID))
@@ -286,7 +286,7 @@ func (c *client) GetVariable(ctx context.Context, key string) (string, error) {
 	if v, ok := c.lookupEnv(envVarName(key)); ok {
 		return v, nil
 	}
-	m, err := c.rpc.call(ctx, map[string]any{"type": protocol.TypeGetVariable, "key": key})
+	m, err := c.rpc.call(ctx, &protocol.GetVariable{Key: key})
 	if err != nil {
 		if apiCode(err) == "VARIABLE_NOT_FOUND" {
 			return "", fmt.Errorf("variable %q: %w (define it in Airflow or as %s)", key, ErrVariableNotFound, envVarName(key))
@@ -307,36 +307,33 @@ func (c *client) GetVariable(ctx context.Context, key string) (string, error) {
 	}
 }
 
-func (c *client) xcomTarget(ref XComRef) map[string]any {
-	body := map[string]any{
-		"key":     ref.Key,
-		"dag_id":  ref.DagID,
-		"run_id":  ref.RunID,
-		"task_id": ref.TaskID,
+// xcomTarget names ref's XCom, the current task instance filling in what
+// ref leaves out.
+func (c *client) xcomTarget(ref XComRef) protocol.XComTarget {
+	t := protocol.XComTarget{Key: ref.Key, DagID: ref.DagID, RunID: ref.RunID, TaskID: ref.TaskID}
+	if t.DagID == "" {
+		t.DagID = c.ti.DagID
 	}
-	if ref.DagID == "" {
-		body["dag_id"] = c.ti.DagID
+	if t.RunID == "" {
+		t.RunID = c.ti.RunID
 	}
-	if ref.RunID == "" {
-		body["run_id"] = c.ti.RunID
-	}
-	if ref.TaskID == "" {
-		body["task_id"] = c.ti.TaskID
+	if t.TaskID == "" {
+		t.TaskID = c.ti.TaskID
 	}
 	if ref.MapIndex != nil && *ref.MapIndex >= 0 {
-		body["map_index"] = *ref.MapIndex
+		mi := *ref.MapIndex
+		t.MapIndex = &mi
 	}
-	return body
+	return t
 }
 
 func (c *client) GetXCom(ctx context.Context, ref XComRef) (any, error) {
 	if ref.Key == "" {
 		ref.Key = ReturnValueKey
 	}
-	body := c.xcomTarget(ref)
-	body["type"] = protocol.TypeGetXCom
-	m, err := c.rpc.call(ctx, body)
-	name := fmt.Sprintf("XCom %s of task %s", body["key"], body["task_id"])
+	target := c.xcomTarget(ref)
+	m, err := c.rpc.call(ctx, &protocol.GetXCom{XComTarget: target})
+	name := fmt.Sprintf("XCom %s of task %s", target.Key, target.TaskID)
 	if err != nil {
 		if apiCode(err) == "XCOM_NOT_FOUND" {
 			return nil, fmt.Errorf("%s: %w", name, ErrXComNotFound)
@@ -359,10 +356,7 @@ func (c *client) SetXCom(ctx context.Context, key string, value any) error {
 		return fmt.Errorf("XCom %q: value is not JSON-encodable: %w", key, err)
 	}
 	mi := c.ti.MapIndex
-	body := c.xcomTarget(XComRef{Key: key, MapIndex: &mi})
-	body["type"] = protocol.TypeSetXCom
-	body["value"] = v
-	if _, err := c.rpc.call(ctx, body); err != nil {
+	if _, err := c.rpc.call(ctx, &protocol.SetXCom{XComTarget: c.xcomTarget(XComRef{Key: key, MapIndex: &mi}), Value: v}); err != nil {
 		return fmt.Errorf("setting XCom %q: %w", key, err)
 	}
 	return nil
@@ -372,11 +366,7 @@ func (c *client) MaskSecret(ctx context.Context, value, name string) error {
 	if c.onSecret != nil {
 		c.onSecret(value)
 	}
-	body := map[string]any{"type": protocol.TypeMaskSecret, "value": value}
-	if name != "" {
-		body["name"] = name
-	}
-	if _, err := c.rpc.call(ctx, body); err != nil {
+	if _, err := c.rpc.call(ctx, &protocol.MaskSecret{Value: value, Name: name}); err != nil {
 		return fmt.Errorf("masking secret %q: %w", name, err)
 	}
 	return nil
@@ -386,7 +376,7 @@ func (c *client) MaskSecret(ctx context.Context, value, name string) error {
 // it to the Execution API; a run Airflow does not have comes back as an
 // API_SERVER_ERROR whose status_code is 404.
 func (c *client) GetDagRunState(ctx context.Context, dagID, runID string) (string, error) {
-	m, err := c.rpc.call(ctx, map[string]any{"type": protocol.TypeGetDagRunState, "dag_id": dagID, "run_id": runID})
+	m, err := c.rpc.call(ctx, &protocol.GetDagRunState{DagID: dagID, RunID: runID})
 	name := fmt.Sprintf("Dag run %s/%s", dagID, runID)
 	if err != nil {
 		if statusCode(err) == 404 {

@@ -132,7 +132,7 @@ func runFakeWith(t testing.TB, b *Bundle, first []byte, reply replyFunc, cfg ser
 			}
 			continue
 		}
-		rp, _ := protocol.EncodeReply(m.ID, body, eb)
+		rp, _ := protocol.EncodeReply(m.ID, rawOrNil(body), rawOrNil(eb))
 		if err := protocol.WriteFrame(comm, rp); err != nil {
 			t.Logf("fake supervisor write: %v", err)
 		}
@@ -154,9 +154,17 @@ func startupFrame(t testing.TB, dagID, taskID string, mutate func(sd *protocol.S
 	if mutate != nil {
 		mutate(&sd)
 	}
-	p, err := protocol.EncodeReply(0, sd.Body(), nil)
+	p, err := protocol.EncodeReply(0, sd.Body(true), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// rawOrNil is a test's reply map as a body, nil staying nil.
+func rawOrNil(m map[string]any) protocol.Body {
+	if m == nil {
+		return nil
+	}
+	return protocol.Raw(m)
 }

@@ -33,7 +33,7 @@ func (x *xcomStore) reply(m protocol.Message) (map[string]any, map[string]any) {
 
 // runHandoff registers one task with opts, runs it with conf and
 // arg_bindings, and returns what the body got (nil when it never ran).
-func runHandoff(t *testing.T, x *xcomStore, conf map[string]any, args []map[string]any, opts ...TaskOption) (*handoffIn, session) {
+func runHandoff(t *testing.T, x *xcomStore, conf map[string]any, args []protocol.ArgBinding, opts ...TaskOption) (*handoffIn, session) {
 	t.Helper()
 	var got *handoffIn
 	b := New()
@@ -68,7 +68,7 @@ func TestXComBindingWithoutArgBindings(t *testing.T) {
 // wins, and the bound XCom is not read a second time.
 func TestArgBindingBeatsInputBinding(t *testing.T) {
 	x := &xcomStore{values: map[string]any{"provision/return_value": "sb-bound", "other/return_value": "sb-passed"}}
-	got, s := runHandoff(t, x, nil, []map[string]any{{"name": "sandbox", "kind": "xcom", "task_id": "other"}}, WithXCom("sandbox", "provision"))
+	got, s := runHandoff(t, x, nil, []protocol.ArgBinding{{Name: "sandbox", Kind: "xcom", TaskID: "other"}}, WithXCom("sandbox", "provision"))
 	if s.terminal.Type() != protocol.TypeSucceedTask || got.Sandbox != "sb-passed" {
 		t.Fatalf("want the passed argument, got %+v / %+v", got, s.terminal)
 	}
@@ -93,7 +93,7 @@ func TestParamAndConfPrecedence(t *testing.T) {
 	if got == nil || got.Note != "from conf" || got.Timeout != 5 {
 		t.Fatalf("an unset param must leave note to conf, then defaults: %+v", got)
 	}
-	got, _ = runHandoff(t, x, nil, []map[string]any{{"name": "note", "kind": "literal", "value": "passed"}}, opts...)
+	got, _ = runHandoff(t, x, nil, []protocol.ArgBinding{{Name: "note", Kind: "literal", Value: "passed"}}, opts...)
 	if got == nil || got.Note != "passed" {
 		t.Fatalf("a passed argument must beat everything: %+v", got)
 	}

@@ -92,7 +92,7 @@ func TestEmbeddedFieldsBindByName(t *testing.T) {
 	}
 	s := runFake(t, b, startupFrame(t, "d", "t", func(sd *protocol.StartupDetails) {
 		sd.DagRun.Conf = map[string]any{"verbose": true}
-		sd.ArgBindings = []map[string]any{{"name": "level", "kind": "literal", "value": "debug"}}
+		sd.ArgBindings = []protocol.ArgBinding{{Name: "level", Kind: "literal", Value: "debug"}}
 	}), nil, serveConfig{})
 	if s.err != nil {
 		t.Fatal(s.err)
@@ -183,9 +183,9 @@ func TestLogFilterThreshold(t *testing.T) {
 // field claims is ignored, so adding a defaulted parameter to a stub never
 // breaks the Go task.
 func TestStubDefaultsRankBelowConf(t *testing.T) {
-	stubDefaults := []map[string]any{
-		{"name": "level", "kind": "literal", "value": "stub", "from_default": true},
-		{"name": "added_later", "kind": "literal", "value": 1, "from_default": true},
+	stubDefaults := []protocol.ArgBinding{
+		{Name: "level", Kind: "literal", Value: "stub", FromDefault: true},
+		{Name: "added_later", Kind: "literal", Value: 1, FromDefault: true},
 	}
 	for _, tc := range []struct {
 		conf map[string]any
@@ -213,7 +213,7 @@ func TestStubDefaultsRankBelowConf(t *testing.T) {
 	b := New()
 	b.Register("d", "t", func(in withShared) error { return nil })
 	s := runFake(t, b, startupFrame(t, "d", "t", func(sd *protocol.StartupDetails) {
-		sd.ArgBindings = []map[string]any{{"name": "added_later", "kind": "literal", "value": 1}}
+		sd.ArgBindings = []protocol.ArgBinding{{Name: "added_later", Kind: "literal", Value: 1}}
 	}), nil, serveConfig{})
 	if s.terminal == nil || s.terminal.Type() != "TaskState" {
 		t.Fatalf("an unclaimed passed argument must fail the task, got %+v", s.terminal)

@@ -230,7 +230,7 @@ func dialBoth(ctx context.Context, commAddr, logsAddr string) (comm, logs net.Co
 // answerParse declares every registered task (spec 3.9) and waits for the
 // reply; no task code runs.
 func (b *Bundle) answerParse(ctx context.Context, r *rpc, id int64, req protocol.TaskHandlerParseRequest) error {
-	handlers := map[string]any{}
+	body := &protocol.TaskHandlerParsingResult{Fileloc: req.File, TaskHandlers: map[string][]protocol.TaskHandler{}}
 	want := map[string]bool{}
 	for _, d := range req.DagIDs {
 		want[d] = true
@@ -240,17 +240,11 @@ func (b *Bundle) answerParse(ctx context.Context, r *rpc, id int64, req protocol
 			continue
 		}
 		names, _ := b.InputFields(ref.DagID, ref.TaskID)
-		params := make([]any, 0, len(names))
+		params := make([]protocol.HandlerParam, 0, len(names))
 		for _, n := range names {
-			params = append(params, map[string]any{"name": n, "value_schema": nil, "exact_name": true})
+			params = append(params, protocol.HandlerParam{Name: n, ExactName: true})
 		}
-		list, _ := handlers[ref.DagID].([]any)
-		handlers[ref.DagID] = append(list, map[string]any{"task_id": ref.TaskID, "binding": "named", "params": params})
-	}
-	body := map[string]any{
-		"type":          protocol.TypeTaskHandlerParsingResult,
-		"fileloc":       req.File,
-		"task_handlers": handlers,
+		body.TaskHandlers[ref.DagID] = append(body.TaskHandlers[ref.DagID], protocol.TaskHandler{TaskID: ref.TaskID, Binding: "named", Params: params})
 	}
 	ctx, cancel := context.WithTimeout(ctx, terminalWriteTimeout)
 	defer cancel()
@@ -448,43 +442,44 @@ func (b *Bundle) execute(ctx context.Context, t *task, ti TaskInstance, dr DagRu
 // error this module knows retrying cannot fix) failed even with retries
 // left. Both are TaskState messages, which Airflow honours because the
 // process exits 0. This is the one place an error becomes an outcome.
-func terminalBody(out outcome, shouldRetry bool, schema string, log hclog.Logger, redact func(string) string) map[string]any {
+func terminalBody(out outcome, shouldRetry bool, schema string, log hclog.Logger, redact func(string) string) protocol.Body {
 	now := time.Now().UTC()
 	var skip *SkipError
 	noRetry := errors.Is(out.err, ErrFailNoRetry)
 	switch {
 	case out.removed:
-		return map[string]any{"type": protocol.TypeTaskState, "state": "removed", "end_date": now}
+		return &protocol.TaskState{State: "removed", EndDate: now}
 	case errors.As(out.err, &skip):
 		log.Info("task skipped", "reason", skip.Reason)
-		return map[string]any{"type": protocol.TypeTaskState, "state": "skipped", "end_date": now}
+		return &protocol.TaskState{State: "skipped", EndDate: now}
 	case out.err != nil && shouldRetry && !noRetry:
 		log.Error("task failed; Airflow will retry it", "error", out.err.Error())
-		return map[string]any{"type": protocol.TypeRetryTask, "end_date": now, "retry_reason": redact(out.err.Error())}
+		return &protocol.RetryTask{EndDate: now, RetryReason: redact(out.err.Error())}
 	case out.err != nil:
 		msg := "task failed"
 		if noRetry && shouldRetry {
 			msg = "task failed; not retried, since retrying cannot fix this error (ErrFailNoRetry)"
 		}
 		log.Error(msg, "error", out.err.Error())
-		body := map[string]any{"type": protocol.TypeTaskState, "state": "failed", "end_date": now}
+		body := &protocol.TaskState{State: "failed", EndDate: now}
 		if schemaAtLeast(schema, Schema34) {
-			body["retry_reason"] = redact(out.err.Error())
+			reason := redact(out.err.Error())
+			body.RetryReason = &reason
 		}
 		return body
 	}
 	log.Info("task succeeded")
-	return map[string]any{"type": protocol.TypeSucceedTask, "end_date": now, "task_outlets": []any{}, "outlet_events": []any{}}
+	return &protocol.SucceedTask{EndDate: now, TaskOutlets: []any{}, OutletEvents: []any{}}
 }
 
 // sendTerminal writes the terminal frame with the StartupDetails frame's id
 // (0 from Airflow) and does not wait for the reply, as Airflow's Go SDK does.
-func sendTerminal(r *rpc, id int64, body map[string]any) error {
+func sendTerminal(r *rpc, id int64, body protocol.Body) error {
 	if err := r.send(id, body); err != nil {
 		if errors.Is(err, net.ErrClosed) {
-			return protoErr("the comm socket closed before the %v frame could be sent", body["type"])
+			return protoErr("the comm socket closed before the %s frame could be sent", body.MessageType())
 		}
-		return protoErr("sending %v: %v", body["type"], err)
+		return protoErr("sending %s: %v", body.MessageType(), err)
 	}
 	return nil
 }

@@ -45,7 +45,7 @@ func testBundle() *Bundle {
 func TestServeSuccessPushesReturnValue(t *testing.T) {
 	s := runFake(t, testBundle(), startupFrame(t, "d", "greet", func(sd *protocol.StartupDetails) {
 		sd.DagRun.Conf = map[string]any{"Count": 2, "unrelated": true}
-		sd.ArgBindings = []map[string]any{{"name": "name", "kind": "literal", "value": "ab"}, {"name": "tags", "kind": "literal", "value": []any{"x", "y"}}}
+		sd.ArgBindings = []protocol.ArgBinding{{Name: "name", Kind: "literal", Value: "ab"}, {Name: "tags", Kind: "literal", Value: []any{"x", "y"}}}
 	}), nil, serveConfig{})
 	if s.err != nil {
 		t.Fatal(s.err)
@@ -129,18 +129,18 @@ func TestServeBindingErrorsFailBeforeBody(t *testing.T) {
 		return map[string]any{"type": "XComResult", "key": "return_value", "value": nil}, nil
 	}
 	for _, tc := range []struct {
-		bindings []map[string]any
+		bindings []protocol.ArgBinding
 		conf     map[string]any
 		reply    replyFunc
 		retry    bool
 		want     string
 	}{
-		{[]map[string]any{{"name": "nope", "kind": "literal", "value": 1}}, nil, notFound, false, `argument "nope" matches no input field`},
-		{[]map[string]any{{"name": "count", "kind": "literal", "value": "many"}}, nil, notFound, false, `input field "count" from argument "count"`},
+		{[]protocol.ArgBinding{{Name: "nope", Kind: "literal", Value: 1}}, nil, notFound, false, `argument "nope" matches no input field`},
+		{[]protocol.ArgBinding{{Name: "count", Kind: "literal", Value: "many"}}, nil, notFound, false, `input field "count" from argument "count"`},
 		{nil, map[string]any{"count": "many"}, notFound, false, `input field "count" from dag_run.conf["count"]`},
-		{[]map[string]any{{"name": "name", "kind": "weird"}}, nil, notFound, false, `unknown binding kind "weird"`},
-		{[]map[string]any{{"name": "name", "kind": "xcom", "task_id": "up"}}, nil, notFound, false, `upstream task "up" pushed no return_value in this run (did it fail or get skipped?)`},
-		{[]map[string]any{{"name": "name", "kind": "xcom", "task_id": "up"}}, nil, func(m protocol.Message) (map[string]any, map[string]any) {
+		{[]protocol.ArgBinding{{Name: "name", Kind: "weird"}}, nil, notFound, false, `unknown binding kind "weird"`},
+		{[]protocol.ArgBinding{{Name: "name", Kind: "xcom", TaskID: "up"}}, nil, notFound, false, `upstream task "up" pushed no return_value in this run (did it fail or get skipped?)`},
+		{[]protocol.ArgBinding{{Name: "name", Kind: "xcom", TaskID: "up"}}, nil, func(m protocol.Message) (map[string]any, map[string]any) {
 			return nil, map[string]any{"error": "API_SERVER_ERROR", "detail": map[string]any{"status_code": 503}}
 		}, true, `reading return_value of upstream task "up"`},
 	} {
@@ -185,7 +185,7 @@ func TestServeBindingErrorsFailBeforeBody(t *testing.T) {
 
 func TestServeXComBinding(t *testing.T) {
 	s := runFake(t, testBundle(), startupFrame(t, "d", "greet", func(sd *protocol.StartupDetails) {
-		sd.ArgBindings = []map[string]any{{"name": "name", "kind": "xcom", "task_id": "up"}}
+		sd.ArgBindings = []protocol.ArgBinding{{Name: "name", Kind: "xcom", TaskID: "up"}}
 	}), func(m protocol.Message) (map[string]any, map[string]any) {
 		if m.Type() == "GetXCom" {
 			if m.Body["task_id"] != "up" || m.Body["key"] != "return_value" {
@@ -386,7 +386,7 @@ func TestServeTaskHandlerParseRequest(t *testing.T) {
 	b.Register("d1", "a", func(in greetIn) error { ran = true; return nil })
 	b.Register("d1", "b", func() error { ran = true; return nil })
 	b.Register("d2", "c", func() error { ran = true; return nil })
-	first, _ := protocol.EncodeReply(0, map[string]any{"type": "TaskHandlerParseRequest", "file": "/bundles/x", "bundle_path": "/bundles", "bundle_name": "dags"}, nil)
+	first, _ := protocol.EncodeReply(0, &protocol.TaskHandlerParseRequest{File: "/bundles/x", BundlePath: "/bundles", BundleName: "dags"}, nil)
 	s := runFake(t, b, first, nil, serveConfig{})
 	if s.err != nil || ran {
 		t.Fatalf("err=%v ran=%v", s.err, ran)
@@ -412,7 +412,7 @@ func TestServeTaskHandlerParseRequest(t *testing.T) {
 		t.Fatalf("d2: %v", th["d2"])
 	}
 	// With a filter that matches nothing, task_handlers is {} not null.
-	first, _ = protocol.EncodeReply(0, map[string]any{"type": "TaskHandlerParseRequest", "file": "f", "dag_ids": []any{"zzz"}}, nil)
+	first, _ = protocol.EncodeReply(0, &protocol.TaskHandlerParseRequest{File: "f", DagIDs: []string{"zzz"}}, nil)
 	s = runFake(t, b, first, nil, serveConfig{})
 	if th, ok := s.requests[0].Body["task_handlers"].(map[string]any); !ok || len(th) != 0 {
 		t.Fatalf("empty task_handlers must be {}, got %#v", s.requests[0].Body["task_handlers"])
@@ -421,18 +421,21 @@ func TestServeTaskHandlerParseRequest(t *testing.T) {
 
 func TestServeBadFirstFrames(t *testing.T) {
 	sd := func(mut func(map[string]any)) []byte {
-		body := (protocol.StartupDetails{TI: protocol.TaskInstance{ID: "i", DagID: "d", TaskID: "t", RunID: "r", TryNumber: 1}}).Body()
+		body, err := protocol.AsRaw((protocol.StartupDetails{TI: protocol.TaskInstance{ID: "i", DagID: "d", TaskID: "t", RunID: "r", TryNumber: 1}}).Body(true))
+		if err != nil {
+			t.Fatal(err)
+		}
 		mut(body)
 		p, _ := protocol.EncodeReply(0, body, nil)
 		return p
 	}
-	errFrame, _ := protocol.EncodeReply(0, nil, map[string]any{"type": "ErrorResponse", "error": "API_SERVER_ERROR"})
+	errFrame, _ := protocol.EncodeReply(0, nil, &protocol.ErrorResponse{Error: "API_SERVER_ERROR"})
 	cases := map[string]struct {
 		frame []byte
 		want  string
 	}{
-		"unknown type":  {must(protocol.EncodeReply(0, map[string]any{"type": "Hello"}, nil)), `unexpected first message type "Hello"`},
-		"no type":       {must(protocol.EncodeReply(0, map[string]any{}, nil)), "no body type"},
+		"unknown type":  {must(protocol.EncodeReply(0, protocol.Raw{"type": "Hello"}, nil)), `unexpected first message type "Hello"`},
+		"no type":       {must(protocol.EncodeReply(0, protocol.Raw{}, nil)), "no body type"},
 		"not msgpack":   {[]byte{0xc1, 0x00}, "malformed frame"},
 		"missing ti.id": {sd(func(b map[string]any) { delete(b["ti"].(map[string]any), "id") }), "ti.id is required"},
 		"try zero":      {sd(func(b map[string]any) { b["ti"].(map[string]any)["try_number"] = 0 }), "try_number must be at least 1"},

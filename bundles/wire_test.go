@@ -114,7 +114,7 @@ func TestTerminalFramesMatchAirflowGoSDK(t *testing.T) {
 // whatever it is; request ids still count from 0.
 func TestTerminalReusesTheStartupDetailsID(t *testing.T) {
 	sd := (protocol.StartupDetails{TI: protocol.TaskInstance{ID: "0195c1f2-0000-7000-8000-000000000001", DagID: "d", TaskID: "greet",
-		RunID: "r", TryNumber: 1, MapIndex: -1}}).Body()
+		RunID: "r", TryNumber: 1, MapIndex: -1}}).Body(true)
 	first, err := protocol.EncodeReply(7, sd, nil)
 	if err != nil {
 		t.Fatal(err)

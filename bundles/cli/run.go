@@ -18,6 +18,7 @@ import (
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/footer"
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/supervisor"
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
 )
@@ -72,7 +73,7 @@ func (p Program) runCommand(ctx context.Context, args []string, stdout, stderr i
 			return fail("--conf must be a JSON object, e.g. '{\"seconds\": 2}': %v", errOrNull(err))
 		}
 	}
-	var argBindings []map[string]any
+	var argBindings []protocol.ArgBinding
 	if *argJSON != "" {
 		if err := json.Unmarshal([]byte(*argJSON), &argBindings); err != nil || argBindings == nil {
 			return fail("--arg-bindings must be a JSON list of {name, kind, value | task_id}: %v", errOrNull(err))

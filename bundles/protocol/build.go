@@ -2,82 +2,113 @@ package protocol
 
 import "time"
 
+// The StartupDetails body on the wire, as Airflow's supervisor sends it.
+type (
+	startupBody struct {
+		Header
+		TI                tiBody         `msgpack:"ti"`
+		DagRelPath        string         `msgpack:"dag_rel_path"`
+		BundleInfo        bundleInfoBody `msgpack:"bundle_info"`
+		StartDate         time.Time      `msgpack:"start_date"`
+		TIContext         tiContextBody  `msgpack:"ti_context"`
+		SentryIntegration string         `msgpack:"sentry_integration"`
+	}
+	tiBody struct {
+		ID             string `msgpack:"id"`
+		TaskID         string `msgpack:"task_id"`
+		DagID          string `msgpack:"dag_id"`
+		RunID          string `msgpack:"run_id"`
+		TryNumber      int    `msgpack:"try_number"`
+		DagVersionID   string `msgpack:"dag_version_id"`
+		MapIndex       int    `msgpack:"map_index"`
+		Hostname       any    `msgpack:"hostname"` // null: the scheduler sends none
+		ContextCarrier any    `msgpack:"context_carrier"`
+		Queue          string `msgpack:"queue"`
+	}
+	bundleInfoBody struct {
+		Name    string  `msgpack:"name"`
+		Version *string `msgpack:"version"`
+	}
+	tiContextBody struct {
+		DagRun              dagRunBody `msgpack:"dag_run"`
+		TaskRescheduleCount int        `msgpack:"task_reschedule_count"`
+		MaxTries            int        `msgpack:"max_tries"`
+		Variables           []any      `msgpack:"variables"`
+		Connections         []any      `msgpack:"connections"`
+		NextMethod          *string    `msgpack:"next_method"`
+		NextKwargs          any        `msgpack:"next_kwargs"`
+		XComKeysToClear     []any      `msgpack:"xcom_keys_to_clear"`
+		ShouldRetry         bool       `msgpack:"should_retry"`
+		StartDate           *time.Time `msgpack:"start_date"`
+		// ArgBindings exists from schema 2026-10-30: nil leaves the key
+		// out, a pointer to no bindings sends null.
+		ArgBindings *[]ArgBinding `msgpack:"arg_bindings,omitempty"`
+	}
+	dagRunBody struct {
+		DagID               string         `msgpack:"dag_id"`
+		RunID               string         `msgpack:"run_id"`
+		LogicalDate         *time.Time     `msgpack:"logical_date"`
+		DataIntervalStart   *time.Time     `msgpack:"data_interval_start"`
+		DataIntervalEnd     *time.Time     `msgpack:"data_interval_end"`
+		RunAfter            time.Time      `msgpack:"run_after"`
+		StartDate           *time.Time     `msgpack:"start_date"`
+		EndDate             *time.Time     `msgpack:"end_date"`
+		ClearNumber         int            `msgpack:"clear_number"`
+		RunType             string         `msgpack:"run_type"`
+		State               string         `msgpack:"state"`
+		Conf                map[string]any `msgpack:"conf"`
+		TriggeringUserName  *string        `msgpack:"triggering_user_name"`
+		ConsumedAssetEvents []any          `msgpack:"consumed_asset_events"`
+		PartitionKey        *string        `msgpack:"partition_key"`
+		PartitionDate       *string        `msgpack:"partition_date"`
+		Note                *string        `msgpack:"note"`
+		TeamName            *string        `msgpack:"team_name"`
+	}
+)
+
 // Body encodes sd as the supervisor would send it: datetimes as time.Time
-// (msgpack timestamps on the wire), UUIDs as strings, every key Airflow's
+// (msgpack timestamps on the wire; zero ones null where the schema allows
+// null), UUIDs as strings, every key Airflow's
 // own StartupDetails carries present (checked against Airflow 3.3.2 by
-// e2e/realsdk), plus arg_bindings, which only 2026-10-30 has (drop it for
-// older schemas, see supervisor.StartupBody). The local supervisor and
-// tests use it.
-func (sd StartupDetails) Body() map[string]any {
-	ts := func(t time.Time) any {
+// e2e/realsdk), and arg_bindings when withArgBindings (schema 2026-10-30
+// only; see supervisor.StartupBody). The local supervisor and tests use it.
+func (sd StartupDetails) Body(withArgBindings bool) Body {
+	ts := func(t time.Time) *time.Time {
 		if t.IsZero() {
 			return nil
 		}
-		return t
-	}
-	ti := map[string]any{
-		"id":              sd.TI.ID,
-		"task_id":         sd.TI.TaskID,
-		"dag_id":          sd.TI.DagID,
-		"run_id":          sd.TI.RunID,
-		"try_number":      sd.TI.TryNumber,
-		"dag_version_id":  sd.TI.DagVersionID,
-		"map_index":       sd.TI.MapIndex,
-		"hostname":        sd.TI.Hostname,
-		"context_carrier": nil,
-		"queue":           sd.TI.Queue,
+		return &t
 	}
 	conf := sd.DagRun.Conf
 	if conf == nil {
 		conf = map[string]any{}
 	}
-	dagRun := map[string]any{
-		"dag_id":                sd.DagRun.DagID,
-		"run_id":                sd.DagRun.RunID,
-		"logical_date":          ts(sd.DagRun.LogicalDate),
-		"data_interval_start":   ts(sd.DagRun.DataIntervalStart),
-		"data_interval_end":     ts(sd.DagRun.DataIntervalEnd),
-		"run_after":             ts(sd.DagRun.RunAfter),
-		"start_date":            ts(sd.DagRun.StartDate),
-		"end_date":              ts(sd.DagRun.EndDate),
-		"clear_number":          0,
-		"run_type":              sd.DagRun.RunType,
-		"state":                 sd.DagRun.State,
-		"conf":                  conf,
-		"triggering_user_name":  nil,
-		"consumed_asset_events": []any{},
-		"partition_key":         nil,
-		"partition_date":        nil,
-		"note":                  nil,
-		"team_name":             nil,
-	}
-	var bindings any
-	if sd.ArgBindings != nil {
-		list := make([]any, len(sd.ArgBindings))
-		for i, b := range sd.ArgBindings {
-			list[i] = b
-		}
-		bindings = list
-	}
-	return map[string]any{
-		"type":         TypeStartupDetails,
-		"ti":           ti,
-		"dag_rel_path": sd.DagRelPath,
-		"bundle_info":  map[string]any{"name": sd.BundleName, "version": nil},
-		"start_date":   ts(sd.StartDate),
-		"ti_context": map[string]any{
-			"dag_run":               dagRun,
-			"task_reschedule_count": 0,
-			"max_tries":             sd.MaxTries,
-			"variables":             []any{},
-			"connections":           []any{},
-			"next_method":           nil,
-			"next_kwargs":           nil,
-			"xcom_keys_to_clear":    []any{},
-			"should_retry":          sd.ShouldRetry,
-			"start_date":            ts(sd.StartDate),
-			"arg_bindings":          bindings,
+	body := &startupBody{
+		TI: tiBody{
+			ID: sd.TI.ID, TaskID: sd.TI.TaskID, DagID: sd.TI.DagID, RunID: sd.TI.RunID, TryNumber: sd.TI.TryNumber,
+			DagVersionID: sd.TI.DagVersionID, MapIndex: sd.TI.MapIndex, Queue: sd.TI.Queue,
 		},
-		"sentry_integration": "",
+		DagRelPath: sd.DagRelPath,
+		BundleInfo: bundleInfoBody{Name: sd.BundleName},
+		StartDate:  sd.StartDate,
+		TIContext: tiContextBody{
+			DagRun: dagRunBody{
+				DagID: sd.DagRun.DagID, RunID: sd.DagRun.RunID,
+				LogicalDate: ts(sd.DagRun.LogicalDate), DataIntervalStart: ts(sd.DagRun.DataIntervalStart),
+				DataIntervalEnd: ts(sd.DagRun.DataIntervalEnd), RunAfter: sd.DagRun.RunAfter,
+				StartDate: ts(sd.DagRun.StartDate), EndDate: ts(sd.DagRun.EndDate),
+				RunType: sd.DagRun.RunType, State: sd.DagRun.State, Conf: conf, ConsumedAssetEvents: []any{},
+			},
+			MaxTries: sd.MaxTries, Variables: []any{}, Connections: []any{}, XComKeysToClear: []any{},
+			ShouldRetry: sd.ShouldRetry, StartDate: ts(sd.StartDate),
+		},
 	}
+	if sd.TI.Hostname != "" {
+		body.TI.Hostname = sd.TI.Hostname
+	}
+	if withArgBindings {
+		bindings := sd.ArgBindings
+		body.TIContext.ArgBindings = &bindings
+	}
+	return body
 }

@@ -75,21 +75,14 @@ func apiErrorFrom(m map[string]any) *APIError {
 }
 
 // EncodeRequest encodes a runtime -> supervisor frame payload [id, body].
-func EncodeRequest(id int64, body map[string]any) ([]byte, error) {
-	return msgpack.Marshal([]any{id, body})
+func EncodeRequest(id int64, body Body) ([]byte, error) {
+	return msgpack.Marshal([]any{id, stamp(body)})
 }
 
-// EncodeReply encodes a supervisor -> runtime payload [id, body, err]; a nil
-// map goes out as msgpack nil.
-func EncodeReply(id int64, body, errBody map[string]any) ([]byte, error) {
-	var b, e any
-	if body != nil {
-		b = body
-	}
-	if errBody != nil {
-		e = errBody
-	}
-	return msgpack.Marshal([]any{id, b, e})
+// EncodeReply encodes a supervisor -> runtime payload [id, body, err]; a
+// nil body goes out as msgpack nil.
+func EncodeReply(id int64, body, errBody Body) ([]byte, error) {
+	return msgpack.Marshal([]any{id, stamp(body), stamp(errBody)})
 }
 
 // DecodeMessage decodes a frame payload into a Message. It accepts 2 or 3

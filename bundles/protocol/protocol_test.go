@@ -83,7 +83,7 @@ func TestReadFrameWithinStalledMidFrame(t *testing.T) {
 
 func TestMessageRoundTrip(t *testing.T) {
 	end := time.Date(2026, 11, 29, 15, 40, 3, 988240000, time.UTC)
-	p, err := EncodeRequest(7, map[string]any{"type": "SucceedTask", "end_date": end, "task_outlets": []any{}})
+	p, err := EncodeRequest(7, Raw{"type": "SucceedTask", "end_date": end, "task_outlets": []any{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestMessageRoundTrip(t *testing.T) {
 	}
 
 	// 3-element reply with the error as third element.
-	p, _ = EncodeReply(3, nil, map[string]any{"type": "ErrorResponse", "error": "API_SERVER_ERROR", "detail": map[string]any{"status_code": 400}})
+	p, _ = EncodeReply(3, nil, Raw{"type": "ErrorResponse", "error": "API_SERVER_ERROR", "detail": map[string]any{"status_code": 400}})
 	m, err = DecodeMessage(p)
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +108,7 @@ func TestMessageRoundTrip(t *testing.T) {
 		t.Fatalf("third-element error not found: %+v", m)
 	}
 	// Error as body.
-	p, _ = EncodeReply(4, map[string]any{"type": "ErrorResponse", "error": "CONNECTION_NOT_FOUND"}, nil)
+	p, _ = EncodeReply(4, Raw{"type": "ErrorResponse", "error": "CONNECTION_NOT_FOUND"}, nil)
 	m, _ = DecodeMessage(p)
 	if e := m.ErrorResponse(); e == nil || e.Code != "CONNECTION_NOT_FOUND" {
 		t.Fatalf("body error not found: %+v", m)
@@ -182,13 +182,13 @@ func sampleStartup() StartupDetails {
 			LogicalDate: time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC), Conf: map[string]any{"n": int64(3)}},
 		MaxTries:    3,
 		ShouldRetry: true,
-		ArgBindings: []map[string]any{{"name": "x", "kind": "literal", "value": "v"}},
+		ArgBindings: []ArgBinding{{Name: "x", Kind: BindLiteral, Value: "v"}},
 	}
 }
 
 func TestStartupDetailsRoundTrip(t *testing.T) {
 	want := sampleStartup()
-	p, err := EncodeReply(0, want.Body(), nil)
+	p, err := EncodeReply(0, want.Body(true), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,13 +205,13 @@ func TestStartupDetailsRoundTrip(t *testing.T) {
 	}
 	if got.TI != want.TI || got.MaxTries != 3 || !got.ShouldRetry || !got.StartDate.Equal(want.StartDate) ||
 		!got.DagRun.LogicalDate.Equal(want.DagRun.LogicalDate) || got.DagRun.Conf["n"] != int64(3) ||
-		len(got.ArgBindings) != 1 || got.ArgBindings[0]["value"] != "v" || !got.DagRun.EndDate.IsZero() {
+		len(got.ArgBindings) != 1 || got.ArgBindings[0].Value != "v" || !got.DagRun.EndDate.IsZero() {
 		t.Fatalf("round trip mismatch:\n got %+v\nwant %+v", got, want)
 	}
 }
 
 func TestStartupDetailsTolerance(t *testing.T) {
-	body := sampleStartup().Body()
+	body := sampleRaw(t)
 	body["brand_new_field"] = map[string]any{"x": 1}
 	body["start_date"] = "2026-11-29T12:00:00.5+00:00"
 	ti := body["ti"].(map[string]any)
@@ -247,7 +247,7 @@ func TestStartupDetailsRequiredFields(t *testing.T) {
 		{func(ti map[string]any) { ti["try_number"] = 0 }, "try_number must be at least 1"},
 		{func(ti map[string]any) { ti["try_number"] = "one" }, "try_number must be an integer"},
 	} {
-		body := sampleStartup().Body()
+		body := sampleRaw(t)
 		tc.mutate(body["ti"].(map[string]any))
 		_, err := ParseStartupDetails(body)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -257,7 +257,7 @@ func TestStartupDetailsRequiredFields(t *testing.T) {
 	if _, err := ParseStartupDetails(map[string]any{"type": "StartupDetails"}); err == nil || !strings.Contains(err.Error(), "StartupDetails.ti is required") {
 		t.Errorf("missing ti: %v", err)
 	}
-	body := sampleStartup().Body()
+	body := sampleRaw(t)
 	body["start_date"] = "yesterday"
 	if _, err := ParseStartupDetails(body); err == nil || !strings.Contains(err.Error(), "start_date") {
 		t.Errorf("bad date should name the field: %v", err)
@@ -280,7 +280,7 @@ func FuzzFrame(f *testing.F) {
 		_ = WriteFrame(&buf, mustMarshal(f, v))
 		return buf.Bytes()
 	}
-	f.Add(seed([]any{0, sampleStartup().Body(), nil}))
+	f.Add(seed([]any{0, stamp(sampleStartup().Body(true)), nil}))
 	f.Add(seed([]any{1, nil}))
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff})
 	f.Add([]byte{0, 0, 0, 3, 0x92, 0x01, 0xc1})
@@ -296,7 +296,7 @@ func FuzzFrame(f *testing.F) {
 				continue
 			}
 			// A decodable message must re-encode and decode to the same id.
-			again, err := EncodeReply(m.ID, m.Body, m.Err)
+			again, err := EncodeReply(m.ID, rawOrNil(m.Body), rawOrNil(m.Err))
 			if err != nil {
 				continue // e.g. values msgpack cannot re-encode; not our concern
 			}
@@ -309,7 +309,7 @@ func FuzzFrame(f *testing.F) {
 }
 
 func FuzzStartupDetails(f *testing.F) {
-	f.Add(mustMarshal(f, sampleStartup().Body()))
+	f.Add(mustMarshal(f, stamp(sampleStartup().Body(true))))
 	f.Add(mustMarshal(f, map[string]any{"ti": map[string]any{"id": "x"}}))
 	f.Add(mustMarshal(f, map[string]any{"ti": map[string]any{"id": "a", "dag_id": "b", "task_id": "c", "run_id": "d", "try_number": 1}, "ti_context": map[string]any{"arg_bindings": []any{1}}}))
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -349,4 +349,22 @@ func TestAPIErrorDetailIsReadable(t *testing.T) {
 			t.Errorf("detail %#v: got %q, want %q", c.detail, got, c.want)
 		}
 	}
+}
+
+// rawOrNil is m as a Raw body, nil staying a nil Body.
+func rawOrNil(m map[string]any) Body {
+	if m == nil {
+		return nil
+	}
+	return Raw(m)
+}
+
+// sampleRaw is sampleStartup's body as the runtime decodes it, to mutate.
+func sampleRaw(t *testing.T) map[string]any {
+	t.Helper()
+	body, err := AsRaw(sampleStartup().Body(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return body
 }

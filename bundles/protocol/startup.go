@@ -58,7 +58,7 @@ type StartupDetails struct {
 	MaxTries    int
 	ShouldRetry bool
 	// ArgBindings is ti_context.arg_bindings (nil for older schemas).
-	ArgBindings []map[string]any
+	ArgBindings []ArgBinding
 }
 
 // ParseStartupDetails validates and decodes a StartupDetails body. It fails
@@ -133,7 +133,7 @@ func ParseStartupDetails(body map[string]any) (StartupDetails, error) {
 			if !ok {
 				return sd, fmt.Errorf("StartupDetails.ti_context.arg_bindings[%d] must be a map, got %s", i, typeName(item))
 			}
-			sd.ArgBindings = append(sd.ArgBindings, m)
+			sd.ArgBindings = append(sd.ArgBindings, argBinding(m))
 		}
 	}
 	if sd.DagRun.DagID == "" {
@@ -148,12 +148,14 @@ func ParseStartupDetails(body map[string]any) (StartupDetails, error) {
 	return sd, f.err
 }
 
-// TaskHandlerParseRequest is the Gen C Dag processor's first frame (spec 3.9).
-type TaskHandlerParseRequest struct {
-	File       string
-	BundlePath string
-	BundleName string
-	DagIDs     []string // optional filter; nil means all
+// argBinding reads one arg_bindings entry leniently: a field of the wrong
+// type reads as its zero value, so the runtime's binding, not the frame,
+// fails and says which argument is wrong (a binding error fails the task;
+// a malformed frame would end it without an outcome).
+func argBinding(m map[string]any) ArgBinding {
+	str := func(k string) string { s, _ := m[k].(string); return s }
+	fromDefault, _ := m["from_default"].(bool)
+	return ArgBinding{Name: str("name"), Kind: str("kind"), Value: m["value"], TaskID: str("task_id"), FromDefault: fromDefault, ValueSchema: m["value_schema"]}
 }
 
 // ParseTaskHandlerParseRequest decodes a TaskHandlerParseRequest body.

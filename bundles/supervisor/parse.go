@@ -21,8 +21,7 @@ func (s *Supervisor) ParseTaskHandlers(ctx context.Context, file string) (map[st
 	}
 	defer c.closeConns()
 	go io.Copy(io.Discard, c.logs)
-	req := map[string]any{"type": protocol.TypeTaskHandlerParseRequest, "file": file, "bundle_path": file, "bundle_name": "local"}
-	p, _ := protocol.EncodeReply(0, req, nil)
+	p, _ := protocol.EncodeReply(0, &protocol.TaskHandlerParseRequest{File: file, BundlePath: file, BundleName: "local"}, nil)
 	if err := protocol.WriteFrame(c.comm, p); err != nil {
 		c.kill()
 		return nil, fmt.Errorf("sending TaskHandlerParseRequest: %w", err)

@@ -44,10 +44,6 @@ func (s *Supervisor) BundleSchema() (string, error) {
 // Airflow's schema migrator does. 2026-06-16 (Airflow 3.3) has no
 // ti_context.arg_bindings, so a 3.3 bundle never sees a stub call's
 // arguments.
-func StartupBody(sd protocol.StartupDetails, schema string) map[string]any {
-	body := sd.Body()
-	if schema < bundles.Schema34 {
-		delete(body["ti_context"].(map[string]any), "arg_bindings")
-	}
-	return body
+func StartupBody(sd protocol.StartupDetails, schema string) protocol.Body {
+	return sd.Body(schema >= bundles.Schema34)
 }

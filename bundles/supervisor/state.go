@@ -164,19 +164,19 @@ func (s *Supervisor) connection(connID string) (connections.Connection, bool, er
 // connectionResult is the reply Airflow's supervisor gives: every field of
 // the connection, null when unset (the Execution API returns them all, and
 // the supervisor dumps what it was given).
-func connectionResult(c connections.Connection) map[string]any {
-	body := map[string]any{"type": "ConnectionResult", "conn_id": c.ConnID, "conn_type": c.ConnType}
-	for k, v := range map[string]string{"host": c.Host, "schema": c.Schema, "login": c.Login, "password": c.Password, "extra": c.Extra} {
-		body[k] = nil
-		if v != "" {
-			body[k] = v
+func connectionResult(c connections.Connection) *protocol.ConnectionResult {
+	orNull := func(s string) *string {
+		if s == "" {
+			return nil
 		}
+		return &s
 	}
-	body["port"] = nil
+	r := &protocol.ConnectionResult{ConnID: c.ConnID, ConnType: c.ConnType, Host: orNull(c.Host), Schema: orNull(c.Schema),
+		Login: orNull(c.Login), Password: orNull(c.Password), Extra: orNull(c.Extra)}
 	if c.Port != 0 {
-		body["port"] = c.Port
+		r.Port = &c.Port
 	}
-	return body
+	return r
 }
 
 // Dag run states, as Airflow names them.
@@ -266,9 +266,9 @@ func errOrState(err error, state string) any {
 
 // dagRunNotFound is what Airflow's supervisor answers for a run the
 // Execution API does not have: its 404, relayed as an API_SERVER_ERROR.
-func dagRunNotFound(dagID, runID string) map[string]any {
+func dagRunNotFound(dagID, runID string) *protocol.ErrorResponse {
 	msg := fmt.Sprintf("Dag run with dag_id '%s' and run_id '%s' was not found", dagID, runID)
-	return map[string]any{"type": protocol.TypeErrorResponse, "error": "API_SERVER_ERROR", "detail": map[string]any{
+	return &protocol.ErrorResponse{Error: "API_SERVER_ERROR", Detail: map[string]any{
 		"status_code": 404, "message": "Server returned error",
 		"detail": map[string]any{"detail": map[string]any{"reason": "not_found", "message": msg}},
 	}}

@@ -98,7 +98,7 @@ type TaskRequest struct {
 	Conf                 map[string]any
 	// ArgBindings become ti_context.arg_bindings: {name, kind: literal,
 	// value} or {name, kind: xcom, task_id}.
-	ArgBindings []map[string]any
+	ArgBindings []protocol.ArgBinding
 	TryNumber   int // 1 when zero
 	MaxTries    int
 	ShouldRetry bool
@@ -509,7 +509,7 @@ func finalState(r Result, shouldRetry bool) string {
 
 // serveComm sends StartupDetails and answers requests until the runtime
 // closes the socket.
-func (s *Supervisor) serveComm(conn net.Conn, startup map[string]any, schema string, ti protocol.TaskInstance, red *redactor, show *shower, res *Result) {
+func (s *Supervisor) serveComm(conn net.Conn, startup protocol.Body, schema string, ti protocol.TaskInstance, red *redactor, show *shower, res *Result) {
 	p, err := protocol.EncodeReply(0, startup, nil)
 	if err == nil {
 		err = protocol.WriteFrame(conn, p)
@@ -540,14 +540,20 @@ func (s *Supervisor) serveComm(conn net.Conn, startup map[string]any, schema str
 			continue
 		}
 		body, errBody := s.handle(m, ti, forSchema(m.Body, schema), red, show, res)
-		reply := body
-		if reply == nil {
+		var reply protocol.Body = body
+		if body == nil && errBody != nil {
 			reply = errBody
 		}
 		if reply != nil {
-			res.Replies = append(res.Replies, red.applyAny(cloneMap(reply)).(map[string]any))
+			if raw, err := protocol.AsRaw(reply); err == nil {
+				res.Replies = append(res.Replies, red.applyAny(map[string]any(raw)).(map[string]any))
+			}
 		}
-		rp, err := protocol.EncodeReply(m.ID, body, errBody)
+		var errReply protocol.Body
+		if errBody != nil {
+			errReply = errBody
+		}
+		rp, err := protocol.EncodeReply(m.ID, body, errReply)
 		if err != nil {
 			rp, _ = protocol.EncodeReply(m.ID, nil, apiError("API_SERVER_ERROR", "encoding the reply: "+err.Error()))
 		}
@@ -569,25 +575,14 @@ func isReset(err error) bool {
 	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
-func apiError(code, message string) map[string]any {
-	return map[string]any{"type": protocol.TypeErrorResponse, "error": code, "detail": map[string]any{"message": message}}
-}
-
-// cloneMap copies a reply body one level deep, so redacting the copy for
-// Result.Replies leaves what was sent alone.
-func cloneMap(m map[string]any) map[string]any {
-	out := make(map[string]any, len(m))
-	for k, v := range m {
-		if inner, ok := v.(map[string]any); ok {
-			v = cloneMap(inner)
-		}
-		out[k] = v
-	}
-	return out
+func apiError(code, message string) *protocol.ErrorResponse {
+	return &protocol.ErrorResponse{Error: code, Detail: map[string]any{"message": message}}
 }
 
 // handle answers one valid request: (reply body, third-element error).
-func (s *Supervisor) handle(m protocol.Message, ti protocol.TaskInstance, b map[string]any, red *redactor, show *shower, res *Result) (map[string]any, map[string]any) {
+// A nil body with a nil error is an empty reply (msgpack nil), as Airflow
+// answers SetXCom and MaskSecret.
+func (s *Supervisor) handle(m protocol.Message, ti protocol.TaskInstance, b map[string]any, red *redactor, show *shower, res *Result) (protocol.Body, *protocol.ErrorResponse) {
 	str := func(k string) string { v, _ := b[k].(string); return v }
 	switch m.Type() {
 	case protocol.TypeSucceedTask, protocol.TypeRetryTask, protocol.TypeTaskState:
@@ -604,7 +599,7 @@ func (s *Supervisor) handle(m protocol.Message, ti protocol.TaskInstance, b map[
 			return nil, apiError("API_SERVER_ERROR", err.Error())
 		}
 		if !found {
-			return map[string]any{"type": protocol.TypeErrorResponse, "error": "CONNECTION_NOT_FOUND", "detail": map[string]any{"conn_id": id}}, nil
+			return &protocol.ErrorResponse{Error: "CONNECTION_NOT_FOUND", Detail: map[string]any{"conn_id": id}}, nil
 		}
 		// The supervisor knows the password it hands out: keep it out of
 		// what it shows even when the task prints it to stdout or stderr.
@@ -613,12 +608,12 @@ func (s *Supervisor) handle(m protocol.Message, ti protocol.TaskInstance, b map[
 	case protocol.TypeGetVariable:
 		key := str("key")
 		if v, ok := s.Variables[key]; ok {
-			return map[string]any{"type": protocol.TypeVariableResult, "key": key, "value": v}, nil
+			return &protocol.VariableResult{Key: key, Value: v}, nil
 		}
 		if v, ok := s.lookupEnv("AIRFLOW_VAR_" + strings.ToUpper(key)); ok {
-			return map[string]any{"type": protocol.TypeVariableResult, "key": key, "value": v}, nil
+			return &protocol.VariableResult{Key: key, Value: v}, nil
 		}
-		return map[string]any{"type": protocol.TypeErrorResponse, "error": "VARIABLE_NOT_FOUND", "detail": map[string]any{"key": key}}, nil
+		return &protocol.ErrorResponse{Error: "VARIABLE_NOT_FOUND", Detail: map[string]any{"key": key}}, nil
 	// XComs are keyed by (dag, run, task, key); map_index is not part of
 	// the local store, so mapped expansions of one task share a slot.
 	case protocol.TypeGetXCom:
@@ -629,7 +624,7 @@ func (s *Supervisor) handle(m protocol.Message, ti protocol.TaskInstance, b map[
 		if !ok {
 			v = nil
 		}
-		return map[string]any{"type": protocol.TypeXComResult, "key": str("key"), "value": v}, nil
+		return &protocol.XComResult{Key: str("key"), Value: v}, nil
 	case protocol.TypeSetXCom:
 		if err := s.PutXCom(str("dag_id"), str("run_id"), str("task_id"), str("key"), b["value"]); err != nil {
 			return nil, apiError("API_SERVER_ERROR", err.Error())
@@ -646,12 +641,12 @@ func (s *Supervisor) handle(m protocol.Message, ti protocol.TaskInstance, b map[
 		if !ok {
 			return nil, dagRunNotFound(str("dag_id"), str("run_id"))
 		}
-		return map[string]any{"type": protocol.TypeDagRunStateResult, "state": state}, nil
+		return &protocol.DagRunStateResult{State: state}, nil
 	}
 	// What Airflow's supervisor answers a known type it does not handle;
 	// here it also covers the types only a real Execution API serves.
 	show.line("supervisor", fmt.Sprintf("%s is not served by the local supervisor; answering Unhandled request", m.Type()))
-	return nil, map[string]any{"type": protocol.TypeErrorResponse, "error": "API_SERVER_ERROR", "detail": map[string]any{"status_code": 400, "message": "Unhandled request"}}
+	return nil, &protocol.ErrorResponse{Error: "API_SERVER_ERROR", Detail: map[string]any{"status_code": 400, "message": "Unhandled request"}}
 }
 
 // airflowLevels are the level names Airflow's supervisor accepts from a

@@ -88,7 +88,7 @@ func helperMain(mode string, args []string) int {
 		fmt.Println("ignoring SIGTERM")
 		select {}
 	}
-	p, _ := protocol.EncodeRequest(0, map[string]any{"type": "SucceedTask", "end_date": time.Now(), "task_outlets": []any{}, "outlet_events": []any{}})
+	p, _ := protocol.EncodeRequest(0, &protocol.SucceedTask{EndDate: time.Now(), TaskOutlets: []any{}, OutletEvents: []any{}})
 	protocol.WriteFrame(c, p)
 	if mode == "succeed-leave-output-open" {
 		self, _ := os.Executable()
@@ -288,7 +288,7 @@ func TestConnectionNotFound(t *testing.T) {
 func TestConnectionFromEnvIsMaskedInLogs(t *testing.T) {
 	s, logs := newSup(t, `AIRFLOW_CONN_MY_HTTP={"conn_type": "http", "host": "example.internal", "port": 8443, "login": "bob", "password": "pa55word-xyz"}`)
 	s.Airflow, s.SchemaVersion = "3.4", bundles.Schema34 // the stub call passes conn_id
-	res := run(t, s, TaskRequest{DagID: selftest.DagID, TaskID: "connection", ArgBindings: []map[string]any{{"name": "conn_id", "kind": "literal", "value": "my_http"}}, RunID: "r"})
+	res := run(t, s, TaskRequest{DagID: selftest.DagID, TaskID: "connection", ArgBindings: []protocol.ArgBinding{{Name: "conn_id", Kind: "literal", Value: "my_http"}}, RunID: "r"})
 	if res.State != StateSuccess {
 		t.Fatalf("state %s\n%s", res.State, logs)
 	}
@@ -335,7 +335,7 @@ func TestXComRoundTripAndBindingAcrossTasks(t *testing.T) {
 		t.Fatal(err)
 	}
 	res = run(t, s, TaskRequest{DagID: "e2e", TaskID: "echo", RunID: "r2", Conf: map[string]any{"times": 4},
-		ArgBindings: []map[string]any{{"name": "msg", "kind": "xcom", "task_id": "up"}}})
+		ArgBindings: []protocol.ArgBinding{{Name: "msg", Kind: "xcom", TaskID: "up"}}})
 	if res.State != StateSuccess {
 		t.Fatalf("echo: %s\n%s", res.State, logs)
 	}
@@ -513,8 +513,8 @@ func TestBundleRejectsBadFrames(t *testing.T) {
 	}
 	huge := make([]byte, 4)
 	binary.BigEndian.PutUint32(huge, protocol.MaxFrameSize+1)
-	unknown, _ := protocol.EncodeReply(0, map[string]any{"type": "Surprise"}, nil)
-	noTI, _ := protocol.EncodeReply(0, map[string]any{"type": "StartupDetails"}, nil)
+	unknown, _ := protocol.EncodeReply(0, protocol.Raw{"type": "Surprise"}, nil)
+	noTI, _ := protocol.EncodeReply(0, protocol.Raw{"type": "StartupDetails"}, nil)
 	for name, tc := range map[string]struct {
 		bytes []byte
 		want  string
@@ -674,7 +674,7 @@ func TestBundleExitsNonZeroOnABrokenReplyMidTask(t *testing.T) {
 		TI:     protocol.TaskInstance{ID: newUUID(), DagID: selftest.DagID, TaskID: "connection", RunID: "r", TryNumber: 1, MapIndex: -1},
 		DagRun: protocol.DagRun{Conf: map[string]any{"conn_id": "c"}},
 	}
-	p, _ := protocol.EncodeReply(0, sd.Body(), nil)
+	p, _ := protocol.EncodeReply(0, sd.Body(true), nil)
 	if err := protocol.WriteFrame(comm, p); err != nil {
 		t.Fatal(err)
 	}
@@ -754,7 +754,7 @@ func TestSIGTERMOutcomeBeatsAirflowsKillEscalation(t *testing.T) {
 func TestAirflow33DropsArgBindingsAndRefusesSchema34(t *testing.T) {
 	s, logs := newSup(t)
 	res := run(t, s, TaskRequest{DagID: selftest.DagID, TaskID: "connection", RunID: "r33",
-		ArgBindings: []map[string]any{{"name": "conn_id", "kind": "literal", "value": "anything"}}})
+		ArgBindings: []protocol.ArgBinding{{Name: "conn_id", Kind: "literal", Value: "anything"}}})
 	if res.State != StateFailed || !strings.Contains(logs.String(), "input conn_id is required") {
 		t.Fatalf("the argument must not reach the task under 3.3: state %s\n%s", res.State, logs)
 	}

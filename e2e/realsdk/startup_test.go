@@ -20,13 +20,17 @@ func startupShapeMatches(t *testing.T, r *result) {
 	if len(r.Replies) == 0 || r.Replies[0]["type"] != protocol.TypeStartupDetails {
 		t.Fatalf("the first frame Airflow sent is not StartupDetails: %v", r.Replies)
 	}
-	ours := supervisor.StartupBody(protocol.StartupDetails{
+	body := supervisor.StartupBody(protocol.StartupDetails{
 		TI:       protocol.TaskInstance{ID: "x", DagID: "d", TaskID: "t", RunID: "r", TryNumber: 1, MapIndex: -1},
 		DagRun:   protocol.DagRun{DagID: "d", RunID: "r", RunAfter: time.Now()},
 		MaxTries: 1,
 		// arg_bindings exist only from 2026-10-30: a 2026-06-16 startup has none.
-		ArgBindings: []map[string]any{{"name": "x", "kind": "literal", "value": 1}},
+		ArgBindings: []protocol.ArgBinding{{Name: "x", Kind: "literal", Value: 1}},
 	}, bundles.Schema33)
+	ours, err := protocol.AsRaw(body)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, path := range [][]string{nil, {"ti"}, {"bundle_info"}, {"ti_context"}, {"ti_context", "dag_run"}} {
 		real, _ := at(r.Replies[0], path)
 		mine, _ := at(ours, path)

@@ -1,0 +1,235 @@
+package protocol
+
+import (
+	"bytes"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Body is a message body: a struct below, whose msgpack tags are the wire's
+// field names (checked against the supervisor schema the pinned task SDK
+// ships, schema_test.go), or Raw. Encoding fills in its "type".
+type Body interface {
+	MessageType() string
+	setType(string)
+}
+
+// Header is every body's type discriminator; EncodeRequest and EncodeReply
+// set it from the body's MessageType, so no sender spells it.
+type Header struct {
+	Type string `msgpack:"type"`
+}
+
+func (h *Header) setType(t string) { h.Type = t }
+
+// Raw is a body as a map, for what is relayed or recorded as it came (a
+// supervisor's record of replies) and for tests that send what no struct
+// would. Its type is its "type" key.
+type Raw map[string]any
+
+func (r Raw) MessageType() string { s, _ := r["type"].(string); return s }
+func (Raw) setType(string)        {}
+
+// Requests the runtime sends.
+
+type GetConnection struct {
+	Header
+	ConnID string `msgpack:"conn_id"`
+}
+
+type GetVariable struct {
+	Header
+	Key string `msgpack:"key"`
+}
+
+// XComTarget names an XCom; MapIndex is left out for an unmapped task.
+type XComTarget struct {
+	Key      string `msgpack:"key"`
+	DagID    string `msgpack:"dag_id"`
+	RunID    string `msgpack:"run_id"`
+	TaskID   string `msgpack:"task_id"`
+	MapIndex *int   `msgpack:"map_index,omitempty"`
+}
+
+type GetXCom struct {
+	Header
+	XComTarget
+}
+
+type SetXCom struct {
+	Header
+	XComTarget
+	Value any `msgpack:"value"`
+}
+
+type MaskSecret struct {
+	Header
+	Value any    `msgpack:"value"`
+	Name  string `msgpack:"name,omitempty"`
+}
+
+type GetDagRunState struct {
+	Header
+	DagID string `msgpack:"dag_id"`
+	RunID string `msgpack:"run_id"`
+}
+
+// Terminal messages: the outcome of a task, the last frame it sends.
+
+type SucceedTask struct {
+	Header
+	EndDate      time.Time `msgpack:"end_date"`
+	TaskOutlets  []any     `msgpack:"task_outlets"`
+	OutletEvents []any     `msgpack:"outlet_events"`
+}
+
+type RetryTask struct {
+	Header
+	EndDate     time.Time `msgpack:"end_date"`
+	RetryReason string    `msgpack:"retry_reason"`
+}
+
+// TaskState ends a task failed, skipped or removed. RetryReason exists
+// only from schema 2026-10-30 (Airflow 3.4); nil leaves the key out.
+type TaskState struct {
+	Header
+	State       string    `msgpack:"state"`
+	EndDate     time.Time `msgpack:"end_date"`
+	RetryReason *string   `msgpack:"retry_reason,omitempty"`
+}
+
+// TaskHandlerParsingResult answers a TaskHandlerParseRequest (Gen C,
+// spec 3.9): the tasks this bundle implements, by Dag.
+type TaskHandlerParsingResult struct {
+	Header
+	Fileloc      string                   `msgpack:"fileloc"`
+	TaskHandlers map[string][]TaskHandler `msgpack:"task_handlers"`
+}
+
+type TaskHandler struct {
+	TaskID  string         `msgpack:"task_id"`
+	Binding string         `msgpack:"binding"`
+	Params  []HandlerParam `msgpack:"params"`
+}
+
+type HandlerParam struct {
+	Name        string `msgpack:"name"`
+	ValueSchema any    `msgpack:"value_schema"`
+	ExactName   bool   `msgpack:"exact_name"`
+}
+
+// Replies and first frames the supervisor sends.
+
+// ConnectionResult: nil pointers are null on the wire, as Airflow sends an
+// unset field.
+type ConnectionResult struct {
+	Header
+	ConnID   string  `msgpack:"conn_id"`
+	ConnType string  `msgpack:"conn_type"`
+	Host     *string `msgpack:"host"`
+	Schema   *string `msgpack:"schema"`
+	Login    *string `msgpack:"login"`
+	Password *string `msgpack:"password"`
+	Port     *int    `msgpack:"port"`
+	Extra    *string `msgpack:"extra"`
+}
+
+type VariableResult struct {
+	Header
+	Key   string `msgpack:"key"`
+	Value any    `msgpack:"value"`
+}
+
+type XComResult struct {
+	Header
+	Key   string `msgpack:"key"`
+	Value any    `msgpack:"value"`
+}
+
+type DagRunStateResult struct {
+	Header
+	State string `msgpack:"state"`
+}
+
+// ErrorResponse is an error reply, as the body or as the third element.
+type ErrorResponse struct {
+	Header
+	Error  string `msgpack:"error"`
+	Detail any    `msgpack:"detail"`
+}
+
+// TaskHandlerParseRequest is the Gen C Dag processor's first frame (spec
+// 3.9); DagIDs, when not nil, filters the Dags to declare.
+type TaskHandlerParseRequest struct {
+	Header
+	File       string   `msgpack:"file"`
+	BundlePath string   `msgpack:"bundle_path"`
+	BundleName string   `msgpack:"bundle_name"`
+	DagIDs     []string `msgpack:"dag_ids,omitempty"`
+}
+
+// ArgBinding is one entry of ti_context.arg_bindings (schema 2026-10-30,
+// spec 5.4): a literal the stub call passed (or its own default, with
+// FromDefault) or an upstream task's return_value.
+// The json tags read `airflow-go-worker run --arg-bindings`.
+type ArgBinding struct {
+	Name        string `msgpack:"name" json:"name"`
+	Kind        string `msgpack:"kind" json:"kind"` // "literal" or "xcom"
+	Value       any    `msgpack:"value,omitempty" json:"value,omitempty"`
+	TaskID      string `msgpack:"task_id,omitempty" json:"task_id,omitempty"`
+	FromDefault bool   `msgpack:"from_default,omitempty" json:"from_default,omitempty"`
+	ValueSchema any    `msgpack:"value_schema,omitempty" json:"value_schema,omitempty"`
+}
+
+// Binding kinds.
+const (
+	BindLiteral = "literal"
+	BindXCom    = "xcom"
+)
+
+func (*GetConnection) MessageType() string            { return TypeGetConnection }
+func (*GetVariable) MessageType() string              { return TypeGetVariable }
+func (*GetXCom) MessageType() string                  { return TypeGetXCom }
+func (*SetXCom) MessageType() string                  { return TypeSetXCom }
+func (*MaskSecret) MessageType() string               { return TypeMaskSecret }
+func (*GetDagRunState) MessageType() string           { return TypeGetDagRunState }
+func (*SucceedTask) MessageType() string              { return TypeSucceedTask }
+func (*RetryTask) MessageType() string                { return TypeRetryTask }
+func (*TaskState) MessageType() string                { return TypeTaskState }
+func (*TaskHandlerParsingResult) MessageType() string { return TypeTaskHandlerParsingResult }
+func (*ConnectionResult) MessageType() string         { return TypeConnectionResult }
+func (*VariableResult) MessageType() string           { return TypeVariableResult }
+func (*XComResult) MessageType() string               { return TypeXComResult }
+func (*DagRunStateResult) MessageType() string        { return TypeDagRunStateResult }
+func (*ErrorResponse) MessageType() string            { return TypeErrorResponse }
+func (*TaskHandlerParseRequest) MessageType() string  { return TypeTaskHandlerParseRequest }
+func (*startupBody) MessageType() string              { return TypeStartupDetails }
+
+// stamp sets b's type for the wire; nil stays nil (msgpack nil).
+func stamp(b Body) any {
+	if b == nil {
+		return nil
+	}
+	b.setType(b.MessageType())
+	return b
+}
+
+// AsRaw is b as the map a receiver decodes it into, for records of what
+// was sent (and for comparing with what Airflow sends).
+func AsRaw(b Body) (Raw, error) {
+	if r, ok := b.(Raw); ok || b == nil {
+		return r, nil
+	}
+	data, err := msgpack.Marshal(stamp(b))
+	if err != nil {
+		return nil, err
+	}
+	dec := msgpack.NewDecoder(bytes.NewReader(data))
+	dec.UseLooseInterfaceDecoding(true)
+	var out map[string]any
+	if err := dec.Decode(&out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
