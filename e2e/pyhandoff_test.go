@@ -14,6 +14,7 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/supervisor"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/pyenv"
+	"github.com/airflow-sandbox/airflow-go-worker/testing/syncbuf"
 )
 
 // pyAgent is python/handoff/agent.py running the real common.ai provider
@@ -24,14 +25,14 @@ type pyAgent struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	lines  *bufio.Scanner
-	stderr *syncBuffer
+	stderr *syncbuf.Buffer
 	cancel context.CancelFunc
 }
 
 func (w *world) startPython(args ...string) *pyAgent {
 	w.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute) // a stuck agent is killed, never waited on forever
-	a := &pyAgent{t: w.t, stderr: &syncBuffer{}, cancel: cancel}
+	a := &pyAgent{t: w.t, stderr: &syncbuf.Buffer{}, cancel: cancel}
 	a.cmd = pyenv.Command(ctx, w.t, nil, "handoff/agent.py", args...)
 	// The Modal client reaches the fake through MODAL_SERVER_URL (in
 	// w.env); the token comes from the modal_default connection, as in a

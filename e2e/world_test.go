@@ -5,7 +5,6 @@
 package e2e_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,7 +14,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,6 +27,7 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/testing/fakemodal"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/fakeopensandbox"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/s3server"
+	"github.com/airflow-sandbox/airflow-go-worker/testing/syncbuf"
 )
 
 const bucket = "airflow-artifacts"
@@ -80,12 +79,12 @@ type world struct {
 	env      []string
 	conns    map[string]any
 	connFile string
-	logs     *syncBuffer
+	logs     *syncbuf.Buffer
 }
 
 func newWorld(t *testing.T, backend string) *world {
 	t.Helper()
-	w := &world{t: t, dir: t.TempDir(), logs: &syncBuffer{}}
+	w := &world{t: t, dir: t.TempDir(), logs: &syncbuf.Buffer{}}
 	w.s3 = s3server.Start(t)
 	w.s3.CreateBucket(t, bucket)
 	w.env = append(os.Environ(), "XDG_STATE_HOME="+w.stateHome())
@@ -310,20 +309,3 @@ func backendConf(backend string) map[string]any {
 }
 
 var _ sandbox.Driver = (*local.Driver)(nil)
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}

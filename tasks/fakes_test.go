@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
+	"github.com/airflow-sandbox/airflow-go-worker/testing/syncbuf"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -382,36 +383,18 @@ func (e *memExport) Abort(context.Context) error {
 	return nil
 }
 
-// logBuffer captures the task log.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 // env is one test's world: Airflow, a driver, storage and the log.
 type env struct {
 	af   *fakeAirflow
 	drv  *dirDriver
 	st   *memStorage
-	log  *logBuffer
+	log  *syncbuf.Buffer
 	reqs []DriverRequest
 	deps Deps
 }
 
 func newEnv(t *testing.T) *env {
-	e := &env{af: newFakeAirflow(), drv: newDirDriver(t), st: newMemStorage(), log: &logBuffer{}}
+	e := &env{af: newFakeAirflow(), drv: newDirDriver(t), st: newMemStorage(), log: &syncbuf.Buffer{}}
 	e.deps = Deps{
 		Airflow: e.af,
 		Run:     Run{DagID: "dag_a", RunID: "manual__2026-11-29T10:00:00+00:00", TaskID: "t", MapIndex: -1},

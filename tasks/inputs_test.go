@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/airflow-sandbox/airflow-go-worker/testing/waitwriter"
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/airflow-sandbox/airflow-go-worker/testing/syncbuf"
+	"github.com/airflow-sandbox/airflow-go-worker/testing/waitwriter"
 )
 
 func TestDurationForms(t *testing.T) {
@@ -76,7 +78,7 @@ func TestNetworkDefaultsToBlocked(t *testing.T) {
 }
 
 func TestLineLogger(t *testing.T) {
-	var buf logBuffer
+	var buf syncbuf.Buffer
 	l := newLineLogger(hclog.New(&hclog.LoggerOptions{Output: &buf}), "stdout", nil)
 	for _, chunk := range []string{"par", "tial\r\nsec", "ond\n", "no newline"} {
 		l.Write([]byte(chunk))
@@ -91,7 +93,7 @@ func TestLineLogger(t *testing.T) {
 			t.Errorf("log lacks %q:\n%s", want, out)
 		}
 	}
-	buf.buf.Reset()
+	buf.Reset()
 	l.Write([]byte(strings.Repeat("x", maxLogLine*2+5) + "\n"))
 	if n := strings.Count(buf.String(), "stream=stdout"); n != 3 {
 		t.Fatalf("a %d-byte line should be logged in 3 bounded pieces, got %d", maxLogLine*2+5, n)
@@ -103,7 +105,7 @@ func TestLineLogger(t *testing.T) {
 func TestLineLoggerRedactsASecretAcrossACut(t *testing.T) {
 	const secret = "sk-live-0123456789abcdef"
 	for _, at := range []int{maxLogLine - 10, maxLogLine - 1, maxLogLine - len(secret)} {
-		var buf logBuffer
+		var buf syncbuf.Buffer
 		l := newLineLogger(hclog.New(&hclog.LoggerOptions{Output: &buf}), "stdout", newRedactor([]string{secret}))
 		line := strings.Repeat("x", at) + secret + strings.Repeat("y", maxLogLine) + "\n"
 		for len(line) > 0 { // in uneven writes, as a pipe delivers them

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/opensandbox"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/fakeopensandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/testing/syncbuf"
 )
 
 // Behaviour that differs between real execd builds (docs/opensandbox-execd.md):
@@ -161,30 +161,12 @@ func TestCommandsCannotReadTheExecdToken(t *testing.T) {
 	})
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent writers (a logger).
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // An interrupt blocks while execd waits for the process group (SIGTERM,
 // up to ~3 s, SIGKILL): a short request timeout must not cut it off and
 // leave the command running behind the caller.
 func TestCancelWaitsForTheInterrupt(t *testing.T) {
 	forVersions(t, func(t *testing.T, version string) {
-		logs := &syncBuffer{}
+		logs := &syncbuf.Buffer{}
 		log := hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Warn})
 		e := newEnv(t, fakeOptions(version), func(o *opensandbox.Options) {
 			o.Config.RequestTimeout = time.Second

@@ -8,7 +8,6 @@
 package serverproc
 
 import (
-	"bytes"
 	"fmt"
 	"net"
 	"os/exec"
@@ -16,13 +15,15 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/airflow-sandbox/airflow-go-worker/testing/syncbuf"
 )
 
 // Proc is a running server.
 type Proc struct {
 	cmd      *exec.Cmd
 	exited   chan struct{}
-	output   *lockedBuffer
+	output   *syncbuf.Buffer
 	stopOnce sync.Once
 }
 
@@ -30,7 +31,7 @@ type Proc struct {
 // process exits, or timeout passes. On failure the process is stopped and
 // the error carries its output.
 func Start(name string, cmd *exec.Cmd, timeout time.Duration, ready func() error) (*Proc, error) {
-	p := &Proc{cmd: cmd, exited: make(chan struct{}), output: &lockedBuffer{}}
+	p := &Proc{cmd: cmd, exited: make(chan struct{}), output: &syncbuf.Buffer{}}
 	cmd.Stdout, cmd.Stderr = p.output, p.output
 	// Own process group, so the whole server goes away on Stop, and gone
 	// with the test binary if it is killed.
@@ -94,24 +95,6 @@ func FreePort() (string, error) {
 	addr := l.Addr().String()
 	l.Close()
 	return addr, nil
-}
-
-// lockedBuffer collects output from two pipes at once.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // Attempts is how often Retry tries a start.
