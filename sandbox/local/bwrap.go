@@ -41,9 +41,10 @@ var hostEtc = []string{
 	"mime.types", "protocols", "services",
 }
 
-// hostEtcNetwork is added when the sandbox shares the host network, so that
-// name resolution works as on the host.
-var hostEtcNetwork = []string{"resolv.conf", "hosts", "host.conf", "gai.conf"}
+// hostEtcNetwork is added when the sandbox has an open network, so that
+// name resolution works as on the host; resolv.conf is generated
+// (sandboxResolvConf).
+var hostEtcNetwork = []string{"hosts", "host.conf", "gai.conf"}
 
 // fdList collects the files bwrap inherits through exec.Cmd.ExtraFiles:
 // the i-th is fd 3+i in bwrap.
@@ -102,14 +103,21 @@ func (d *Driver) bwrapArgs(m *meta, dir, cwd string, argv []string, fds *fdList)
 	if d.disableUserns {
 		args = append(args, "--disable-userns") // no nested namespaces to climb out of
 	}
+	// Always a network namespace of its own: an open one is connected
+	// by slirp4netns once bwrap has made it (Driver.run).
+	args = append(args, "--unshare-net")
 	open := !m.Spec.NetworkPolicy().Block
-	if !open {
-		args = append(args, "--unshare-net")
-	}
 	if m.Rootfs != "" {
 		var err error
 		if args, err = mountImage(args, m.Rootfs, fds); err != nil {
 			return nil, err
+		}
+		// The image's resolver names an address slirp4netns does not
+		// relay; where it has a resolv.conf to mount over, use slirp's.
+		if st, err := os.Lstat(filepath.Join(m.Rootfs, "etc", "resolv.conf")); open && err == nil && st.Mode().IsRegular() {
+			if err := data(sandboxResolvConf(nil), "/etc/resolv.conf"); err != nil {
+				return nil, err
+			}
 		}
 	} else {
 		for _, p := range hostSystemDirs {
@@ -127,6 +135,10 @@ func (d *Driver) bwrapArgs(m *meta, dir, cwd string, argv []string, fds *fdList)
 		if open {
 			for _, name := range hostEtcNetwork {
 				args = append(args, "--ro-bind-try", "/etc/"+name, "/etc/"+name)
+			}
+			hostResolv, _ := os.ReadFile("/etc/resolv.conf")
+			if err := data(sandboxResolvConf(hostResolv), "/etc/resolv.conf"); err != nil {
+				return nil, err
 			}
 		} else if err := data([]byte(sandboxHosts), "/etc/hosts"); err != nil {
 			return nil, err
@@ -485,7 +497,8 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 	defer stopCtx()
 
 	var limitErr error
-	if pid, ok := <-pidc; ok && d.maxProcs > 0 {
+	pid, started := <-pidc
+	if started && d.maxProcs > 0 {
 		var release func()
 		if release, limitErr = d.procs.apply(pid, d.maxProcs); limitErr != nil {
 			st.kill() // never run the command without its limit
@@ -496,6 +509,14 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 				d.cleanups.Add(1)
 				go func() { defer d.cleanups.Done(); release() }()
 			}()
+		}
+	}
+	if started && limitErr == nil && !m.Spec.NetworkPolicy().Block {
+		var stopNet func()
+		if stopNet, limitErr = d.startNetwork(pid); limitErr != nil {
+			st.kill()
+		} else {
+			defer stopNet()
 		}
 	}
 	blockW.Write([]byte{1}) // fails only if bwrap died; Wait reports that

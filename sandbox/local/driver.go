@@ -1,12 +1,15 @@
 // Package local is the embedded sandbox backend: each sandbox is a directory
 // on the host and every command runs under bubblewrap (bwrap) in fresh user,
-// pid, ipc, uts and (unless the spec opens the network) network namespaces,
+// pid, ipc, uts and network namespaces,
 // with the host's system directories read-only, the sandbox's own directory
 // read-write at the workdir, a private /tmp, and a clean environment.
 //
 // What the local backend enforces, and what it refuses rather than ignore:
-//   - network: blocked (loopback only) or the host network; host/CIDR
-//     allowlists are refused, since bubblewrap cannot filter traffic;
+//   - network: blocked (loopback only), or open: a network namespace of
+//     the sandbox's own, connected through slirp4netns, from which the
+//     worker's loopback and link-local addresses (the cloud metadata
+//     service's among them) cannot be reached (network.go); host/CIDR
+//     allowlists are refused, since nothing here filters traffic;
 //   - memory: an address-space rlimit (RLIMIT_AS) on every process of a
 //     command, through prlimit(1); programs that reserve far more virtual
 //     memory than they use (the JVM, Go, some allocators) need headroom;
@@ -77,6 +80,9 @@ type Options struct {
 	// Prlimit is the prlimit(1) binary used to enforce MemoryMiB. Default:
 	// "prlimit" on PATH; when missing, specs with a memory limit are refused.
 	Prlimit string
+	// Slirp4netns gives open-network sandboxes their network. Default:
+	// "slirp4netns" on PATH; when missing, open-network specs are refused.
+	Slirp4netns string
 	// IgnoreImage runs specs that name a registry image (written for Modal or
 	// OpenSandbox) on the host's userland instead of refusing them, with a
 	// warning. For demos and tests.
@@ -111,6 +117,8 @@ type Driver struct {
 	root        string
 	bwrap       string
 	prlimit     string
+	slirp       string // "": open networks are refused, slirpErr says why
+	slirpErr    error
 	ignoreImage bool
 	ignoreCPU   bool
 	host        string // in every id this driver creates
@@ -169,6 +177,14 @@ func New(opts Options) (*Driver, error) {
 		log.Warn("prlimit not found: specs with a memory limit will be refused (install util-linux to enforce them)", "error", err)
 		plPath = ""
 	}
+	slirp := opts.Slirp4netns
+	if slirp == "" {
+		slirp = "slirp4netns"
+	}
+	slirpPath, slirpErr := exec.LookPath(slirp)
+	if slirpErr != nil {
+		log.Warn("slirp4netns not found: open-network specs will be refused (install slirp4netns to allow them)", "error", slirpErr)
+	}
 	root := opts.Root
 	if root == "" {
 		root = DefaultRoot()
@@ -189,7 +205,7 @@ func New(opts Options) (*Driver, error) {
 		return nil, fmt.Errorf("local sandbox backend: the host name %q cannot stand in a sandbox id; set AIRFLOW_GO_WORKER_HOSTNAME to a name of letters, digits, '.', '-' and '_'", host)
 	}
 	d := &Driver{
-		root: root, bwrap: bwPath, prlimit: plPath, ignoreImage: opts.IgnoreImage, ignoreCPU: opts.IgnoreCPU, host: host,
+		root: root, bwrap: bwPath, prlimit: plPath, slirp: slirpPath, slirpErr: slirpErr, ignoreImage: opts.IgnoreImage, ignoreCPU: opts.IgnoreCPU, host: host,
 		log: log, now: time.Now, running: map[string]map[*exec.Cmd]*execState{},
 		seccomp: seccompProgram(),
 	}
@@ -304,7 +320,7 @@ func (d *Driver) probe() error {
 // Backend returns "local".
 func (d *Driver) Backend() string { return Backend }
 
-// Capabilities: memory (through prlimit), a blocked or the host network,
+// Capabilities: memory (through prlimit), a blocked or a private open network,
 // tags and listing; cpu only when configured to ignore it. No GPUs, no
 // allowlists (bubblewrap cannot filter traffic), and no server-side
 // lifetime: an expired sandbox refuses commands and is removed by sweep or
@@ -315,8 +331,8 @@ func capabilities(ignoreCPU bool) sandbox.Capabilities {
 	return sandbox.Capabilities{CPU: ignoreCPU, Memory: true, BlockNetwork: true, OpenNetwork: true, Tags: true, List: true,
 		Hints: map[string]string{
 			"cpu":                 "bubblewrap cannot limit cpu; leave cpu unset for local runs, or set the local option ignore_cpu to run without a limit",
-			"network.allow_hosts": "bubblewrap has no egress filter; use block: true with no allowlist, or block: false for the host network",
-			"network.allow_cidrs": "bubblewrap has no egress filter; use block: true with no allowlist, or block: false for the host network",
+			"network.allow_hosts": "the local backend has no egress filter; use block: true with no allowlist, or block: false for an open network",
+			"network.allow_cidrs": "the local backend has no egress filter; use block: true with no allowlist, or block: false for an open network",
 		}}
 }
 
@@ -425,7 +441,9 @@ func (d *Driver) checkSpec(spec sandbox.Spec) (string, error) {
 	var errs []string
 	net := spec.NetworkPolicy()
 	if len(net.AllowHosts) > 0 || len(net.AllowCIDRs) > 0 {
-		errs = append(errs, "network: the local backend cannot enforce allow_hosts/allow_cidrs (bubblewrap has no egress filter); use block: true with no allowlist, block: false for the host network, or a backend such as modal")
+		errs = append(errs, "network: the local backend cannot enforce allow_hosts/allow_cidrs (it has no egress filter); use block: true with no allowlist, block: false for an open network, or a backend such as modal")
+	} else if !net.Block && d.slirp == "" {
+		errs = append(errs, noNetworkHelper(d.slirpErr))
 	}
 	if spec.GPU != "" {
 		errs = append(errs, fmt.Sprintf("gpu: the local backend has no GPUs (asked for %q); remove gpu or use a backend with GPUs such as modal", spec.GPU))

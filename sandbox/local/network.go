@@ -1,0 +1,162 @@
+package local
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+		"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+)
+
+// An open network (block: false) is a network namespace of the sandbox's
+// own, connected to the outside by slirp4netns (user-mode networking: it
+// relays the sandbox's connections through ordinary sockets of its own on
+// the host). Sharing the worker's network namespace gave every open
+// sandbox the worker's loopback services (a Celery broker, a database,
+// other tasks' supervisor ports) and the cloud metadata service at
+// 169.254.169.254 with the worker's credentials.
+//
+// Why slirp4netns and not pasta (both in Debian): the sandbox's network is
+// 169.254.0.0/16 itself, so every link-local address, the metadata
+// service's included, is on the sandbox's own link, where slirp answers
+// ARP only for its gateway and DNS addresses and refuses to relay anything
+// else of that network (with --disable-host-loopback, which also keeps the
+// gateway from reaching the worker's 127.0.0.1). Nothing has to be filtered
+// and no route set with privileges the worker may not have. pasta
+// (Debian 12's, 2023-03) answers ARP for every address and has no
+// address blocklist, so link-local addresses stayed reachable through it
+// without a route that only a process with CAP_NET_ADMIN in the sandbox's
+// namespace could add; run as root it also needs --runas 0, and it
+// forwards the worker's loopback ports into the namespace unless -T/-U
+// none. slirp4netns runs with --enable-sandbox and --enable-seccomp (its
+// own mount namespace and a syscall filter), as rootless Podman runs it,
+// since libslirp parses the sandbox's packets. IPv4 only: IPv6 is not
+// enabled, so no IPv6 address (a metadata service's fd00:ec2::254 either)
+// is reachable.
+const (
+	sandboxCIDR = "169.254.0.0/16"
+	sandboxDNS  = "169.254.0.3" // slirp4netns's DNS relay: network + 3
+	// networkReadyTimeout bounds slirp4netns's set-up; it takes
+	// milliseconds, so this only catches one that hangs.
+	networkReadyTimeout = 30 * time.Second
+)
+
+// startNetwork connects the network namespace of bwrap's init (host pid)
+// to the outside and returns once the sandbox's interface is configured;
+// stop ends slirp4netns (it also exits by itself when the worker dies:
+// its --exit-fd closes).
+func (d *Driver) startNetwork(pid int) (stop func(), err error) {
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer readyR.Close()
+	exitR, exitW, err := os.Pipe()
+	if err != nil {
+		readyW.Close()
+		return nil, err
+	}
+	netns, userns, err := namespacesOf(pid)
+	if err != nil {
+		readyW.Close()
+		exitR.Close()
+		exitW.Close()
+		return nil, err
+	}
+	defer netns.Close()
+	defer userns.Close()
+	diag := sandbox.NewTailBuffer(2048)
+	cmd := exec.Command(d.slirp,
+		"--configure", "--mtu=65520", "--disable-host-loopback", "--cidr="+sandboxCIDR,
+		"--enable-sandbox", "--enable-seccomp", "--ready-fd=3", "--exit-fd=4",
+		"--userns-path=/proc/self/fd/5", "--netns-type=path", "/proc/self/fd/6", "tap0")
+	cmd.Env = []string{}
+	cmd.Stdout, cmd.Stderr = diag, diag
+	cmd.ExtraFiles = []*os.File{readyW, exitR, userns, netns}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.WaitDelay = time.Second
+	err = cmd.Start()
+	readyW.Close()
+	exitR.Close()
+	if err != nil {
+		exitW.Close()
+		return nil, fmt.Errorf("cannot start %s for the sandbox's network: %v", d.slirp, err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	stop = func() {
+		exitW.Close()
+		select {
+		case <-exited:
+		case <-time.After(2 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+		}
+	}
+	ready := make(chan error, 1)
+	go func() {
+		b, err := io.ReadAll(readyR) // "1", then closed; EOF alone: it failed
+		if err == nil && !bytes.HasPrefix(b, []byte("1")) {
+			err = errors.New("it exited before the network was ready")
+		}
+		ready <- err
+	}()
+	select {
+	case err = <-ready:
+	case <-time.After(networkReadyTimeout):
+		err = fmt.Errorf("not ready after %s", networkReadyTimeout)
+	}
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("slirp4netns could not give the sandbox its network (%v): %s", err, strings.TrimSpace(diag.String()))
+	}
+	return stop, nil
+}
+
+// namespacesOf opens the network namespace of process pid and the user
+// namespace that owns it. bwrap's --disable-userns puts the sandbox's
+// processes in a user namespace nested below the one owning the network
+// namespace, where slirp4netns would lack the right to join the network.
+func namespacesOf(pid int) (netns, userns *os.File, err error) {
+	netns, err = os.Open(fmt.Sprintf("/proc/%d/ns/net", pid))
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot open the sandbox's network namespace: %v", err)
+	}
+	fd, err := unix.IoctlRetInt(int(netns.Fd()), unix.NS_GET_USERNS)
+	if err != nil {
+		netns.Close()
+		return nil, nil, fmt.Errorf("cannot find the user namespace owning the sandbox's network namespace: %v", err)
+	}
+	return netns, os.NewFile(uintptr(fd), "userns"), nil
+}
+
+// sandboxResolvConf is /etc/resolv.conf in an open-network sandbox: the
+// host's search and options lines, with slirp4netns's DNS relay as the
+// only nameserver (the host's may be on its loopback, which the sandbox
+// cannot reach).
+func sandboxResolvConf(host []byte) []byte {
+	var b bytes.Buffer
+	sc := bufio.NewScanner(bytes.NewReader(host))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) > 0 && (f[0] == "search" || f[0] == "domain" || f[0] == "options") {
+			b.WriteString(strings.Join(f, " ") + "\n")
+		}
+	}
+	b.WriteString("nameserver " + sandboxDNS + "\n")
+	return b.Bytes()
+}
+
+// noNetworkHelper says why an open network cannot be given here.
+func noNetworkHelper(why error) string {
+	return fmt.Sprintf("network: an open network (block: false) needs slirp4netns, which gives the sandbox a network of its own instead of the worker's, whose loopback services and cloud metadata address a sandbox must not reach (%v); install it (Debian/Ubuntu: apt-get install slirp4netns) or use block: true", why)
+}

@@ -1,0 +1,211 @@
+package local
+
+import (
+	"crypto/rand"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/airflow-sandbox/airflow-go-worker/internal/randhex"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+)
+
+// countingListener accepts and closes connections, counting them.
+type countingListener struct {
+	net.Listener
+	accepted atomic.Int32
+}
+
+func serve(t *testing.T, l net.Listener) *countingListener {
+	t.Helper()
+	c := &countingListener{Listener: l}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.accepted.Add(1)
+			conn.Close()
+		}
+	}()
+	return c
+}
+
+// internet is a network namespace the test creates, joined to the
+// worker's by a veth pair: it stands in for the internet (an ordinary
+// address) and for a link-local neighbour such as a metadata service.
+type internet struct {
+	ns                string // its name under /run/netns
+	public, linkLocal string // addresses of the namespace's side
+}
+
+func newInternet(t *testing.T) *internet {
+	t.Helper()
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Fatalf("this test needs ip (iproute2; scripts/ensure-tools.sh installs it): %v", err)
+	}
+	id := randhex.String(3)
+	// A /30 of 198.18.0.0/15 (for benchmarks, never routed) and one of
+	// 169.254.0.0/16 of its own, so runs side by side do not collide.
+	var r [2]byte
+	rand.Read(r[:])
+	third, fourth := 100+int(r[0])%150, int(r[1])%63*4
+	in := &internet{ns: "afgw-test-" + id,
+		public:    fmt.Sprintf("198.18.%d.%d", third, fourth+2),
+		linkLocal: fmt.Sprintf("169.254.%d.%d", third, fourth+2)}
+	host := "afgw" + id // the worker's end; removed with the namespace
+	hostAddr := func(prefix string) string { return fmt.Sprintf("%s.%d.%d/30", prefix, third, fourth+1) }
+	ip := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	ip("netns", "add", in.ns)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", in.ns).Run() })
+	ip("link", "add", host, "type", "veth", "peer", "name", "inet0", "netns", in.ns)
+	ip("addr", "add", hostAddr("198.18"), "dev", host)
+	ip("addr", "add", hostAddr("169.254"), "dev", host)
+	ip("-n", in.ns, "addr", "add", in.public+"/30", "dev", "inet0")
+	ip("-n", in.ns, "addr", "add", in.linkLocal+"/30", "dev", "inet0")
+	ip("link", "set", host, "up")
+	ip("-n", in.ns, "link", "set", "inet0", "up")
+	ip("-n", in.ns, "link", "set", "lo", "up")
+	return in
+}
+
+// listen opens a listener on addr inside the namespace: the socket is made
+// by a thread that entered the namespace and then ends with its goroutine.
+func (in *internet) listen(t *testing.T, addr string) *countingListener {
+	t.Helper()
+	type result struct {
+		l   net.Listener
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread exits with us
+		f, err := os.Open(filepath.Join("/run/netns", in.ns))
+		if err == nil {
+			err = unix.Setns(int(f.Fd()), unix.CLONE_NEWNET)
+			f.Close()
+		}
+		if err != nil {
+			ch <- result{nil, err}
+			return
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort(addr, "0"))
+		ch <- result{l, err}
+	}()
+	r := <-ch
+	if r.err != nil {
+		t.Fatalf("listening on %s in %s: %v", addr, in.ns, r.err)
+	}
+	return serve(t, r.l)
+}
+
+// probe tries TCP connections from the sandbox, all at once (a link-local
+// address without a neighbour takes seconds to fail): "connected" or
+// "refused" for each address.
+func probe(t *testing.T, sb *sandbox.Sandbox, addrs ...net.Addr) []string {
+	t.Helper()
+	var script strings.Builder
+	for i, addr := range addrs {
+		a := addr.(*net.TCPAddr)
+		fmt.Fprintf(&script, "(timeout 20 bash -c 'exec 3<>/dev/tcp/%s/%d' 2>/dev/null && echo connected || echo refused) > /tmp/probe%d &\n", a.IP, a.Port, i)
+	}
+	script.WriteString("wait\n")
+	for i := range addrs {
+		fmt.Fprintf(&script, "cat /tmp/probe%d\n", i)
+	}
+	res, out, errs := run(t, sb, script.String(), time.Minute)
+	got := strings.Fields(out)
+	if res.ExitCode != 0 || len(got) != len(addrs) {
+		t.Fatalf("probe of %v: exit %d, %q %q", addrs, res.ExitCode, out, errs)
+	}
+	return got
+}
+
+// Issue 19, hole 2: an open-network sandbox shared the worker's network
+// namespace and reached a server on the worker's 127.0.0.1 (on a Celery
+// worker, the broker; elsewhere a database, other tasks' supervisor ports)
+// and the cloud metadata service at 169.254.169.254. Now it has a network
+// of its own: it reaches the stand-in internet, never the worker's
+// loopback or a link-local address, while the worker reaches all three.
+func TestOpenNetworkIsPrivate(t *testing.T) {
+	if !needRoot(t) { // ip netns and veth pairs need root
+		return
+	}
+	in := newInternet(t)
+	loopback := serve(t, mustListen(t, "127.0.0.1:0"))
+	public := in.listen(t, in.public)
+	linkLocal := in.listen(t, in.linkLocal)
+	for _, l := range []*countingListener{loopback, public, linkLocal} {
+		c, err := net.DialTimeout("tcp", l.Addr().String(), 10*time.Second)
+		if err != nil {
+			t.Fatalf("the worker itself cannot reach %s, so the test proves nothing: %v", l.Addr(), err)
+		}
+		c.Close()
+	}
+
+	d := newTestDriver(t)
+	open := create(t, d, sandbox.Spec{Network: &sandbox.NetworkPolicy{Block: false}})
+	metadata := &net.TCPAddr{IP: net.IPv4(169, 254, 169, 254), Port: 80}
+	got := probe(t, open, public.Addr(), loopback.Addr(), linkLocal.Addr(), metadata)
+	if got[0] != "connected" {
+		t.Fatalf("an open-network sandbox could not reach the stand-in internet at %s: %s", public.Addr(), got[0])
+	}
+	for i, addr := range []net.Addr{loopback.Addr(), linkLocal.Addr(), metadata} {
+		if got[i+1] != "refused" {
+			t.Errorf("an open-network sandbox reached the worker's %s", addr)
+		}
+	}
+	_, resolv, _ := run(t, open, "cat /etc/resolv.conf", time.Minute)
+	if !strings.Contains(resolv, "nameserver "+sandboxDNS) || strings.Count(resolv, "nameserver") != 1 {
+		t.Errorf("the sandbox's resolv.conf should name slirp4netns's DNS relay alone:\n%s", resolv)
+	}
+
+	blocked := create(t, d, sandbox.Spec{})
+	if got := probe(t, blocked, public.Addr()); got[0] != "refused" {
+		t.Errorf("a blocked sandbox reached the stand-in internet")
+	}
+	// What each server saw: the worker's own dial, and the open sandbox's
+	// one connection to the internet; nothing else.
+	if l, p, ll := loopback.accepted.Load(), public.accepted.Load(), linkLocal.accepted.Load(); l != 1 || p != 2 || ll != 1 {
+		t.Errorf("connections accepted: loopback %d (want 1), internet %d (want 2), link-local %d (want 1)", l, p, ll)
+	}
+}
+
+func mustListen(t *testing.T, addr string) net.Listener {
+	t.Helper()
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// Without slirp4netns an open network is refused, never the worker's.
+func TestOpenNetworkWithoutSlirpIsRefused(t *testing.T) {
+	d, err := New(Options{Root: t.TempDir(), Slirp4netns: "/nonexistent/slirp4netns"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	_, err = sandbox.Create(t.Context(), d, sandbox.Spec{Network: &sandbox.NetworkPolicy{Block: false}})
+	if !strings.Contains(fmt.Sprint(err), "apt-get install slirp4netns") {
+		t.Fatalf("want a refusal saying how to install slirp4netns, got %v", err)
+	}
+	create(t, d, sandbox.Spec{}) // a blocked network needs nothing
+}
