@@ -45,7 +45,8 @@ build:
 	CGO_ENABLED=$(CGO_ENABLED) $(GO) build -trimpath -buildvcs=auto $(TAGS_FLAG) -o $(BIN) ./cmd/airflow-go-worker
 
 # Tools the tests and the demo need that are not Go libraries (bubblewrap,
-# prlimit, PyYAML, versitygw): installed when missing, see the script.
+# prlimit, slirp4netns, PyYAML, versitygw, ...): installed when missing, see
+# the script.
 tools:
 	@./scripts/ensure-tools.sh
 

@@ -3,6 +3,8 @@
 # Debian/Ubuntu machine needs only `make demo` and `make test`:
 #   bubblewrap      the local sandbox backend
 #   util-linux      prlimit, which enforces sandbox memory limits
+#   slirp4netns     the private network of an open-network local sandbox
+#   iproute2        ip: the network tests make a stand-in internet (ip netns)
 #   python3-yaml    tests cross-check packed manifests with PyYAML (Airflow's
 #                   parser) and probe the seccomp filter with python3
 #   versitygw       a real S3 gateway for the demo and the storage tests
@@ -28,6 +30,8 @@ if [ "${1:-}" = celery ]; then
 fi
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 command -v prlimit >/dev/null 2>&1 || need+=(util-linux)
+command -v slirp4netns >/dev/null 2>&1 || need+=(slirp4netns)
+command -v ip >/dev/null 2>&1 || need+=(iproute2)
 /usr/bin/python3 -c 'import yaml' >/dev/null 2>&1 || need+=(python3 python3-yaml)
 if ! command -v azurite-blob >/dev/null 2>&1 && ! command -v npm >/dev/null 2>&1; then need+=(nodejs npm); fi
 

@@ -60,6 +60,55 @@ func BenchmarkCreateExecDestroy(b *testing.B) {
 	b.ReportMetric(ms(median(destroys)), "destroy-ms-median")
 }
 
+// BenchmarkOpenNetworkExec is issue 19's measurement: what an open
+// network's private namespace (slirp4netns started, configured, ended)
+// adds to a command, against the same command in a blocked sandbox.
+// Rounds alternate the two; the extra is the median of per-round
+// differences (target: under 50 ms).
+func BenchmarkOpenNetworkExec(b *testing.B) {
+	d := benchDriver(b)
+	ctx := context.Background()
+	blocked, err := sandbox.Create(ctx, d, sandbox.Spec{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer blocked.Destroy(ctx)
+	open, err := sandbox.Create(ctx, d, sandbox.Spec{Network: &sandbox.NetworkPolicy{Block: false}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer open.Destroy(ctx)
+	timeExec := func(sb *sandbox.Sandbox) time.Duration {
+		var errs strings.Builder
+		t0 := time.Now()
+		res, err := sb.Exec(ctx, "true", sandbox.ExecOptions{Timeout: time.Minute, Stderr: &errs})
+		if err != nil || res.ExitCode != 0 {
+			b.Fatalf("exec true: %+v, %v: %s", res, err, errs.String())
+		}
+		return time.Since(t0)
+	}
+	var blockedT, openT, extra []time.Duration
+	round := func(i int) {
+		var bt, ot time.Duration
+		if i%2 == 0 {
+			bt, ot = timeExec(blocked), timeExec(open)
+		} else {
+			ot, bt = timeExec(open), timeExec(blocked)
+		}
+		blockedT, openT, extra = append(blockedT, bt), append(openT, ot), append(extra, ot-bt)
+	}
+	for b.Loop() {
+		round(len(extra))
+	}
+	b.StopTimer()
+	for len(extra) < 41 {
+		round(len(extra))
+	}
+	b.ReportMetric(ms(median(blockedT)), "blocked-ms-median")
+	b.ReportMetric(ms(median(openT)), "open-ms-median")
+	b.ReportMetric(ms(median(extra)), "open-extra-ms-median")
+}
+
 func BenchmarkStreamWrite(b *testing.B) {
 	benchStream(b, func(ctx context.Context, sb *sandbox.Sandbox, src, dst string) error {
 		f, err := os.Open(src)

@@ -442,6 +442,7 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 		d.beforeStart()
 	}
 	start := time.Now()
+	keepFdsFromChildren()
 	err = cmd.Start()
 	// bwrap has its copies now; closing ours lets the status pipe report
 	// EOF when bwrap ends.
@@ -516,7 +517,12 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 		if stopNet, limitErr = d.startNetwork(pid); limitErr != nil {
 			st.kill()
 		} else {
-			defer stopNet()
+			// Like the cgroup's removal: off the command's path, finished
+			// by Close.
+			defer func() {
+				d.cleanups.Add(1)
+				go func() { defer d.cleanups.Done(); stopNet() }()
+			}()
 		}
 	}
 	blockW.Write([]byte{1}) // fails only if bwrap died; Wait reports that

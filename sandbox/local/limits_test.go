@@ -122,6 +122,39 @@ func TestForkBombStopsAtProcessLimitAsUnprivilegedWorker(t *testing.T) {
 		return
 	}
 	const limit = 32
+	for range limit + 8 {
+		c := exec.Command("sleep", "60")
+		c.SysProcAttr = asNobody()
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+	}
+	out := runAsNobody(t, "TestUnprivilegedForkBombHelper", nil, "")
+	var n int
+	for _, line := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(line, "procs="); ok {
+			n, _ = strconv.Atoi(v)
+		}
+	}
+	t.Logf("the fork bomb reached %d processes under the unprivileged worker", n)
+	checkBombCount(t, n, limit)
+}
+
+func asNobody() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{}}}
+}
+
+// helperRootEnv carries the sandbox root to the unprivileged helper.
+const helperRootEnv = "LOCAL_TEST_UNPRIVILEGED_ROOT"
+
+// runAsNobody runs test helper of this package's test binary as an
+// unprivileged worker (uid nobody), with a sandbox root of its own in
+// helperRootEnv and env added, and returns its output. A setup shell
+// command runs first, as root, in a mount namespace of the helper's own
+// (with $BASE, a directory for it).
+func runAsNobody(t *testing.T, helper string, env []string, setup string) string {
+	t.Helper()
 	// The test binary and the root, where the other user can reach them.
 	base := t.TempDir()
 	os.Chmod(filepath.Dir(base), 0o755)
@@ -141,34 +174,20 @@ func TestForkBombStopsAtProcessLimitAsUnprivilegedWorker(t *testing.T) {
 	if err := os.Chown(root, nobody, nobody); err != nil {
 		t.Fatal(err)
 	}
-	as := &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{}}}
-	for range limit + 8 {
-		c := exec.Command("sleep", "60")
-		c.SysProcAttr = as
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+	args := []string{"-test.run=^" + helper + "$", "-test.count=1", "-test.v"}
+	c := exec.Command(bin, args...)
+	c.SysProcAttr = asNobody()
+	if setup != "" {
+		c = exec.Command("unshare", append([]string{"--mount", "--propagation", "private", "sh", "-c",
+			setup + ` && exec setpriv --reuid=` + strconv.Itoa(nobody) + ` --regid=` + strconv.Itoa(nobody) + ` --clear-groups -- "$@"`, "sh", bin}, args...)...)
 	}
-	c := exec.Command(bin, "-test.run=^TestUnprivilegedForkBombHelper$", "-test.count=1")
-	c.Env = []string{"PATH=" + os.Getenv("PATH"), helperRootEnv + "=" + root, "HOME=/nonexistent"}
-	c.SysProcAttr = as
+	c.Env = append([]string{"PATH=" + os.Getenv("PATH"), helperRootEnv + "=" + root, "HOME=/nonexistent", "BASE=" + base}, env...)
 	out, err := c.CombinedOutput()
 	if err != nil {
 		t.Fatalf("the unprivileged worker failed: %v\n%s", err, out)
 	}
-	var n int
-	for _, line := range strings.Split(string(out), "\n") {
-		if v, ok := strings.CutPrefix(line, "procs="); ok {
-			n, _ = strconv.Atoi(v)
-		}
-	}
-	t.Logf("the fork bomb reached %d processes under the unprivileged worker", n)
-	checkBombCount(t, n, limit)
+	return string(out)
 }
-
-// helperRootEnv carries the sandbox root to the unprivileged helper.
-const helperRootEnv = "LOCAL_TEST_UNPRIVILEGED_ROOT"
 
 // TestUnprivilegedForkBombHelper is the unprivileged worker of the test
 // above; run on its own, without helperRootEnv, it has nothing to do.

@@ -8,7 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
-		"strings"
+	"strings"
 	"syscall"
 	"time"
 
@@ -37,11 +37,12 @@ import (
 // without a route that only a process with CAP_NET_ADMIN in the sandbox's
 // namespace could add; run as root it also needs --runas 0, and it
 // forwards the worker's loopback ports into the namespace unless -T/-U
-// none. slirp4netns runs with --enable-sandbox and --enable-seccomp (its
-// own mount namespace and a syscall filter), as rootless Podman runs it,
-// since libslirp parses the sandbox's packets. IPv4 only: IPv6 is not
-// enabled, so no IPv6 address (a metadata service's fd00:ec2::254 either)
-// is reachable.
+// none. slirp4netns runs with --enable-seccomp (a syscall filter), since
+// libslirp parses the sandbox's packets, and on a root worker also with
+// --enable-sandbox (its own mount namespace, every capability dropped but
+// binding low ports); on an unprivileged worker it runs as the worker's
+// user without that. IPv4 only: IPv6 is not enabled, so no IPv6 address
+// (a metadata service's fd00:ec2::254 either) is reachable.
 const (
 	sandboxCIDR = "169.254.0.0/16"
 	sandboxDNS  = "169.254.0.3" // slirp4netns's DNS relay: network + 3
@@ -55,6 +56,9 @@ const (
 // stop ends slirp4netns (it also exits by itself when the worker dies:
 // its --exit-fd closes).
 func (d *Driver) startNetwork(pid int) (stop func(), err error) {
+	if err := waitLoopback(pid); err != nil {
+		return nil, err
+	}
 	readyR, readyW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -75,15 +79,22 @@ func (d *Driver) startNetwork(pid int) (stop func(), err error) {
 	defer netns.Close()
 	defer userns.Close()
 	diag := sandbox.NewTailBuffer(2048)
-	cmd := exec.Command(d.slirp,
-		"--configure", "--mtu=65520", "--disable-host-loopback", "--cidr="+sandboxCIDR,
-		"--enable-sandbox", "--enable-seccomp", "--ready-fd=3", "--exit-fd=4",
-		"--userns-path=/proc/self/fd/5", "--netns-type=path", "/proc/self/fd/6", "tap0")
+	args := []string{"--configure", "--mtu=65520", "--disable-host-loopback", "--cidr=" + sandboxCIDR,
+		"--enable-seccomp", "--ready-fd=3", "--exit-fd=4",
+		"--userns-path=/proc/self/fd/5", "--netns-type=path", "/proc/self/fd/6", "tap0"}
+	if os.Geteuid() == 0 {
+		// Its own mount namespace and no capability but binding low ports.
+		// Unprivileged, slirp4netns would first become uid 0 of the
+		// sandbox's user namespace, which maps only the worker's uid.
+		args = append([]string{"--enable-sandbox"}, args...)
+	}
+	cmd := exec.Command(d.slirp, args...)
 	cmd.Env = []string{}
 	cmd.Stdout, cmd.Stderr = diag, diag
 	cmd.ExtraFiles = []*os.File{readyW, exitR, userns, netns}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	cmd.WaitDelay = time.Second
+	keepFdsFromChildren()
 	err = cmd.Start()
 	readyW.Close()
 	exitR.Close()
@@ -117,9 +128,34 @@ func (d *Driver) startNetwork(pid int) (stop func(), err error) {
 	}
 	if err != nil {
 		stop()
-		return nil, fmt.Errorf("slirp4netns could not give the sandbox its network (%v): %s", err, strings.TrimSpace(diag.String()))
+		out := strings.TrimSpace(diag.String())
+		advice := ""
+		if strings.Contains(out, "/dev/net/tun") {
+			advice = "; it makes the sandbox's interface with /dev/net/tun, which the worker's user must be able to open (Debian's mode is 0666; in a container, pass the device: docker run --device /dev/net/tun)"
+		}
+		return nil, fmt.Errorf("slirp4netns could not give the sandbox its network (%v): %s%s", err, out, advice)
 	}
 	return stop, nil
+}
+
+// waitLoopback waits until bwrap has given the sandbox's loopback its
+// address: bwrap adds it exclusively and fails if slirp4netns brought lo
+// up first (which adds it). The namespace's routing table, empty until
+// then, shows it; bwrap gets there within a millisecond or so.
+func waitLoopback(pid int) error {
+	deadline := time.Now().Add(networkReadyTimeout)
+	for wait := 50 * time.Microsecond; ; wait = min(2*wait, 5*time.Millisecond) {
+		fib, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/fib_trie", pid))
+		switch {
+		case err != nil:
+			return fmt.Errorf("the sandbox ended while its network was set up: %v", err)
+		case len(fib) > 0:
+			return nil
+		case time.Now().After(deadline):
+			return fmt.Errorf("bubblewrap did not set up the sandbox's loopback within %s", networkReadyTimeout)
+		}
+		time.Sleep(wait)
+	}
 }
 
 // namespacesOf opens the network namespace of process pid and the user

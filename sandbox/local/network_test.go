@@ -187,6 +187,63 @@ func TestOpenNetworkIsPrivate(t *testing.T) {
 	}
 }
 
+// The same under an unprivileged worker, where slirp4netns joins the
+// sandbox's namespaces as the worker's own user.
+func TestOpenNetworkIsPrivateAsUnprivilegedWorker(t *testing.T) {
+	if os.Getenv(helperRootEnv) != "" || !needRoot(t) {
+		return
+	}
+	in := newInternet(t)
+	loopback := serve(t, mustListen(t, "127.0.0.1:0"))
+	public := in.listen(t, in.public)
+	linkLocal := in.listen(t, in.linkLocal)
+	addrs := []string{public.Addr().String(), loopback.Addr().String(), linkLocal.Addr().String()}
+	// slirp4netns makes the sandbox's interface with /dev/net/tun, which
+	// Debian leaves open to every user (0666); some hosts (this test's
+	// CI among them) make it root's only. The helper gets Debian's.
+	tun := `mknod -m 0666 "$BASE/tun" c 10 200 && mount --bind "$BASE/tun" /dev/net/tun`
+	out := runAsNobody(t, "TestUnprivilegedNetworkHelper", []string{probeEnv + "=" + strings.Join(addrs, ",")}, tun)
+	var got string
+	for _, line := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(line, "probe="); ok {
+			got = v
+		}
+	}
+	if got != "connected,refused,refused" {
+		t.Fatalf("from an unprivileged worker's open-network sandbox, %v: got %q, want connected,refused,refused\n%s", addrs, got, out)
+	}
+	if l, p, ll := loopback.accepted.Load(), public.accepted.Load(), linkLocal.accepted.Load(); l != 0 || p != 1 || ll != 0 {
+		t.Errorf("connections accepted: loopback %d (want 0), internet %d (want 1), link-local %d (want 0)", l, p, ll)
+	}
+}
+
+// probeEnv carries the addresses the unprivileged helper probes.
+const probeEnv = "LOCAL_TEST_PROBE"
+
+// TestUnprivilegedNetworkHelper is the unprivileged worker of the test
+// above; run on its own it has nothing to do.
+func TestUnprivilegedNetworkHelper(t *testing.T) {
+	root := os.Getenv(helperRootEnv)
+	if root == "" || os.Getenv(probeEnv) == "" {
+		return
+	}
+	d, err := New(Options{Root: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	var addrs []net.Addr
+	for _, a := range strings.Split(os.Getenv(probeEnv), ",") {
+		ta, err := net.ResolveTCPAddr("tcp", a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs = append(addrs, ta)
+	}
+	open := create(t, d, sandbox.Spec{Network: &sandbox.NetworkPolicy{Block: false}})
+	fmt.Printf("probe=%s\n", strings.Join(probe(t, open, addrs...), ","))
+}
+
 func mustListen(t *testing.T, addr string) net.Listener {
 	t.Helper()
 	l, err := net.Listen("tcp", addr)
