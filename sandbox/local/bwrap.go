@@ -103,10 +103,12 @@ func (d *Driver) bwrapArgs(m *meta, dir, cwd string, argv []string, fds *fdList)
 	if d.disableUserns {
 		args = append(args, "--disable-userns") // no nested namespaces to climb out of
 	}
-	// Always a network namespace of its own: an open one is connected
-	// by slirp4netns once bwrap has made it (Driver.run).
-	args = append(args, "--unshare-net")
+	// A network namespace of its own: an open one is connected by
+	// slirp4netns once bwrap has made it (Driver.run).
 	open := !m.Spec.NetworkPolicy().Block
+	if !open || !d.shareNet {
+		args = append(args, "--unshare-net")
+	}
 	if m.Rootfs != "" {
 		var err error
 		if args, err = mountImage(args, m.Rootfs, fds); err != nil {
@@ -114,7 +116,7 @@ func (d *Driver) bwrapArgs(m *meta, dir, cwd string, argv []string, fds *fdList)
 		}
 		// The image's resolver names an address slirp4netns does not
 		// relay; where it has a resolv.conf to mount over, use slirp's.
-		if st, err := os.Lstat(filepath.Join(m.Rootfs, "etc", "resolv.conf")); open && err == nil && st.Mode().IsRegular() {
+		if st, err := os.Lstat(filepath.Join(m.Rootfs, "etc", "resolv.conf")); open && !d.shareNet && err == nil && st.Mode().IsRegular() {
 			if err := data(sandboxResolvConf(nil), "/etc/resolv.conf"); err != nil {
 				return nil, err
 			}
@@ -136,9 +138,13 @@ func (d *Driver) bwrapArgs(m *meta, dir, cwd string, argv []string, fds *fdList)
 			for _, name := range hostEtcNetwork {
 				args = append(args, "--ro-bind-try", "/etc/"+name, "/etc/"+name)
 			}
-			hostResolv, _ := os.ReadFile("/etc/resolv.conf")
-			if err := data(sandboxResolvConf(hostResolv), "/etc/resolv.conf"); err != nil {
-				return nil, err
+			if d.shareNet {
+				args = append(args, "--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf")
+			} else {
+				hostResolv, _ := os.ReadFile("/etc/resolv.conf")
+				if err := data(sandboxResolvConf(hostResolv), "/etc/resolv.conf"); err != nil {
+					return nil, err
+				}
 			}
 		} else if err := data([]byte(sandboxHosts), "/etc/hosts"); err != nil {
 			return nil, err
@@ -512,7 +518,7 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 			}()
 		}
 	}
-	if started && limitErr == nil && !m.Spec.NetworkPolicy().Block {
+	if started && limitErr == nil && !m.Spec.NetworkPolicy().Block && !d.shareNet {
 		var stopNet func()
 		if stopNet, limitErr = d.startNetwork(pid); limitErr != nil {
 			st.kill()

@@ -83,6 +83,12 @@ type Options struct {
 	// Slirp4netns gives open-network sandboxes their network. Default:
 	// "slirp4netns" on PATH; when missing, open-network specs are refused.
 	Slirp4netns string
+	// ShareWorkerNetwork gives open-network sandboxes the worker's own
+	// network namespace instead, its loopback services and the cloud
+	// metadata address included: the hole issue 19 closed. Only for test
+	// emulators of other backends (testing/fakeopensandbox plays a server
+	// without an egress sidecar); a worker never sets it.
+	ShareWorkerNetwork bool
 	// IgnoreImage runs specs that name a registry image (written for Modal or
 	// OpenSandbox) on the host's userland instead of refusing them, with a
 	// warning. For demos and tests.
@@ -119,6 +125,7 @@ type Driver struct {
 	prlimit     string
 	slirp       string // "": open networks are refused, slirpErr says why
 	slirpErr    error
+	shareNet    bool // Options.ShareWorkerNetwork
 	ignoreImage bool
 	ignoreCPU   bool
 	host        string // in every id this driver creates
@@ -205,7 +212,7 @@ func New(opts Options) (*Driver, error) {
 		return nil, fmt.Errorf("local sandbox backend: the host name %q cannot stand in a sandbox id; set AIRFLOW_GO_WORKER_HOSTNAME to a name of letters, digits, '.', '-' and '_'", host)
 	}
 	d := &Driver{
-		root: root, bwrap: bwPath, prlimit: plPath, slirp: slirpPath, slirpErr: slirpErr, ignoreImage: opts.IgnoreImage, ignoreCPU: opts.IgnoreCPU, host: host,
+		root: root, bwrap: bwPath, prlimit: plPath, slirp: slirpPath, slirpErr: slirpErr, shareNet: opts.ShareWorkerNetwork, ignoreImage: opts.IgnoreImage, ignoreCPU: opts.IgnoreCPU, host: host,
 		log: log, now: time.Now, running: map[string]map[*exec.Cmd]*execState{},
 		seccomp: seccompProgram(),
 	}
@@ -442,7 +449,7 @@ func (d *Driver) checkSpec(spec sandbox.Spec) (string, error) {
 	net := spec.NetworkPolicy()
 	if len(net.AllowHosts) > 0 || len(net.AllowCIDRs) > 0 {
 		errs = append(errs, "network: the local backend cannot enforce allow_hosts/allow_cidrs (it has no egress filter); use block: true with no allowlist, block: false for an open network, or a backend such as modal")
-	} else if !net.Block && d.slirp == "" {
+	} else if !net.Block && d.slirp == "" && !d.shareNet {
 		errs = append(errs, noNetworkHelper(d.slirpErr))
 	}
 	if spec.GPU != "" {

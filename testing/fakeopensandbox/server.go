@@ -268,7 +268,8 @@ func Start(tb testing.TB, opts Options) *Server {
 	}
 	s.drv = opts.Driver
 	if s.drv == nil {
-		drv, err := local.New(local.Options{Root: tb.TempDir(), Logger: s.log})
+		// Open networks are the worker's own, as the fake's doc promises.
+		drv, err := local.New(local.Options{Root: tb.TempDir(), Logger: s.log, ShareWorkerNetwork: true})
 		if err != nil {
 			tb.Fatalf("fakeopensandbox: cannot start the local backend: %v", err)
 		}
