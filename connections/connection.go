@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/airflow-sandbox/airflow-go-worker/internal/final"
+	"github.com/airflow-sandbox/airflow-go-worker/redact"
 )
 
 // ErrNotFound means Airflow has no connection with the requested id. The
@@ -63,11 +64,12 @@ func (c Connection) ExtraString(key string, v any) (string, error) {
 	return strings.TrimSpace(s), nil
 }
 
-// String never includes the password, so a Connection can be logged safely.
+// String never includes the password, nor the host's userinfo or query
+// values (redact.URL), so a Connection can be logged safely.
 func (c Connection) String() string {
 	pw := ""
 	if c.Password != "" {
 		pw = " password=***"
 	}
-	return fmt.Sprintf("Connection(%s type=%s host=%s port=%d login=%s%s)", c.ConnID, c.ConnType, c.Host, c.Port, c.Login, pw)
+	return fmt.Sprintf("Connection(%s type=%s host=%s port=%d login=%s%s)", c.ConnID, c.ConnType, redact.URL(c.Host), c.Port, c.Login, pw)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles"
+	"github.com/airflow-sandbox/airflow-go-worker/redact"
 )
 
 // DagID is the self-test Dag's id.
@@ -66,7 +67,8 @@ type ConnectionInput struct {
 	ConnID string `json:"conn_id"`
 }
 
-// ConnectionResult describes a connection without its secrets.
+// ConnectionResult describes a connection without its secrets: no
+// password, and a host without userinfo or query values.
 type ConnectionResult struct {
 	ConnID    string   `json:"conn_id"`
 	ConnType  string   `json:"conn_type"`
@@ -91,7 +93,9 @@ func Connection(ctx context.Context, c bundles.Client, log hclog.Logger, in Conn
 			return ConnectionResult{}, err
 		}
 	}
-	r := ConnectionResult{ConnID: in.ConnID, ConnType: conn.ConnType, Host: conn.Host, Port: conn.Port, Login: conn.Login, FieldsSet: []string{}}
+	// The host may be a URL with credentials in its userinfo or query
+	// (https://user:pw@h/?token=...): whoever triggered the run sees this.
+	r := ConnectionResult{ConnID: in.ConnID, ConnType: conn.ConnType, Host: redact.URL(conn.Host), Port: conn.Port, Login: conn.Login, FieldsSet: []string{}}
 	for _, f := range []struct {
 		name string
 		set  bool

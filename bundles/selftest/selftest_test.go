@@ -1,6 +1,7 @@
 package selftest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -72,6 +73,29 @@ func TestConnectionNeverReturnsThePassword(t *testing.T) {
 	}
 	if _, err := Connection(context.Background(), c, hclog.NewNullLogger(), ConnectionInput{}); err == nil || !strings.Contains(err.Error(), "conn_id is required") {
 		t.Fatalf("empty conn_id: %v", err)
+	}
+}
+
+// Issue 19, hole 5: the host came back as is, https://usr:pw@example.com/
+// ?token=... to whoever triggered the run, and in the task log.
+func TestConnectionRedactsTheHost(t *testing.T) {
+	host := "https://usr:pw-456@example.com/?token=tok-789"
+	c := &fakeClient{conns: map[string]connections.Connection{"api": {ConnID: "api", ConnType: "http", Host: host}}}
+	var log bytes.Buffer
+	r, err := Connection(context.Background(), c, hclog.New(&hclog.LoggerOptions{Output: &log}), ConnectionInput{ConnID: "api"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Host != "https://***@example.com/?token=***" {
+		t.Errorf("host returned as %q", r.Host)
+	}
+	if !strings.Contains(log.String(), "connection resolved") {
+		t.Fatalf("the connection was not logged, so the log proves nothing:\n%s", log.String())
+	}
+	for _, secret := range []string{"usr", "pw-456", "tok-789"} {
+		if strings.Contains(fmt.Sprintf("%+v", r)+log.String(), secret) {
+			t.Errorf("%q reached the result or the log: %+v\n%s", secret, r, log.String())
+		}
 	}
 }
 
