@@ -53,6 +53,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -69,11 +70,10 @@ const Backend = "local"
 // Options configure the local driver. The zero value works on a host with
 // bubblewrap installed.
 type Options struct {
-	// Root is where sandbox directories live. Default:
-	// $XDG_STATE_HOME/airflow-go-worker/sandboxes, else
-	// /tmp/airflow-go-worker-sandboxes. It must belong to the worker, be
-	// closed to writes by other users (created 0700 when missing) and lie
-	// where no other user can replace it; New refuses it otherwise.
+	// Root is where sandbox directories live. Default: DefaultRoot(). It
+	// must belong to the worker, be closed to writes by other users
+	// (created 0700 when missing) and lie where no other user can replace
+	// it; New refuses it otherwise.
 	Root string
 	// Bwrap is the bubblewrap binary. Default: "bwrap" looked up on PATH.
 	Bwrap string
@@ -153,12 +153,24 @@ type Driver struct {
 
 var _ sandbox.Driver = (*Driver)(nil)
 
-// DefaultRoot is where sandboxes live when Options.Root is empty.
+// DefaultRoot is where sandboxes live when Options.Root is empty: under
+// the XDG state directory ($XDG_STATE_HOME, else $HOME/.local/state, as
+// the XDG spec defaults it, when HOME is a directory of the worker's), else
+// in the temporary directory under a name of the worker's uid. A name
+// shared by every user there let whoever made it first deny local
+// sandboxes to every other worker; another user may still make the
+// worker's own name first, which New refuses, saying to set
+// XDG_STATE_HOME.
 func DefaultRoot() string {
 	if s := os.Getenv("XDG_STATE_HOME"); s != "" && filepath.IsAbs(s) {
 		return filepath.Join(s, "airflow-go-worker", "sandboxes")
 	}
-	return filepath.Join(os.TempDir(), "airflow-go-worker-sandboxes")
+	if home := os.Getenv("HOME"); filepath.IsAbs(home) && home != "/" {
+		if st, err := os.Stat(home); err == nil && st.IsDir() && int(ownerOf(st)) == os.Geteuid() {
+			return filepath.Join(home, ".local", "state", "airflow-go-worker", "sandboxes")
+		}
+	}
+	return filepath.Join(os.TempDir(), "airflow-go-worker-sandboxes-"+strconv.Itoa(os.Geteuid()))
 }
 
 // New checks that bubblewrap is available and prepares the root directory.
@@ -200,6 +212,9 @@ func New(opts Options) (*Driver, error) {
 		return nil, fmt.Errorf("local sandbox root %q: %v", opts.Root, err)
 	}
 	if root, err = secureRoot(root); err != nil {
+		if opts.Root == "" {
+			err = fmt.Errorf("%w (this is the default root: a worker sets its own with XDG_STATE_HOME)", err)
+		}
 		return nil, err
 	}
 	host := opts.Host

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -259,5 +260,58 @@ func TestPlantedSystemFilesAreNeverRead(t *testing.T) {
 	_, out, _ := run(t, sb, "cat /etc/passwd", 10*time.Second)
 	if strings.Contains(out, "HOST SECRET") || out != string(want) {
 		t.Fatalf("the sandbox's /etc/passwd is %q, want the generated %q", out, want)
+	}
+}
+
+// Issue 19, hole 6: with no XDG_STATE_HOME every worker shared one default
+// root name in the temporary directory, so another user who made it first
+// denied local sandboxes to them all. The default is now the XDG state
+// directory under the worker's HOME, else a name of the worker's uid.
+func TestDefaultRootIsTheWorkersOwn(t *testing.T) {
+	if !needRoot(t) { // only root can make a directory another user's
+		return
+	}
+	tmp := filepath.Join(t.TempDir(), "tmp")
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(tmp, os.ModeSticky|0o777) // like /tmp
+	t.Setenv("TMPDIR", tmp)
+	t.Setenv("XDG_STATE_HOME", "")
+	// Another user got there first with the name every worker used.
+	squat := filepath.Join(tmp, "airflow-go-worker-sandboxes")
+	if err := os.Mkdir(squat, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(squat, nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(Options{Root: squat}); err == nil {
+		t.Fatal("the other user's directory was accepted as a root: the squat would not deny anything")
+	}
+	home := t.TempDir()
+	for _, c := range []struct{ home, want string }{
+		{home, filepath.Join(home, ".local", "state", "airflow-go-worker", "sandboxes")},
+		{"/nonexistent", filepath.Join(tmp, "airflow-go-worker-sandboxes-"+strconv.Itoa(os.Geteuid()))},
+	} {
+		t.Setenv("HOME", c.home)
+		if got := DefaultRoot(); got != c.want {
+			t.Fatalf("HOME=%s: default root %s, want %s", c.home, got, c.want)
+		}
+		d, err := New(Options{})
+		if err != nil {
+			t.Fatalf("HOME=%s: the squatted shared name still denies local sandboxes: %v", c.home, err)
+		}
+		create(t, d, sandbox.Spec{})
+		d.Close()
+	}
+	// The worker's own name taken by another user is refused, saying how
+	// to choose another.
+	own := filepath.Join(tmp, "airflow-go-worker-sandboxes-"+strconv.Itoa(os.Geteuid()))
+	os.RemoveAll(own)
+	os.Mkdir(own, 0o700)
+	os.Chown(own, nobody, nobody)
+	if _, err := New(Options{}); err == nil || !strings.Contains(err.Error(), "XDG_STATE_HOME") {
+		t.Fatalf("want a refusal naming XDG_STATE_HOME, got %v", err)
 	}
 }
