@@ -15,6 +15,10 @@ import (
 // Tag names, exactly as the Python provider reads them
 // (python-provider-interop.md sections 2-3).
 const (
+	// ReservedTagPrefix starts every tag name this module and the Python
+	// provider write; a spec's own tags may not use it.
+	ReservedTagPrefix = "airflow_"
+
 	TagSandbox   = "airflow_sandbox"    // the sandbox name
 	TagOwner     = "airflow_owner"      // "<dag_id>/<run_id>"
 	TagHolder    = "airflow_holder"     // "<dag_id>/<run_id>/<task_id>[<map_index>]" while attached

@@ -183,10 +183,12 @@ func buildSpec(ctx context.Context, d Deps, in ProvisionInput) (sandbox.Spec, []
 	if spec.Timeout%time.Second != 0 {
 		spec.Timeout = spec.Timeout.Round(time.Second)
 	}
-	for _, k := range []string{TagEnvFrom, TagEnvFromFingerprint} {
-		if _, set := in.Tags[k]; set {
-			// Later tasks trust these to know what the sandbox holds.
-			return spec, nil, final.Errorf("tags: %s is written by provision itself, from env_from; remove it from tags", k)
+	for _, k := range slices.Sorted(maps.Keys(in.Tags)) {
+		if strings.HasPrefix(k, sandbox.ReservedTagPrefix) {
+			// Later tasks, sweep and the Python provider trust these to say
+			// who owns and holds the sandbox and what it holds; a tags input
+			// a Dag run may set must not forge them.
+			return spec, nil, final.Errorf("tags: %s: names starting with %s are reserved for the tags provision and the Python provider write (owner, holder, expiry, network, env_from, ...); choose another name", k, sandbox.ReservedTagPrefix)
 		}
 	}
 	if tag := envFromTag(in.EnvFrom); tag != "" {

@@ -282,3 +282,24 @@ func TestProvisionSaysWhenTheCleanupDestroyFailed(t *testing.T) {
 		t.Fatalf("the error must say the sandbox is still there: %v", err)
 	}
 }
+
+// Issue 19, hole 6: a tags input (which the author may let a Dag run set
+// through conf) accepted reserved airflow_* names beyond the two env_from
+// ones, so a run could stamp tags sweep, attach and the Python provider
+// trust (a provider's own metadata, a future reserved name).
+func TestProvisionRefusesReservedTagNames(t *testing.T) {
+	e := newEnv(t)
+	for _, k := range []string{"airflow_owner", "airflow_holder", "airflow_expires_at", "airflow_env_from", "airflow_provider_note", "airflow_"} {
+		_, err := Provision(context.Background(), e.deps, decodeInput[ProvisionInput](t, `{"tags": {"team": "a", "`+k+`": "x"}}`))
+		if err == nil || !strings.Contains(err.Error(), "tags: "+k+": names starting with airflow_ are reserved") {
+			t.Errorf("tags.%s: want a refusal naming it, got %v", k, err)
+		}
+	}
+	if len(e.drv.creates) != 0 {
+		t.Fatal("a sandbox was created")
+	}
+	// Other names still pass.
+	if _, err := Provision(context.Background(), e.deps, decodeInput[ProvisionInput](t, `{"tags": {"team": "a", "airflowish": "x"}}`)); err != nil {
+		t.Fatalf("an ordinary tag was refused: %v", err)
+	}
+}
