@@ -163,6 +163,9 @@ func decodeManifest(data []byte, strict bool) (Manifest, error) {
 	if !utf8.Valid(data) {
 		return m, errors.New("metadata is not valid UTF-8")
 	}
+	if err := checkManifestSize(data); err != nil {
+		return m, err
+	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return m, fmt.Errorf("metadata is not valid YAML: %v", err)
@@ -421,6 +424,35 @@ func scalarText(n *yaml.Node, field string) (string, error) {
 		return "", nil
 	}
 	return n.Value, nil
+}
+
+// Bounds on a manifest before it is parsed. The YAML parser holds the
+// whole document as nodes of some 270 bytes each: a 7 MB manifest of short
+// values took 504 MB to read, at every task start. What can start a value
+// (a separator, an indicator, a line) is counted, and the document refused
+// above maxManifestValues of them, before anything is parsed: the parse
+// then stays near 130 MiB at worst, while a 50k-Dag manifest (350k of
+// them) still reads. MaxManifestSize bounds the bytes read from a bundle.
+const (
+	maxManifestValues = 500_000
+	MaxManifestSize   = 16 << 20
+)
+
+func checkManifestSize(data []byte) error {
+	if len(data) > MaxManifestSize {
+		return fmt.Errorf("metadata is %d bytes, over the %d-byte limit; a manifest lists a bundle's Dags and tasks and is far smaller: split the bundle, or keep large values out of its metadata", len(data), MaxManifestSize)
+	}
+	n := 1
+	for _, c := range data {
+		switch c {
+		case ',', ':', '-', '[', '{', '\n', '*', '?':
+			n++
+		}
+	}
+	if n > maxManifestValues {
+		return fmt.Errorf("metadata holds up to %d YAML values, over the limit of %d (parsing it would take about %d MiB); a manifest lists a bundle's Dags and tasks: split the bundle, or keep long lists out of its metadata", n, maxManifestValues, n*270>>20)
+	}
+	return nil
 }
 
 // Limits on unknown values, so a hostile manifest (a recursive alias, or

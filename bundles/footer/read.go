@@ -90,7 +90,7 @@ func ReadFrom(r io.ReaderAt, size int64) (*Bundle, error) {
 	if got != g.trailer.BinarySHA256 {
 		return nil, fmt.Errorf("%w: binary SHA-256 mismatch: trailer says %x, file hashes to %x (the binary was modified after packing; pack it again)", ErrCorrupt, g.trailer.BinarySHA256, got)
 	}
-	meta, err := readRegion(r, g.metadataStart, g.trailerStart, "metadata")
+	meta, err := readMetadata(r, g)
 	if err != nil {
 		return nil, err
 	}
@@ -109,6 +109,15 @@ func ReadFrom(r io.ReaderAt, size int64) (*Bundle, error) {
 		Size: size, SourceStart: g.sourceStart, MetadataStart: g.metadataStart, TrailerStart: g.trailerStart,
 		Trailer: g.trailer, Manifest: m, Metadata: meta, Source: src,
 	}, nil
+}
+
+// readMetadata reads the metadata region, refusing one larger than any
+// manifest may be before allocating it.
+func readMetadata(r io.ReaderAt, g regions) ([]byte, error) {
+	if n := g.trailerStart - g.metadataStart; n > MaxManifestSize {
+		return nil, fmt.Errorf("%w: the metadata region is %d bytes, over the %d-byte limit of a manifest (the trailer is damaged, or the bundle was not made by airflow-go-worker pack)", ErrCorrupt, n, MaxManifestSize)
+	}
+	return readRegion(r, g.metadataStart, g.trailerStart, "metadata")
 }
 
 func readRegion(r io.ReaderAt, start, end int64, name string) ([]byte, error) {
@@ -167,7 +176,7 @@ func readUnhashed(path string, withSource bool) (m Manifest, source []byte, ok b
 	if err != nil {
 		return m, nil, false, fmt.Errorf("%s: %w", path, err)
 	}
-	meta, err := readRegion(f, g.metadataStart, g.trailerStart, "metadata")
+	meta, err := readMetadata(f, g)
 	if err != nil {
 		return m, nil, false, fmt.Errorf("%s: %w", path, err)
 	}
