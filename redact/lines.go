@@ -3,6 +3,7 @@ package redact
 import (
 	"bytes"
 	"sync"
+	"unicode/utf8"
 )
 
 // Lines is an io.Writer that splits a stream (a command's stdout, say) into
@@ -11,17 +12,29 @@ import (
 // each piece stops short of bytes that could begin a secret the next piece
 // completes, so a secret cut by a pipe's chunking or by a piece boundary is
 // still masked whole. Memory is bounded by max(maxLine, 2 × the longest
-// secret), whatever the stream.
+// secret, plus the TABs among it), whatever the stream.
+//
+// What it emits is the text as rendered: escape sequences, control
+// characters (CR included) and zero-width characters are dropped, so what
+// one hid inside a secret cannot keep it from being masked, and cannot
+// make the buffer hold more than the bound. TABs stay, at most
+// maxTabRun in a row; matching looks through them (visible.go).
 type Lines struct {
 	mu      sync.Mutex
 	set     *Set
 	maxLine int
 	buf     []byte
 	emit    func(text string, newline bool)
+	pend    []byte // an invisible unit cut at the end of the last Write
+	tabs    int    // TABs kept in a row so far
 }
 
+// maxTabRun bounds a run of TABs: a secret spelled with TABs between its
+// characters is at most (maxTabRun+1) times its length.
+const maxTabRun = 8
+
 // NewLines returns a Lines writer masking with set (nil: nothing masked).
-// emit gets each line without its "\n" (and a trailing "\r" removed), with
+// emit gets each line without its "\n" (and without CRs), with
 // newline true; pieces of an overlong line and a last unterminated line
 // come with newline false.
 func NewLines(set *Set, maxLine int, emit func(text string, newline bool)) *Lines {
@@ -36,6 +49,7 @@ func (l *Lines) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n := len(p)
+	p = l.visible(p)
 	for len(p) > 0 {
 		limit := l.limit()
 		room := limit - len(l.buf)
@@ -61,22 +75,60 @@ func (l *Lines) Write(p []byte) (int, error) {
 // out: at least twice the longest secret, so a piece can always hold one
 // whole and still make progress, and at least 2, so a held-back "\r" never
 // fills the buffer alone.
-func (l *Lines) limit() int { return max(l.maxLine, 2*l.set.MaxLen(), 2) }
+func (l *Lines) limit() int {
+	// TABs count for nothing in the visible text a secret is matched in:
+	// room for them comes on top (at most maxTabRun per visible byte).
+	return max(l.maxLine, 2*l.set.MaxLen()+bytes.Count(l.buf, []byte{'\t'}), 2)
+}
+
+// visible returns p as rendered: invisible units dropped, TAB runs cut to
+// maxTabRun; a unit cut at the end of p waits for the next Write.
+func (l *Lines) visible(p []byte) []byte {
+	s := string(append(l.pend, p...))
+	l.pend = l.pend[:0]
+	out := make([]byte, 0, len(s))
+	for i := 0; i < len(s); {
+		if s[i] == '\t' {
+			if l.tabs < maxTabRun {
+				out = append(out, '\t')
+			}
+			l.tabs++
+			i++
+			continue
+		}
+		n, complete := invisibleAt(s, i)
+		switch {
+		case !complete:
+			l.pend = append(l.pend, s[i:]...)
+			return out
+		case n > 0:
+			i += n
+			continue
+		}
+		size := 1
+		if s[i] >= utf8.RuneSelf {
+			_, size = utf8.DecodeRuneInString(s[i:])
+		}
+		out = append(out, s[i:i+size]...)
+		l.tabs = 0
+		i += size
+	}
+	return out
+}
 
 func (l *Lines) line() {
-	text := string(bytes.TrimSuffix(l.buf, []byte{'\r'}))
+	text := string(l.buf)
 	l.buf = l.buf[:0]
 	l.emit(l.set.String(text), true)
 }
 
 func (l *Lines) piece() {
 	text := l.buf
-	if n := len(text); n > 0 && text[n-1] == '\r' {
-		text = text[:n-1] // it may end the line: line() trims it then
-	}
 	out, used := mask(string(text), l.set.patterns(), false)
-	if used == 0 { // cannot happen with limit >= 2*MaxLen; never stall
-		out, used = mask(string(l.buf), l.set.patterns(), true)
+	if used == 0 {
+		// All of it could still begin a secret (TABs fill it): keep it;
+		// the limit has grown by those TABs.
+		return
 	}
 	l.buf = append(l.buf[:0], l.buf[used:]...)
 	l.emit(out, false)
@@ -86,6 +138,7 @@ func (l *Lines) piece() {
 func (l *Lines) Flush() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.pend = l.pend[:0] // an escape sequence cut by the end of the stream
 	if len(l.buf) > 0 {
 		text := string(l.buf)
 		l.buf = l.buf[:0]

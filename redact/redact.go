@@ -20,6 +20,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
 // Mask replaces every secret.
@@ -65,6 +66,13 @@ func (s *Set) Add(value string) {
 			parts = append(parts, leaf)
 		}
 		parts = append(parts, lines(leaf)...)
+	}
+	// What a part shows as once rendered, when it holds invisible bytes
+	// itself: output is matched as rendered too (visible.go).
+	for _, p := range parts {
+		if v := visibleForm(p); v != p && len(v) >= MinLength {
+			parts = append(parts, v)
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -216,8 +224,9 @@ func maskAny(v any, pats []string) any {
 	return v
 }
 
-// mask replaces the secrets in text. With final false, text is a piece of
-// a stream that continues: mask stops before the bytes that could be the
+// mask replaces the secrets in text, as written and as rendered (the
+// visible view: see visible.go). With final false, text is a piece of a
+// stream that continues: mask stops before the bytes that could be the
 // start of a secret the next piece completes and returns how many bytes of
 // text it consumed (the caller keeps the rest for the next call). Matching
 // is leftmost, and longest at one position.
@@ -225,24 +234,57 @@ func mask(text string, pats []string, final bool) (string, int) {
 	if len(pats) == 0 {
 		return text, len(text)
 	}
+	hold := 0 // what may be the start of a secret: the longest one, less a byte
+	if !final {
+		hold = len(pats[0]) - 1
+	}
+	limit := max(0, len(text)-hold) // bytes that may be emitted
+	spans, limit := findSpans(text, pats, limit)
+	if view, at, ok := visibleView(text); ok {
+		// The same in the view, mapped back to text; what is held back is
+		// counted in visible bytes, from the first one held.
+		vspans, vlimit := findSpans(view, pats, max(0, len(view)-hold))
+		for _, sp := range vspans {
+			spans = append(spans, [2]int{at[sp[0]], at[sp[1]-1] + 1})
+		}
+		if vlimit < len(view) {
+			limit = min(limit, at[vlimit])
+		}
+	}
+	if final {
+		limit = len(text)
+	} else {
+		limit = min(limit, incompleteTail(text))
+	}
+	// A secret that starts before the limit goes out whole.
+	for grown := true; grown; {
+		grown = false
+		for _, sp := range spans {
+			if sp[0] < limit && sp[1] > limit {
+				limit, grown = sp[1], true
+			}
+		}
+	}
+	return applySpans(text, spans, limit), limit
+}
+
+// findSpans finds the secrets starting before limit in s, leftmost and
+// longest at one position, and extends limit to the end of one straddling
+// it (it is complete here: take it whole).
+func findSpans(s string, pats []string, limit int) ([][2]int, int) {
 	// next[j] is where pats[j] next occurs at or after the scan position,
 	// -1 when it does not occur again; refreshed only when passed, so the
 	// whole scan costs one strings.Index pass per pattern.
 	next := make([]int, len(pats))
 	found := false
 	for j, p := range pats {
-		next[j] = strings.Index(text, p)
+		next[j] = strings.Index(s, p)
 		found = found || next[j] >= 0
 	}
-	limit := len(text) // bytes that may be emitted
-	if !final {
-		limit = max(0, len(text)-(len(pats[0])-1))
-	}
 	if !found {
-		return text[:limit], limit
+		return nil, limit
 	}
-	var b strings.Builder
-	pos := 0
+	var spans [][2]int
 	for {
 		best := -1
 		for j := range pats {
@@ -251,17 +293,14 @@ func mask(text string, pats []string, final bool) (string, int) {
 			}
 		}
 		if best < 0 || next[best] >= limit {
-			break
+			return spans, limit
 		}
 		start, end := next[best], next[best]+len(pats[best])
-		b.WriteString(text[pos:start])
-		b.WriteString(Mask)
-		pos = end
-		// A secret straddling the limit is complete here: take it whole.
+		spans = append(spans, [2]int{start, end})
 		limit = max(limit, end)
 		for j, p := range pats {
 			if next[j] >= 0 && next[j] < end {
-				if k := strings.Index(text[end:], p); k >= 0 {
+				if k := strings.Index(s[end:], p); k >= 0 {
 					next[j] = end + k
 				} else {
 					next[j] = -1
@@ -269,6 +308,49 @@ func mask(text string, pats []string, final bool) (string, int) {
 			}
 		}
 	}
-	b.WriteString(text[pos:limit])
-	return b.String(), limit
+}
+
+// incompleteTail is where an invisible unit cut at the end of text begins
+// (an escape sequence or a character the next piece completes), or
+// len(text).
+func incompleteTail(text string) int {
+	for i := max(0, len(text)-maxEscape); i < len(text); i++ {
+		if text[i] != 0x1b && text[i] < utf8.RuneSelf {
+			continue
+		}
+		if n, complete := invisibleAt(text, i); !complete {
+			return i
+		} else if n > 0 {
+			i += n - 1
+		}
+	}
+	return len(text)
+}
+
+// applySpans writes text[:limit] with every span starting before limit
+// masked (overlapping spans merged).
+func applySpans(text string, spans [][2]int, limit int) string {
+	if len(spans) == 0 {
+		return text[:limit]
+	}
+	sort.Slice(spans, func(i, j int) bool { return spans[i][0] < spans[j][0] })
+	var b strings.Builder
+	pos := 0
+	for _, sp := range spans {
+		if sp[0] >= limit {
+			break
+		}
+		if sp[1] <= pos {
+			continue // inside one already masked
+		}
+		if sp[0] >= pos {
+			b.WriteString(text[pos:sp[0]])
+			b.WriteString(Mask)
+		}
+		pos = sp[1]
+	}
+	if pos < limit {
+		b.WriteString(text[pos:limit])
+	}
+	return b.String()
 }

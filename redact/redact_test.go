@@ -227,3 +227,52 @@ func TestConcurrentAddAndMask(t *testing.T) {
 	}
 	<-done
 }
+
+// render is what a terminal or a log viewer shows of text.
+func render(text string) string { return visibleForm(text) }
+
+// Issue 19, hole 4: one invisible byte inside a printed secret (a CR, an
+// ANSI reset, a NUL, a TAB, a zero-width space) kept it from matching,
+// while a terminal or the Airflow UI showed it whole. Every masking path
+// matches as rendered: String (log records, replies), Any (XCom, fields)
+// and Lines (command output, however chunked).
+func TestSecretsAreMaskedAsRendered(t *testing.T) {
+	const secret = "s3cr3t-value-42"
+	set := New(secret)
+	cut := len(secret) / 2
+	for name, inside := range map[string]string{
+		"CR": "\r", "ANSI reset": "\x1b[0m", "NUL": "\x00", "TAB": "\t", "zero-width space": "\u200b",
+		"OSC title": "\x1b]0;x\x07", "colour and bold": "\x1b[1;31m\x1b[22m", "BOM": "\ufeff", "soft hyphen": "\u00ad",
+	} {
+		printed := "before " + secret[:cut] + inside + secret[cut:] + " after"
+		if !strings.Contains(render(printed), secret) {
+			t.Fatalf("%s: the test's rendering does not show the secret, so it proves nothing", name)
+		}
+		if got := set.String(printed); strings.Contains(render(got), secret) || !strings.HasPrefix(got, "before ***") {
+			t.Errorf("%s: String gave %q", name, got)
+		}
+		if got := set.Any(map[string]any{"v": []any{printed}}); strings.Contains(render(fmt.Sprint(got)), secret) {
+			t.Errorf("%s: Any gave %q", name, got)
+		}
+		for _, chunk := range []int{1, 3, 7, 1 << 10} {
+			pieces, _ := collect(set, 4, printed+"\n", func() int { return chunk })
+			if got := strings.Join(pieces, ""); strings.Contains(render(got), secret) || !strings.Contains(got, "***") {
+				t.Errorf("%s, chunks of %d: Lines gave %q", name, chunk, got)
+			}
+		}
+	}
+	// A secret that itself holds a TAB is masked however it is printed.
+	tabbed := New("col1\tcol2-secret")
+	if got := tabbed.String("x col1\tcol2-secret y"); got != "x *** y" {
+		t.Errorf("a secret with a TAB: %q", got)
+	}
+	// Padding cannot outgrow what Lines keeps, nor split the secret.
+	padded := ""
+	for _, c := range secret {
+		padded += string(c) + strings.Repeat("\t", 20) + strings.Repeat("\x1b[0m", 50)
+	}
+	pieces, _ := collect(set, 16, padded+"\n", func() int { return 5 })
+	if got := strings.Join(pieces, ""); strings.Contains(render(got), secret) {
+		t.Errorf("a padded secret leaked through Lines: %q", got)
+	}
+}

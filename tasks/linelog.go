@@ -2,10 +2,12 @@ package tasks
 
 import (
 	"io"
+	"sync"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/airflow-sandbox/airflow-go-worker/redact"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 )
 
 // maxLogLine bounds one logged line: a command that prints megabytes without
@@ -22,18 +24,43 @@ type lineLogger struct {
 	// output tail from here rather than from the raw streams keeps a secret
 	// whole for the redactor even when the sandbox delivers it in several
 	// chunks with the other stream's output in between.
-	tail io.Writer
+	tail *outputTail
+	// stream names this logger's stream in the tail.
+	stream string
+}
+
+// outputTail is the tail of a command's stdout and stderr, interleaved as
+// their lines were logged. Text from one stream never runs on into the
+// other's on one line: half a secret printed to stdout and the rest to
+// stderr, each without a newline, would otherwise read as the whole secret.
+type outputTail struct {
+	mu     sync.Mutex
+	buf    *sandbox.TailBuffer
+	last   string // the stream whose text ends the tail
+	inLine bool   // and that text did not end its line
+}
+
+func newOutputTail(n int) *outputTail { return &outputTail{buf: sandbox.NewTailBuffer(n)} }
+
+func (t *outputTail) add(stream, text string, newline bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.inLine && t.last != stream {
+		io.WriteString(t.buf, "\n")
+	}
+	if newline {
+		text += "\n"
+	}
+	io.WriteString(t.buf, text)
+	t.last, t.inLine = stream, !newline
 }
 
 func newLineLogger(log hclog.Logger, stream string, red *redact.Set) *lineLogger {
-	l := &lineLogger{}
+	l := &lineLogger{stream: stream}
 	l.lines = redact.NewLines(red, maxLogLine, func(text string, newline bool) {
 		log.Info(text, "stream", stream)
 		if l.tail != nil {
-			if newline {
-				text += "\n"
-			}
-			io.WriteString(l.tail, text)
+			l.tail.add(stream, text, newline)
 		}
 	})
 	return l

@@ -111,21 +111,24 @@ func RunCommands(ctx context.Context, d Deps, in RunInput) (RunResult, error) {
 func runOne(ctx context.Context, d Deps, sb *sandbox.Sandbox, cmd string, opt sandbox.ExecOptions, red *redact.Set) (RunResult, error) {
 	log := d.logger()
 	log.Info("running", "sandbox", sb.ID(), "command", cmd)
-	tail := sandbox.NewTailBuffer(DefaultOutputTail)
+	tail := newOutputTail(DefaultOutputTail)
 	stdout, stderr := newLineLogger(log, "stdout", red), newLineLogger(log, "stderr", red)
 	stdout.tail, stderr.tail = tail, tail
 	opt.Stdout, opt.Stderr = stdout, stderr
 	r, err := sb.Exec(ctx, cmd, opt)
 	stdout.Flush()
 	stderr.Flush()
-	out := tail.String()
-	if tail.Truncated() {
+	out := tail.buf.String()
+	if tail.buf.Truncated() {
 		// The tail holds redacted lines, but its cut may fall inside one (or
 		// inside a ***): start at the next whole line.
 		if i := strings.IndexByte(out, '\n'); i >= 0 {
 			out = out[i+1:]
 		}
 	}
+	// Masked line by line already; once more whole, so nothing the cut or
+	// the interleaving of the two streams joined shows a secret.
+	out = red.String(out)
 	res := RunResult{ExitCode: r.ExitCode, OutputTail: out, TimedOut: r.TimedOut}
 	if err != nil {
 		return res, fmt.Errorf("running %q in %s: %w", cmd, sb, err)

@@ -122,3 +122,42 @@ func TestRunMasksEachLineOfAMultiLineSecret(t *testing.T) {
 		t.Fatalf("want every line masked, tail %q", res.OutputTail)
 	}
 }
+
+// rendered is what a terminal or the Airflow UI shows of output: no escape
+// sequences, control characters or zero-width characters.
+var rendered = strings.NewReplacer("\x1b[0m", "", "\r", "", "\x00", "", "\t", "", "\u200b", "")
+
+// Issue 19, hole 4: a secret printed with one invisible byte inside it,
+// or half to stdout and half to stderr, showed whole in the task log and
+// in the output_tail XCom once rendered.
+func TestRunMasksSecretsAsRendered(t *testing.T) {
+	e := newEnv(t)
+	const secret = "tok-5f3a9c1e7b"
+	e.af.vars["api_token"] = secret
+	id, err := Provision(context.Background(), e.deps, decodeInput[ProvisionInput](t, `{"env_from": {"TOKEN": {"variable": "api_token"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	later := laterEnv(t, e)
+	// The two halves, then each trick between them; last, the halves on
+	// stdout and stderr with no newline in between.
+	cmd := `a=${TOKEN%????????}; b=${TOKEN#??????}
+for sep in '\r' '\033[0m' '\000' '\t' '\342\200\213'; do printf "x %s$sep%s y\n" "$a" "$b"; done
+printf '%s' "$a"; printf '%s' "$b" >&2`
+	res, err := RunCommands(context.Background(), later.deps, RunInput{Sandbox: SandboxRef{ID: id}, Command: Commands{cmd}})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("%v, exit %d, tail %q", err, res.ExitCode, res.OutputTail)
+	}
+	log := later.log.String()
+	if strings.Count(log, "x *** y") < 5 {
+		t.Fatalf("the printed lines are not in the log as masked, so the check below proves nothing:\n%s", log)
+	}
+	for name, text := range map[string]string{"the task log": log, "output_tail": res.OutputTail} {
+		if strings.Contains(rendered.Replace(text), secret) {
+			t.Errorf("%s shows the secret once rendered:\n%q", name, text)
+		}
+	}
+	if !strings.Contains(res.OutputTail, "tok-5f\n3a9c1e7b") && !strings.Contains(res.OutputTail, "3a9c1e7b\ntok-5f") {
+		t.Errorf("the halves on stdout and stderr should end up on lines of their own in output_tail: %q", res.OutputTail)
+	}
+}

@@ -318,6 +318,17 @@ func TestSecretsRedactedFromShownLogsAndOutput(t *testing.T) {
 	if !strings.Contains(out, "about to print ***") || !strings.Contains(out, "stdout has *** too") {
 		t.Fatalf("expected redacted lines:\n%s", out)
 	}
+	// As rendered too (issue 19, hole 4): what was printed with a byte
+	// inside it that no terminal shows.
+	shown := strings.NewReplacer("\x1b[0m", "", "\x00", "", "\r", "").Replace(out + fmt.Sprint(res.LogLines, res.Output))
+	if strings.Contains(shown, "s3cr3t-value") {
+		t.Fatalf("the secret shows once rendered:\n%q", out)
+	}
+	for _, want := range []string{"reset inside ***", "NUL inside ***", "CR inside ***"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("want %q in what the supervisor shows:\n%s", want, out)
+		}
+	}
 }
 
 func TestXComRoundTripAndBindingAcrossTasks(t *testing.T) {

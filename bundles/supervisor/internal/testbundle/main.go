@@ -86,6 +86,11 @@ func main() {
 		}
 		log.Info("about to print s3cr3t-value")
 		fmt.Println("stdout has s3cr3t-value too")
+		// Issue 19, hole 4: invisible bytes inside it, which a terminal
+		// or the Airflow UI do not show.
+		log.Info("reset inside s3cr\x1b[0m3t-value")
+		fmt.Println("NUL inside s3cr\x003t-value")
+		fmt.Fprintln(os.Stderr, "CR inside s3cr\r3t-value")
 		return nil
 	})
 	b.Register("e2e", "leak_multiline", func(ctx context.Context, c bundles.Client, log hclog.Logger) error {
