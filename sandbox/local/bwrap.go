@@ -411,10 +411,11 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 		envW.Close()
 	}(envData)
 	prog := d.bwrap
-	if m.Spec.MemoryMiB > 0 {
-		// prlimit execs bwrap, so the limit is inherited by every process
-		// of the command (RLIMIT_AS is per process).
-		limit := strconv.FormatInt(int64(m.Spec.MemoryMiB)<<20, 10)
+	lim := d.limitsOf(m)
+	if d.memCgroup.memory == "" {
+		// No memory cgroup: prlimit execs bwrap, so the limit is inherited
+		// by every process of the command (RLIMIT_AS is per process).
+		limit := strconv.FormatInt(int64(lim.MemoryMiB)<<20, 10)
 		args = append([]string{"--as=" + limit + ":" + limit, "--", d.bwrap}, args...)
 		prog = d.prlimit
 	}
@@ -505,10 +506,10 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 
 	var limitErr error
 	pid, started := <-pidc
-	if started && d.maxProcs > 0 {
+	if started {
 		var release func()
-		if release, limitErr = d.procs.apply(pid, d.maxProcs); limitErr != nil {
-			st.kill() // never run the command without its limit
+		if release, limitErr = d.applyLimits(pid, lim); limitErr != nil {
+			st.kill() // never run the command without its limits
 		} else {
 			// Removing a cgroup takes milliseconds: off the command's path,
 			// finished by Close.
@@ -533,10 +534,13 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 	}
 	blockW.Write([]byte{1}) // fails only if bwrap died; Wait reports that
 	blockW.Close()
+	disk := watchDisk(dir, int64(lim.DiskMiB)<<20, st.kill)
 
 	waitErr := cmd.Wait()
 	timer.Stop()
 	res.Duration = time.Since(start)
+	diskOver := disk.end()
+	d.forgetUsage(id)
 	status := <-statusc
 	d.mu.Lock()
 	lost := st.lost
@@ -545,6 +549,8 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 	switch {
 	case limitErr != nil:
 		return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: limitErr}
+	case diskOver > 0:
+		return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: errDiskFull(diskOver, lim, "the command was stopped")}
 	case lost:
 		res.SandboxLost = true
 		return res, nil

@@ -10,15 +10,22 @@
 //     worker's loopback and link-local addresses (the cloud metadata
 //     service's among them) cannot be reached (network.go); host/CIDR
 //     allowlists are refused, since nothing here filters traffic;
-//   - memory: an address-space rlimit (RLIMIT_AS) on every process of a
-//     command, through prlimit(1); programs that reserve far more virtual
-//     memory than they use (the JVM, Go, some allocators) need headroom;
+//   - memory: memory_mib, else Options.DefaultMemoryMiB (DefaultMemoryMiB),
+//     as a memory cgroup per command (memory and swap, all its processes
+//     together) where the worker's cgroup lets it make one; elsewhere an
+//     address-space rlimit (RLIMIT_AS) on every process of a command,
+//     through prlimit(1), which programs that reserve far more virtual
+//     memory than they use (the JVM, Go, some allocators) need headroom
+//     under (limits.go);
 //   - cpu: refused; the local backend cannot limit cpu;
 //   - processes: each command's sandbox may run Options.MaxProcesses
 //     processes and threads (DefaultMaxProcesses); see pids.go for how, and
 //     Create refuses when this host offers no way;
-//   - disk: not limited; the workdir and /tmp are directories under Root,
-//     so put Root on a filesystem of its own to bound them;
+//   - disk: the workdir and /tmp together hold at most Options.DiskMiB
+//     (DefaultDiskMiB): no file may grow past it (RLIMIT_FSIZE), a command
+//     does not start when they are over it and is killed when they pass it
+//     while it runs (checked every second or so), and WriteFile refuses
+//     what would pass it (limits.go);
 //   - image: "" runs on the host's userland; an absolute path to an unpacked
 //     root filesystem runs on that instead, if it lies under one of
 //     Options.ImageRoots (none by default) and neither it nor its top-level
@@ -45,6 +52,7 @@
 package local
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -83,6 +91,14 @@ type Options struct {
 	// Slirp4netns gives open-network sandboxes their network. Default:
 	// "slirp4netns" on PATH; when missing, open-network specs are refused.
 	Slirp4netns string
+	// DefaultMemoryMiB is the memory limit of a sandbox whose spec sets no
+	// memory_mib: DefaultMemoryMiB when 0. The bundle config raises it
+	// (backends.local.default_memory_mib).
+	DefaultMemoryMiB int
+	// DiskMiB bounds what a sandbox's workdir and /tmp hold together:
+	// DefaultDiskMiB when 0. The bundle config raises it
+	// (backends.local.disk_mib).
+	DiskMiB int
 	// ShareWorkerNetwork gives open-network sandboxes the worker's own
 	// network namespace instead, its loopback services and the cloud
 	// metadata address included: the hole issue 19 closed. Only for test
@@ -136,6 +152,14 @@ type Driver struct {
 	maxProcs      int         // 0 = no process limit
 	procs         procLimiter // nil: this host cannot enforce maxProcs
 	procsErr      error       // why procs is nil
+	// memCgroup limits memory with a cgroup per command (memory set);
+	// otherwise prlimit's RLIMIT_AS does, per process.
+	memCgroup cgroupLimiter
+	memErr    error // why there is no memory cgroup
+	// defaultMemMiB and diskMiB are the limits new sandboxes get.
+	defaultMemMiB, diskMiB int
+	usageMu                sync.Mutex
+	usageOf                map[string]usageEntry // by sandbox id (limits.go)
 	// disableUserns: bwrap is new enough (0.8+) for --disable-userns.
 	disableUserns bool
 	seccomp       []byte // compiled filter for --seccomp; nil = none
@@ -249,11 +273,24 @@ func New(opts Options) (*Driver, error) {
 		d.maxProcs = 0
 		log.Warn("local sandboxes run without a process limit (MaxProcesses < 0): a fork bomb can exhaust the host's pids")
 	}
+	if d.defaultMemMiB, d.diskMiB = opts.DefaultMemoryMiB, opts.DiskMiB; d.defaultMemMiB <= 0 {
+		d.defaultMemMiB = DefaultMemoryMiB
+	}
+	if d.diskMiB <= 0 {
+		d.diskMiB = DefaultDiskMiB
+	}
+	if parent, version, err := ownCgroupFor("memory"); err == nil {
+		d.memCgroup = cgroupLimiter{version: version, memory: parent}
+		removeStaleCgroups(parent, time.Now())
+	} else {
+		d.memErr = err
+		log.Debug("no memory cgroup: memory limits are per process (RLIMIT_AS)", "reason", err)
+	}
 	if d.maxProcs > 0 {
 		d.procs, d.procsErr = procLimiterFor()
 		switch l := d.procs.(type) {
 		case cgroupProcs:
-			removeStaleCgroups(l.parent, time.Now())
+			removeStaleCgroups(l.cg.pids, time.Now())
 		case rlimitProcs:
 			if !kernelAtLeast(5, 14) {
 				log.Warn("this kernel (before 5.14) counts RLIMIT_NPROC across all of the worker user's processes, not per sandbox: commands may fail to fork when the user runs many processes", "max_processes", d.maxProcs)
@@ -428,6 +465,8 @@ func (d *Driver) Create(ctx context.Context, name string, spec sandbox.Spec) (sa
 	m := &meta{
 		Name: name, Spec: spec, Rootfs: rootfs, Tags: cloneTags(spec.Tags), Host: d.host,
 		CreatedAt: now.UTC(), ExpiresAt: now.Add(spec.Timeout).UTC(),
+		// Fixed at creation, by whoever configured the creating task.
+		Limits: &limits{MemoryMiB: cmp.Or(spec.MemoryMiB, d.defaultMemMiB), DiskMiB: d.diskMiB},
 	}
 	if m.Tags == nil {
 		m.Tags = map[string]string{}
@@ -478,8 +517,8 @@ func (d *Driver) checkSpec(spec sandbox.Spec) (string, error) {
 	if d.maxProcs > 0 && d.procs == nil {
 		errs = append(errs, d.noProcLimit().Error())
 	}
-	if spec.MemoryMiB > 0 && d.prlimit == "" {
-		errs = append(errs, "memory_mib: prlimit(1) is not installed, so the local backend cannot enforce a memory limit; install util-linux or leave memory_mib unset")
+	if d.memCgroup.memory == "" && d.prlimit == "" {
+		errs = append(errs, fmt.Sprintf("memory: every local sandbox has a memory limit (memory_mib, else %d MiB), and this worker can enforce none: it may not make memory cgroups (%v) and prlimit(1) is not installed; install util-linux", d.defaultMemMiB, d.memErr))
 	}
 	wd := spec.Workdir
 	if wd == "/" || wd == "/tmp" {

@@ -167,12 +167,21 @@ func (d *Driver) WriteFile(ctx context.Context, id, p string, r io.Reader, mode 
 	if st, err := root.Lstat(a.rel); err == nil && st.IsDir() {
 		return &sandbox.Error{Op: "write", Sandbox: id, Path: p, Kind: sandbox.ErrIsDir, Err: errors.New("is a directory; write to a file path inside it")}
 	}
+	room, err := d.diskRoom(id, dir, d.limitsOf(m))
+	if err != nil {
+		return &sandbox.Error{Op: "write", Sandbox: id, Path: p, Err: err}
+	}
 	tmp := filepath.Join(parent, "."+filepath.Base(a.rel)+".tmp-"+sandbox.RandomHex(6))
 	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode.Perm())
 	if err != nil {
 		return fileErr("write", id, p, err)
 	}
-	err = copyChunked(ctx, f, r)
+	err = copyChunked(ctx, f, r, room)
+	if errors.Is(err, errFileTooBig) {
+		f.Close()
+		root.Remove(tmp)
+		return &sandbox.Error{Op: "write", Sandbox: id, Path: p, Err: fmt.Errorf("the file does not fit: the sandbox had room for %d MiB of its %d MiB disk limit; raise the limit in the bundle config (the local backend's disk_mib option)", room>>20, d.limitsOf(m).DiskMiB)}
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -186,20 +195,30 @@ func (d *Driver) WriteFile(ctx context.Context, id, p string, r io.Reader, mode 
 		root.Remove(tmp)
 		return fileErr("write", id, p, err)
 	}
+	if st, err := root.Stat(a.rel); err == nil {
+		d.wrote(id, st.Size())
+	}
 	return nil
 }
 
-// copyChunked copies r into f in large chunks, checking ctx between them.
-// Each chunk is a plain io.Copy into the file, so a host file source goes
-// through copy_file_range.
-func copyChunked(ctx context.Context, f *os.File, r io.Reader) error {
+// copyChunked copies r into f in large chunks, checking ctx between them,
+// and fails with errFileTooBig past room bytes. Each chunk is a plain
+// io.Copy into the file, so a host file source goes through
+// copy_file_range.
+func copyChunked(ctx context.Context, f *os.File, r io.Reader, room int64) error {
 	const chunk = 8 << 20
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		n, err := io.Copy(f, &io.LimitedReader{R: r, N: chunk})
-		if err != nil || n < chunk {
+		// One byte past the room tells a file that fits exactly from one
+		// that does not.
+		want := min(chunk, room+1)
+		n, err := io.Copy(f, &io.LimitedReader{R: r, N: want})
+		if room -= n; room < 0 {
+			return errFileTooBig
+		}
+		if err != nil || n < want {
 			return err
 		}
 	}

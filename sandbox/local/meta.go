@@ -36,6 +36,15 @@ type meta struct {
 	Host      string    `json:"host,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	ExpiresAt time.Time `json:"expires_at"`
+	// Limits are the memory and disk limits set at creation; nil for a
+	// sandbox made before there were any (the driver's defaults apply).
+	Limits *limits `json:"limits,omitempty"`
+}
+
+// limits a sandbox runs under.
+type limits struct {
+	MemoryMiB int `json:"memory_mib"`
+	DiskMiB   int `json:"disk_mib"`
 }
 
 func (m *meta) info() sandbox.Info {

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -76,29 +77,93 @@ const cgroupPrefix = "airflow-go-worker-"
 
 func ownCgroupPrefix() string { return cgroupPrefix + strconv.Itoa(os.Getpid()) + "-" }
 
-// cgroupProcs makes a pids cgroup per command below parent.
-type cgroupProcs struct {
-	parent  string
+// cgroupLimiter puts each command in a cgroup of its own below the
+// worker's, with the limits this worker can set there: the process limit
+// (pids, for a root worker) and the memory limit (memory, for any worker
+// whose cgroup offers the controller). In cgroup v2 both live in one
+// directory, as a process is in one cgroup only; in v1 each controller has
+// its hierarchy.
+type cgroupLimiter struct {
 	version string // "v1" or "v2", for messages
+	pids    string // parent of the per-command pids cgroups; "" = not set here
+	memory  string // parent of the per-command memory cgroups; "" = not set here
 }
 
-func (c cgroupProcs) String() string { return "a pids cgroup (" + c.version + ") under " + c.parent }
+func (c cgroupLimiter) String() string {
+	var parts []string
+	if c.pids != "" {
+		parts = append(parts, "pids under "+c.pids)
+	}
+	if c.memory != "" {
+		parts = append(parts, "memory under "+c.memory)
+	}
+	return "cgroups (" + c.version + "): " + strings.Join(parts, ", ")
+}
 
-func (c cgroupProcs) apply(pid, max int) (func(), error) {
-	dir, err := os.MkdirTemp(c.parent, ownCgroupPrefix())
-	if err != nil {
-		return nil, fmt.Errorf("cannot create a pids cgroup under %s to limit the sandbox's processes: %v", c.parent, err)
+// apply caps the command whose bubblewrap init is host process pid:
+// maxProcs processes (0: none set here) and memBytes of memory, swap
+// included (0: none set here). release removes the cgroups once the
+// command has ended.
+func (c cgroupLimiter) apply(pid, maxProcs int, memBytes int64) (func(), error) {
+	type limit struct{ file, value string }
+	byParent := map[string][]limit{}
+	var parents []string
+	add := func(parent string, ls ...limit) {
+		if _, seen := byParent[parent]; !seen {
+			parents = append(parents, parent)
+		}
+		byParent[parent] = append(byParent[parent], ls...)
 	}
-	err = os.WriteFile(filepath.Join(dir, "pids.max"), []byte(strconv.Itoa(max)), 0)
-	if err == nil {
-		err = os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0)
+	if maxProcs > 0 && c.pids != "" {
+		add(c.pids, limit{"pids.max", strconv.Itoa(maxProcs)})
 	}
-	release := func() { removeCgroup(dir) }
-	if err != nil {
-		release()
-		return nil, fmt.Errorf("cannot put the sandbox in pids cgroup %s: %v", dir, err)
+	if memBytes > 0 && c.memory != "" {
+		mem := strconv.FormatInt(memBytes, 10)
+		if c.version == "v2" {
+			add(c.memory, limit{"memory.max", mem}, limit{"memory.swap.max?", "0"})
+		} else {
+			// memsw (memory and swap) can only be set once the memory
+			// limit is, and exists only where swap accounting is on.
+			add(c.memory, limit{"memory.limit_in_bytes", mem}, limit{"memory.memsw.limit_in_bytes?", mem})
+		}
+	}
+	var dirs []string
+	release := func() {
+		for _, dir := range dirs {
+			removeCgroup(dir)
+		}
+	}
+	for _, parent := range parents {
+		dir, err := os.MkdirTemp(parent, ownCgroupPrefix())
+		if err != nil {
+			release()
+			return nil, fmt.Errorf("cannot create a cgroup under %s to limit the sandbox: %v", parent, err)
+		}
+		dirs = append(dirs, dir)
+		for _, l := range byParent[parent] {
+			name, optional := strings.CutSuffix(l.file, "?")
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(l.value), 0); err != nil && !(optional && errors.Is(err, fs.ErrNotExist)) {
+				release()
+				return nil, fmt.Errorf("cannot set %s of cgroup %s: %v", name, dir, err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
+			release()
+			return nil, fmt.Errorf("cannot put the sandbox in cgroup %s: %v", dir, err)
+		}
 	}
 	return release, nil
+}
+
+// cgroupProcs caps processes with the pids controller of a cgroupLimiter.
+type cgroupProcs struct{ cg cgroupLimiter }
+
+func (c cgroupProcs) String() string { return "a pids cgroup (" + c.cg.version + ") under " + c.cg.pids }
+
+func (c cgroupProcs) apply(pid, max int) (func(), error) {
+	pidsOnly := c.cg
+	pidsOnly.memory = ""
+	return pidsOnly.apply(pid, max, 0)
 }
 
 // removeCgroup removes a command's cgroup. When bwrap has exited, its pid
@@ -135,20 +200,30 @@ func procLimiterFor() (procLimiter, error) {
 	if os.Getuid() != 0 && os.Geteuid() != 0 {
 		return rlimitProcs{}, nil
 	}
+	parent, version, err := ownCgroupFor("pids")
+	if err != nil {
+		return nil, err
+	}
+	return cgroupProcs{cgroupLimiter{version: version, pids: parent}}, nil
+}
+
+// ownCgroupFor finds, below this process's own cgroup, where per-command
+// cgroups of controller may be made.
+func ownCgroupFor(controller string) (parent, version string, err error) {
 	self, err1 := os.ReadFile("/proc/self/cgroup")
 	mounts, err2 := os.ReadFile("/proc/self/mountinfo")
 	if err := errors.Join(err1, err2); err != nil {
-		return nil, err
+		return "", "", err
 	}
-	return findPidsCgroup(self, mounts, func(dir string) error { return unix.Access(dir, unix.W_OK) })
+	return findCgroup(controller, self, mounts, func(dir string) error { return unix.Access(dir, unix.W_OK) })
 }
 
-// findPidsCgroup finds a writable directory under which per-command pids
-// cgroups nest below the worker's own cgroup, from /proc/self/cgroup and
-// /proc/self/mountinfo. cgroup v2 needs pids in the worker's
+// findCgroup finds a writable directory under which per-command cgroups of
+// controller nest below the worker's own cgroup, from /proc/self/cgroup and
+// /proc/self/mountinfo. cgroup v2 needs the controller in the worker's
 // cgroup.subtree_control (nothing here writes it: that is the host's
-// configuration); cgroup v1 needs the pids hierarchy mounted writable.
-func findPidsCgroup(self, mountinfo []byte, writable func(string) error) (cgroupProcs, error) {
+// configuration); cgroup v1 needs its hierarchy mounted writable.
+func findCgroup(controller string, self, mountinfo []byte, writable func(string) error) (parent, version string, err error) {
 	var v1Path, v2Path string
 	hasV2 := false
 	for _, line := range strings.Split(strings.TrimSpace(string(self)), "\n") {
@@ -159,7 +234,7 @@ func findPidsCgroup(self, mountinfo []byte, writable func(string) error) (cgroup
 		switch {
 		case f[0] == "0" && f[1] == "":
 			v2Path, hasV2 = f[2], true
-		case slices.Contains(strings.Split(f[1], ","), "pids"):
+		case slices.Contains(strings.Split(f[1], ","), controller):
 			v1Path = f[2]
 		}
 	}
@@ -179,16 +254,16 @@ func findPidsCgroup(self, mountinfo []byte, writable func(string) error) (cgroup
 				continue
 			}
 			ctl, err := os.ReadFile(filepath.Join(dir, "cgroup.subtree_control"))
-			if err != nil || !slices.Contains(strings.Fields(string(ctl)), "pids") {
-				why = append(why, fmt.Sprintf("cgroup v2: %s does not offer the pids controller to its children (cgroup.subtree_control)", dir))
+			if err != nil || !slices.Contains(strings.Fields(string(ctl)), controller) {
+				why = append(why, fmt.Sprintf("cgroup v2: %s does not offer the %s controller to its children (cgroup.subtree_control)", dir, controller))
 				continue
 			}
 			if err := writable(dir); err != nil {
 				why = append(why, fmt.Sprintf("cgroup v2: %s is not writable (%v)", dir, err))
 				continue
 			}
-			return cgroupProcs{parent: dir, version: "v2"}, nil
-		case fstype == "cgroup" && v1Path != "" && slices.Contains(strings.Split(opts, ","), "pids"):
+			return dir, "v2", nil
+		case fstype == "cgroup" && v1Path != "" && slices.Contains(strings.Split(opts, ","), controller):
 			dir, ok := cgroupDir(mnt, root, v1Path)
 			if !ok {
 				continue
@@ -197,13 +272,13 @@ func findPidsCgroup(self, mountinfo []byte, writable func(string) error) (cgroup
 				why = append(why, fmt.Sprintf("cgroup v1: %s is not writable (%v)", dir, err))
 				continue
 			}
-			return cgroupProcs{parent: dir, version: "v1"}, nil
+			return dir, "v1", nil
 		}
 	}
 	if len(why) == 0 {
-		why = append(why, "no pids cgroup is mounted")
+		why = append(why, "no "+controller+" cgroup is mounted")
 	}
-	return cgroupProcs{}, errors.New(strings.Join(why, "; "))
+	return "", "", errors.New(strings.Join(why, "; "))
 }
 
 // cgroupDir is where cgroup path p (as /proc/self/cgroup gives it) lies

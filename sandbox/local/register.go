@@ -32,12 +32,22 @@ type BundleOptions struct {
 	IgnoreImage bool `json:"ignore_image,omitempty"`
 	// IgnoreCPU accepts cpu without limiting it (Options.IgnoreCPU).
 	IgnoreCPU bool `json:"ignore_cpu,omitempty"`
+	// DefaultMemoryMiB is the memory limit of a sandbox whose spec sets no
+	// memory_mib (Options.DefaultMemoryMiB; DefaultMemoryMiB when unset).
+	DefaultMemoryMiB int `json:"default_memory_mib,omitempty"`
+	// DiskMiB bounds what a sandbox's workdir and /tmp hold
+	// (Options.DiskMiB; DefaultDiskMiB when unset).
+	DiskMiB int `json:"disk_mib,omitempty"`
 }
 
 func configure(raw json.RawMessage) (registry.Config, error) {
 	var o BundleOptions
 	if err := registry.DecodeOptions(raw, &o); err != nil {
 		return nil, err
+	}
+	const most = 1 << 30 // 1 PiB
+	if o.DefaultMemoryMiB < 0 || o.DiskMiB < 0 || o.DefaultMemoryMiB > most || o.DiskMiB > most {
+		return nil, fmt.Errorf("default_memory_mib and disk_mib are sizes in MiB: give a positive number up to %d (or leave them out for %d and %d MiB), not %d and %d", most, DefaultMemoryMiB, DefaultDiskMiB, o.DefaultMemoryMiB, o.DiskMiB)
 	}
 	return o, nil
 }
@@ -53,7 +63,8 @@ func (o BundleOptions) Open(_ context.Context, _ *connections.Connection, log hc
 		return nil, err
 	}
 	return New(Options{IgnoreImage: o.IgnoreImage, IgnoreCPU: o.IgnoreCPU, Logger: log,
-		ImageRoots: splitRoots(os.Getenv(ImageRootsEnv)), MaxProcesses: maxProcs, Host: os.Getenv(HostnameEnv)})
+		ImageRoots: splitRoots(os.Getenv(ImageRootsEnv)), MaxProcesses: maxProcs, Host: os.Getenv(HostnameEnv),
+		DefaultMemoryMiB: o.DefaultMemoryMiB, DiskMiB: o.DiskMiB})
 }
 
 // HostnameEnv names this worker host in local sandbox ids (default: the
