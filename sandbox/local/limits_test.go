@@ -295,7 +295,9 @@ func TestDefaultMemoryLimit(t *testing.T) {
 	}
 	t.Cleanup(func() { d.Close() })
 	sb := create(t, d, sandbox.Spec{})
-	touch := func(mib int) string { return fmt.Sprintf("python3 -c 'b = b\"a\" * (%d << 20); print(len(b) >> 20)'", mib) }
+	touch := func(mib int) string {
+		return fmt.Sprintf("python3 -c 'b = b\"a\" * (%d << 20); print(len(b) >> 20)'", mib)
+	}
 	if res, out, errs := run(t, sb, touch(32), time.Minute); res.ExitCode != 0 || strings.TrimSpace(out) != "32" {
 		t.Fatalf("32 MiB under a 128 MiB default: exit %d, %q %q", res.ExitCode, out, errs)
 	}

@@ -158,7 +158,9 @@ func (c cgroupLimiter) apply(pid, maxProcs int, memBytes int64) (func(), error) 
 // cgroupProcs caps processes with the pids controller of a cgroupLimiter.
 type cgroupProcs struct{ cg cgroupLimiter }
 
-func (c cgroupProcs) String() string { return "a pids cgroup (" + c.cg.version + ") under " + c.cg.pids }
+func (c cgroupProcs) String() string {
+	return "a pids cgroup (" + c.cg.version + ") under " + c.cg.pids
+}
 
 func (c cgroupProcs) apply(pid, max int) (func(), error) {
 	pidsOnly := c.cg
