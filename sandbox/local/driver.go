@@ -211,20 +211,12 @@ func New(opts Options) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local sandbox backend needs bubblewrap, but %q was not found (%v); install it (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap) or set the bwrap path", bw, err)
 	}
-	pl := opts.Prlimit
-	if pl == "" {
-		pl = "prlimit"
-	}
-	plPath, err := exec.LookPath(pl)
+	plPath, err := exec.LookPath(cmp.Or(opts.Prlimit, "prlimit"))
 	if err != nil {
-		log.Warn("prlimit not found: specs with a memory limit will be refused (install util-linux to enforce them)", "error", err)
+		log.Warn("prlimit not found: where no memory cgroup can be made, every spec will be refused (install util-linux)", "error", err)
 		plPath = ""
 	}
-	slirp := opts.Slirp4netns
-	if slirp == "" {
-		slirp = "slirp4netns"
-	}
-	slirpPath, slirpErr := exec.LookPath(slirp)
+	slirpPath, slirpErr := exec.LookPath(cmp.Or(opts.Slirp4netns, "slirp4netns"))
 	if slirpErr != nil {
 		log.Warn("slirp4netns not found: open-network specs will be refused (install slirp4netns to allow them)", "error", slirpErr)
 	}
