@@ -369,7 +369,7 @@ func TestDiskLimit(t *testing.T) {
 	ctx := t.Context()
 	// One file: RLIMIT_FSIZE stops it at the limit.
 	res, _, _ := run(t, sb, "head -c $((100 << 20)) /dev/zero > one.bin; echo $?", time.Minute)
-	if st, err := os.Stat(filepath.Join(d.Root(), sb.ID(), workDir, "one.bin")); err != nil || st.Size() > 64<<20 || st.Size() < 32<<20 {
+	if st, err := os.Stat(filepath.Join(d.Root(), nameOf(sb.ID()), workDir, "one.bin")); err != nil || st.Size() > 64<<20 || st.Size() < 32<<20 {
 		t.Fatalf("one file past the limit: exit %d, %v %v", res.ExitCode, st, err)
 	}
 	run(t, sb, "rm one.bin", time.Minute)
@@ -394,7 +394,7 @@ func TestDiskLimit(t *testing.T) {
 	if err := sb.WriteFile(ctx, "too-big.bin", strings.NewReader(strings.Repeat("x", 70<<20)), 0o644); err == nil || !strings.Contains(err.Error(), "does not fit") {
 		t.Fatalf("70 MiB into a 64 MiB sandbox: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(d.Root(), sb.ID(), workDir, "too-big.bin")); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(d.Root(), nameOf(sb.ID()), workDir, "too-big.bin")); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("the refused file was left behind: %v", err)
 	}
 }
