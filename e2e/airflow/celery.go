@@ -178,18 +178,22 @@ func (c *celeryRun) run(ctx context.Context) (err error) {
 	if err := packBundles(ctx, c.o, w); err != nil {
 		return err
 	}
+	// Each stop runs however far its start got.
+	defer c.stopServices()
 	if err := c.startServices(ctx); err != nil {
 		return err
 	}
-	defer c.stopServices()
-	if err := c.startAirflow(ctx); err != nil {
-		return err
+	err = c.startAirflow(ctx)
+	if c.af != nil {
+		defer c.af.stop()
 	}
-	defer c.af.stop()
-	if err := c.startWorkers(ctx); err != nil {
+	if err != nil {
 		return err
 	}
 	defer c.stopWorkers()
+	if err := c.startWorkers(ctx); err != nil {
+		return err
+	}
 
 	step("waiting for the Dags to be parsed")
 	for _, s := range []*scenario{c.conversion, c.pipeline, c.maintenance} {
@@ -294,7 +298,8 @@ func (c *celeryRun) stopServices() {
 }
 
 // celerySettings are what the Celery deployment changes in every
-// component's settings (docs/deploying.md, "The settings").
+// component's settings (docs/deploying.md, "CeleryExecutor, step by
+// step", 2).
 func (c *celeryRun) celerySettings() map[string]string {
 	return map[string]string{
 		"AIRFLOW__CORE__EXECUTOR":                                                "CeleryExecutor",
