@@ -16,6 +16,10 @@
 // It prints one line per Dag run, DAG_ID RUN_ID STATE, stops everything it
 // started, and exits 0 only if every run ended as its scenario expects
 // (success, but failed for the model-down run) and every check passed.
+//
+// With -executor celery (make airflow-e2e EXECUTOR=celery) it runs the
+// sandbox examples on CeleryExecutor instead, two workers as separate hosts,
+// then strikes three faults (celery.go, docs/deploying.md).
 package main
 
 import (
@@ -59,7 +63,7 @@ func main() {
 	flag.StringVar(&o.executor, "executor", "local", "local: LocalExecutor on SQLite; celery: CeleryExecutor on PostgreSQL and Redis, two workers as separate hosts, then faults (needs root)")
 	flag.IntVar(&o.celeryRuns, "celery-runs", 10, "EXECUTOR=celery: runs of each example in the clean batch")
 	flag.StringVar(&o.pgBin, "pg-bin", "", "EXECUTOR=celery: PostgreSQL's bin directory (default: the newest /usr/lib/postgresql/*/bin)")
-	flag.StringVar(&o.celeryNetns, "celery-netns", "", "internal: the network namespaces' prefix, for the Celery run's part inside them")
+	flag.StringVar(&o.celeryNetns, "celery-netns", "", "internal: the directory describing the network namespaces, for the Celery run's part inside them")
 	flag.Parse()
 	if o.executor != "local" && o.executor != "celery" {
 		fatal(fmt.Errorf("-executor %q: want local or celery", o.executor))
