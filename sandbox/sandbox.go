@@ -37,7 +37,7 @@ func Create(ctx context.Context, drv Driver, spec Spec) (*Sandbox, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	if err := driver.CheckSpec(drv.Backend(), drv.Capabilities(), spec); err != nil {
+	if err := driver.CheckSpec(drv.Backend(), drv.Capabilities(), spec, nil); err != nil {
 		return nil, err
 	}
 	name := NewName()

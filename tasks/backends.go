@@ -77,24 +77,6 @@ func CheckBackendOptions(r *registry.Registry, opts BackendOptions) (registry.Co
 	return cfg, err
 }
 
-// CheckSpec refuses a spec the chosen backend cannot honour, naming each
-// field, the backend, and the linked backends that could.
-func CheckSpec(r *registry.Registry, backend string, cfg registry.Config, spec sandbox.Spec) error {
-	refused := cfg.Capabilities().Refusals(spec)
-	if len(refused) == 0 {
-		return nil
-	}
-	parts := make([]string, len(refused))
-	for i, x := range refused {
-		parts[i] = x.Message(backend)
-		if able := r.Able(x.Field); len(able) > 0 {
-			parts[i] += ", which " + strings.Join(able, " and ") + " can"
-		}
-	}
-	return &sandbox.Error{Op: "sandbox spec", Kind: sandbox.ErrRefused,
-		Err: fmt.Errorf("%s; remove the setting or choose another backend", strings.Join(parts, "; "))}
-}
-
 // resolveDriverRequest parses the backend's options and reads its
 // connection. A missing default connection of a backend whose connection is
 // optional (Modal) means the backend's environment credentials; any other

@@ -14,6 +14,7 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/internal/final"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/registry"
 	"github.com/airflow-sandbox/airflow-go-worker/storage"
 )
@@ -162,7 +163,7 @@ func (in ProvisionInput) Check(r *registry.Registry) error {
 	if err != nil {
 		return err
 	}
-	return CheckSpec(r, in.BackendOptions.name(), cfg, in.shape().WithDefaults())
+	return driver.CheckSpec(in.BackendOptions.name(), cfg.Capabilities(), in.shape().WithDefaults(), r.Able)
 }
 
 // shape is the spec's resource and network part, before env and owner.

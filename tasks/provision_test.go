@@ -270,6 +270,11 @@ func TestProvisionRefusesWhatTheBackendCannotDo(t *testing.T) {
 	if _, err := Provision(context.Background(), e.deps, ProvisionInput{GPU: "A10G", BackendOptions: BackendOptions{Backend: "modal"}}); err != nil {
 		t.Fatalf("gpu on a backend with GPUs: %v", err)
 	}
+	// Network refusals name the backends that could too (Has covers them).
+	_, err = Provision(context.Background(), e.deps, ProvisionInput{Network: &Network{AllowHosts: []string{"pypi.org"}}})
+	if !errors.Is(err, sandbox.ErrRefused) || !strings.Contains(err.Error(), "network.allow_hosts: the local backend cannot provide host allowlists, which modal and opensandbox can") {
+		t.Fatalf("want a refusal naming allow_hosts, local and the able backends, got %v", err)
+	}
 }
 
 func TestProvisionSaysWhenTheCleanupDestroyFailed(t *testing.T) {

@@ -37,103 +37,167 @@ type Capabilities struct {
 	// Renew: a lifetime can be extended (the driver is a Renewer).
 	Renew bool
 
-	// Hints explain, by Refusal field, why the backend lacks a capability
-	// or how an option would give it ("set egress_enforcement: sni");
-	// refusals quote them.
-	Hints map[string]string
+	// Hints explain, by capability, why the backend lacks it or how an
+	// option would give it ("set egress_enforcement: sni"); refusals quote
+	// them.
+	Hints map[Capability]string
 }
 
-// Refusal is one spec field a backend cannot honour.
+// Capability is one thing a backend may offer. The table below is the one
+// place that says, for each, the spec field that asks for it and what a
+// refusal calls it; Has, Needs and the refusals all read it.
+type Capability uint8
+
+const (
+	CapCPU          Capability = iota + 1 // Spec.CPU: a cpu limit
+	CapMemory                             // Spec.MemoryMiB: a memory limit
+	CapGPU                                // Spec.GPU: attached GPUs
+	CapBlockNetwork                       // network.block: true with no allowlist (the default)
+	CapOpenNetwork                        // network.block: false
+	CapAllowHosts                         // a blocked network except for allow_hosts
+	CapAllowCIDRs                         // a blocked network except for allow_cidrs
+	CapTags                               // sandboxes carry tags (Tagger)
+	CapList                               // sandboxes can be listed (Lister)
+	CapLifetime                           // the backend ends a sandbox at its lifetime
+	CapRenew                              // a lifetime can be extended (Renewer)
+)
+
+var capabilityTable = [...]struct {
+	name  string // in Capabilities.String
+	field string // the spec field, as the bundle config names it ("" if none asks)
+	need  string // what a refusal says the backend cannot provide
+}{
+	CapCPU:          {"cpu", "cpu", "a cpu limit"},
+	CapMemory:       {"memory", "memory_mib", "a memory limit"},
+	CapGPU:          {"gpu", "gpu", "GPUs"},
+	CapBlockNetwork: {"block-network", "network.block", "a blocked network"},
+	CapOpenNetwork:  {"open-network", "network.block", "an open network (block: false)"},
+	CapAllowHosts:   {"allow-hosts", "network.allow_hosts", "host allowlists"},
+	CapAllowCIDRs:   {"allow-cidrs", "network.allow_cidrs", "CIDR allowlists"},
+	CapTags:         {"tags", "", "tags"},
+	CapList:         {"list", "", "listing"},
+	CapLifetime:     {"lifetime", "", "a server-side lifetime"},
+	CapRenew:        {"renew", "", "renewal"},
+}
+
+// String is the capability's short name ("open-network").
+func (c Capability) String() string { return capabilityTable[c].name }
+
+// Field is the spec field that asks for c, as the bundle config names it.
+func (c Capability) Field() string { return capabilityTable[c].field }
+
+// Has reports whether c offers cap.
+func (c Capabilities) Has(cap Capability) bool {
+	switch cap {
+	case CapCPU:
+		return c.CPU
+	case CapMemory:
+		return c.Memory
+	case CapGPU:
+		return c.GPU
+	case CapBlockNetwork:
+		return c.BlockNetwork
+	case CapOpenNetwork:
+		return c.OpenNetwork
+	case CapAllowHosts:
+		return c.AllowHosts
+	case CapAllowCIDRs:
+		return c.AllowCIDRs
+	case CapTags:
+		return c.Tags
+	case CapList:
+		return c.List
+	case CapLifetime:
+		return c.Lifetime
+	case CapRenew:
+		return c.Renew
+	}
+	return false
+}
+
+// Needs lists the capabilities spec asks of a backend, in field order.
+func Needs(spec Spec) []Capability {
+	var out []Capability
+	if spec.CPU > 0 {
+		out = append(out, CapCPU)
+	}
+	if spec.MemoryMiB > 0 {
+		out = append(out, CapMemory)
+	}
+	if spec.GPU != "" {
+		out = append(out, CapGPU)
+	}
+	net := spec.NetworkPolicy()
+	switch {
+	case !net.Block:
+		out = append(out, CapOpenNetwork)
+	case len(net.AllowHosts) == 0 && len(net.AllowCIDRs) == 0:
+		out = append(out, CapBlockNetwork)
+	}
+	if net.Block && len(net.AllowHosts) > 0 {
+		out = append(out, CapAllowHosts)
+	}
+	if net.Block && len(net.AllowCIDRs) > 0 {
+		out = append(out, CapAllowCIDRs)
+	}
+	return out
+}
+
+// Refusal is one capability a spec needs that a backend lacks.
 type Refusal struct {
-	Field string // as the bundle config names it: "gpu", "network.allow_cidrs", ...
-	Need  string // the capability it needs, for messages: "GPUs"
-	Hint  string // the backend's explanation, if it gave one
+	Cap  Capability
+	Hint string // the backend's explanation, if it gave one
 }
 
 // Message is "<field>: the <backend> backend cannot provide <need> (<hint>)".
 func (r Refusal) Message(backend string) string {
-	msg := fmt.Sprintf("%s: the %s backend cannot provide %s", r.Field, backend, r.Need)
+	msg := fmt.Sprintf("%s: the %s backend cannot provide %s", r.Cap.Field(), backend, capabilityTable[r.Cap].need)
 	if r.Hint != "" {
 		msg += " (" + r.Hint + ")"
 	}
 	return msg
 }
 
-// Refusals lists what spec asks for that c does not cover, in field order.
+// Refusals lists what spec needs that c does not cover, in field order.
 func (c Capabilities) Refusals(spec Spec) []Refusal {
 	var out []Refusal
-	add := func(ok bool, field, need string) {
-		if !ok {
-			out = append(out, Refusal{Field: field, Need: need, Hint: c.Hints[field]})
+	for _, need := range Needs(spec) {
+		if !c.Has(need) {
+			out = append(out, Refusal{Cap: need, Hint: c.Hints[need]})
 		}
-	}
-	if spec.CPU > 0 {
-		add(c.CPU, "cpu", "a cpu limit")
-	}
-	if spec.MemoryMiB > 0 {
-		add(c.Memory, "memory_mib", "a memory limit")
-	}
-	if spec.GPU != "" {
-		add(c.GPU, "gpu", "GPUs")
-	}
-	net := spec.NetworkPolicy()
-	switch {
-	case !net.Block:
-		add(c.OpenNetwork, "network.block", "an open network (block: false)")
-	case len(net.AllowHosts) == 0 && len(net.AllowCIDRs) == 0:
-		add(c.BlockNetwork, "network.block", "a blocked network")
-	}
-	if net.Block && len(net.AllowHosts) > 0 {
-		add(c.AllowHosts, "network.allow_hosts", "host allowlists")
-	}
-	if net.Block && len(net.AllowCIDRs) > 0 {
-		add(c.AllowCIDRs, "network.allow_cidrs", "CIDR allowlists")
 	}
 	return out
 }
 
-// Has reports whether c offers the capability a Refusal.Field needs; it
-// lets callers list the backends that could take a refused spec.
-func (c Capabilities) Has(field string) bool {
-	switch field {
-	case "cpu":
-		return c.CPU
-	case "memory_mib":
-		return c.Memory
-	case "gpu":
-		return c.GPU
-	case "network.allow_hosts":
-		return c.AllowHosts
-	case "network.allow_cidrs":
-		return c.AllowCIDRs
-	}
-	return false
-}
-
-// CheckSpec refuses (ErrRefused, terminal) a spec that asks backend for
-// something outside caps, naming every such field and the backend.
-func CheckSpec(backend string, caps Capabilities, spec Spec) error {
-	r := caps.Refusals(spec)
-	if len(r) == 0 {
+// CheckSpec is the one refusal of a spec: ErrRefused (final) naming every
+// field spec needs that caps lack and the backend, with the backend's
+// hints; able, when not nil, names the backends that could (the
+// registry's Able), so the message says where to go.
+func CheckSpec(backend string, caps Capabilities, spec Spec, able func(Capability) []string) error {
+	refused := caps.Refusals(spec)
+	if len(refused) == 0 {
 		return nil
 	}
-	parts := make([]string, len(r))
-	for i, x := range r {
-		parts[i] = x.Message(backend)
+	parts := make([]string, len(refused))
+	for i, r := range refused {
+		parts[i] = r.Message(backend)
+		if able == nil {
+			continue
+		}
+		if others := able(r.Cap); len(others) > 0 {
+			parts[i] += ", which " + strings.Join(others, " and ") + " can"
+		}
 	}
-	return Refused("%s; remove the setting or choose a backend that can", strings.Join(parts, "; "))
+	return &Error{Op: "sandbox spec", Kind: ErrRefused,
+		Err: fmt.Errorf("%s; remove the setting or choose another backend", strings.Join(parts, "; "))}
 }
 
 // String lists the capabilities that are set, for logs and docs.
 func (c Capabilities) String() string {
 	var on []string
-	for _, f := range []struct {
-		ok   bool
-		name string
-	}{{c.CPU, "cpu"}, {c.Memory, "memory"}, {c.GPU, "gpu"}, {c.BlockNetwork, "block-network"}, {c.OpenNetwork, "open-network"},
-		{c.AllowHosts, "allow-hosts"}, {c.AllowCIDRs, "allow-cidrs"}, {c.Tags, "tags"}, {c.List, "list"}, {c.Lifetime, "lifetime"}, {c.Renew, "renew"}} {
-		if f.ok {
-			on = append(on, f.name)
+	for cap := CapCPU; int(cap) < len(capabilityTable); cap++ {
+		if c.Has(cap) {
+			on = append(on, cap.String())
 		}
 	}
 	return strings.Join(on, ",")

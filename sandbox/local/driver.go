@@ -70,6 +70,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 )
 
 // Backend is the local driver's name.
@@ -376,14 +377,23 @@ func (d *Driver) Backend() string { return Backend }
 // allowlists (bubblewrap cannot filter traffic), and no server-side
 // lifetime: an expired sandbox refuses commands and is removed by sweep or
 // the next driver start, but nothing ends it on its own.
-func (d *Driver) Capabilities() sandbox.Capabilities { return capabilities(d.ignoreCPU) }
+// An open network needs slirp4netns on this host: without it the driver
+// does not offer one, and says how to get it.
+func (d *Driver) Capabilities() sandbox.Capabilities {
+	c := capabilities(d.ignoreCPU)
+	if d.slirp == "" && !d.shareNet {
+		c.OpenNetwork = false
+		c.Hints[driver.CapOpenNetwork] = noNetworkHelper(d.slirpErr)
+	}
+	return c
+}
 
 func capabilities(ignoreCPU bool) sandbox.Capabilities {
 	return sandbox.Capabilities{CPU: ignoreCPU, Memory: true, BlockNetwork: true, OpenNetwork: true, Tags: true, List: true,
-		Hints: map[string]string{
-			"cpu":                 "bubblewrap cannot limit cpu; leave cpu unset for local runs, or set the local option ignore_cpu to run without a limit",
-			"network.allow_hosts": "the local backend has no egress filter; use block: true with no allowlist, or block: false for an open network",
-			"network.allow_cidrs": "the local backend has no egress filter; use block: true with no allowlist, or block: false for an open network",
+		Hints: map[driver.Capability]string{
+			driver.CapCPU:        "bubblewrap cannot limit cpu; leave cpu unset for local runs, or set the local option ignore_cpu to run without a limit",
+			driver.CapAllowHosts: "the local backend has no egress filter; use block: true with no allowlist, or block: false for an open network",
+			driver.CapAllowCIDRs: "the local backend has no egress filter; use block: true with no allowlist, or block: false for an open network",
 		}}
 }
 
@@ -491,21 +501,17 @@ var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "
 // checkSpec refuses what bubblewrap cannot enforce. It returns the host
 // directory to use as the root filesystem ("" = the host's userland).
 func (d *Driver) checkSpec(spec sandbox.Spec) (string, error) {
-	var errs []string
-	net := spec.NetworkPolicy()
-	if len(net.AllowHosts) > 0 || len(net.AllowCIDRs) > 0 {
-		errs = append(errs, "network: the local backend cannot enforce allow_hosts/allow_cidrs (it has no egress filter); use block: true with no allowlist, block: false for an open network, or a backend such as modal")
-	} else if !net.Block && d.slirp == "" && !d.shareNet {
-		errs = append(errs, noNetworkHelper(d.slirpErr))
+	// What the spec asks beyond the capabilities is refused the one way
+	// every backend's is (the portable layer has checked already; a
+	// direct caller of the driver gets the same answer).
+	if err := driver.CheckSpec(Backend, d.Capabilities(), spec, nil); err != nil {
+		return "", err
 	}
-	if spec.GPU != "" {
-		errs = append(errs, fmt.Sprintf("gpu: the local backend has no GPUs (asked for %q); remove gpu or use a backend with GPUs such as modal", spec.GPU))
-	}
-	if spec.CPU > 0 && d.ignoreCPU {
+	if spec.CPU > 0 {
 		d.log.Warn("local backend cannot limit cpu; running without a cpu limit", "cpu", spec.CPU)
-	} else if spec.CPU > 0 {
-		errs = append(errs, fmt.Sprintf("cpu: the local backend cannot limit cpu (asked for %v cores); leave cpu unset for local runs", spec.CPU))
 	}
+	// What no capability says: this host's limits, the workdir, the image.
+	var errs []string
 	if d.maxProcs > 0 && d.procs == nil {
 		errs = append(errs, d.noProcLimit().Error())
 	}

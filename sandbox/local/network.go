@@ -194,5 +194,5 @@ func sandboxResolvConf(host []byte) []byte {
 
 // noNetworkHelper says why an open network cannot be given here.
 func noNetworkHelper(why error) string {
-	return fmt.Sprintf("network: an open network (block: false) needs slirp4netns, which gives the sandbox a network of its own instead of the worker's, whose loopback services and cloud metadata address a sandbox must not reach (%v); install it (Debian/Ubuntu: apt-get install slirp4netns) or use block: true", why)
+	return fmt.Sprintf("an open network needs slirp4netns, which gives the sandbox a network of its own instead of the worker's, whose loopback services and cloud metadata address a sandbox must not reach (%v); install it (Debian/Ubuntu: apt-get install slirp4netns) or use block: true", why)
 }

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 )
 
 // Defaults, as the Python provider's ModalSandboxBackend has them.
@@ -115,7 +116,7 @@ func (d *Driver) Capabilities() sandbox.Capabilities { return capabilities(d.opt
 func capabilities(egress string) sandbox.Capabilities {
 	return sandbox.Capabilities{CPU: true, Memory: true, GPU: true, BlockNetwork: true, OpenNetwork: true,
 		AllowCIDRs: true, AllowHosts: egress == EgressSNI, Tags: true, List: true, Lifetime: true,
-		Hints: map[string]string{"network.allow_hosts": "Modal can only allow hostnames by TLS SNI: set the modal option egress_enforcement: sni, or allow the hosts' IPv4 ranges with allow_cidrs"}}
+		Hints: map[driver.Capability]string{driver.CapAllowHosts: "Modal can only allow hostnames by TLS SNI: set the modal option egress_enforcement: sni, or allow the hosts' IPv4 ranges with allow_cidrs"}}
 }
 
 // As gives the Modal SDK client (target *(*modal.Client) of

@@ -22,6 +22,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 )
 
 // Backend is the driver's name.
@@ -156,7 +157,7 @@ func (d *Driver) Capabilities() sandbox.Capabilities { return capabilities }
 
 var capabilities = sandbox.Capabilities{CPU: true, Memory: true, BlockNetwork: true, OpenNetwork: true,
 	AllowHosts: true, Tags: true, List: true, Lifetime: true, Renew: true,
-	Hints: map[string]string{"network.allow_cidrs": "its egress sidecar enforces CIDR rules only in dns+nft mode, which cannot be verified; allow host names instead"}}
+	Hints: map[driver.Capability]string{driver.CapAllowCIDRs: "its egress sidecar enforces CIDR rules only in dns+nft mode, which cannot be verified; allow host names instead"}}
 
 // As gives the lifecycle client (target *(*opensandbox.LifecycleClient))
 // or the concrete driver.

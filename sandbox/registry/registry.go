@@ -157,14 +157,13 @@ func (r *Registry) Configure(name string, options json.RawMessage) (Backend, Con
 	return b, cfg, nil
 }
 
-// Able lists the registered backends whose default capabilities cover
-// field (a driver.Refusal field such as "gpu"), for "use one of these"
-// hints.
-func (r *Registry) Able(field string) []string {
+// Able lists the registered backends whose default capabilities include
+// c, for a refusal's "which modal can" (driver.CheckSpec).
+func (r *Registry) Able(c driver.Capability) []string {
 	var out []string
 	for _, n := range r.Names() {
 		b, _ := r.Lookup(n)
-		if cfg, err := b.Configure(nil); err == nil && cfg.Capabilities().Has(field) {
+		if cfg, err := b.Configure(nil); err == nil && cfg.Capabilities().Has(c) {
 			out = append(out, n)
 		}
 	}

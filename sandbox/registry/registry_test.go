@@ -20,7 +20,10 @@ type testOptions struct {
 
 type testConfig struct{ gpu bool }
 
-func (c testConfig) Capabilities() driver.Capabilities { return driver.Capabilities{GPU: c.gpu} }
+// A backend with GPUs here has an open network too, the other a blocked one.
+func (c testConfig) Capabilities() driver.Capabilities {
+	return driver.Capabilities{GPU: c.gpu, OpenNetwork: c.gpu, BlockNetwork: !c.gpu}
+}
 func (testConfig) Open(context.Context, *connections.Connection, hclog.Logger) (driver.Driver, error) {
 	return nil, nil
 }
@@ -45,8 +48,13 @@ func TestRegistryLooksUpAndListsBackends(t *testing.T) {
 	if b, ok := r.Lookup(" A "); !ok || b.Name != "a" {
 		t.Fatalf("lookup is case-insensitive and trims: %v %v", b.Name, ok)
 	}
-	if got := strings.Join(r.Able("gpu"), ","); got != "a" {
+	if got := strings.Join(r.Able(driver.CapGPU), ","); got != "a" {
 		t.Fatalf("backends able to provide gpu: %s", got)
+	}
+	// Network capabilities too: before the capability table, Able knew no
+	// network.block, so a network refusal never said which backend could.
+	if open, blocked := strings.Join(r.Able(driver.CapOpenNetwork), ","), strings.Join(r.Able(driver.CapBlockNetwork), ","); open != "a" || blocked != "b" {
+		t.Fatalf("backends able to provide an open network: %q, a blocked one: %q", open, blocked)
 	}
 	_, _, err := r.Configure("c", nil)
 	if err == nil || !strings.Contains(err.Error(), `backend "c" is not one this bundle links (a, b)`) {
