@@ -276,3 +276,39 @@ func TestSecretsAreMaskedAsRendered(t *testing.T) {
 		t.Errorf("a padded secret leaked through Lines: %q", got)
 	}
 }
+
+// However invisible bytes are sprinkled through secrets and however the
+// stream is chunked, no secret shows once Lines' output is rendered.
+func TestLinesMaskSprinkledSecretsAsRendered(t *testing.T) {
+	secrets := []string{"sk-live-0123456789abcdef", "tok_ABCDEFGH"}
+	set := New(secrets...)
+	invisible := []string{"\r", "\x00", "\t", "\x1b[0m", "\x1b[38;5;196m", "\x1b]8;;http://x\x07", "\u200b", "\ufeff", "\x7f"}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for round := 0; round < 300; round++ {
+		var b strings.Builder
+		placed := 0
+		for b.Len() < 100+rng.IntN(300) {
+			if rng.IntN(5) > 0 {
+				b.WriteByte("abcdefghij -_"[rng.IntN(13)])
+				continue
+			}
+			for _, c := range secrets[rng.IntN(len(secrets))] {
+				b.WriteRune(c)
+				if rng.IntN(3) == 0 {
+					b.WriteString(invisible[rng.IntN(len(invisible))])
+				}
+			}
+			placed++
+		}
+		pieces, _ := collect(set, 1+rng.IntN(60), b.String()+"\n", func() int { return 1 + rng.IntN(20) })
+		got := render(strings.Join(pieces, ""))
+		for _, s := range secrets {
+			if strings.Contains(got, s) {
+				t.Fatalf("round %d: %q shows in %q (from %q)", round, s, got, b.String())
+			}
+		}
+		if strings.Count(got, Mask) < placed {
+			t.Fatalf("round %d: %d secrets placed, %d masked: %q", round, placed, strings.Count(got, Mask), got)
+		}
+	}
+}
