@@ -70,7 +70,7 @@ func TestAgentHandoffExample(t *testing.T) {
 
 			// The agent's side: every tag Python reads, byte for byte.
 			drv := w.driverFor(backend)
-			tags, err := sandbox.Open(drv, id).Tags(context.Background())
+			tags, err := sandbox.NewBackend(drv).Open(id).Tags(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -114,7 +114,7 @@ func TestAgentHandoffExample(t *testing.T) {
 			}
 
 			holder := dag + "/" + run + "/analyse"
-			sb, att, err := sandbox.Attach(context.Background(), drv, id, dag+"/"+run, holder)
+			sb, att, err := sandbox.NewBackend(drv).Attach(context.Background(), id, dag+"/"+run, holder)
 			if err != nil {
 				t.Fatalf("the agent cannot attach: %v", err)
 			}
@@ -130,10 +130,10 @@ func TestAgentHandoffExample(t *testing.T) {
 			if err := sb.WriteFile(context.Background(), "report.md", strings.NewReader("# Top customers\numbrella\n"), 0); err != nil {
 				t.Fatal(err)
 			}
-			if _, _, err := sandbox.Attach(context.Background(), drv, id, "other_dag/other_run", "other_dag/other_run/x"); err == nil {
+			if _, _, err := sandbox.NewBackend(drv).Attach(context.Background(), id, "other_dag/other_run", "other_dag/other_run/x"); err == nil {
 				t.Fatal("another Dag run attached to the sandbox")
 			}
-			if err := sandbox.Release(context.Background(), drv, id, holder); err != nil {
+			if err := sandbox.NewBackend(drv).Release(context.Background(), id, holder); err != nil {
 				t.Fatal(err)
 			}
 

@@ -132,7 +132,7 @@ func TestPythonAgentHandoff(t *testing.T) {
 
 	// Refusals, while a Go task holds the sandbox.
 	const goHolder = dag + "/" + run + "/go_review"
-	if _, _, err := sandbox.Attach(ctx, drv, id, owner, goHolder); err != nil {
+	if _, _, err := sandbox.NewBackend(drv).Attach(ctx, id, owner, goHolder); err != nil {
 		t.Fatal(err)
 	}
 	var refused pyDone
@@ -151,10 +151,10 @@ func TestPythonAgentHandoff(t *testing.T) {
 			t.Errorf("attach %s: %+v; want a refusal saying %q", name, r, want)
 		}
 	}
-	if tags, _ := sandbox.Open(drv, id).Tags(ctx); tags[sandbox.TagHolder] != goHolder {
+	if tags, _ := sandbox.NewBackend(drv).Open(id).Tags(ctx); tags[sandbox.TagHolder] != goHolder {
 		t.Fatalf("a refused attach changed the holder: %v", tags)
 	}
-	if err := sandbox.Release(ctx, drv, id, goHolder); err != nil {
+	if err := sandbox.NewBackend(drv).Release(ctx, id, goHolder); err != nil {
 		t.Fatal(err)
 	}
 	// The same bad handles, attached from Go.
@@ -163,7 +163,7 @@ func TestPythonAgentHandoff(t *testing.T) {
 		"3f0c3a3e-5a36-4b8e-9d5c-2f1a6f1f0b8d": "is not a Modal sandbox id",
 		"sb-not a sandbox":                     "is not a Modal sandbox id",
 	} {
-		if _, _, err := sandbox.Attach(ctx, drv, handle, owner, goHolder); err == nil || !strings.Contains(err.Error(), want) {
+		if _, _, err := sandbox.NewBackend(drv).Attach(ctx, handle, owner, goHolder); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Go attach to %q: %v; want an error saying %q", handle, err, want)
 		}
 	}
@@ -178,10 +178,10 @@ func TestPythonAgentHandoff(t *testing.T) {
 		att.RemainingLifetime < 7000 || att.RemainingLifetime > 7200 {
 		t.Fatalf("Python attached with %+v; want owner %q, holder %q, workdir /workspace, a blocked network and ~2h left", att, owner, holder)
 	}
-	if tags, _ := sandbox.Open(drv, id).Tags(ctx); tags[sandbox.TagHolder] != holder {
+	if tags, _ := sandbox.NewBackend(drv).Open(id).Tags(ctx); tags[sandbox.TagHolder] != holder {
 		t.Fatalf("while Python is attached the tags are %v", tags)
 	}
-	if _, _, err := sandbox.Attach(ctx, drv, id, owner, goHolder); err == nil || !strings.Contains(err.Error(), "already held by \""+holder+"\"") {
+	if _, _, err := sandbox.NewBackend(drv).Attach(ctx, id, owner, goHolder); err == nil || !strings.Contains(err.Error(), "already held by \""+holder+"\"") {
 		t.Fatalf("Go attached while Python held the sandbox: %v", err)
 	}
 	agent.resume()
@@ -210,7 +210,7 @@ func TestPythonAgentHandoff(t *testing.T) {
 	if d := done.RunCommandDescription; !strings.Contains(d, "NO network access") || !strings.Contains(d, "set up by an earlier task") {
 		t.Errorf("run_command description: %q", d)
 	}
-	if tags, _ := sandbox.Open(drv, id).Tags(ctx); tags[sandbox.TagHolder] != "" || tags[sandbox.TagOwner] != owner {
+	if tags, _ := sandbox.NewBackend(drv).Open(id).Tags(ctx); tags[sandbox.TagHolder] != "" || tags[sandbox.TagOwner] != owner {
 		t.Fatalf("after the agent released: tags %v", tags)
 	}
 

@@ -19,13 +19,13 @@ type Attachment struct {
 	Workdir   string
 }
 
-// Attach claims a sandbox another task created, following the Python
+// attach claims a sandbox another task created, following the Python
 // provider's rules: the owner tag must equal owner, no other holder may hold
 // it, and the holder claim is written and read back. A missing or wrong
 // owner is final; a sandbox another task holds may be released, so that
 // error is left to Airflow's retries.
-func Attach(ctx context.Context, drv Driver, id, owner, holder string) (*Sandbox, Attachment, error) {
-	s := Open(drv, id)
+func attach(ctx context.Context, drv Driver, id, owner, holder string) (*Sandbox, Attachment, error) {
+	s := open(drv, id)
 	fail := func(format string, a ...any) (*Sandbox, Attachment, error) {
 		return nil, Attachment{}, &Error{Op: "attach", Sandbox: id, Err: final.Errorf(format, a...)}
 	}
@@ -75,10 +75,10 @@ func Attach(ctx context.Context, drv Driver, id, owner, holder string) (*Sandbox
 	return s, att, nil
 }
 
-// Release drops holder's claim on the sandbox, if it is still holder's. A
+// release drops holder's claim on the sandbox, if it is still holder's. A
 // sandbox that is already gone needs no release.
-func Release(ctx context.Context, drv Driver, id, holder string) error {
-	s := Open(drv, id)
+func release(ctx context.Context, drv Driver, id, holder string) error {
+	s := open(drv, id)
 	tags, err := s.Tags(ctx)
 	if errors.Is(err, ErrGone) {
 		return nil

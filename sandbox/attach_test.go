@@ -12,15 +12,15 @@ import (
 func TestAttachAndRelease(t *testing.T) {
 	ctx := context.Background()
 	drv := newFake()
-	sb, _ := Create(ctx, drv, Spec{Owner: "dag/run", Workdir: "/workspace"})
+	sb, _ := create(ctx, drv, Spec{Owner: "dag/run", Workdir: "/workspace"})
 	h1, h2 := HolderFor("dag", "run", "a", -1), HolderFor("dag", "run", "b", 2)
 
-	if _, _, err := Attach(ctx, drv, sb.ID(), "dag/other", h1); err == nil || !strings.Contains(err.Error(), "not owned by") {
+	if _, _, err := attach(ctx, drv, sb.ID(), "dag/other", h1); err == nil || !strings.Contains(err.Error(), "not owned by") {
 		t.Fatalf("wrong owner: %v", err)
 	} else if !IsFinal(err) {
 		t.Error("attach errors are terminal")
 	}
-	got, att, err := Attach(ctx, drv, sb.ID(), "dag/run", h1)
+	got, att, err := attach(ctx, drv, sb.ID(), "dag/run", h1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,17 +31,17 @@ func TestAttachAndRelease(t *testing.T) {
 	if drv.boxes[sb.ID()].tags[TagHolder] != h1 {
 		t.Errorf("holder tag not written: %v", drv.boxes[sb.ID()].tags)
 	}
-	if _, _, err := Attach(ctx, drv, sb.ID(), "dag/run", h1); err != nil {
+	if _, _, err := attach(ctx, drv, sb.ID(), "dag/run", h1); err != nil {
 		t.Errorf("same holder again: %v", err)
 	}
-	if _, _, err := Attach(ctx, drv, sb.ID(), "dag/run", h2); err == nil || !strings.Contains(err.Error(), "already held by") {
+	if _, _, err := attach(ctx, drv, sb.ID(), "dag/run", h2); err == nil || !strings.Contains(err.Error(), "already held by") {
 		t.Errorf("second holder: %v", err)
 	}
 	// Releasing someone else's claim leaves it.
-	if err := Release(ctx, drv, sb.ID(), h2); err != nil || drv.boxes[sb.ID()].tags[TagHolder] != h1 {
+	if err := release(ctx, drv, sb.ID(), h2); err != nil || drv.boxes[sb.ID()].tags[TagHolder] != h1 {
 		t.Errorf("release by non-holder: %v, tags %v", err, drv.boxes[sb.ID()].tags)
 	}
-	if err := Release(ctx, drv, sb.ID(), h1); err != nil {
+	if err := release(ctx, drv, sb.ID(), h1); err != nil {
 		t.Fatal(err)
 	}
 	if _, held := drv.boxes[sb.ID()].tags[TagHolder]; held {
@@ -51,10 +51,10 @@ func TestAttachAndRelease(t *testing.T) {
 		t.Error("release dropped other tags")
 	}
 	sb.Destroy(ctx)
-	if err := Release(ctx, drv, sb.ID(), h1); err != nil {
+	if err := release(ctx, drv, sb.ID(), h1); err != nil {
 		t.Errorf("release of a gone sandbox: %v", err)
 	}
-	if _, _, err := Attach(ctx, drv, sb.ID(), "dag/run", h1); !errors.Is(err, ErrGone) {
+	if _, _, err := attach(ctx, drv, sb.ID(), "dag/run", h1); !errors.Is(err, ErrGone) {
 		t.Errorf("attach to a gone sandbox: want ErrGone, got %v", err)
 	}
 }
@@ -62,10 +62,10 @@ func TestAttachAndRelease(t *testing.T) {
 func TestAttachLosesARace(t *testing.T) {
 	ctx := context.Background()
 	drv := newFake()
-	sb, _ := Create(ctx, drv, Spec{Owner: "dag/run"})
+	sb, _ := create(ctx, drv, Spec{Owner: "dag/run"})
 	// Another task's claim lands right after ours.
 	drv.onSetTags = func(b *fakeBox) { b.tags[TagHolder] = "dag/run/rival" }
-	_, _, err := Attach(ctx, drv, sb.ID(), "dag/run", "dag/run/me")
+	_, _, err := attach(ctx, drv, sb.ID(), "dag/run", "dag/run/me")
 	if err == nil || !strings.Contains(err.Error(), "was claimed by") {
 		t.Fatalf("want a lost-race error, got %v", err)
 	}
@@ -74,9 +74,9 @@ func TestAttachLosesARace(t *testing.T) {
 func TestAttachToleratesAMalformedNetworkTag(t *testing.T) {
 	ctx := context.Background()
 	drv := newFake()
-	sb, _ := Create(ctx, drv, Spec{Owner: "dag/run"})
+	sb, _ := create(ctx, drv, Spec{Owner: "dag/run"})
 	drv.boxes[sb.ID()].tags[TagNetwork] = "garbage"
-	_, att, err := Attach(ctx, drv, sb.ID(), "dag/run", "dag/run/t")
+	_, att, err := attach(ctx, drv, sb.ID(), "dag/run", "dag/run/t")
 	if err != nil || att.Network != nil {
 		t.Errorf("a malformed network tag must give no policy, not an error: %+v, %v", att, err)
 	}
@@ -85,11 +85,11 @@ func TestAttachToleratesAMalformedNetworkTag(t *testing.T) {
 func TestAttachRefusesAnEmptyOwnerOrHolder(t *testing.T) {
 	ctx := context.Background()
 	drv := newFake()
-	sb, _ := Create(ctx, drv, Spec{}) // no owner: never meant to be handed over
-	if _, _, err := Attach(ctx, drv, sb.ID(), "", "dag/run/t"); err == nil || !IsFinal(err) {
+	sb, _ := create(ctx, drv, Spec{}) // no owner: never meant to be handed over
+	if _, _, err := attach(ctx, drv, sb.ID(), "", "dag/run/t"); err == nil || !IsFinal(err) {
 		t.Errorf("an empty owner matched an unowned sandbox: %v", err)
 	}
-	if _, _, err := Attach(ctx, drv, sb.ID(), "dag/run", ""); err == nil {
+	if _, _, err := attach(ctx, drv, sb.ID(), "dag/run", ""); err == nil {
 		t.Error("an empty holder was accepted")
 	}
 	if _, held := drv.boxes[sb.ID()].tags[TagHolder]; held {
@@ -100,9 +100,9 @@ func TestAttachRefusesAnEmptyOwnerOrHolder(t *testing.T) {
 func TestAttachRefusesAnExpiredSandbox(t *testing.T) {
 	ctx := context.Background()
 	drv := newFake()
-	sb, _ := Create(ctx, drv, Spec{Owner: "dag/run"})
+	sb, _ := create(ctx, drv, Spec{Owner: "dag/run"})
 	drv.boxes[sb.ID()].tags[TagExpiresAt] = strconv.FormatInt(time.Now().Add(-time.Minute).Unix(), 10)
-	_, _, err := Attach(ctx, drv, sb.ID(), "dag/run", "dag/run/t")
+	_, _, err := attach(ctx, drv, sb.ID(), "dag/run", "dag/run/t")
 	if !errors.Is(err, ErrGone) || !IsFinal(err) || !strings.Contains(err.Error(), "expired") {
 		t.Fatalf("want a terminal ErrGone saying it expired, got %v", err)
 	}

@@ -24,45 +24,43 @@ func (b *Backend) Name() string { return b.drv.Backend() }
 // Capabilities says what a spec may ask of this backend.
 func (b *Backend) Capabilities() Capabilities { return b.drv.Capabilities() }
 
-// Create provisions a sandbox; see the package-level Create.
+// Create validates spec, applies defaults, refuses what the backend's
+// Capabilities do not cover, stamps the ownership tags and provisions the
+// sandbox. A refused or invalid spec fails before anything is provisioned.
 func (b *Backend) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
-	return Create(ctx, b.drv, spec)
+	return create(ctx, b.drv, spec)
 }
 
 // Open returns a handle on an existing sandbox without contacting the
 // backend.
-func (b *Backend) Open(id string) *Sandbox { return Open(b.drv, id) }
+func (b *Backend) Open(id string) *Sandbox { return open(b.drv, id) }
 
-// Attach claims a sandbox another task created; see the package-level
-// Attach.
+// Attach claims a sandbox another task created, following the Python
+// provider's rules (see attach).
 func (b *Backend) Attach(ctx context.Context, id, owner, holder string) (*Sandbox, Attachment, error) {
-	return Attach(ctx, b.drv, id, owner, holder)
+	return attach(ctx, b.drv, id, owner, holder)
 }
 
-// Release drops holder's claim; see the package-level Release.
+// Release drops holder's claim on the sandbox, if it is still holder's.
 func (b *Backend) Release(ctx context.Context, id, holder string) error {
-	return Release(ctx, b.drv, id, holder)
+	return release(ctx, b.drv, id, holder)
 }
 
 // List lists the sandboxes whose tags include every pair in match.
 func (b *Backend) List(ctx context.Context, match map[string]string) ([]Info, error) {
-	return List(ctx, b.drv, match)
+	return list(ctx, b.drv, match)
 }
 
 // As sets target to the backend's own client when the driver supports
 // target's type (see each driver's documentation).
 func (b *Backend) As(target any) bool { return b.drv.As(target) }
 
-// Driver is the driver behind the backend, for code that implements or
-// tests backends.
-func (b *Backend) Driver() driver.Driver { return b.drv }
-
 // Close releases the backend's clients; sandboxes are untouched.
 func (b *Backend) Close() error { return b.drv.Close() }
 
-// List lists drv's sandboxes whose tags include every pair in match;
+// list lists drv's sandboxes whose tags include every pair in match;
 // ErrUnsupported when the backend cannot list.
-func List(ctx context.Context, drv Driver, match map[string]string) ([]Info, error) {
+func list(ctx context.Context, drv Driver, match map[string]string) ([]Info, error) {
 	l, ok := drv.(driver.Lister)
 	if !ok {
 		return nil, &Error{Op: "list sandboxes", Kind: ErrUnsupported, Err: fmt.Errorf("the %s backend cannot list its sandboxes", drv.Backend())}

@@ -29,10 +29,10 @@ type Sandbox struct {
 	now  func() time.Time
 }
 
-// Create validates spec, applies defaults, refuses what the backend's
+// create validates spec, applies defaults, refuses what the backend's
 // Capabilities do not cover, stamps the ownership tags and provisions the
 // sandbox. A refused or invalid spec fails before anything is provisioned.
-func Create(ctx context.Context, drv Driver, spec Spec) (*Sandbox, error) {
+func create(ctx context.Context, drv Driver, spec Spec) (*Sandbox, error) {
 	spec = spec.WithDefaults()
 	if err := spec.Validate(); err != nil {
 		return nil, err
@@ -52,17 +52,14 @@ func Create(ctx context.Context, drv Driver, spec Spec) (*Sandbox, error) {
 	return &Sandbox{drv: drv, id: info.ID, info: &info, now: time.Now}, nil
 }
 
-// Open returns a handle on an existing sandbox without contacting the
+// open returns a handle on an existing sandbox without contacting the
 // backend; the first operation finds out whether it still exists.
-func Open(drv Driver, id string) *Sandbox {
+func open(drv Driver, id string) *Sandbox {
 	return &Sandbox{drv: drv, id: id, now: time.Now}
 }
 
 // ID is the backend handle: what travels through XCom.
 func (s *Sandbox) ID() string { return s.id }
-
-// Driver returns the driver behind the sandbox.
-func (s *Sandbox) Driver() Driver { return s.drv }
 
 // Info describes the sandbox, asking the backend once if needed.
 func (s *Sandbox) Info(ctx context.Context) (Info, error) {

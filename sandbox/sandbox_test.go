@@ -13,13 +13,13 @@ import (
 func TestCreateStampsTagsAndRefusesInvalidSpecs(t *testing.T) {
 	ctx := context.Background()
 	drv := newFake()
-	if _, err := Create(ctx, drv, Spec{CPU: -1}); !errors.Is(err, ErrRefused) {
+	if _, err := create(ctx, drv, Spec{CPU: -1}); !errors.Is(err, ErrRefused) {
 		t.Fatalf("invalid spec: want ErrRefused, got %v", err)
 	}
 	if len(drv.boxes) != 0 {
 		t.Fatal("an invalid spec reached the driver")
 	}
-	sb, err := Create(ctx, drv, Spec{Owner: "dag/run"})
+	sb, err := create(ctx, drv, Spec{Owner: "dag/run"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func TestExecCapsOutputAndReportsTruncation(t *testing.T) {
 	ctx := context.Background()
 	drv := newFake()
 	drv.execOut = "0123456789"
-	sb, _ := Create(ctx, drv, Spec{})
+	sb, _ := create(ctx, drv, Spec{})
 	var out, errb bytes.Buffer
 	res, err := sb.Exec(ctx, "x", ExecOptions{Stdout: &out, Stderr: &errb, MaxOutputBytes: 4})
 	if err != nil {
@@ -63,7 +63,7 @@ func TestExecCapsOutputAndReportsTruncation(t *testing.T) {
 func TestExecTimeoutDefaultsAndIsClippedToLifetime(t *testing.T) {
 	ctx := context.Background()
 	drv := newFake()
-	sb, _ := Create(ctx, drv, Spec{Timeout: time.Hour})
+	sb, _ := create(ctx, drv, Spec{Timeout: time.Hour})
 	res, _ := sb.Exec(ctx, "x", ExecOptions{})
 	if drv.lastExec.Timeout != DefaultExecTimeout || res.AppliedTimeout != DefaultExecTimeout {
 		t.Errorf("default exec timeout: sent %v, applied %v", drv.lastExec.Timeout, res.AppliedTimeout)
@@ -88,7 +88,7 @@ func TestExecTimeoutDefaultsAndIsClippedToLifetime(t *testing.T) {
 func TestPathsResolveAgainstWorkdir(t *testing.T) {
 	ctx := context.Background()
 	drv := newFake()
-	sb, _ := Create(ctx, drv, Spec{Workdir: "/home/job"})
+	sb, _ := create(ctx, drv, Spec{Workdir: "/home/job"})
 	if err := sb.WriteFile(ctx, "out/a.txt", strings.NewReader("a"), 0); err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestPathsResolveAgainstWorkdir(t *testing.T) {
 func TestOpenFileStopsAGrowingFile(t *testing.T) {
 	ctx := context.Background()
 	drv := newFake()
-	sb, _ := Create(ctx, drv, Spec{})
+	sb, _ := create(ctx, drv, Spec{})
 	sb.WriteFile(ctx, "f", strings.NewReader("12345"), 0)
 	drv.extraOnRead = 100 // the file grows to 105 bytes while read
 	rc, size, err := sb.OpenFile(ctx, "f", 10)
@@ -149,14 +149,14 @@ func TestOpenFileStopsAGrowingFile(t *testing.T) {
 func TestDestroyIsIdempotent(t *testing.T) {
 	ctx := context.Background()
 	drv := newFake()
-	sb, _ := Create(ctx, drv, Spec{})
+	sb, _ := create(ctx, drv, Spec{})
 	if err := sb.Destroy(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := sb.Destroy(ctx); err != nil {
 		t.Errorf("second destroy: %v", err)
 	}
-	if _, err := Open(drv, sb.ID()).Info(ctx); !errors.Is(err, ErrGone) {
+	if _, err := open(drv, sb.ID()).Info(ctx); !errors.Is(err, ErrGone) {
 		t.Errorf("info after destroy: %v", err)
 	}
 }
@@ -164,7 +164,7 @@ func TestDestroyIsIdempotent(t *testing.T) {
 func TestExecRefusesAnInvalidEnvironment(t *testing.T) {
 	ctx := context.Background()
 	drv := newFake()
-	sb, _ := Create(ctx, drv, Spec{})
+	sb, _ := create(ctx, drv, Spec{})
 	for name, env := range map[string]map[string]string{
 		"NUL in a value": {"TOKEN": "s3cret\x00--bind\x00/\x00/host"},
 		"NUL in a name":  {"A\x00B": "v"},
@@ -190,14 +190,14 @@ func TestExecRefusesAnInvalidEnvironment(t *testing.T) {
 // before the driver is called, naming each field and the backend.
 func TestCreateRefusesWhatTheBackendCannotDo(t *testing.T) {
 	drv := newFake()
-	_, err := Create(context.Background(), drv, Spec{GPU: "A10G", CPU: 2})
+	_, err := create(context.Background(), drv, Spec{GPU: "A10G", CPU: 2})
 	if !errors.Is(err, ErrRefused) || !IsFinal(err) || !strings.Contains(err.Error(), "gpu: the fake backend cannot provide GPUs") {
 		t.Fatalf("want a terminal refusal naming gpu and the backend, got %v", err)
 	}
 	if drv.creates != 0 {
 		t.Fatalf("the driver was asked to create %d sandboxes", drv.creates)
 	}
-	if _, err := Create(context.Background(), drv, Spec{CPU: 2}); err != nil {
+	if _, err := create(context.Background(), drv, Spec{CPU: 2}); err != nil {
 		t.Fatalf("cpu is within the fake's capabilities: %v", err)
 	}
 }
@@ -206,14 +206,14 @@ func TestCreateRefusesWhatTheBackendCannotDo(t *testing.T) {
 // the backend does not support them.
 func TestOptionalFeaturesAnswerUnsupported(t *testing.T) {
 	plain := struct{ Driver }{newFake()} // hides Tags, SetTags and ListSandboxes
-	sb := Open(plain, "fake-x")
+	sb := open(plain, "fake-x")
 	if _, err := sb.Tags(context.Background()); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "keeps no tags") {
 		t.Fatalf("Tags on a driver without tags: %v", err)
 	}
-	if _, err := List(context.Background(), plain, nil); !errors.Is(err, ErrUnsupported) {
+	if _, err := list(context.Background(), plain, nil); !errors.Is(err, ErrUnsupported) {
 		t.Fatalf("List on a driver without listing: %v", err)
 	}
-	if _, err := List(context.Background(), newFake(), nil); err != nil {
+	if _, err := list(context.Background(), newFake(), nil); err != nil {
 		t.Fatalf("List on a Lister: %v", err)
 	}
 }

@@ -49,7 +49,7 @@ func TestLocalSandboxHandedToAnotherHostFailsNamingBoth(t *testing.T) {
 			return err
 		},
 		"attach": func() error {
-			_, _, err := sandbox.Attach(ctx, b.drv, id, b.deps.Run.Owner(), b.deps.Run.Owner()+"/agent")
+			_, _, err := sandbox.NewBackend(b.drv).Attach(ctx, id, b.deps.Run.Owner(), b.deps.Run.Owner()+"/agent")
 			return err
 		},
 	}

@@ -66,7 +66,7 @@ func TestFinalErrorsAreNotRetriedUnderAirflow33(t *testing.T) {
 	defer drv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	sb, err := sandbox.Create(ctx, drv, sandbox.Spec{Owner: sandbox.OwnerFor(dag, run)})
+	sb, err := sandbox.NewBackend(drv).Create(ctx, sandbox.Spec{Owner: sandbox.OwnerFor(dag, run)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ func BenchmarkCreateExecDestroy(b *testing.B) {
 	var total, creates, execs, destroys []time.Duration
 	cycle := func() {
 		t0 := time.Now()
-		sb, err := sandbox.Create(ctx, d, sandbox.Spec{})
+		sb, err := sandbox.NewBackend(d).Create(ctx, sandbox.Spec{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -68,12 +68,12 @@ func BenchmarkCreateExecDestroy(b *testing.B) {
 func BenchmarkOpenNetworkExec(b *testing.B) {
 	d := benchDriver(b)
 	ctx := context.Background()
-	blocked, err := sandbox.Create(ctx, d, sandbox.Spec{})
+	blocked, err := sandbox.NewBackend(d).Create(ctx, sandbox.Spec{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer blocked.Destroy(ctx)
-	open, err := sandbox.Create(ctx, d, sandbox.Spec{Network: &sandbox.NetworkPolicy{Block: false}})
+	open, err := sandbox.NewBackend(d).Create(ctx, sandbox.Spec{Network: &sandbox.NetworkPolicy{Block: false}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func benchStream(b *testing.B, op func(ctx context.Context, sb *sandbox.Sandbox,
 	size := benchSize(b)
 	d := benchDriver(b)
 	ctx := context.Background()
-	sb, err := sandbox.Create(ctx, d, sandbox.Spec{})
+	sb, err := sandbox.NewBackend(d).Create(ctx, sandbox.Spec{})
 	if err != nil {
 		b.Fatal(err)
 	}

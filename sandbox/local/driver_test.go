@@ -35,7 +35,7 @@ func nameOf(id string) string {
 
 func create(t *testing.T, d *Driver, spec sandbox.Spec) *sandbox.Sandbox {
 	t.Helper()
-	sb, err := sandbox.Create(context.Background(), d, spec)
+	sb, err := sandbox.NewBackend(d).Create(context.Background(), spec)
 	if err != nil {
 		t.Fatalf("create: %v", err)
 	}
@@ -87,7 +87,7 @@ func TestRefusals(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := sandbox.Create(ctx, d, c.spec)
+			_, err := sandbox.NewBackend(d).Create(ctx, c.spec)
 			if !errors.Is(err, sandbox.ErrRefused) || !sandbox.IsFinal(err) {
 				t.Fatalf("want a terminal ErrRefused, got %v", err)
 			}

@@ -226,7 +226,7 @@ func copyFile(src, dst string, perm os.FileMode) error {
 func TestNoProcessLimitAvailableIsRefused(t *testing.T) {
 	d := newTestDriver(t)
 	d.procs, d.procsErr = nil, errors.New("no pids cgroup is mounted")
-	_, err := sandbox.Create(context.Background(), d, sandbox.Spec{})
+	_, err := sandbox.NewBackend(d).Create(context.Background(), sandbox.Spec{})
 	if !errors.Is(err, sandbox.ErrRefused) || !strings.Contains(err.Error(), "cannot limit the number of processes") ||
 		!strings.Contains(err.Error(), "AIRFLOW_GO_WORKER_LOCAL_MAX_PROCESSES=-1") {
 		t.Fatalf("want a refusal saying how to proceed, got %v", err)

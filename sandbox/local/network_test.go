@@ -260,7 +260,7 @@ func TestOpenNetworkWithoutSlirpIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	_, err = sandbox.Create(t.Context(), d, sandbox.Spec{Network: &sandbox.NetworkPolicy{Block: false}})
+	_, err = sandbox.NewBackend(d).Create(t.Context(), sandbox.Spec{Network: &sandbox.NetworkPolicy{Block: false}})
 	if !strings.Contains(fmt.Sprint(err), "apt-get install slirp4netns") {
 		t.Fatalf("want a refusal saying how to install slirp4netns, got %v", err)
 	}

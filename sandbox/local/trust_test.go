@@ -103,7 +103,7 @@ func TestImageOthersCanChangeIsRefused(t *testing.T) {
 		d := newImageDriver(t, filepath.Dir(rootfs))
 		sb := create(t, d, sandbox.Spec{Image: rootfs})
 		change(rootfs)
-		_, err := sandbox.Create(ctx, d, sandbox.Spec{Image: rootfs})
+		_, err := sandbox.NewBackend(d).Create(ctx, sandbox.Spec{Image: rootfs})
 		wantC := append(wantCreate, want)[0]
 		if !errors.Is(err, sandbox.ErrRefused) || !strings.Contains(err.Error(), wantC) {
 			t.Fatalf("create: want a refusal mentioning %q, got %v", wantC, err)
@@ -145,7 +145,7 @@ func TestImageOthersCanChangeIsRefused(t *testing.T) {
 func TestImageDirectoriesNeedAnImageRoot(t *testing.T) {
 	ctx := context.Background()
 	none := newImageDriver(t)
-	_, err := sandbox.Create(ctx, none, sandbox.Spec{Image: "/usr"})
+	_, err := sandbox.NewBackend(none).Create(ctx, sandbox.Spec{Image: "/usr"})
 	if !errors.Is(err, sandbox.ErrRefused) || !strings.Contains(err.Error(), "AIRFLOW_GO_WORKER_IMAGE_ROOTS") {
 		t.Fatalf("image /usr without image roots: want a refusal saying how to allow image directories, got %v", err)
 	}
@@ -162,7 +162,7 @@ func TestImageDirectoriesNeedAnImageRoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, img := range []string{"/usr", link, filepath.Dir(rootfs) + "/../../../usr"} {
-		_, err := sandbox.Create(ctx, d, sandbox.Spec{Image: img})
+		_, err := sandbox.NewBackend(d).Create(ctx, sandbox.Spec{Image: img})
 		if !errors.Is(err, sandbox.ErrRefused) || !strings.Contains(err.Error(), "not under the image roots") {
 			t.Fatalf("image %s outside the image roots: want a refusal, got %v", img, err)
 		}

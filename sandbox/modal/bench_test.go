@@ -28,7 +28,7 @@ func BenchmarkOverhead(b *testing.B) {
 	image := client.Images.FromRegistry(DefaultImage, nil)
 
 	viaDriver := func() {
-		sb, err := sandbox.Create(ctx, drv, sandbox.Spec{})
+		sb, err := sandbox.NewBackend(drv).Create(ctx, sandbox.Spec{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -103,7 +103,7 @@ func BenchmarkOverhead(b *testing.B) {
 func BenchmarkConcurrent100(b *testing.B) {
 	fake, drv := newFake(b, nil)
 	ctx := context.Background()
-	warm, err := sandbox.Create(ctx, drv, sandbox.Spec{})
+	warm, err := sandbox.NewBackend(drv).Create(ctx, sandbox.Spec{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func BenchmarkConcurrent100(b *testing.B) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				sb, err := sandbox.Create(ctx, drv, sandbox.Spec{})
+				sb, err := sandbox.NewBackend(drv).Create(ctx, sandbox.Spec{})
 				if err != nil {
 					errs <- err
 					return

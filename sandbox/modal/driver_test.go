@@ -171,7 +171,7 @@ func TestRefusalsMakeNoRPC(t *testing.T) {
 					o.EgressEnforcement = EgressSNI
 				}
 			})
-			_, err := sandbox.Create(context.Background(), drv, tc.spec)
+			_, err := sandbox.NewBackend(drv).Create(context.Background(), tc.spec)
 			if !errors.Is(err, sandbox.ErrRefused) || !sandbox.IsFinal(err) {
 				t.Fatalf("want a terminal refusal, got %v", err)
 			}
@@ -238,7 +238,7 @@ func TestAttachReleaseThroughSDK(t *testing.T) {
 	}
 	defer drv2.Close()
 	holder := sandbox.HolderFor("d", "r", "agent", -1)
-	att, a, err := sandbox.Attach(context.Background(), drv2, sb.ID(), owner, holder)
+	att, a, err := sandbox.NewBackend(drv2).Attach(context.Background(), sb.ID(), owner, holder)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,13 +253,13 @@ func TestAttachReleaseThroughSDK(t *testing.T) {
 	if res.AppliedTimeout > 10*time.Minute {
 		t.Errorf("command budget %v not shortened to the sandbox's remaining life", res.AppliedTimeout)
 	}
-	if _, _, err := sandbox.Attach(context.Background(), drv2, sb.ID(), owner, holder+"x"); err == nil || !strings.Contains(err.Error(), "already held") {
+	if _, _, err := sandbox.NewBackend(drv2).Attach(context.Background(), sb.ID(), owner, holder+"x"); err == nil || !strings.Contains(err.Error(), "already held") {
 		t.Fatalf("second holder: %v", err)
 	}
-	if _, _, err := sandbox.Attach(context.Background(), drv2, sb.ID(), "other/run", holder); err == nil || !strings.Contains(err.Error(), "not owned") {
+	if _, _, err := sandbox.NewBackend(drv2).Attach(context.Background(), sb.ID(), "other/run", holder); err == nil || !strings.Contains(err.Error(), "not owned") {
 		t.Fatalf("wrong owner: %v", err)
 	}
-	if err := sandbox.Release(context.Background(), drv2, sb.ID(), holder); err != nil {
+	if err := sandbox.NewBackend(drv2).Release(context.Background(), sb.ID(), holder); err != nil {
 		t.Fatal(err)
 	}
 	if tags, _ := drv.Tags(context.Background(), sb.ID()); tags[sandbox.TagHolder] != "" || tags[sandbox.TagOwner] != owner {
@@ -268,7 +268,7 @@ func TestAttachReleaseThroughSDK(t *testing.T) {
 	if err := sb.Destroy(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if err := sandbox.Release(context.Background(), drv2, sb.ID(), holder); err != nil {
+	if err := sandbox.NewBackend(drv2).Release(context.Background(), sb.ID(), holder); err != nil {
 		t.Fatalf("release of a destroyed sandbox: %v", err)
 	}
 	waitNoLeak(t, fake)
@@ -320,7 +320,7 @@ func TestCredentialResolution(t *testing.T) {
 
 func TestMissingAppWithoutCreate(t *testing.T) {
 	fake, drv := newFake(t, func(o *Options) { o.DisableCreateApp = true; o.AppName = "not-deployed" })
-	_, err := sandbox.Create(context.Background(), drv, sandbox.Spec{})
+	_, err := sandbox.NewBackend(drv).Create(context.Background(), sandbox.Spec{})
 	if err == nil || sandbox.IsRetryable(err) || !sandbox.IsFinal(err) || !strings.Contains(err.Error(), "not-deployed") {
 		t.Fatalf("want a final error naming the app, got %v", err)
 	}
@@ -407,7 +407,7 @@ func TestRetryableFaults(t *testing.T) {
 func TestTerminalFaults(t *testing.T) {
 	fake, drv := newFake(t, nil)
 	fake.FailNext("SandboxCreateV2", 1, codes.PermissionDenied)
-	_, err := sandbox.Create(context.Background(), drv, sandbox.Spec{})
+	_, err := sandbox.NewBackend(drv).Create(context.Background(), sandbox.Spec{})
 	if err == nil || sandbox.IsRetryable(err) || !errors.Is(err, sandbox.ErrRejected) || !strings.Contains(err.Error(), "token") {
 		t.Fatalf("want a final credential error, got %v", err)
 	}
@@ -415,7 +415,7 @@ func TestTerminalFaults(t *testing.T) {
 		t.Errorf("a terminal error was retried: %d calls", n)
 	}
 	fake.FailNext("SandboxCreateV2", 100, codes.Unavailable)
-	_, err = sandbox.Create(context.Background(), drv, sandbox.Spec{})
+	_, err = sandbox.NewBackend(drv).Create(context.Background(), sandbox.Spec{})
 	if err == nil || !sandbox.IsRetryable(err) || sandbox.IsFinal(err) {
 		t.Fatalf("want a retryable, not final, error once retries are spent, got %v", err)
 	}
@@ -439,7 +439,7 @@ func TestAmbiguousCreateNeverLeaks(t *testing.T) {
 	fake.SetCreateDelay(3 * time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
-	if _, err := sandbox.Create(ctx, drv, sandbox.Spec{}); err == nil {
+	if _, err := sandbox.NewBackend(drv).Create(ctx, sandbox.Spec{}); err == nil {
 		t.Fatal("create should fail with its context")
 	}
 	waitNoLeak(t, fake)
@@ -594,7 +594,7 @@ func TestSecretsStayOutOfLogsAndErrors(t *testing.T) {
 	sb := mustCreate(t, drv, sandbox.Spec{Env: map[string]string{"TOKEN": "env-value"}})
 	sb.Exec(context.Background(), "true", sandbox.ExecOptions{})
 	fake.FailNext("SandboxCreateV2", 20, codes.Unavailable) // retried and logged
-	_, createErr := sandbox.Create(context.Background(), drv, sandbox.Spec{})
+	_, createErr := sandbox.NewBackend(drv).Create(context.Background(), sandbox.Spec{})
 	sb.Destroy(context.Background())
 
 	bad, err := New(context.Background(), Options{Logger: log,

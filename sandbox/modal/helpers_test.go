@@ -42,7 +42,7 @@ func assertNoLeak(t testing.TB, fake *fakemodal.Server) {
 
 func mustCreate(t testing.TB, drv sandbox.Driver, spec sandbox.Spec) *sandbox.Sandbox {
 	t.Helper()
-	sb, err := sandbox.Create(context.Background(), drv, spec)
+	sb, err := sandbox.NewBackend(drv).Create(context.Background(), spec)
 	if err != nil {
 		t.Fatalf("create: %v", err)
 	}

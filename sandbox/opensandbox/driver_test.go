@@ -49,7 +49,7 @@ func ctxT(t *testing.T) context.Context {
 
 func create(t *testing.T, e env, spec sandbox.Spec) *sandbox.Sandbox {
 	t.Helper()
-	sb, err := sandbox.Create(ctxT(t), e.drv, spec)
+	sb, err := sandbox.NewBackend(e.drv).Create(ctxT(t), spec)
 	if err != nil {
 		t.Fatalf("create: %v", err)
 	}

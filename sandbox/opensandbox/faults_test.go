@@ -37,7 +37,7 @@ func noSandboxesLeft(t *testing.T, srv *fakeopensandbox.Server) {
 
 func TestWrongAPIKeyIsFinal(t *testing.T) {
 	e := newEnv(t, fakeopensandbox.Options{}, func(o *opensandbox.Options) { o.Config.APIKey = "sk-wrong-0123" })
-	_, err := sandbox.Create(ctxT(t), e.drv, sandbox.Spec{})
+	_, err := sandbox.NewBackend(e.drv).Create(ctxT(t), sandbox.Spec{})
 	if err == nil || sandbox.IsRetryable(err) || !errors.Is(err, sandbox.ErrRejected) || !sandbox.IsFinal(err) {
 		t.Fatalf("want a final ErrRejected error, got %v", err)
 	}
@@ -86,7 +86,7 @@ func TestCreateFaults(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t, fakeopensandbox.Options{}, func(o *opensandbox.Options) { o.Config.RequestTimeout = time.Second })
 			tt.inject(e.srv)
-			sb, err := sandbox.Create(ctxT(t), e.drv, tt.spec)
+			sb, err := sandbox.NewBackend(e.drv).Create(ctxT(t), tt.spec)
 			if !tt.wantErr {
 				if err != nil {
 					t.Fatalf("create: %v", err)
@@ -118,7 +118,7 @@ func TestSlowCreate(t *testing.T) {
 	})
 	t.Run("gives up after the ready timeout and deletes it", func(t *testing.T) {
 		e := newEnv(t, fakeopensandbox.Options{PendingFor: time.Hour}, func(o *opensandbox.Options) { o.ReadyTimeout = 700 * time.Millisecond })
-		_, err := sandbox.Create(ctxT(t), e.drv, sandbox.Spec{})
+		_, err := sandbox.NewBackend(e.drv).Create(ctxT(t), sandbox.Spec{})
 		if err == nil || !sandbox.IsRetryable(err) || !strings.Contains(err.Error(), "not Running within") || !strings.Contains(err.Error(), "state Pending") {
 			t.Fatalf("err = %v", err)
 		}
@@ -129,7 +129,7 @@ func TestSlowCreate(t *testing.T) {
 func TestNetworkPolicyEnforcement(t *testing.T) {
 	t.Run("unenforced policy destroys the sandbox", func(t *testing.T) {
 		e := newEnv(t, fakeopensandbox.Options{IgnoreNetworkPolicy: true}, nil)
-		_, err := sandbox.Create(ctxT(t), e.drv, sandbox.Spec{Network: &sandbox.NetworkPolicy{Block: true, AllowHosts: []string{"pypi.org"}}})
+		_, err := sandbox.NewBackend(e.drv).Create(ctxT(t), sandbox.Spec{Network: &sandbox.NetworkPolicy{Block: true, AllowHosts: []string{"pypi.org"}}})
 		if !errors.Is(err, sandbox.ErrRefused) || sandbox.IsRetryable(err) || !strings.Contains(err.Error(), "did not enforce") || !strings.Contains(err.Error(), "egress sidecar") {
 			t.Fatalf("err = %v", err)
 		}
@@ -155,7 +155,7 @@ func TestNetworkPolicyEnforcement(t *testing.T) {
 	})
 	t.Run("dns-only enforcement refused on request", func(t *testing.T) {
 		e := newEnv(t, fakeopensandbox.Options{EgressMode: "dns"}, func(o *opensandbox.Options) { o.RequireIPEgressEnforcement = true })
-		_, err := sandbox.Create(ctxT(t), e.drv, sandbox.Spec{})
+		_, err := sandbox.NewBackend(e.drv).Create(ctxT(t), sandbox.Spec{})
 		if !errors.Is(err, sandbox.ErrRefused) || !strings.Contains(err.Error(), "dns+nft") {
 			t.Fatalf("err = %v", err)
 		}
@@ -440,7 +440,7 @@ func TestCancelDuringCreateDeletes(t *testing.T) {
 		}
 		cancel()
 	}()
-	_, err := sandbox.Create(ctx, e.drv, sandbox.Spec{})
+	_, err := sandbox.NewBackend(e.drv).Create(ctx, sandbox.Spec{})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v", err)
 	}
@@ -467,7 +467,7 @@ func TestExpiredSandboxIsGone(t *testing.T) {
 func TestLostCreateAnswerLeaksNothing(t *testing.T) {
 	e := newEnv(t, fakeopensandbox.Options{}, nil)
 	e.srv.LoseNextCreateAnswer()
-	_, err := sandbox.Create(ctxT(t), e.drv, sandbox.Spec{})
+	_, err := sandbox.NewBackend(e.drv).Create(ctxT(t), sandbox.Spec{})
 	if err == nil || !sandbox.IsRetryable(err) {
 		t.Fatalf("err = %v", err)
 	}
@@ -489,7 +489,7 @@ func TestFailedWhileStarting(t *testing.T) {
 			}
 		}
 	}()
-	_, err := sandbox.Create(ctxT(t), e.drv, sandbox.Spec{})
+	_, err := sandbox.NewBackend(e.drv).Create(ctxT(t), sandbox.Spec{})
 	if err == nil || sandbox.IsRetryable(err) || !strings.Contains(err.Error(), "Failed (IMAGE_PULL_ERROR") {
 		t.Fatalf("err = %v", err)
 	}
@@ -533,7 +533,7 @@ func TestSecondDriverUsesWorkdirFromTags(t *testing.T) {
 	}
 	defer other.Close()
 	var out bytes.Buffer
-	res, err := sandbox.Open(other, sb.ID()).Exec(ctx, "pwd", sandbox.ExecOptions{Stdout: &out})
+	res, err := sandbox.NewBackend(other).Open(sb.ID()).Exec(ctx, "pwd", sandbox.ExecOptions{Stdout: &out})
 	if err != nil || res.ExitCode != 0 || out.String() != "/tmp/job\n" {
 		t.Fatalf("pwd from a second driver: %q %+v %v", out.String(), res, err)
 	}

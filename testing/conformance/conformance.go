@@ -60,7 +60,7 @@ type Options struct {
 	// anything (for local: a CIDR allowlist). Nil skips that test.
 	RefusedSpec *sandbox.Spec
 	// CountProvisioned counts what the backend has provisioned, for the
-	// refused-spec tests. Default: len(sandbox.List(nil)).
+	// refused-spec tests. Default: the number sandbox.Backend.List(ctx, nil) lists.
 	CountProvisioned func(ctx context.Context, drv sandbox.Driver) (int, error)
 	// OpenNetworkReachesHost: a sandbox with Network{Block: false} can
 	// connect to a listener on the test host's 127.0.0.1. When true, this
@@ -94,7 +94,7 @@ func (o *Options) defaults() {
 	}
 	if o.CountProvisioned == nil {
 		o.CountProvisioned = func(ctx context.Context, drv sandbox.Driver) (int, error) {
-			l, err := sandbox.List(ctx, drv, nil)
+			l, err := sandbox.NewBackend(drv).List(ctx, nil)
 			return len(l), err
 		}
 	}
@@ -150,7 +150,7 @@ func (s *suite) create(t *testing.T, drv sandbox.Driver, edit func(*sandbox.Spec
 	if edit != nil {
 		edit(&spec)
 	}
-	sb, err := sandbox.Create(s.ctx(t), drv, spec)
+	sb, err := sandbox.NewBackend(drv).Create(s.ctx(t), spec)
 	if err != nil {
 		t.Fatalf("create: %v", err)
 	}
@@ -194,7 +194,7 @@ func (s *suite) testInfo(t *testing.T, drv sandbox.Driver) {
 	before := time.Now()
 	sb := s.create(t, drv, func(sp *sandbox.Spec) { sp.Timeout = 10 * time.Minute; sp.Workdir = "/workspace" })
 	// A fresh handle asks the backend instead of the cached create result.
-	info, err := sandbox.Open(drv, sb.ID()).Info(s.ctx(t))
+	info, err := sandbox.NewBackend(drv).Open(sb.ID()).Info(s.ctx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -547,7 +547,7 @@ func (s *suite) testListAndStat(t *testing.T, drv sandbox.Driver) {
 
 func (s *suite) testDestroy(t *testing.T, drv sandbox.Driver) {
 	spec := s.opts.Spec
-	sb, err := sandbox.Create(s.ctx(t), drv, spec)
+	sb, err := sandbox.NewBackend(drv).Create(s.ctx(t), spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -581,7 +581,7 @@ func (s *suite) testDestroy(t *testing.T, drv sandbox.Driver) {
 	gone("stat", err)
 	_, err = sb.List(ctx, ".")
 	gone("list", err)
-	_, err = sandbox.Open(drv, sb.ID()).Info(ctx)
+	_, err = sandbox.NewBackend(drv).Open(sb.ID()).Info(ctx)
 	gone("info", err)
 }
 
@@ -633,7 +633,7 @@ func (s *suite) testRefused(t *testing.T, drv sandbox.Driver) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb, err := sandbox.Create(ctx, drv, *s.opts.RefusedSpec)
+	sb, err := sandbox.NewBackend(drv).Create(ctx, *s.opts.RefusedSpec)
 	if err == nil {
 		sb.Destroy(ctx)
 		t.Fatal("the backend accepted a spec it must refuse")
@@ -689,15 +689,15 @@ func (s *suite) testTags(t *testing.T, drv sandbox.Driver) {
 	if err := sb.SetTags(ctx, tags); err != nil {
 		t.Fatal(err)
 	}
-	again, err := sandbox.Open(drv, sb.ID()).Tags(ctx)
+	again, err := sandbox.NewBackend(drv).Open(sb.ID()).Tags(ctx)
 	if err != nil || !maps.Equal(again, tags) {
 		t.Errorf("tags did not round-trip: set %v, got %v (%v)", tags, again, err)
 	}
-	list, err := sandbox.List(ctx, drv, map[string]string{sandbox.TagOwner: owner})
+	list, err := sandbox.NewBackend(drv).List(ctx, map[string]string{sandbox.TagOwner: owner})
 	if err != nil || len(list) != 1 || list[0].ID != sb.ID() {
 		t.Errorf("ListSandboxes by owner = %v, %v; want just %s", list, err, sb.ID())
 	}
-	if list, err := sandbox.List(ctx, drv, map[string]string{sandbox.TagOwner: owner, "team": "other"}); err != nil || len(list) != 0 {
+	if list, err := sandbox.NewBackend(drv).List(ctx, map[string]string{sandbox.TagOwner: owner, "team": "other"}); err != nil || len(list) != 0 {
 		t.Errorf("ListSandboxes must match every pair: got %v, %v", list, err)
 	}
 }
@@ -712,41 +712,41 @@ func (s *suite) testAttach(t *testing.T, drv sandbox.Driver) {
 	h1 := sandbox.HolderFor("conformance_dag", "run", "agent", -1)
 	h2 := sandbox.HolderFor("conformance_dag", "run", "agent", 1)
 
-	if _, _, err := sandbox.Attach(ctx, drv, sb.ID(), "other_dag/run", h1); err == nil {
+	if _, _, err := sandbox.NewBackend(drv).Attach(ctx, sb.ID(), "other_dag/run", h1); err == nil {
 		t.Error("attach with the wrong owner succeeded")
 	}
-	got, att, err := sandbox.Attach(ctx, drv, sb.ID(), owner, h1)
+	got, att, err := sandbox.NewBackend(drv).Attach(ctx, sb.ID(), owner, h1)
 	if err != nil {
 		t.Fatalf("attach: %v", err)
 	}
 	if got.ID() != sb.ID() || att.Holder != h1 || att.Workdir != "/workspace" || att.Network == nil || !att.Network.Block || att.ExpiresAt.IsZero() {
 		t.Errorf("attachment = %+v", att)
 	}
-	if _, _, err := sandbox.Attach(ctx, drv, sb.ID(), owner, h1); err != nil {
+	if _, _, err := sandbox.NewBackend(drv).Attach(ctx, sb.ID(), owner, h1); err != nil {
 		t.Errorf("re-attach by the same holder: %v", err)
 	}
-	if _, _, err := sandbox.Attach(ctx, drv, sb.ID(), owner, h2); err == nil {
+	if _, _, err := sandbox.NewBackend(drv).Attach(ctx, sb.ID(), owner, h2); err == nil {
 		t.Error("a second holder attached while the first held the sandbox")
 	}
-	if err := sandbox.Release(ctx, drv, sb.ID(), h2); err != nil {
+	if err := sandbox.NewBackend(drv).Release(ctx, sb.ID(), h2); err != nil {
 		t.Errorf("release by a non-holder: %v", err)
 	}
 	if tags, _ := sb.Tags(ctx); tags[sandbox.TagHolder] != h1 {
 		t.Errorf("release by a non-holder dropped the claim: %v", tags)
 	}
-	if err := sandbox.Release(ctx, drv, sb.ID(), h1); err != nil {
+	if err := sandbox.NewBackend(drv).Release(ctx, sb.ID(), h1); err != nil {
 		t.Fatalf("release: %v", err)
 	}
 	if tags, _ := sb.Tags(ctx); tags[sandbox.TagHolder] != "" {
 		t.Errorf("holder still set after release: %v", tags)
 	}
-	if _, _, err := sandbox.Attach(ctx, drv, sb.ID(), owner, h2); err != nil {
+	if _, _, err := sandbox.NewBackend(drv).Attach(ctx, sb.ID(), owner, h2); err != nil {
 		t.Errorf("attach after release: %v", err)
 	}
 	if err := sb.Destroy(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := sandbox.Release(ctx, drv, sb.ID(), h2); err != nil {
+	if err := sandbox.NewBackend(drv).Release(ctx, sb.ID(), h2); err != nil {
 		t.Errorf("release of a destroyed sandbox: %v", err)
 	}
 }
@@ -801,7 +801,7 @@ func (s *suite) testCapabilities(t *testing.T, drv sandbox.Driver) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sb, err := sandbox.Create(ctx, drv, spec)
+		sb, err := sandbox.NewBackend(drv).Create(ctx, spec)
 		if err == nil {
 			sb.Destroy(ctx)
 			t.Errorf("%s: declared unsupported, yet a sandbox was created", p.field)
