@@ -65,12 +65,12 @@ type Credentials interface {
 	Secrets() map[string]string
 }
 
-// Driver is what a store package registers: the URL schemes that name it
+// Registration is what a store package registers: the URL schemes that name it
 // and how to read its URLs, the Airflow connection types that reach it and
 // the adapter reading them, and how to open a bucket. A new store is its
 // own package plus one Register call; this package names no store but
 // file://.
-type Driver struct {
+type Registration struct {
 	// Scheme is the store's name in Location.Scheme and
 	// Options.Credentials ("gs").
 	Scheme string
@@ -105,18 +105,18 @@ type Driver struct {
 
 var (
 	driversMu sync.RWMutex
-	drivers   = map[string]Driver{}
+	drivers   = map[string]Registration{}
 	forms     = map[string]string{} // URL scheme -> store
 	refused   = map[string]string{} // URL scheme -> what to write instead
 )
 
-func init() { Register(fileDriver) }
+func init() { Register(fileRegistration) }
 
 // Register makes a store usable; driver packages call it from init. It
 // panics on a driver without a scheme, Open or FromConnection, or a
 // scheme or URL form registered twice: programming errors that must fail
 // at start-up.
-func Register(d Driver) {
+func Register(d Registration) {
 	if d.Scheme == "" || d.Open == nil || (d.FromConnection == nil) != (len(d.ConnTypes) == 0) {
 		panic(fmt.Sprintf("storage: driver %q needs a scheme, Open, and connection types with FromConnection", d.Scheme))
 	}
@@ -143,7 +143,7 @@ func Register(d Driver) {
 	}
 }
 
-func lookupDriver(scheme string) (Driver, bool) {
+func lookupDriver(scheme string) (Registration, bool) {
 	driversMu.RLock()
 	defer driversMu.RUnlock()
 	d, ok := drivers[scheme]
@@ -151,7 +151,7 @@ func lookupDriver(scheme string) (Driver, bool) {
 }
 
 // driverFor is the driver of URL scheme form, or why there is none.
-func driverFor(form string) (Driver, error) {
+func driverFor(form string) (Registration, error) {
 	driversMu.RLock()
 	d, ok := drivers[forms[form]]
 	why, isRefused := refused[form]
@@ -160,20 +160,20 @@ func driverFor(form string) (Driver, error) {
 	case ok:
 		return d, nil
 	case isRefused:
-		return Driver{}, errors.New(why)
+		return Registration{}, errors.New(why)
 	}
-	return Driver{}, unlinked(form)
+	return Registration{}, unlinked(form)
 }
 
 // forms are the URL schemes of d, the canonical one first.
-func (d Driver) forms() []string {
+func (d Registration) forms() []string {
 	if len(d.Forms) == 0 {
 		return []string{d.Scheme}
 	}
 	return d.Forms
 }
 
-func (d Driver) example() string {
+func (d Registration) example() string {
 	if d.Example != "" {
 		return d.Example
 	}
@@ -181,7 +181,7 @@ func (d Driver) example() string {
 }
 
 // parse reads u with the driver's ParseURL.
-func (d Driver) parse(u *url.URL) (Location, error) {
+func (d Registration) parse(u *url.URL) (Location, error) {
 	if d.ParseURL != nil {
 		return d.ParseURL(u)
 	}
@@ -221,7 +221,7 @@ func FromConnection(scheme string, c connections.Connection) (Credentials, error
 }
 
 // describe names the store's URL forms ("gs:// and gcs://").
-func (d Driver) describe() string {
+func (d Registration) describe() string {
 	fs := d.forms()
 	out := make([]string, len(fs))
 	for i, f := range fs {
@@ -231,7 +231,7 @@ func (d Driver) describe() string {
 }
 
 // Adapt turns a connection adapter that returns the driver's config T into
-// Driver.FromConnection, which hands out *T (what CredentialsFor reads).
+// Registration.FromConnection, which hands out *T (what CredentialsFor reads).
 func Adapt[T any, P interface {
 	*T
 	Credentials

@@ -27,8 +27,8 @@ import (
 // /dev/null, a directory, a symlink) is refused, never replaced.
 type fileStore struct{}
 
-// fileDriver is file:///absolute/path, the store every binary links.
-var fileDriver = Driver{Scheme: "file", ParseURL: parseFileURL, Example: "file:///absolute/path", Open: openFileStore}
+// fileRegistration is file:///absolute/path, the store every binary links.
+var fileRegistration = Registration{Scheme: "file", ParseURL: parseFileURL, Example: "file:///absolute/path", Open: openFileStore}
 
 // parseFileURL reads file:///absolute/path (or file://localhost/...).
 func parseFileURL(u *url.URL) (Location, error) {

@@ -11,11 +11,11 @@ import (
 )
 
 // Location is a parsed storage URL. Each store's driver reads its own URLs
-// (Driver.ParseURL, by default ParseBucketURL's
+// (Registration.ParseURL, by default ParseBucketURL's
 // scheme://[conn_id@]bucket/key); this package only finds the driver by the
 // URL's scheme and checks the key.
 type Location struct {
-	// Scheme is the store: its driver's Driver.Scheme ("s3", "gs", "file").
+	// Scheme is the store: its Registration.Scheme ("s3", "gs", "file").
 	Scheme string
 	// Bucket is what the driver opens: a bucket or container, in whatever
 	// form its driver needs (storage/azure's is container@account-host
@@ -123,7 +123,7 @@ func parseLocation(raw string) (Location, error) {
 }
 
 // ParseBucketURL reads scheme://[conn_id@]bucket/key, the URL form of most
-// stores: a Driver without ParseURL gets it. Its errors follow the URL in
+// stores: a Registration without ParseURL gets it. Its errors follow the URL in
 // a message ("<url> has a port; ..."); connType is the connection type the
 // advice names, bucket what the store calls a bucket ("container").
 func ParseBucketURL(u *url.URL, connType, bucket string) (Location, error) {

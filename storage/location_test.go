@@ -84,7 +84,7 @@ func TestParseURL(t *testing.T) {
 // spellings users reach for (Refuse), with nothing in this package naming
 // it; its URLs print in the spelling they were written in.
 func TestStoreParsesItsOwnURLs(t *testing.T) {
-	Register(Driver{
+	Register(Registration{
 		Scheme: "vault", Forms: []string{"vault", "vlt"}, Example: "vault://shelf/key",
 		ParseURL: func(u *url.URL) (Location, error) {
 			if u.Host != "shelf" {
@@ -112,9 +112,9 @@ func TestStoreParsesItsOwnURLs(t *testing.T) {
 	if got := SupportedURLs(); !strings.Contains(got, "vault://shelf/key (also vlt://)") {
 		t.Errorf("SupportedURLs must list the registered store: %s", got)
 	}
-	for _, d := range []Driver{
-		{Scheme: "vault2", Forms: []string{"vlt"}, Open: fileDriver.Open},
-		{Scheme: "vault3", Refuse: map[string]string{"vault": "taken"}, Open: fileDriver.Open},
+	for _, d := range []Registration{
+		{Scheme: "vault2", Forms: []string{"vlt"}, Open: fileRegistration.Open},
+		{Scheme: "vault3", Refuse: map[string]string{"vault": "taken"}, Open: fileRegistration.Open},
 	} {
 		func() {
 			defer func() {

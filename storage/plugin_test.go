@@ -31,7 +31,7 @@ func (b *memBucket) Close() error                { return nil }
 
 // registerMem registers the mem store for the rest of the test.
 func registerMem(t *testing.T, objects map[string]string) {
-	Register(Driver{
+	Register(Registration{
 		Scheme: "mem", Forms: []string{"mem", "memory"}, ConnTypes: []string{"memstore"},
 		FromConnection: func(c connections.Connection) (Credentials, error) {
 			return &memCreds{token: c.Password}, nil

@@ -80,7 +80,7 @@ func Sweep(ctx context.Context, prefix string, cutoff time.Time, dryRun bool, op
 }
 
 // sweepable lists the URL schemes whose prefixes Sweep clears: file://
-// and the linked stores that set Driver.Sweep.
+// and the linked stores that set Registration.Sweep.
 func sweepable() []string {
 	driversMu.RLock()
 	defer driversMu.RUnlock()
@@ -93,7 +93,7 @@ func sweepable() []string {
 	return out
 }
 
-// SweepFunc is a bucket store's part of Sweep (Driver.Sweep). Under
+// SweepFunc is a bucket store's part of Sweep (Registration.Sweep). Under
 // prefix, a URL of one of the driver's forms as the user wrote it, it
 // finds the leftovers of interrupted transfers last touched before cutoff
 // (IsLeftoverPartial objects, and whatever the store keeps of unfinished

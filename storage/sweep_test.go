@@ -100,13 +100,13 @@ func TestSweepFileObeysTheRoots(t *testing.T) {
 }
 
 // A store is swept by its driver (storage/s3's Sweep, tested there): a
-// prefix of a store with Driver.Sweep goes to it, a store without one says
+// prefix of a store with Registration.Sweep goes to it, a store without one says
 // which can be swept, and a URL no linked store reads says so.
 func TestSweepGoesToTheStoresDriver(t *testing.T) {
 	ctx := context.Background()
 	registerMem(t, nil)
 	var swept string
-	Register(Driver{Scheme: "sweepy", Open: fileDriver.Open,
+	Register(Registration{Scheme: "sweepy", Open: fileRegistration.Open,
 		Sweep: func(_ context.Context, prefix *url.URL, _ time.Time, _ bool, _ Options, _ *SweepReport) error {
 			swept = prefix.String()
 			return nil

@@ -216,7 +216,7 @@ func (d *dirDriver) opener(reqs *[]DriverRequest) *registry.Registry { return ba
 // backendsFor is opener for any driver (a wrapper around a dirDriver).
 func backendsFor(d driver.Driver, reqs *[]DriverRequest) *registry.Registry {
 	r := registry.New()
-	for _, b := range []registry.Backend{
+	for _, b := range []registry.Registration{
 		{Name: "local", Configure: fakeConfigure(d, reqs, "local", sandbox.Capabilities{Memory: true, BlockNetwork: true, OpenNetwork: true, Tags: true, List: true})},
 		{Name: "modal", DefaultConnID: "modal_default", ConnOptional: true, Configure: fakeConfigure(d, reqs, "modal", fakeCapabilities)},
 		{Name: "opensandbox", DefaultConnID: "opensandbox_default", Configure: fakeConfigure(d, reqs, "opensandbox",

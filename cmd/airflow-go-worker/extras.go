@@ -17,7 +17,7 @@ import (
 // modal"` (or EXTRAS=all) sets the tags.
 type extra struct {
 	kind   string   // "backend" or "store"
-	name   string   // the backend's name, or the store's (storage.Driver.Scheme)
+	name   string   // the backend's name, or the store's (storage.Registration.Scheme)
 	option string   // the Makefile's EXTRAS entry
 	tag    string   // the go build tag
 	forms  []string // a store's URL schemes, which a binary without it cannot know

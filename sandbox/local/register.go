@@ -19,7 +19,7 @@ import (
 // DefaultRoot(), so the separate processes of provision, run and collect
 // find the same sandboxes.
 func init() {
-	registry.Register(registry.Backend{Name: Backend, Configure: configure})
+	registry.Register(registry.Registration{Name: Backend, Configure: configure})
 }
 
 // BundleOptions are the local backend's settings in a bundle config

@@ -17,7 +17,7 @@ import (
 // finds credentials itself (MODAL_TOKEN_ID/MODAL_TOKEN_SECRET or
 // ~/.modal.toml), as the Python provider's ModalHook does.
 func init() {
-	registry.Register(registry.Backend{Name: "modal", DefaultConnID: DefaultConnID, ConnOptional: true, Configure: configure})
+	registry.Register(registry.Registration{Name: "modal", DefaultConnID: DefaultConnID, ConnOptional: true, Configure: configure})
 }
 
 // BundleOptions are the Modal backend's settings in a bundle config

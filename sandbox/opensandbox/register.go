@@ -15,7 +15,7 @@ import (
 
 // OpenSandbox reads the opensandbox_default connection, which must exist.
 func init() {
-	registry.Register(registry.Backend{Name: Backend, DefaultConnID: DefaultConnID, Configure: configure})
+	registry.Register(registry.Registration{Name: Backend, DefaultConnID: DefaultConnID, Configure: configure})
 }
 
 // BundleOptions are the OpenSandbox backend's settings in a bundle config

@@ -27,8 +27,8 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 )
 
-// Backend is what a backend package registers.
-type Backend struct {
+// Registration is what a backend package registers.
+type Registration struct {
 	// Name is what a bundle config's backend: says ("modal").
 	Name string
 	// DefaultConnID is the Airflow connection read when a task names none;
@@ -57,25 +57,25 @@ type Config interface {
 // Registry holds backends by name. The zero value is not usable; use New.
 type Registry struct {
 	mu       sync.RWMutex
-	backends map[string]Backend
+	backends map[string]Registration
 	// unlinked says how to get a binary that links a backend this one
 	// does not (SetUnlinkedHint).
 	unlinked func(name string) string
 }
 
 // New returns an empty registry (tests build their own).
-func New() *Registry { return &Registry{backends: map[string]Backend{}} }
+func New() *Registry { return &Registry{backends: map[string]Registration{}} }
 
 // Default is where backend packages register themselves.
 var Default = New()
 
 // Register adds b to Default; see Registry.Register.
-func Register(b Backend) { Default.Register(b) }
+func Register(b Registration) { Default.Register(b) }
 
 // Register adds b. It panics on an empty or lower-case-incompatible name,
 // a missing Configure, or a name registered twice: all programming errors
 // that must fail at start-up, not at a task.
-func (r *Registry) Register(b Backend) {
+func (r *Registry) Register(b Registration) {
 	if b.Name == "" || b.Name != strings.ToLower(b.Name) || b.Configure == nil {
 		panic(fmt.Sprintf("registry: backend %q needs a lower-case name and a Configure function", b.Name))
 	}
@@ -89,7 +89,7 @@ func (r *Registry) Register(b Backend) {
 
 // Lookup finds a backend by name (case-insensitive, surrounding spaces
 // ignored).
-func (r *Registry) Lookup(name string) (Backend, bool) {
+func (r *Registry) Lookup(name string) (Registration, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	b, ok := r.backends[strings.ToLower(strings.TrimSpace(name))]
@@ -145,10 +145,10 @@ func orNone(names []string) string {
 }
 
 // Configure looks name up and parses its options. Errors name the backend.
-func (r *Registry) Configure(name string, options json.RawMessage) (Backend, Config, error) {
+func (r *Registry) Configure(name string, options json.RawMessage) (Registration, Config, error) {
 	b, ok := r.Lookup(name)
 	if !ok {
-		return Backend{}, nil, r.Unknown(name)
+		return Registration{}, nil, r.Unknown(name)
 	}
 	cfg, err := b.Configure(options)
 	if err != nil {

@@ -28,8 +28,8 @@ func (testConfig) Open(context.Context, *connections.Connection, hclog.Logger) (
 	return nil, nil
 }
 
-func backend(name string, gpu bool) Backend {
-	return Backend{Name: name, Configure: func(raw json.RawMessage) (Config, error) {
+func backend(name string, gpu bool) Registration {
+	return Registration{Name: name, Configure: func(raw json.RawMessage) (Config, error) {
 		var o testOptions
 		if err := DecodeOptions(raw, &o); err != nil {
 			return nil, err
@@ -89,7 +89,7 @@ func TestRegisterRefusesDuplicatesAndBadNames(t *testing.T) {
 		"upper case": func(r *Registry) { r.Register(backend("Modal", false)) },
 		"no name":    func(r *Registry) { r.Register(backend("", false)) },
 		"no configure": func(r *Registry) {
-			r.Register(Backend{Name: "x"})
+			r.Register(Registration{Name: "x"})
 		},
 	} {
 		t.Run(name, func(t *testing.T) {

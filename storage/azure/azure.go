@@ -36,7 +36,7 @@ import (
 )
 
 func init() {
-	storage.Register(storage.Driver{
+	storage.Register(storage.Registration{
 		Scheme: "az", Forms: []string{"abfs", "abfss", "az", "azblob"}, ParseURL: parseURL, Example: "abfs://container/key",
 		Refuse: map[string]string{"wasb": hadoopForm("wasb"), "wasbs": hadoopForm("wasbs"),
 			"adl": "adl:// is Azure Data Lake Gen1, which Azure retired; write abfs://container/key for Blob storage"},

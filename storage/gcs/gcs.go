@@ -39,7 +39,7 @@ const ChunkSize = 16 << 20
 const DefaultEndpoint = "https://storage.googleapis.com"
 
 func init() {
-	storage.Register(storage.Driver{
+	storage.Register(storage.Registration{
 		Scheme: "gs", Forms: []string{"gs", "gcs"}, ConnTypes: []string{"google_cloud_platform", "gcp"}, Open: Open,
 		FromConnection: storage.Adapt(FromConnection),
 	})

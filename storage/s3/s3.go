@@ -33,7 +33,7 @@ import (
 )
 
 func init() {
-	storage.Register(storage.Driver{
+	storage.Register(storage.Registration{
 		Scheme: "s3", Forms: []string{"s3", "s3a"}, ConnTypes: []string{"aws", "s3"}, Open: Open,
 		FromConnection: storage.Adapt(AWSFromConnection), Sweep: sweep,
 	})

@@ -27,7 +27,7 @@ import (
 const Scheme = "dir"
 
 func init() {
-	storage.Register(storage.Driver{
+	storage.Register(storage.Registration{
 		Scheme: Scheme, ConnTypes: []string{"dirstore"},
 		FromConnection: storage.Adapt(FromConnection), Open: Open,
 	})
