@@ -15,14 +15,16 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/internal/final"
 )
 
-// Bucket is one bucket, container or the local filesystem behind a driver.
-// Each method is all-or-nothing at the key it names: a failed write leaves
-// nothing there, and an older object stays as it was.
+// Driver is what a store implements, for one bucket, container or the
+// local filesystem (Registration.Open opens one): the interface, as
+// sandbox/driver.Driver is a sandbox backend's. Each method is
+// all-or-nothing at the key it names: a failed write leaves nothing there,
+// and an older object stays as it was.
 //
 // Drivers for s3://, gs:// and Azure live in their own packages
 // (storage/s3, storage/gcs, storage/azure) and register themselves, so a
 // bundle links only the cloud SDKs it imports.
-type Bucket interface {
+type Driver interface {
 	// Put streams r to key and makes it visible once complete.
 	Put(ctx context.Context, key string, r io.Reader) error
 	// Upload streams every byte of r toward key but leaves the object
@@ -54,7 +56,7 @@ type Pending interface {
 }
 
 // OpenFunc opens the bucket loc lives in with the credentials in opt.
-type OpenFunc func(ctx context.Context, loc Location, opt Options) (Bucket, error)
+type OpenFunc func(ctx context.Context, loc Location, opt Options) (Driver, error)
 
 // Credentials are one store's resolved connection, as its driver parsed it
 // (*s3.AWSConfig, *gcs.Config, *azure.Config): opaque to package storage and
@@ -314,7 +316,7 @@ func unlinked(form string) error {
 }
 
 // openStore opens the bucket (or filesystem) that loc lives in.
-func openStore(ctx context.Context, loc Location, opt Options) (Bucket, error) {
+func openStore(ctx context.Context, loc Location, opt Options) (Driver, error) {
 	d, ok := lookupDriver(loc.Scheme)
 	if !ok {
 		return nil, final.Mark(unlinked(loc.Scheme))

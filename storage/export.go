@@ -38,7 +38,7 @@ type Export struct {
 
 	mu       sync.Mutex
 	state    exportState
-	stores   map[string]Bucket // opened once per bucket
+	stores   map[string]Driver // opened once per bucket
 	reserved map[string]bool   // destinations staged or being staged
 	files    []*stagedFile     // staged successfully, in Stage order
 	failed   []string          // destinations whose Stage failed
@@ -61,7 +61,7 @@ type stagedFile struct {
 
 // NewExport starts an export.
 func NewExport(opt Options) *Export {
-	return &Export{opt: opt, stores: map[string]Bucket{}, reserved: map[string]bool{}}
+	return &Export{opt: opt, stores: map[string]Driver{}, reserved: map[string]bool{}}
 }
 
 // Stage streams r toward destURL and holds it for Commit. size is the
@@ -112,7 +112,7 @@ func (e *Export) Stage(ctx context.Context, destURL string, r io.Reader, size in
 }
 
 // begin reserves the destination and returns its (cached) store.
-func (e *Export) begin(ctx context.Context, loc Location) (Bucket, error) {
+func (e *Export) begin(ctx context.Context, loc Location) (Driver, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.state != exportOpen {

@@ -4,7 +4,7 @@ package storage
 // unexported names.
 
 // NewFileStoreForTest opens the file:// store directly.
-func NewFileStoreForTest() (Bucket, error) { return fileStore{}, nil }
+func NewFileStoreForTest() (Driver, error) { return fileStore{}, nil }
 
 // InjectStoreForTest makes e use b for the file:// store.
-func InjectStoreForTest(e *Export, b Bucket) { e.stores[Location{Scheme: "file"}.storeID()] = b }
+func InjectStoreForTest(e *Export, b Driver) { e.stores[Location{Scheme: "file"}.storeID()] = b }

@@ -20,14 +20,14 @@ import (
 // faultyStore wraps a real store and makes chosen uploads fail to abort,
 // a failure a real server will not produce on demand.
 type faultyStore struct {
-	storage.Bucket
+	storage.Driver
 	abortFails func(key string) bool
 }
 
 var errNoAbort = errors.New("abort refused by test")
 
 func (f *faultyStore) Upload(ctx context.Context, key string, r io.Reader, size int64) (storage.Pending, error) {
-	p, err := f.Bucket.Upload(ctx, key, r, size)
+	p, err := f.Driver.Upload(ctx, key, r, size)
 	if err != nil || f.abortFails == nil || !f.abortFails(key) {
 		return p, err
 	}
@@ -49,7 +49,7 @@ func TestAbortNamesUploadsItCouldNotDiscard(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := storage.NewExport(storage.Options{})
-	storage.InjectStoreForTest(e, &faultyStore{Bucket: st, abortFails: func(key string) bool { return strings.HasSuffix(key, "/stuck") }})
+	storage.InjectStoreForTest(e, &faultyStore{Driver: st, abortFails: func(key string) bool { return strings.HasSuffix(key, "/stuck") }})
 	for _, k := range []string{"ok", "stuck"} {
 		if _, err := e.Stage(ctx, a.URL(k), strings.NewReader(k), -1); err != nil {
 			t.Fatal(err)

@@ -53,7 +53,7 @@ func parseFileURL(u *url.URL) (Location, error) {
 
 // openFileStore checks loc's path against the roots, so that storage.Check
 // (run before a sandbox is created) refuses a path outside them.
-func openFileStore(_ context.Context, loc Location, _ Options) (Bucket, error) {
+func openFileStore(_ context.Context, loc Location, _ Options) (Driver, error) {
 	if _, _, err := confine("/" + loc.Key); err != nil {
 		return nil, err
 	}

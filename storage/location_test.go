@@ -93,7 +93,7 @@ func TestStoreParsesItsOwnURLs(t *testing.T) {
 			return Location{Bucket: "shelf", Key: strings.TrimPrefix(u.Path, "/")}, nil
 		},
 		Refuse: map[string]string{"safe": "safe:// was the old name; write vault://shelf/key"},
-		Open:   func(context.Context, Location, Options) (Bucket, error) { return nil, errors.New("not opened") },
+		Open:   func(context.Context, Location, Options) (Driver, error) { return nil, errors.New("not opened") },
 	})
 	t.Cleanup(func() { unregister("vault") })
 	loc, err := parseURL("vlt://shelf/a/b")

@@ -17,7 +17,7 @@ type memCreds struct{ token string }
 func (m *memCreds) Secrets() map[string]string { return map[string]string{"token": m.token} }
 
 type memBucket struct {
-	Bucket  // only Put, Check and Close are called
+	Driver  // only Put, Check and Close are called
 	objects map[string]string
 }
 
@@ -36,7 +36,7 @@ func registerMem(t *testing.T, objects map[string]string) {
 		FromConnection: func(c connections.Connection) (Credentials, error) {
 			return &memCreds{token: c.Password}, nil
 		},
-		Open: func(_ context.Context, loc Location, opt Options) (Bucket, error) {
+		Open: func(_ context.Context, loc Location, opt Options) (Driver, error) {
 			c, err := CredentialsFor[*memCreds](opt, "mem")
 			if err != nil || c == nil || c.token != "t0k" {
 				return nil, io.ErrUnexpectedEOF

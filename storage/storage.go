@@ -135,7 +135,7 @@ func Open(ctx context.Context, rawURL string, opt Options) (io.ReadCloser, error
 
 type readCloser struct {
 	r  io.ReadCloser
-	st Bucket
+	st Driver
 	p  *Progress
 }
 

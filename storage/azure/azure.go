@@ -75,7 +75,7 @@ type bucket struct {
 
 // Open opens the container loc names with opt.Credentials["az"], a
 // *Config (none: the AZURE_STORAGE_* environment variables).
-func Open(_ context.Context, loc storage.Location, opt storage.Options) (storage.Bucket, error) {
+func Open(_ context.Context, loc storage.Location, opt storage.Options) (storage.Driver, error) {
 	cfg, err := storage.CredentialsFor[*Config](opt, "az")
 	if err != nil {
 		return nil, err

@@ -56,7 +56,7 @@ type bucket struct {
 // Open opens the bucket loc names with opt.Credentials["gs"], a *Config
 // (none: application default credentials, or STORAGE_EMULATOR_HOST's
 // emulator).
-func Open(ctx context.Context, loc storage.Location, opt storage.Options) (storage.Bucket, error) {
+func Open(ctx context.Context, loc storage.Location, opt storage.Options) (storage.Driver, error) {
 	cfg, err := storage.CredentialsFor[*Config](opt, "gs")
 	if err != nil {
 		return nil, err

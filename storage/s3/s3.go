@@ -50,7 +50,7 @@ type s3Store struct {
 
 // Open opens the bucket loc names with opt.Credentials["s3"], an
 // *AWSConfig (none: the AWS SDK's default credential chain).
-func Open(ctx context.Context, loc storage.Location, opt storage.Options) (storage.Bucket, error) {
+func Open(ctx context.Context, loc storage.Location, opt storage.Options) (storage.Driver, error) {
 	cfg, err := storage.CredentialsFor[*AWSConfig](opt, "s3")
 	if err != nil {
 		return nil, err

@@ -48,7 +48,7 @@ func FromConnection(c connections.Connection) (Config, error) {
 }
 
 // Open opens the bucket loc names under the connection's root.
-func Open(_ context.Context, loc storage.Location, opt storage.Options) (storage.Bucket, error) {
+func Open(_ context.Context, loc storage.Location, opt storage.Options) (storage.Driver, error) {
 	cfg, err := storage.CredentialsFor[*Config](opt, Scheme)
 	if err != nil {
 		return nil, err
