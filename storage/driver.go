@@ -145,6 +145,10 @@ func Register(d Registration) {
 	}
 }
 
+// Lookup is the registration of store scheme ("gs"), as
+// registry.Registry.Lookup is a sandbox backend's.
+func Lookup(scheme string) (Registration, bool) { return lookupDriver(scheme) }
+
 func lookupDriver(scheme string) (Registration, bool) {
 	driversMu.RLock()
 	defer driversMu.RUnlock()
@@ -210,7 +214,7 @@ func ConnType(scheme string) string {
 func FromConnection(scheme string, c connections.Connection) (Credentials, error) {
 	d, ok := lookupDriver(scheme)
 	if !ok {
-		return nil, final.Errorf("no store %q is linked into this binary (it links %s)", scheme, strings.Join(Schemes(), ", "))
+		return nil, final.Errorf("no store %q is linked into this binary (it links %s)", scheme, strings.Join(Names(), ", "))
 	}
 	if d.FromConnection == nil {
 		return nil, final.Errorf("%s URLs take no connection; remove the connection %q from the task", d.describe(), c.ConnID)
@@ -276,9 +280,9 @@ func SetUnlinkedHint(hint func(form string) (store, how string)) {
 	unlinkedHint = hint
 }
 
-// Schemes lists the stores this binary links, sorted ("az", "file", "gs",
-// "s3").
-func Schemes() []string {
+// Names lists the stores this binary links, sorted ("az", "file", "gs",
+// "s3"), as registry.Registry.Names lists the sandbox backends.
+func Names() []string {
 	driversMu.RLock()
 	defer driversMu.RUnlock()
 	return slices.Sorted(maps.Keys(drivers))
@@ -308,7 +312,7 @@ func unlinked(form string) error {
 	if hint != nil {
 		if store, how := hint(form); how != "" {
 			return fmt.Errorf("%s:// URLs need the %s store, which is not linked into this binary (it links %s); %s",
-				form, store, strings.Join(Schemes(), ", "), how)
+				form, store, strings.Join(Names(), ", "), how)
 		}
 	}
 	return fmt.Errorf("no store this bundle links reads %s:// URLs (%s); a store's URLs need its package imported in the bundle's main package",

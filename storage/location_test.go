@@ -177,7 +177,7 @@ func TestStoreNotLinked(t *testing.T) {
 	}
 	// The test binary links file:// and, through the external tests,
 	// testing/dirstore.
-	if got := strings.Join(Schemes(), ","); got != "dir,file" {
+	if got := strings.Join(Names(), ","); got != "dir,file" {
 		t.Errorf("Schemes: %s", got)
 	}
 	SetUnlinkedHint(func(form string) (string, string) {

@@ -82,7 +82,7 @@ func CheckBackendOptions(r *registry.Registry, opts BackendOptions) (registry.Co
 // optional (Modal) means the backend's environment credentials; any other
 // missing connection is an error.
 func resolveDriverRequest(ctx context.Context, d Deps, opts BackendOptions) (DriverRequest, error) {
-	r := d.drivers()
+	r := d.backends()
 	b, cfg, err := r.Configure(opts.name(), opts.Options[opts.name()])
 	if err != nil {
 		return DriverRequest{}, err

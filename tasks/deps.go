@@ -44,10 +44,10 @@ type Deps struct {
 	Run     Run
 	// Logger receives the task log (command output, progress). nil = discard.
 	Logger hclog.Logger
-	// Drivers are the sandbox backends tasks may open; nil = those the
+	// Backends are the sandbox backends tasks may open; nil = those the
 	// bundle links (registry.Default: each imported backend package
 	// registers itself).
-	Drivers *registry.Registry
+	Backends *registry.Registry
 	// Storage reads and writes object storage URLs; nil = DefaultStorage.
 	Storage Storage
 }
@@ -59,11 +59,11 @@ func (d Deps) logger() hclog.Logger {
 	return d.Logger
 }
 
-func (d Deps) drivers() *registry.Registry {
-	if d.Drivers == nil {
+func (d Deps) backends() *registry.Registry {
+	if d.Backends == nil {
 		return registry.Default
 	}
-	return d.Drivers
+	return d.Backends
 }
 
 func (d Deps) storage() Storage {

@@ -396,11 +396,11 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	e := &env{af: newFakeAirflow(), drv: newDirDriver(t), st: newMemStorage(), log: &syncbuf.Buffer{}}
 	e.deps = Deps{
-		Airflow: e.af,
-		Run:     Run{DagID: "dag_a", RunID: "manual__2026-11-29T10:00:00+00:00", TaskID: "t", MapIndex: -1},
-		Logger:  hclog.New(&hclog.LoggerOptions{Output: e.log, Level: hclog.Debug}),
-		Drivers: e.drv.opener(&e.reqs),
-		Storage: e.st,
+		Airflow:  e.af,
+		Run:      Run{DagID: "dag_a", RunID: "manual__2026-11-29T10:00:00+00:00", TaskID: "t", MapIndex: -1},
+		Logger:   hclog.New(&hclog.LoggerOptions{Output: e.log, Level: hclog.Debug}),
+		Backends: e.drv.opener(&e.reqs),
+		Storage:  e.st,
 	}
 	return e
 }

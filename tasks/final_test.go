@@ -38,7 +38,7 @@ func TestFinalErrorsAndRetriedErrors(t *testing.T) {
 	runWith := func(backendErr error) func() error {
 		return func() error {
 			d := e.deps
-			d.Drivers = backendsFor(execFails{e.drv, backendErr}, nil)
+			d.Backends = backendsFor(execFails{e.drv, backendErr}, nil)
 			_, err := RunCommands(ctx, d, RunInput{Sandbox: SandboxRef{ID: id}, Command: Commands{"true"}})
 			return err
 		}

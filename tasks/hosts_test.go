@@ -19,7 +19,7 @@ import (
 func TestLocalSandboxHandedToAnotherHostFailsNamingBoth(t *testing.T) {
 	a, b := newEnv(t), newEnv(t)
 	a.drv, b.drv = newDirDriverOn(t, "worker-a"), newDirDriverOn(t, "worker-b")
-	a.deps.Drivers, b.deps.Drivers = a.drv.opener(&a.reqs), b.drv.opener(&b.reqs)
+	a.deps.Backends, b.deps.Backends = a.drv.opener(&a.reqs), b.drv.opener(&b.reqs)
 	ctx := context.Background()
 	id, err := Provision(ctx, a.deps, ProvisionInput{})
 	if err != nil {

@@ -46,7 +46,7 @@ func TestSweepFindsASandboxLeakedBeforeItsIDReachedXCom(t *testing.T) {
 
 	// Another process: only the owner of the run that is over is known.
 	sweeper := newEnv(t)
-	sweeper.drv, sweeper.deps.Drivers = e.drv, e.drv.opener(nil)
+	sweeper.drv, sweeper.deps.Backends = e.drv, e.drv.opener(nil)
 	res, err := sweepAt(context.Background(), sweeper.deps, SweepInput{FinishedRuns: []string{e.deps.Run.Owner()}}, time.Now())
 	if err != nil {
 		t.Fatal(err)

@@ -129,7 +129,7 @@ func TestKilledProvisionHelper(t *testing.T) {
 	d, _, _ := localDeps(t)
 	t.Setenv("XDG_STATE_HOME", os.Getenv(killedProvisionEnv))
 	d.Run.RunID = "killed__1"
-	d.Drivers = wrapBackends(registry.Default, func(drv driver.Driver) driver.Driver { return announcingDriver{drv} })
+	d.Backends = wrapBackends(registry.Default, func(drv driver.Driver) driver.Driver { return announcingDriver{drv} })
 	Provision(context.Background(), d, ProvisionInput{Env: map[string]string{"TOKEN": "s3cr3t"}})
 	t.Fatal("provision returned")
 }

@@ -91,7 +91,7 @@ func provision(ctx context.Context, d Deps, in ProvisionInput) (created, error) 
 	log := d.logger()
 	// What the backend cannot do fails first, before any connection or
 	// secret is read.
-	if err := in.Check(d.drivers()); err != nil {
+	if err := in.Check(d.backends()); err != nil {
 		return created{}, err
 	}
 	staged, err := d.Run.expandURLs("stage_in", in.StageIn)

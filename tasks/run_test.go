@@ -249,7 +249,7 @@ func TestRunRedactsTheSandboxSecrets(t *testing.T) {
 	// The run task is another process: a fresh masker, a fresh log.
 	later := newEnv(t)
 	later.af.conns = e.af.conns
-	later.drv, later.deps.Drivers = e.drv, e.drv.opener(nil)
+	later.drv, later.deps.Backends = e.drv, e.drv.opener(nil)
 	res, err := RunCommands(context.Background(), later.deps, RunInput{Sandbox: SandboxRef{ID: id}, Command: Commands{`echo "token is $API_TOKEN"; echo "$API_TOKEN" >&2; exit 1`}, AllowFailure: true})
 	if err != nil {
 		t.Fatal(err)
@@ -307,7 +307,7 @@ func TestRunRedactsASecretSplitAcrossChunks(t *testing.T) {
 	}{
 		{false, "token is tok-9f8e"}, {true, "warming up\n"}, {false, "7d6c5b4a\ndone\n"},
 	}}
-	e.deps.Drivers = backendsFor(cd, nil)
+	e.deps.Backends = backendsFor(cd, nil)
 	res, err := RunCommands(context.Background(), e.deps, RunInput{Sandbox: SandboxRef{ID: id}, Command: Commands{"print-token"}})
 	if err != nil {
 		t.Fatal(err)

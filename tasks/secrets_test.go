@@ -14,7 +14,7 @@ import (
 func laterEnv(t *testing.T, e *env) *env {
 	later := newEnv(t)
 	later.af.conns, later.af.vars = e.af.conns, e.af.vars
-	later.drv, later.deps.Drivers = e.drv, e.drv.opener(nil)
+	later.drv, later.deps.Backends = e.drv, e.drv.opener(nil)
 	return later
 }
 

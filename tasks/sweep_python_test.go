@@ -39,7 +39,7 @@ func TestSweepRemovesPythonProviderSandboxes(t *testing.T) {
 	s := fakemodal.Start(t, fakemodal.Options{})
 	s.SetEnv(t)
 	e := newEnv(t)
-	e.deps.Drivers = nil // the registered backends: the real Modal driver, with the environment's credentials
+	e.deps.Backends = nil // the registered backends: the real Modal driver, with the environment's credentials
 
 	made := pythonCreate(t, s,
 		map[string]any{"owner": "py_dag/manual__over"},

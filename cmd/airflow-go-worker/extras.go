@@ -55,7 +55,7 @@ func (e extra) linked() bool {
 		_, ok := registry.Default.Lookup(e.name)
 		return ok
 	}
-	for _, s := range storage.Schemes() {
+	for _, s := range storage.Names() {
 		if s == e.name {
 			return true
 		}
