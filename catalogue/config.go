@@ -43,6 +43,7 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/bundles"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/footer"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/selftest"
+	"github.com/airflow-sandbox/airflow-go-worker/internal/yamlnode"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/registry"
 )
 
@@ -258,7 +259,7 @@ func parseBundleConfig(data []byte, source string) (bundleConfig, error) {
 			return cfg, fmt.Errorf("%s: dags.%s has no tasks; add tasks: {<task_id>: {kind: ...}} or remove the Dag", source, dagID)
 		}
 	}
-	cfg.order = fileOrder(mappingValue(doc.Content[0], "dags"))
+	cfg.order = fileOrder(yamlnode.Value(doc.Content[0], "dags"))
 	return cfg, nil
 }
 
@@ -274,40 +275,9 @@ func fileOrder(dags *yaml.Node) []orderedDag {
 	}
 	order := make([]orderedDag, 0, len(dags.Content)/2)
 	for i := 0; i+1 < len(dags.Content); i += 2 {
-		order = append(order, orderedDag{id: dags.Content[i].Value, tasks: mappingKeys(mappingValue(dags.Content[i+1], "tasks"))})
+		order = append(order, orderedDag{id: dags.Content[i].Value, tasks: yamlnode.Keys(yamlnode.Value(dags.Content[i+1], "tasks"))})
 	}
 	return order
-}
-
-// mappingValue returns the value under key in a YAML mapping node, or nil.
-func mappingValue(n *yaml.Node, key string) *yaml.Node {
-	for n != nil && n.Kind == yaml.AliasNode {
-		n = n.Alias
-	}
-	if n == nil || n.Kind != yaml.MappingNode {
-		return nil
-	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == key {
-			return n.Content[i+1]
-		}
-	}
-	return nil
-}
-
-// mappingKeys lists a mapping node's keys in file order.
-func mappingKeys(n *yaml.Node) []string {
-	for n != nil && n.Kind == yaml.AliasNode {
-		n = n.Alias
-	}
-	if n == nil || n.Kind != yaml.MappingNode {
-		return nil
-	}
-	keys := make([]string, 0, len(n.Content)/2)
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		keys = append(keys, n.Content[i].Value)
-	}
-	return keys
 }
 
 // checkDefaults decodes the defaults strictly, so a misspelt key inside a

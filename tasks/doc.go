@@ -7,6 +7,6 @@
 // Dependencies point one way: tasks imports sandbox, sandbox/registry,
 // storage and connections, never a backend package nor the bundle runtime.
 // Backends are the ones the bundle's main package links (each registers
-// itself with sandbox/registry); Deps.Drivers replaces them in tests. The
+// itself with sandbox/registry); Deps.Backends replaces them in tests. The
 // Airflow interface is satisfied structurally by bundles.Client.
 package tasks

@@ -10,6 +10,8 @@ import (
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/airflow-sandbox/airflow-go-worker/internal/yamlnode"
 )
 
 // MetadataVersion is the airflow_bundle_metadata_version this package writes.
@@ -228,7 +230,7 @@ func decodeManifest(data []byte, strict bool) (Manifest, error) {
 	if m.SDK.SupervisorSchemaVersion == "" {
 		return m, errors.New("sdk.supervisor_schema_version is missing or empty; Airflow rejects the bundle without it (pack again with --supervisor-schema-version)")
 	}
-	if v := mappingValue(resolveAlias(mappingValue(root, "sdk")), "supervisor_schema_version"); v != nil && resolveAlias(v).ShortTag() != "!!str" {
+	if v := yamlnode.Value(resolveAlias(yamlnode.Value(root, "sdk")), "supervisor_schema_version"); v != nil && resolveAlias(v).ShortTag() != "!!str" {
 		return m, fmt.Errorf("sdk.supervisor_schema_version is a YAML %s, not a string; quote it (\"%s\") so yaml.safe_load reads a string", resolveAlias(v).ShortTag(), m.SDK.SupervisorSchemaVersion)
 	}
 	if !sawDags {
@@ -612,18 +614,6 @@ func resolveAlias(n *yaml.Node) *yaml.Node {
 		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null"}
 	}
 	return n
-}
-
-func mappingValue(n *yaml.Node, key string) *yaml.Node {
-	if n == nil || n.Kind != yaml.MappingNode {
-		return nil
-	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == key {
-			return n.Content[i+1]
-		}
-	}
-	return nil
 }
 
 func kindName(n *yaml.Node) string {
