@@ -265,17 +265,30 @@ func (s *Server) create(ctx context.Context, v2 bool, appID string, def *pb.Sand
 // finish ends a sandbox once: records the result, kills its commands and
 // destroys its files.
 func (s *Server) finish(sb *fakeSandbox, st pb.GenericResult_GenericStatus, code int32) {
+	if s.end(sb, st, code) {
+		s.teardown(sb)
+	}
+}
+
+// end records the sandbox's result, unless it has one already; from then on
+// every RPC and Sandboxes() see it finished. It reports whether this call
+// ended it (the caller then owes the teardown).
+func (s *Server) end(sb *fakeSandbox, st pb.GenericResult_GenericStatus, code int32) bool {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if sb.result != nil {
-		s.mu.Unlock()
-		return
+		return false
 	}
 	sb.result = pb.GenericResult_builder{Status: st, Exitcode: code}.Build()
 	if sb.timer != nil {
 		sb.timer.Stop()
 	}
 	close(sb.done)
-	s.mu.Unlock()
+	return true
+}
+
+// teardown kills an ended sandbox's commands and destroys its files.
+func (s *Server) teardown(sb *fakeSandbox) {
 	sb.stop()
 	if err := s.exec.Destroy(context.Background(), sb.execID); err != nil {
 		s.log.Warn("destroying the exec sandbox failed", "sandbox", sb.id, "error", err)
@@ -347,8 +360,14 @@ func (c *control) terminate(req *pb.SandboxTerminateRequest) (*pb.SandboxTermina
 	if err != nil {
 		return nil, err
 	}
-	// Modal answers at once and stops the sandbox in the background.
-	go c.s.finish(sb, pb.GenericResult_GENERIC_STATUS_TERMINATED, 0)
+	// Modal answers at once and stops the sandbox in the background (real
+	// Modal may show the exit status only later). The fake records the
+	// sandbox terminated before it answers, so what the client does next
+	// (wait, exec, a test's leak check) sees it finished however late the
+	// teardown goroutine gets to run.
+	if c.s.end(sb, pb.GenericResult_GENERIC_STATUS_TERMINATED, 0) {
+		go c.s.teardown(sb)
+	}
 	return &pb.SandboxTerminateResponse{}, nil
 }
 

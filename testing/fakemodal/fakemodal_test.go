@@ -6,12 +6,14 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	modal "github.com/modal-labs/modal-client/go"
+	pb "github.com/modal-labs/modal-client/go/proto/modal_proto"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -307,5 +309,42 @@ func waitHeld(t *testing.T, s *Server, n int) []CreateRecord {
 			t.Fatalf("%d creates held, want %d", len(held), n)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestTerminateIsRecordedBeforeItsAnswer: once SandboxTerminateV2 has
+// answered, the sandbox counts as finished. When the fake recorded that in
+// a goroutine of its own, a leak check right after a driver's Destroy could
+// still find the sandbox running on a loaded machine.
+func TestTerminateIsRecordedBeforeItsAnswer(t *testing.T) {
+	s, c := newClient(t)
+	sb := create(t, c, nil)
+	s.mu.Lock()
+	fsb := s.sandboxes[sb.SandboxID]
+	s.mu.Unlock()
+	if got := s.Sandboxes(); len(got) != 1 || fsb == nil {
+		t.Fatalf("before terminate: Sandboxes() = %+v", got)
+	}
+	// The handler is called in-process on one P: a goroutine it starts
+	// cannot run before this one blocks, so anything it defers to a
+	// goroutine is still undone when the checks below run.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	ctrl := &control{s: s}
+	if _, err := ctrl.SandboxTerminateV2(context.Background(), pb.SandboxTerminateRequest_builder{SandboxId: sb.SandboxID}.Build()); err != nil {
+		t.Fatal(err)
+	}
+	live := s.Sandboxes()
+	waited, err := ctrl.SandboxWaitV2(context.Background(), pb.SandboxWaitRequest_builder{SandboxId: sb.SandboxID}.Build())
+	if len(live) != 0 {
+		t.Errorf("a sandbox whose terminate was answered is still listed running: %+v", live)
+	}
+	if err != nil || waited.GetResult().GetStatus() != pb.GenericResult_GENERIC_STATUS_TERMINATED {
+		t.Errorf("wait right after terminate: %v, %v; want TERMINATED", waited.GetResult(), err)
+	}
+	// The teardown still happens, in the background.
+	select {
+	case <-fsb.destroyed:
+	case <-time.After(time.Minute):
+		t.Fatal("the terminated sandbox's processes and files were never destroyed")
 	}
 }
