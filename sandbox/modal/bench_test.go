@@ -94,7 +94,7 @@ func BenchmarkOverhead(b *testing.B) {
 	b.ReportMetric(float64(md.Microseconds())/1000, "driver-ms/op")
 	b.ReportMetric(float64(ms.Microseconds())/1000, "sdk-ms/op")
 	b.ReportMetric(float64(md)/float64(ms), "ratio")
-	waitNoLeak(b, fake)
+	assertNoLeak(b, fake)
 }
 
 // BenchmarkConcurrent100 creates and destroys 100 sandboxes at once and
@@ -108,7 +108,7 @@ func BenchmarkConcurrent100(b *testing.B) {
 		b.Fatal(err)
 	}
 	warm.Destroy(ctx)
-	waitNoLeak(b, fake)
+	assertNoLeak(b, fake)
 	baseline := settledGoroutines(0, 0)
 	b.ResetTimer()
 	var leftSandboxes, extraGoroutines int
@@ -138,7 +138,7 @@ func BenchmarkConcurrent100(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.StopTimer()
-		waitNoLeak(b, fake)
+		assertNoLeak(b, fake)
 		leftSandboxes += len(fake.Sandboxes())
 		if n := settledGoroutines(baseline, 10*time.Second) - baseline; n > 0 {
 			extraGoroutines += n

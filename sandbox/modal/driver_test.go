@@ -271,7 +271,7 @@ func TestAttachReleaseThroughSDK(t *testing.T) {
 	if err := sandbox.NewBackend(drv2).Release(context.Background(), sb.ID(), holder); err != nil {
 		t.Fatalf("release of a destroyed sandbox: %v", err)
 	}
-	waitNoLeak(t, fake)
+	assertNoLeak(t, fake)
 }
 
 func TestCredentialResolution(t *testing.T) {
@@ -401,7 +401,7 @@ func TestRetryableFaults(t *testing.T) {
 	if err := sb.Destroy(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitNoLeak(t, fake)
+	assertNoLeak(t, fake)
 }
 
 func TestTerminalFaults(t *testing.T) {
@@ -433,7 +433,7 @@ func TestAmbiguousCreateNeverLeaks(t *testing.T) {
 		t.Fatalf("want exactly the adopted sandbox, got %+v", live)
 	}
 	sb.Destroy(context.Background())
-	waitNoLeak(t, fake)
+	assertNoLeak(t, fake)
 
 	// A slow create abandoned by its caller is found by name and terminated.
 	fake.SetCreateDelay(3 * time.Second)
@@ -442,7 +442,7 @@ func TestAmbiguousCreateNeverLeaks(t *testing.T) {
 	if _, err := sandbox.NewBackend(drv).Create(ctx, sandbox.Spec{}); err == nil {
 		t.Fatal("create should fail with its context")
 	}
-	waitNoLeak(t, fake)
+	assertNoLeak(t, fake)
 }
 
 func TestListSandboxesAndInfo(t *testing.T) {
@@ -466,7 +466,7 @@ func TestListSandboxesAndInfo(t *testing.T) {
 	if _, err := drv.Info(ctx, b.ID()); !errors.Is(err, sandbox.ErrGone) {
 		t.Fatalf("info after destroy: %v", err)
 	}
-	waitNoLeak(t, fake)
+	assertNoLeak(t, fake)
 }
 
 func TestFileErrorsAndLimits(t *testing.T) {
@@ -521,21 +521,10 @@ type errReader struct{}
 
 func (errReader) Read([]byte) (int, error) { return 0, errors.New("source broke") }
 
-// waitNoLeak polls (Modal terminates in the background) until the fake
-// runs no sandbox, failing after a deadline.
-func waitNoLeak(t testing.TB, fake *fakemodal.Server) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for len(fake.Sandboxes()) > 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	assertNoLeak(t, fake)
-}
-
 func TestExecCancelAndPerCommandOptions(t *testing.T) {
 	fake, drv := newFake(t, nil)
 	sb := mustCreate(t, drv, sandbox.Spec{Env: map[string]string{"A": "sandbox"}})
-	defer func() { sb.Destroy(context.Background()); waitNoLeak(t, fake) }()
+	defer func() { sb.Destroy(context.Background()); assertNoLeak(t, fake) }()
 	var out bytes.Buffer
 	res, err := sb.Exec(context.Background(), `mkdir -p /workspace/sub && cd /workspace/sub && true; echo "$A $B $(pwd)"`,
 		sandbox.ExecOptions{Env: map[string]string{"B": "cmd"}, Stdout: &out})

@@ -196,6 +196,12 @@ func (s *Server) create(ctx context.Context, v2 bool, appID string, def *pb.Sand
 	if v2 {
 		id, taskID = newV2SandboxID(), newV2TaskID()
 	}
+	if s.closed {
+		s.mu.Unlock()
+		return nil, errShuttingDown
+	}
+	s.work.Add(1)
+	defer s.work.Done()
 	delay := s.createDelay
 	failAfter := s.failAfterCreate > 0
 	if failAfter {
@@ -222,6 +228,14 @@ func (s *Server) create(ctx context.Context, v2 bool, appID string, def *pb.Sand
 		tags: tags, execs: map[string]*fakeExec{}, done: make(chan struct{}), destroyed: make(chan struct{}), ctx: sbCtx, stop: stop,
 	}
 	s.mu.Lock()
+	if s.closed { // Close has taken its list of sandboxes to destroy
+		s.mu.Unlock()
+		stop()
+		if err := s.exec.Destroy(context.Background(), info.ID); err != nil {
+			s.log.Warn("destroying the exec sandbox of a create that lost the race with Close failed", "error", err)
+		}
+		return nil, errShuttingDown
+	}
 	s.sandboxes[id] = sb
 	s.byTask[taskID] = sb
 	if key != "" {

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +17,9 @@ import (
 	pb "github.com/modal-labs/modal-client/go/proto/modal_proto"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/local"
 )
 
 // newClient starts a fake and a real SDK client pointed at it.
@@ -346,5 +350,58 @@ func TestTerminateIsRecordedBeforeItsAnswer(t *testing.T) {
 	case <-fsb.destroyed:
 	case <-time.After(time.Minute):
 		t.Fatal("the terminated sandbox's processes and files were never destroyed")
+	}
+}
+
+// slowExec passes Exec calls to a real exec driver and returns from them
+// late, as on a loaded machine, counting the calls still inside.
+type slowExec struct {
+	sandbox.Driver
+	started  chan struct{} // a value per Exec entered
+	inflight atomic.Int32
+}
+
+func (d *slowExec) Exec(ctx context.Context, id string, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+	d.inflight.Add(1)
+	defer d.inflight.Add(-1)
+	d.started <- struct{}{}
+	res, err := d.Driver.Exec(ctx, id, req)
+	// Widens the window in which a killed command is still returning; the
+	// fixed Close passes however long this is.
+	time.Sleep(300 * time.Millisecond)
+	return res, err
+}
+
+// TestCloseWaitsForCommandsInTheExecDriver: when Close returns, no command
+// of the fake is still inside the exec driver, which the caller (or Close
+// itself) then closes. The local driver panicked when closed under an Exec
+// that was returning ("WaitGroup is reused before previous Wait has
+// returned"), seen in sandbox/modal's TestExecCancelAndPerCommandOptions.
+func TestCloseWaitsForCommandsInTheExecDriver(t *testing.T) {
+	inner, err := local.New(local.Options{Root: t.TempDir(), IgnoreImage: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { inner.Close() })
+	exec := &slowExec{Driver: inner, started: make(chan struct{}, 1)}
+	s := Start(t, Options{Exec: exec})
+	s.SetEnv(t)
+	c, err := modal.NewClientWithOptions(&modal.ClientParams{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	sb := create(t, c, nil)
+	if _, err := sb.Exec(context.Background(), []string{"sleep", "600"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exec.started:
+	case <-time.After(time.Minute):
+		t.Fatal("the command never reached the exec driver")
+	}
+	s.Close()
+	if n := exec.inflight.Load(); n != 0 {
+		t.Fatalf("Close returned while %d command(s) were still inside the exec driver", n)
 	}
 }

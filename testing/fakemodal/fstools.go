@@ -45,6 +45,7 @@ type fsRequest struct {
 // result is printed as JSON on stdout, failures as {"error_kind","message"}
 // on stderr with exit 1.
 func (s *Server) runFSTool(ctx context.Context, sb *fakeSandbox, e *fakeExec, args []string) {
+	defer s.work.Done()
 	defer e.cancel()
 	fail := func(err error) {
 		kind := "Other"

@@ -91,6 +91,10 @@ func (r *router) TaskExecStart(ctx context.Context, req *pb.TaskExecStartRequest
 		r.s.mu.Unlock()
 		return nil, status.Errorf(codes.NotFound, "task %s has finished", sb.taskID)
 	}
+	if r.s.closed {
+		r.s.mu.Unlock()
+		return nil, errShuttingDown
+	}
 	if _, dup := sb.execs[req.GetExecId()]; dup { // a retried start
 		r.s.mu.Unlock()
 		return &pb.TaskExecStartResponse{}, nil
@@ -107,6 +111,7 @@ func (r *router) TaskExecStart(ctx context.Context, req *pb.TaskExecStartRequest
 	}
 	sb.execs[e.id] = e
 	r.s.execs = append(r.s.execs, ExecRecord{SandboxID: sb.id, Args: append([]string(nil), args...)})
+	r.s.work.Add(1) // done by runFSTool or runCommand, started below
 	r.s.mu.Unlock()
 
 	env := map[string]string{}
@@ -143,6 +148,7 @@ func (r *router) TaskExecStart(ctx context.Context, req *pb.TaskExecStartRequest
 }
 
 func (s *Server) runCommand(ctx context.Context, sb *fakeSandbox, e *fakeExec, cmd string, req sandbox.ExecRequest) {
+	defer s.work.Done()
 	defer e.cancel()
 	if req.Timeout <= 0 {
 		// No exec timeout: the sandbox's lifetime bounds the command.

@@ -112,9 +112,13 @@ type Server struct {
 	dropAfter       int64 // stdio streams drop after this many bytes
 	dropCount       int   // ... this many more times
 	closed          bool
-	lastCreated     time.Time
-	secrets         map[string]map[string]string
-	unimplemented   map[string]bool // full method names a client called that the fake does not serve
+	// work counts the goroutines using the exec driver for a client (a
+	// create, a command, a file tool). Added to under mu while !closed only,
+	// so Close can wait for them before it closes the driver under them.
+	work          sync.WaitGroup
+	lastCreated   time.Time
+	secrets       map[string]map[string]string
+	unimplemented map[string]bool // full method names a client called that the fake does not serve
 }
 
 // CreateRecord is what a sandbox-create call carried, for assertions.
@@ -263,7 +267,8 @@ func (s *Server) SetEnv(tb testing.TB) {
 	}
 }
 
-// Close stops the server and destroys every sandbox it still runs.
+// Close stops the server and destroys every sandbox it still runs. When it
+// returns, nothing of the fake uses the exec driver any more.
 func (s *Server) Close() {
 	s.mu.Lock()
 	if s.closed {
@@ -283,6 +288,9 @@ func (s *Server) Close() {
 		s.finish(sb, pb.GenericResult_GENERIC_STATUS_TERMINATED, 0)
 		<-sb.destroyed // a finish already under way elsewhere completes too
 	}
+	// Commands killed above may still be returning from the exec driver
+	// (grpc's Stop does not wait for handlers either).
+	s.work.Wait()
 	if s.ownExec {
 		s.exec.Close()
 	}
@@ -428,6 +436,9 @@ func makeJWT(claims map[string]any) string {
 	body, _ := json.Marshal(claims)
 	return enc.EncodeToString(head) + "." + enc.EncodeToString(body) + "." + enc.EncodeToString([]byte("fakesig"))
 }
+
+// errShuttingDown answers calls that reach a fake being closed.
+var errShuttingDown = status.Error(codes.Unavailable, "fakemodal: the server is shutting down")
 
 const (
 	controlService = "/modal.client.ModalClient/"
