@@ -147,9 +147,7 @@ func Register(d Registration) {
 
 // Lookup is the registration of store scheme ("gs"), as
 // registry.Registry.Lookup is a sandbox backend's.
-func Lookup(scheme string) (Registration, bool) { return lookupDriver(scheme) }
-
-func lookupDriver(scheme string) (Registration, bool) {
+func Lookup(scheme string) (Registration, bool) {
 	driversMu.RLock()
 	defer driversMu.RUnlock()
 	d, ok := drivers[scheme]
@@ -201,7 +199,7 @@ func (d Registration) parse(u *url.URL) (Location, error) {
 // ConnType is the Airflow connection type to create for a store ("" for
 // file:// and stores that take none).
 func ConnType(scheme string) string {
-	if d, ok := lookupDriver(scheme); ok && len(d.ConnTypes) > 0 {
+	if d, ok := Lookup(scheme); ok && len(d.ConnTypes) > 0 {
 		return d.ConnTypes[0]
 	}
 	return ""
@@ -212,7 +210,7 @@ func ConnType(scheme string) string {
 // checking that its type is one the store accepts. Its errors are final:
 // the connection has to be fixed.
 func FromConnection(scheme string, c connections.Connection) (Credentials, error) {
-	d, ok := lookupDriver(scheme)
+	d, ok := Lookup(scheme)
 	if !ok {
 		return nil, final.Errorf("no store %q is linked into this binary (it links %s)", scheme, strings.Join(Names(), ", "))
 	}
@@ -321,7 +319,7 @@ func unlinked(form string) error {
 
 // openStore opens the bucket (or filesystem) that loc lives in.
 func openStore(ctx context.Context, loc Location, opt Options) (Driver, error) {
-	d, ok := lookupDriver(loc.Scheme)
+	d, ok := Lookup(loc.Scheme)
 	if !ok {
 		return nil, final.Mark(unlinked(loc.Scheme))
 	}
