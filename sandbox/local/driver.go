@@ -375,8 +375,9 @@ func (d *Driver) Backend() string { return Backend }
 // Capabilities: memory (through prlimit), a blocked or a private open network,
 // tags and listing; cpu only when configured to ignore it. No GPUs, no
 // allowlists (bubblewrap cannot filter traffic), and no server-side
-// lifetime: an expired sandbox refuses commands and is removed by sweep or
-// the next driver start, but nothing ends it on its own.
+// lifetime: an expired sandbox refuses commands and is removed by sweep (the
+// maintenance Dag routed to this host, or the sweep command), but nothing
+// ends it on its own.
 // An open network needs slirp4netns on this host: without it the driver
 // does not offer one, and says how to get it.
 func (d *Driver) Capabilities() sandbox.Capabilities {
