@@ -441,6 +441,10 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 
 	st := &execState{cmd: cmd}
 	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: errClosed}
+	}
 	if _, err := os.Stat(filepath.Join(dir, metaFile)); err != nil {
 		d.mu.Unlock()
 		return res, &sandbox.Error{Op: "exec", Sandbox: id, Kind: sandbox.ErrGone, Err: errors.New("sandbox was destroyed")}
@@ -464,7 +468,9 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 		d.running[m.Name] = map[*exec.Cmd]*execState{}
 	}
 	d.running[m.Name][cmd] = st
+	d.active.Add(1) // under mu, the driver open: Close waits for it
 	d.mu.Unlock()
+	defer d.active.Done() // last: after the clean-ups below have joined
 	defer func() {
 		d.mu.Lock()
 		delete(d.running[m.Name], cmd)
@@ -513,10 +519,7 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 		} else {
 			// Removing a cgroup takes milliseconds: off the command's path,
 			// finished by Close.
-			defer func() {
-				d.cleanups.Add(1)
-				go func() { defer d.cleanups.Done(); release() }()
-			}()
+			defer d.afterCommand(release)
 		}
 	}
 	if started && limitErr == nil && !m.Spec.NetworkPolicy().Block && !d.shareNet {
@@ -526,10 +529,7 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 		} else {
 			// Like the cgroup's removal: off the command's path, finished
 			// by Close.
-			defer func() {
-				d.cleanups.Add(1)
-				go func() { defer d.cleanups.Done(); stopNet() }()
-			}()
+			defer d.afterCommand(stopNet)
 		}
 	}
 	blockW.Write([]byte{1}) // fails only if bwrap died; Wait reports that
@@ -573,6 +573,17 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 		res.ExitCode = cmd.ProcessState.ExitCode()
 	}
 	return res, nil
+}
+
+// afterCommand runs clean-up f off a command's path; Close waits for it.
+// Only run calls it, while its command still counts in d.active: an Add
+// then never races Close's Wait.
+func (d *Driver) afterCommand(f func()) {
+	d.active.Add(1)
+	go func() {
+		defer d.active.Done()
+		f()
+	}()
 }
 
 // Exec runs req.Command through sh -c in the sandbox.

@@ -157,6 +157,8 @@ type Driver struct {
 	// otherwise prlimit's RLIMIT_AS does, per process.
 	memCgroup cgroupLimiter
 	memErr    error // why there is no memory cgroup
+	// cgroupPrefix begins the names of this driver's per-command cgroups.
+	cgroupPrefix string
 	// defaultMemMiB and diskMiB are the limits new sandboxes get.
 	defaultMemMiB, diskMiB int
 	usageMu                sync.Mutex
@@ -172,8 +174,13 @@ type Driver struct {
 
 	mu      sync.Mutex
 	running map[string]map[*exec.Cmd]*execState // by sandbox name, for Destroy
-	// cleanups are per-command cgroups being removed; Close waits for them.
-	cleanups sync.WaitGroup
+	closed  bool                                // set by Close: no command starts after it
+	// active counts each started command until its run has returned, and
+	// the clean-ups (cgroups, slirp4netns) it leaves to run after it;
+	// Close waits for them. A command joins it only under mu while the
+	// driver is open, and a clean-up only while its command still counts,
+	// so nothing is added once Close waits.
+	active sync.WaitGroup
 }
 
 var _ sandbox.Driver = (*Driver)(nil)
@@ -272,15 +279,16 @@ func New(opts Options) (*Driver, error) {
 	if d.diskMiB <= 0 {
 		d.diskMiB = DefaultDiskMiB
 	}
+	d.cgroupPrefix = driverCgroupPrefix()
 	if parent, version, err := ownCgroupFor("memory"); err == nil {
-		d.memCgroup = cgroupLimiter{version: version, memory: parent}
+		d.memCgroup = cgroupLimiter{version: version, memory: parent, prefix: d.cgroupPrefix}
 		removeStaleCgroups(parent, time.Now())
 	} else {
 		d.memErr = err
 		log.Debug("no memory cgroup: memory limits are per process (RLIMIT_AS)", "reason", err)
 	}
 	if d.maxProcs > 0 {
-		d.procs, d.procsErr = procLimiterFor()
+		d.procs, d.procsErr = procLimiterFor(d.cgroupPrefix)
 		switch l := d.procs.(type) {
 		case cgroupProcs:
 			removeStaleCgroups(l.cg.pids, time.Now())
@@ -411,18 +419,24 @@ func (d *Driver) As(target any) bool {
 // Root is the directory that holds the sandboxes.
 func (d *Driver) Root() string { return d.root }
 
-// Close kills commands still running; sandboxes stay on disk.
+// Close kills commands still running and returns once they have returned
+// and cleaned up; sandboxes stay on disk. Commands asked for afterwards
+// are refused.
 func (d *Driver) Close() error {
 	d.mu.Lock()
+	d.closed = true
 	for _, cmds := range d.running {
 		for _, st := range cmds {
 			st.kill()
 		}
 	}
 	d.mu.Unlock()
-	d.cleanups.Wait()
+	d.active.Wait()
 	return nil
 }
+
+// errClosed refuses a command on a closed driver.
+var errClosed = errors.New("the local sandbox driver is closed (the worker is shutting down), so no command starts; run it from a task whose backend is open")
 
 // Create refuses what it cannot enforce, then builds the sandbox directory
 // under a temporary name and renames it into place, so a failed create

@@ -109,6 +109,7 @@ func TestIgnoreImageAndCPURunOnHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { d.Close() })
 	sb := create(t, d, sandbox.Spec{Image: "python:3.12-slim", CPU: 2})
 	res, out, _ := run(t, sb, "echo ran", time.Minute)
 	if res.ExitCode != 0 || out != "ran\n" {

@@ -113,10 +113,8 @@ func TestForkBombStopsAtProcessLimit(t *testing.T) {
 	t.Logf("process limit enforced with %v", d.procs)
 	checkBombCount(t, runForkBomb(t, d), limit)
 	d.Close() // waits for the per-command cgroups to go
-	if cg, ok := d.procs.(cgroupProcs); ok {
-		if left, _ := filepath.Glob(filepath.Join(cg.cg.pids, ownCgroupPrefix()+"*")); len(left) > 0 {
-			t.Fatalf("per-command cgroups left behind: %v", left)
-		}
+	if left := cgroupsOf(d); len(left) > 0 {
+		t.Fatalf("per-command cgroups left behind: %v", left)
 	}
 }
 

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/airflow-sandbox/airflow-go-worker/internal/randhex"
 )
 
 // Process limits. A fork bomb in a sandbox ran to 3000+ processes; now the
@@ -71,11 +73,15 @@ func kernelAtLeast(major, minor int) bool {
 	return ma > major || (ma == major && mi >= minor)
 }
 
-// cgroupPrefix names the per-command cgroups, so stale ones can be found;
-// this process's carry its pid too.
+// cgroupPrefix names the per-command cgroups, so stale ones can be found.
 const cgroupPrefix = "airflow-go-worker-"
 
-func ownCgroupPrefix() string { return cgroupPrefix + strconv.Itoa(os.Getpid()) + "-" }
+// driverCgroupPrefix begins the names of one driver's cgroups: this
+// process's pid and an id of the driver's own, so that it (and a test
+// checking that it left none) can tell its cgroups from another's.
+func driverCgroupPrefix() string {
+	return cgroupPrefix + strconv.Itoa(os.Getpid()) + "-" + randhex.String(4) + "-"
+}
 
 // cgroupLimiter puts each command in a cgroup of its own below the
 // worker's, with the limits this worker can set there: the process limit
@@ -87,6 +93,7 @@ type cgroupLimiter struct {
 	version string // "v1" or "v2", for messages
 	pids    string // parent of the per-command pids cgroups; "" = not set here
 	memory  string // parent of the per-command memory cgroups; "" = not set here
+	prefix  string // the driver's cgroup names begin so (driverCgroupPrefix)
 }
 
 func (c cgroupLimiter) String() string {
@@ -134,7 +141,7 @@ func (c cgroupLimiter) apply(pid, maxProcs int, memBytes int64) (func(), error) 
 		}
 	}
 	for _, parent := range parents {
-		dir, err := os.MkdirTemp(parent, ownCgroupPrefix())
+		dir, err := os.MkdirTemp(parent, c.prefix)
 		if err != nil {
 			release()
 			return nil, fmt.Errorf("cannot create a cgroup under %s to limit the sandbox: %v", parent, err)
@@ -197,8 +204,9 @@ func removeStaleCgroups(parent string, now time.Time) {
 	}
 }
 
-// procLimiterFor picks the mechanism for this worker, or says why none works.
-func procLimiterFor() (procLimiter, error) {
+// procLimiterFor picks the mechanism for this worker, or says why none
+// works; cgroups it makes are named with prefix.
+func procLimiterFor(prefix string) (procLimiter, error) {
 	if os.Getuid() != 0 && os.Geteuid() != 0 {
 		return rlimitProcs{}, nil
 	}
@@ -206,7 +214,7 @@ func procLimiterFor() (procLimiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return cgroupProcs{cgroupLimiter{version: version, pids: parent}}, nil
+	return cgroupProcs{cgroupLimiter{version: version, pids: parent, prefix: prefix}}, nil
 }
 
 // ownCgroupFor finds, below this process's own cgroup, where per-command

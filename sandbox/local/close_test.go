@@ -1,0 +1,84 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+)
+
+// cgroupsOf lists the per-command cgroups driver d has now, in every
+// hierarchy it uses: another driver's (one an earlier test never closed)
+// are not its business.
+func cgroupsOf(d *Driver) []string {
+	var parents []string
+	if cg, ok := d.procs.(cgroupProcs); ok {
+		parents = append(parents, cg.cg.pids)
+	}
+	if d.memCgroup.memory != "" {
+		parents = append(parents, d.memCgroup.memory)
+	}
+	var left []string
+	for _, p := range parents {
+		l, _ := filepath.Glob(filepath.Join(p, d.cgroupPrefix+"*"))
+		left = append(left, l...)
+	}
+	return left
+}
+
+// Close kills commands still running, so a worker shutting down with a
+// command in flight is the expected case: Close waited on the clean-ups'
+// WaitGroup while the commands it had killed were still adding theirs to
+// it, which panicked ("WaitGroup is reused before previous Wait has
+// returned") or returned before their cgroups were gone. Close now returns
+// once every command it killed has returned and cleaned up, and a command
+// asked for after it is refused.
+func TestCloseDuringCommands(t *testing.T) {
+	d, err := New(Options{Root: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := create(t, d, sandbox.Spec{})
+	const n = 6
+	var started, returned sync.WaitGroup
+	var done atomic.Int32
+	started.Add(n)
+	returned.Add(n)
+	for range n {
+		go func() {
+			defer returned.Done()
+			var once sync.Once
+			sb.Exec(context.Background(), "echo go; exec sleep 100", sandbox.ExecOptions{Timeout: time.Minute,
+				Stdout: writerFunc(func([]byte) { once.Do(started.Done) })})
+			done.Add(1)
+		}()
+	}
+	started.Wait() // every command runs
+	// A task's shutdown and its signal handler may both close it.
+	var closers sync.WaitGroup
+	for range 3 {
+		closers.Go(func() { d.Close() })
+	}
+	closers.Wait()
+	if got := done.Load(); got != n {
+		t.Errorf("Close returned while %d of the %d commands it killed were still returning", n-got, n)
+	}
+	if left := cgroupsOf(d); len(left) > 0 {
+		t.Errorf("Close returned before the commands' cgroups were removed: %v", left)
+	}
+	returned.Wait()
+	_, err = sb.Exec(context.Background(), "echo late", sandbox.ExecOptions{Timeout: time.Minute})
+	if err == nil || !strings.Contains(err.Error(), "closed") {
+		t.Fatalf("a command after Close: want a refusal saying the driver is closed, got %v", err)
+	}
+	if errors.Is(err, sandbox.ErrGone) {
+		t.Fatalf("a closed driver must not report the sandbox gone: %v", err)
+	}
+	d.Close() // twice is harmless
+}
