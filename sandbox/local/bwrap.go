@@ -513,13 +513,16 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 	var limitErr error
 	pid, started := <-pidc
 	if started {
-		var release func()
-		if release, limitErr = d.applyLimits(pid, lim); limitErr != nil {
+		var init *initExit
+		if init, limitErr = watchInit(pid, cmd.Process.Pid); limitErr == nil {
+			var release func() error
+			release, limitErr = d.applyLimits(pid, lim)
+			// Off the command's path, finished by Close: its cgroups go
+			// once its init, and with it every process of it, has exited.
+			defer d.afterCommand(func() { d.releaseAfterExit(init, release) })
+		}
+		if limitErr != nil {
 			st.kill() // never run the command without its limits
-		} else {
-			// Removing a cgroup takes milliseconds: off the command's path,
-			// finished by Close.
-			defer d.afterCommand(release)
 		}
 	}
 	if started && limitErr == nil && !m.Spec.NetworkPolicy().Block && !d.shareNet {
@@ -584,6 +587,19 @@ func (d *Driver) afterCommand(f func()) {
 		defer d.active.Done()
 		f()
 	}()
+}
+
+// releaseAfterExit undoes a command's limits (removes its cgroups) once
+// its init has exited; what cannot be undone is logged, and left to a
+// later New.
+func (d *Driver) releaseAfterExit(init *initExit, release func() error) {
+	if !init.wait(initExitGuard) {
+		d.log.Warn("a sandbox's processes had not ended a minute after its command was stopped; its cgroups stay until a later worker start removes them")
+		return
+	}
+	if err := release(); err != nil {
+		d.log.Warn("a command's limits could not be undone; a later worker start removes what is left", "error", err)
+	}
 }
 
 // Exec runs req.Command through sh -c in the sandbox.

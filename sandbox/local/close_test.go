@@ -82,3 +82,39 @@ func TestCloseDuringCommands(t *testing.T) {
 	}
 	d.Close() // twice is harmless
 }
+
+// A command whose limits were set only in part (its pids cgroup made, its
+// memory cgroup in another hierarchy refused) is killed; the pids cgroup,
+// which held bwrap's init while it waited to start the command, must go
+// too. It was removed while the init was still in it, and removal gave up
+// after two seconds of EBUSY: a cgroup left on the host. Now every
+// cgroup is removed once the init has exited, and with it, as its pid
+// namespace ended, every process of the command.
+func TestPartlyLimitedCommandLeavesNoCgroup(t *testing.T) {
+	if !needRoot(t) { // the pids cgroup is a root worker's process limit
+		return
+	}
+	d, err := New(Options{Root: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	procs, ok := d.procs.(cgroupProcs)
+	if !ok {
+		t.Fatalf("a root worker should limit processes with a pids cgroup here, got %v (%v)", d.procs, d.procsErr)
+	}
+	// Memory in the other cgroup version, under a parent that is missing:
+	// its cgroup is refused after the pids cgroup was made (applyLimits
+	// makes that one first).
+	other := map[string]string{"v1": "v2", "v2": "v1"}[procs.cg.version]
+	d.memCgroup = cgroupLimiter{version: other, memory: filepath.Join(t.TempDir(), "missing"), prefix: d.cgroupPrefix}
+	sb := create(t, d, sandbox.Spec{})
+	_, err = sb.Exec(context.Background(), "echo never", sandbox.ExecOptions{Timeout: time.Minute})
+	if err == nil || !strings.Contains(err.Error(), "cannot create a cgroup under "+d.memCgroup.memory) {
+		t.Fatalf("want the command refused for its memory cgroup, got %v", err)
+	}
+	d.Close()
+	if left := cgroupsOf(d); len(left) > 0 {
+		t.Fatalf("the pids cgroup of a command refused its memory cgroup was left behind: %v", left)
+	}
+}

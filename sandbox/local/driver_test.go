@@ -23,7 +23,12 @@ func newTestDriver(t *testing.T) *Driver {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { d.Close() })
+	t.Cleanup(func() {
+		d.Close()
+		if left := cgroupsOf(d); len(left) > 0 {
+			t.Errorf("the driver's per-command cgroups outlived Close: %v", left)
+		}
+	})
 	return d
 }
 

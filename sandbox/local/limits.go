@@ -35,12 +35,13 @@ func (d *Driver) limitsOf(m *meta) limits {
 // which waits on its block fd: its processes (RLIMIT_NPROC in its user
 // namespace, or a pids cgroup), its memory where a memory cgroup can be
 // made (otherwise prlimit's RLIMIT_AS, set when bwrap started), and the
-// size of every file it writes (RLIMIT_FSIZE). release undoes what needs
-// undoing once the command has ended.
-func (d *Driver) applyLimits(pid int, lim limits) (release func(), err error) {
+// size of every file it writes (RLIMIT_FSIZE). release, never nil, undoes
+// what was set up, even when err says not all of it could be: call it once
+// the init has exited.
+func (d *Driver) applyLimits(pid int, lim limits) (release func() error, err error) {
 	fsize := uint64(lim.DiskMiB) << 20
 	if err := unix.Prlimit(pid, unix.RLIMIT_FSIZE, &unix.Rlimit{Cur: fsize, Max: fsize}, nil); err != nil {
-		return nil, fmt.Errorf("cannot limit the size of the sandbox's files (RLIMIT_FSIZE on pid %d): %v", pid, err)
+		return noRelease, fmt.Errorf("cannot limit the size of the sandbox's files (RLIMIT_FSIZE on pid %d): %v", pid, err)
 	}
 	cg := d.memCgroup
 	memBytes := int64(lim.MemoryMiB) << 20
@@ -49,7 +50,7 @@ func (d *Driver) applyLimits(pid int, lim limits) (release func(), err error) {
 	case rlimitProcs:
 		if d.maxProcs > 0 {
 			if _, err := p.apply(pid, d.maxProcs); err != nil {
-				return nil, err
+				return noRelease, err
 			}
 		}
 	case cgroupProcs:
@@ -58,21 +59,18 @@ func (d *Driver) applyLimits(pid int, lim limits) (release func(), err error) {
 			if cg.memory != "" && cg.version != p.cg.version {
 				// One hierarchy each (cgroup v1 beside v2): two cgroups.
 				relProcs, err := p.apply(pid, maxProcs)
-				if err != nil {
-					return nil, err
+				if err == nil {
+					var relMem func() error
+					relMem, err = cg.apply(pid, 0, memBytes)
+					return func() error { return errors.Join(relMem(), relProcs()) }, err
 				}
-				relMem, err := cg.apply(pid, 0, memBytes)
-				if err != nil {
-					relProcs()
-					return nil, err
-				}
-				return func() { relMem(); relProcs() }, nil
+				return relProcs, err
 			}
 			cg.version, cg.pids = p.cg.version, p.cg.pids
 		}
 	}
 	if cg.pids == "" && cg.memory == "" {
-		return func() {}, nil
+		return noRelease, nil
 	}
 	return cg.apply(pid, maxProcs, memBytes)
 }

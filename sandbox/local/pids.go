@@ -43,9 +43,10 @@ const DefaultMaxProcesses = 1024
 // procLimiter caps the processes of one command.
 type procLimiter interface {
 	// apply caps the command whose bubblewrap init is host process pid,
-	// which has not started the command yet. release undoes what apply set
-	// up, once the command has ended.
-	apply(pid, max int) (release func(), err error)
+	// which has not started the command yet. release, never nil, undoes
+	// what apply set up, even when it failed half-way; call it once the
+	// init has exited.
+	apply(pid, max int) (release func() error, err error)
 	String() string
 }
 
@@ -54,13 +55,16 @@ type rlimitProcs struct{}
 
 func (rlimitProcs) String() string { return "RLIMIT_NPROC in the sandbox's user namespace" }
 
-func (rlimitProcs) apply(pid, max int) (func(), error) {
+func (rlimitProcs) apply(pid, max int) (func() error, error) {
 	lim := unix.Rlimit{Cur: uint64(max), Max: uint64(max)}
 	if err := unix.Prlimit(pid, unix.RLIMIT_NPROC, &lim, nil); err != nil {
-		return nil, fmt.Errorf("cannot limit the sandbox's processes (RLIMIT_NPROC on pid %d): %v", pid, err)
+		return noRelease, fmt.Errorf("cannot limit the sandbox's processes (RLIMIT_NPROC on pid %d): %v", pid, err)
 	}
-	return func() {}, nil
+	return noRelease, nil
 }
+
+// noRelease is the release of limits that need no undoing.
+func noRelease() error { return nil }
 
 // kernelAtLeast reports whether the running kernel is major.minor or newer.
 func kernelAtLeast(major, minor int) bool {
@@ -109,9 +113,10 @@ func (c cgroupLimiter) String() string {
 
 // apply caps the command whose bubblewrap init is host process pid:
 // maxProcs processes (0: none set here) and memBytes of memory, swap
-// included (0: none set here). release removes the cgroups once the
-// command has ended.
-func (c cgroupLimiter) apply(pid, maxProcs int, memBytes int64) (func(), error) {
+// included (0: none set here). release removes the cgroups it made, even
+// when it failed half-way: call it once the init has exited, as a cgroup
+// cannot be removed while a process is in it.
+func (c cgroupLimiter) apply(pid, maxProcs int, memBytes int64) (func() error, error) {
 	type limit struct{ file, value string }
 	byParent := map[string][]limit{}
 	var parents []string
@@ -135,28 +140,27 @@ func (c cgroupLimiter) apply(pid, maxProcs int, memBytes int64) (func(), error) 
 		}
 	}
 	var dirs []string
-	release := func() {
+	release := func() error {
+		var errs []error
 		for _, dir := range dirs {
-			removeCgroup(dir)
+			errs = append(errs, removeCgroup(dir))
 		}
+		return errors.Join(errs...)
 	}
 	for _, parent := range parents {
 		dir, err := os.MkdirTemp(parent, c.prefix)
 		if err != nil {
-			release()
-			return nil, fmt.Errorf("cannot create a cgroup under %s to limit the sandbox: %v", parent, err)
+			return release, fmt.Errorf("cannot create a cgroup under %s to limit the sandbox: %v", parent, err)
 		}
 		dirs = append(dirs, dir)
 		for _, l := range byParent[parent] {
 			name, optional := strings.CutSuffix(l.file, "?")
 			if err := os.WriteFile(filepath.Join(dir, name), []byte(l.value), 0); err != nil && !(optional && errors.Is(err, fs.ErrNotExist)) {
-				release()
-				return nil, fmt.Errorf("cannot set %s of cgroup %s: %v", name, dir, err)
+				return release, fmt.Errorf("cannot set %s of cgroup %s: %v", name, dir, err)
 			}
 		}
 		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
-			release()
-			return nil, fmt.Errorf("cannot put the sandbox in cgroup %s: %v", dir, err)
+			return release, fmt.Errorf("cannot put the sandbox in cgroup %s: %v", dir, err)
 		}
 	}
 	return release, nil
@@ -169,23 +173,24 @@ func (c cgroupProcs) String() string {
 	return "a pids cgroup (" + c.cg.version + ") under " + c.cg.pids
 }
 
-func (c cgroupProcs) apply(pid, max int) (func(), error) {
+func (c cgroupProcs) apply(pid, max int) (func() error, error) {
 	pidsOnly := c.cg
 	pidsOnly.memory = ""
 	return pidsOnly.apply(pid, max, 0)
 }
 
-// removeCgroup removes a command's cgroup. When bwrap has exited, its pid
-// namespace is gone and the cgroup is empty; a straggler being released
-// still holds it for a moment, so a few attempts are made. One left behind
+// removeCgroup removes a command's cgroup, which must be empty by now:
+// its release waits until bubblewrap's init has exited (Driver.run), and
+// the kernel ends every other process of the command's pid namespace
+// before that. Retrying EBUSY for a while instead left cgroups behind
+// whenever the processes took longer to die than the retries lasted, or
+// when one was removed with the init still in it. One that fails anyway
 // is removed by a later New (removeStaleCgroups).
-func removeCgroup(dir string) {
-	for wait := time.Millisecond; wait < 2*time.Second; wait *= 2 {
-		if err := unix.Rmdir(dir); !errors.Is(err, unix.EBUSY) {
-			return // removed, gone, or not ours to remove
-		}
-		time.Sleep(wait) // waiting for the kernel to release the last task
+func removeCgroup(dir string) error {
+	if err := unix.Rmdir(dir); err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("cannot remove the command's cgroup %s: %v", dir, err)
 	}
+	return nil
 }
 
 // staleCgroup is how old a command's cgroup must be before New takes it for
