@@ -40,7 +40,8 @@ import (
 // none. slirp4netns runs with --enable-seccomp (a syscall filter), since
 // libslirp parses the sandbox's packets, and on a root worker also with
 // --enable-sandbox (its own mount namespace, every capability dropped but
-// binding low ports); on an unprivileged worker it runs as the worker's
+// binding low ports), started in a mount namespace whose mounts are all
+// private, so it cannot unmount the host's; on an unprivileged worker it runs as the worker's
 // user without that. IPv4 only: IPv6 is not enabled, so no IPv6 address
 // (a metadata service's fd00:ec2::254 either) is reachable.
 const (
@@ -82,17 +83,24 @@ func (d *Driver) startNetwork(pid int) (stop func(), err error) {
 	args := []string{"--configure", "--mtu=65520", "--disable-host-loopback", "--cidr=" + sandboxCIDR,
 		"--enable-seccomp", "--ready-fd=3", "--exit-fd=4",
 		"--userns-path=/proc/self/fd/5", "--netns-type=path", "/proc/self/fd/6", "tap0"}
+	attr := &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if os.Geteuid() == 0 {
 		// Its own mount namespace and no capability but binding low ports.
 		// Unprivileged, slirp4netns would first become uid 0 of the
 		// sandbox's user namespace, which maps only the worker's uid.
 		args = append([]string{"--enable-sandbox"}, args...)
+		// That sandbox makes only / private before it unmounts the host's
+		// tree in its namespace, so the unmount of every mount below a
+		// shared one (ip netns's /run/netns entries) reached the host. It
+		// starts in a mount namespace of ours instead, where Go has made
+		// every mount private.
+		attr.Unshareflags = syscall.CLONE_NEWNS
 	}
 	cmd := exec.Command(d.slirp, args...)
 	cmd.Env = []string{}
 	cmd.Stdout, cmd.Stderr = diag, diag
 	cmd.ExtraFiles = []*os.File{readyW, exitR, userns, netns}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = attr
 	cmd.WaitDelay = time.Second
 	keepFdsFromChildren()
 	err = cmd.Start()

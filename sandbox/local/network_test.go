@@ -266,3 +266,63 @@ func TestOpenNetworkWithoutSlirpIsRefused(t *testing.T) {
 	}
 	create(t, d, sandbox.Spec{}) // a blocked network needs nothing
 }
+
+// slirp4netns --enable-sandbox (a root worker's) unmounted host mounts it
+// never made: it makes only / private in its mount namespace before it
+// unmounts the host's tree there, so the unmount of each mount below a
+// shared one reached the host. ip netns makes /run/netns such a mount:
+// every open-network command took every named network namespace of the
+// host (other CI jobs', a container runtime's) off /run/netns. slirp4netns
+// now starts in a mount namespace of its own whose mounts are all private.
+func TestOpenNetworkLeavesHostMountsAlone(t *testing.T) {
+	if !needRoot(t) { // mounting needs root, and so does --enable-sandbox
+		return
+	}
+	// A shared mount with one below it, as /run/netns and its entries.
+	base := t.TempDir()
+	entry := filepath.Join(base, "entry")
+	mount := func(target, data string) {
+		t.Helper()
+		if err := unix.Mount("afgw-test", target, "tmpfs", 0, data); err != nil {
+			t.Fatalf("mounting a tmpfs at %s: %v", target, err)
+		}
+		t.Cleanup(func() { unix.Unmount(target, unix.MNT_DETACH) })
+	}
+	mount(base, "size=64k")
+	if err := unix.Mount("", base, "", unix.MS_SHARED, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(entry, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mount(entry, "size=4k")
+	if !mounted(t, entry) {
+		t.Fatalf("%s is not mounted, so the test proves nothing", entry)
+	}
+
+	d := newTestDriver(t)
+	sb := create(t, d, sandbox.Spec{Network: &sandbox.NetworkPolicy{Block: false}})
+	// tap0 is slirp4netns's interface: it ran.
+	if res, out, errs := run(t, sb, "cat /proc/net/dev", time.Minute); res.ExitCode != 0 || !strings.Contains(out, "tap0") {
+		t.Fatalf("the open-network command did not get slirp4netns's tap0: exit %d, %q %q", res.ExitCode, out, errs)
+	}
+	d.Close() // slirp4netns has exited: what it unmounted, it has
+	if !mounted(t, entry) {
+		t.Fatalf("an open-network command unmounted the host's %s, below a shared mount", entry)
+	}
+}
+
+// mounted reports whether path is a mount point in this mount namespace.
+func mounted(t *testing.T, path string) bool {
+	t.Helper()
+	info, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(info), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && unescapeMount(f[4]) == path {
+			return true
+		}
+	}
+	return false
+}
