@@ -2,9 +2,12 @@
 # Installs what the demo and the tests need beyond Go itself, so a fresh
 # Debian/Ubuntu machine needs only `make demo` and `make test`:
 #   bubblewrap      the local sandbox backend
-#   util-linux      prlimit, which enforces sandbox memory limits
+#   util-linux      prlimit, which enforces sandbox memory limits; unshare
+#                   and nsenter, with which the network tests run in a
+#                   network namespace of their own
 #   slirp4netns     the private network of an open-network local sandbox
-#   iproute2        ip: the network tests make a stand-in internet (ip netns)
+#   iproute2        ip: the network tests make a stand-in internet (a veth
+#                   pair to a namespace of its own)
 #   python3-yaml    tests cross-check packed manifests with PyYAML (Airflow's
 #                   parser) and probe the seccomp filter with python3
 #   versitygw       a real S3 gateway for the demo and the storage tests

@@ -1,21 +1,23 @@
 package local
 
 import (
-	"crypto/rand"
+	"bufio"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/airflow-sandbox/airflow-go-worker/internal/randhex"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 )
 
@@ -42,51 +44,117 @@ func serve(t *testing.T, l net.Listener) *countingListener {
 	return c
 }
 
+// ownNamespacesEnv marks the copy of a test that runs in namespaces of
+// its own (inOwnNamespaces).
+const ownNamespacesEnv = "LOCAL_TEST_OWN_NAMESPACES"
+
+// inOwnNamespaces runs the calling test again in namespaces of its own,
+// made by unshare with flags: what the test changes there (a network, its
+// addresses, mounts) is fixed, and no copy of the test running beside it,
+// nor anything else on the host, sees it or meets it. In that copy it
+// reports true: the test goes on. In the calling test it runs the copy,
+// fails if the copy did not pass, and reports false.
+func inOwnNamespaces(t *testing.T, flags ...string) bool {
+	t.Helper()
+	if os.Getenv(ownNamespacesEnv) != "" {
+		return true
+	}
+	needTools(t, "unshare")
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := exec.Command("unshare", slices.Concat(flags, []string{"--", self, "-test.run=^" + t.Name() + "$", "-test.count=1", "-test.v"})...)
+	c.Env = append(os.Environ(), ownNamespacesEnv+"=1")
+	out, err := c.CombinedOutput()
+	t.Logf("in namespaces of its own (unshare %s):\n%s", strings.Join(flags, " "), out)
+	if err != nil || !strings.Contains(string(out), "--- PASS: "+t.Name()+" ") {
+		t.Fatalf("%s failed in its namespaces: %v", t.Name(), err)
+	}
+	return false
+}
+
+// needTools fails the test unless every tool is installed.
+func needTools(t *testing.T, tools ...string) {
+	t.Helper()
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("this test needs %s (iproute2, util-linux; scripts/ensure-tools.sh installs them): %v", tool, err)
+		}
+	}
+}
+
+// inPrivateNetwork runs the calling test in a network namespace of its
+// own, as the worker's network (inOwnNamespaces), with loopback up.
+func inPrivateNetwork(t *testing.T) bool {
+	t.Helper()
+	if !inOwnNamespaces(t, "--net") {
+		return false
+	}
+	needTools(t, "ip", "nsenter")
+	if out, err := exec.Command("ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
+		t.Fatalf("ip link set lo up: %v\n%s", err, out)
+	}
+	return true
+}
+
 // internet is a network namespace the test creates, joined to the
 // worker's by a veth pair: it stands in for the internet (an ordinary
-// address) and for a link-local neighbour such as a metadata service.
+// address) and for a link-local neighbour such as a metadata service. A
+// process of its own holds it; it is never named under /run/netns, where
+// anyone's ip netns could remove it. The worker's network is the test's
+// own (inPrivateNetwork), so the names and addresses are fixed.
 type internet struct {
-	ns                string // its name under /run/netns
+	ns                string // its network namespace: /proc/<holder>/ns/net
 	public, linkLocal string // addresses of the namespace's side
 }
 
 func newInternet(t *testing.T) *internet {
 	t.Helper()
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Fatalf("this test needs ip (iproute2; scripts/ensure-tools.sh installs it): %v", err)
+	if os.Getenv(ownNamespacesEnv) == "" {
+		t.Fatal("newInternet changes the worker's network: call it in the test's own (inPrivateNetwork)")
 	}
-	id := randhex.String(3)
-	// A /30 of 198.18.0.0/15 (for benchmarks, never routed) and one of
-	// 169.254.0.0/16 of its own, so runs side by side do not collide.
-	var r [2]byte
-	rand.Read(r[:])
-	third, fourth := 100+int(r[0])%150, int(r[1])%63*4
-	in := &internet{ns: "afgw-test-" + id,
-		public:    fmt.Sprintf("198.18.%d.%d", third, fourth+2),
-		linkLocal: fmt.Sprintf("169.254.%d.%d", third, fourth+2)}
-	host := "afgw" + id // the worker's end; removed with the namespace
-	hostAddr := func(prefix string) string { return fmt.Sprintf("%s.%d.%d/30", prefix, third, fourth+1) }
-	ip := func(args ...string) {
+	// The holder says when its namespace exists, then sleeps until killed.
+	holder := exec.Command("unshare", "--net", "--", "sh", "-c", "echo ready; exec sleep infinity")
+	holder.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stdout, err := holder.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Start(); err != nil {
+		t.Fatalf("starting the stand-in internet's namespace: %v", err)
+	}
+	t.Cleanup(func() { holder.Process.Kill(); holder.Wait() })
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); line != "ready\n" {
+		t.Fatalf("the stand-in internet's namespace did not start: %q %v", line, err)
+	}
+	in := &internet{ns: fmt.Sprintf("/proc/%d/ns/net", holder.Process.Pid), public: "198.18.0.2", linkLocal: "169.254.1.2"}
+	run := func(argv ...string) {
 		t.Helper()
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
+		if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, out)
 		}
 	}
-	ip("netns", "add", in.ns)
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", in.ns).Run() })
-	ip("link", "add", host, "type", "veth", "peer", "name", "inet0", "netns", in.ns)
-	ip("addr", "add", hostAddr("198.18"), "dev", host)
-	ip("addr", "add", hostAddr("169.254"), "dev", host)
-	ip("-n", in.ns, "addr", "add", in.public+"/30", "dev", "inet0")
-	ip("-n", in.ns, "addr", "add", in.linkLocal+"/30", "dev", "inet0")
-	ip("link", "set", host, "up")
-	ip("-n", in.ns, "link", "set", "inet0", "up")
-	ip("-n", in.ns, "link", "set", "lo", "up")
+	ip := func(args ...string) { t.Helper(); run(append([]string{"ip"}, args...)...) }
+	inetIP := func(args ...string) { t.Helper(); run(append([]string{"nsenter", "--net=" + in.ns, "ip"}, args...)...) }
+	// 198.18.0.0/15 is for benchmarks, never routed; the link-local
+	// address is on the link, as a metadata service is.
+	ip("link", "add", "afgw0", "type", "veth", "peer", "name", "inet0", "netns", strconv.Itoa(holder.Process.Pid))
+	ip("addr", "add", "198.18.0.1/30", "dev", "afgw0")
+	ip("addr", "add", "169.254.1.1/30", "dev", "afgw0")
+	ip("link", "set", "afgw0", "up")
+	inetIP("addr", "add", in.public+"/30", "dev", "inet0")
+	inetIP("addr", "add", in.linkLocal+"/30", "dev", "inet0")
+	inetIP("link", "set", "inet0", "up")
+	inetIP("link", "set", "lo", "up")
 	return in
 }
 
 // listen opens a listener on addr inside the namespace: the socket is made
-// by a thread that entered the namespace and then ends with its goroutine.
+// by a thread moved into it, and stays there when the thread moves back.
+// The thread must not exit there instead: a child started from it with a
+// parent-death signal (the driver's bwrap, the namespace's holder) would
+// be killed with it.
 func (in *internet) listen(t *testing.T, addr string) *countingListener {
 	t.Helper()
 	type result struct {
@@ -95,22 +163,34 @@ func (in *internet) listen(t *testing.T, addr string) *countingListener {
 	}
 	ch := make(chan result, 1)
 	go func() {
-		runtime.LockOSThread() // never unlocked: the thread exits with us
-		f, err := os.Open(filepath.Join("/run/netns", in.ns))
-		if err == nil {
-			err = unix.Setns(int(f.Fd()), unix.CLONE_NEWNET)
-			f.Close()
-		}
+		runtime.LockOSThread()
+		back, err := os.Open("/proc/thread-self/ns/net")
 		if err != nil {
+			runtime.UnlockOSThread()
 			ch <- result{nil, err}
 			return
 		}
-		l, err := net.Listen("tcp", net.JoinHostPort(addr, "0"))
+		defer back.Close()
+		target, err := os.Open(in.ns)
+		if err == nil {
+			err = unix.Setns(int(target.Fd()), unix.CLONE_NEWNET)
+			target.Close()
+		}
+		var l net.Listener
+		if err == nil {
+			l, err = net.Listen("tcp", net.JoinHostPort(addr, "0"))
+			if berr := unix.Setns(int(back.Fd()), unix.CLONE_NEWNET); berr != nil {
+				// Stuck in the other namespace: the thread exits with us.
+				ch <- result{l, berr}
+				return
+			}
+		}
+		runtime.UnlockOSThread()
 		ch <- result{l, err}
 	}()
 	r := <-ch
 	if r.err != nil {
-		t.Fatalf("listening on %s in %s: %v", addr, in.ns, r.err)
+		t.Fatalf("listening on %s in the stand-in internet: %v", addr, r.err)
 	}
 	return serve(t, r.l)
 }
@@ -144,7 +224,7 @@ func probe(t *testing.T, sb *sandbox.Sandbox, addrs ...net.Addr) []string {
 // of its own: it reaches the stand-in internet, never the worker's
 // loopback or a link-local address, while the worker reaches all three.
 func TestOpenNetworkIsPrivate(t *testing.T) {
-	if !needRoot(t) { // ip netns and veth pairs need root
+	if !needRoot(t) || !inPrivateNetwork(t) { // namespaces and veth pairs need root
 		return
 	}
 	in := newInternet(t)
@@ -190,7 +270,7 @@ func TestOpenNetworkIsPrivate(t *testing.T) {
 // The same under an unprivileged worker, where slirp4netns joins the
 // sandbox's namespaces as the worker's own user.
 func TestOpenNetworkIsPrivateAsUnprivilegedWorker(t *testing.T) {
-	if os.Getenv(helperRootEnv) != "" || !needRoot(t) {
+	if os.Getenv(helperRootEnv) != "" || !needRoot(t) || !inPrivateNetwork(t) {
 		return
 	}
 	in := newInternet(t)
@@ -275,7 +355,9 @@ func TestOpenNetworkWithoutSlirpIsRefused(t *testing.T) {
 // host (other CI jobs', a container runtime's) off /run/netns. slirp4netns
 // now starts in a mount namespace of its own whose mounts are all private.
 func TestOpenNetworkLeavesHostMountsAlone(t *testing.T) {
-	if !needRoot(t) { // mounting needs root, and so does --enable-sandbox
+	// Mounting needs root, and so does --enable-sandbox. The mounts are
+	// made in a mount namespace of the test's own: the worker's.
+	if !needRoot(t) || !inOwnNamespaces(t, "--mount", "--propagation", "private") {
 		return
 	}
 	// A shared mount with one below it, as /run/netns and its entries.
@@ -308,7 +390,7 @@ func TestOpenNetworkLeavesHostMountsAlone(t *testing.T) {
 	}
 	d.Close() // slirp4netns has exited: what it unmounted, it has
 	if !mounted(t, entry) {
-		t.Fatalf("an open-network command unmounted the host's %s, below a shared mount", entry)
+		t.Fatalf("an open-network command unmounted the worker's %s, below a shared mount", entry)
 	}
 }
 
