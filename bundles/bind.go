@@ -62,6 +62,9 @@ type task struct {
 	// confAllowed holds the fields a run's dag_run.conf may set under their
 	// own names (bundle config conf:, AllowConf).
 	confAllowed map[int]bool
+	// confHint, when set, is what a refused conf key's error advises
+	// (WithConfHint).
+	confHint string
 }
 
 func newTask(fn any, o taskOptions) (*task, error) {
@@ -196,6 +199,7 @@ func (t *task) addSources(o taskOptions) error {
 		}
 		t.confAllowed[i] = true
 	}
+	t.confHint = o.confHint
 	return nil
 }
 
@@ -379,7 +383,7 @@ func (t *task) bindConf(src bindSources, values map[int]sourced) error {
 	for n, k := range refused {
 		fields[n] = t.fields[t.byFold[foldName(k)]].name
 	}
-	return &ConfNotAllowedError{Task: src.ref, Keys: refused, Inputs: fields}
+	return &ConfNotAllowedError{Task: src.ref, Keys: refused, Inputs: fields, Hint: t.confHint}
 }
 
 // ConfNotAllowedError is a dag_run.conf that tries to set inputs the task
@@ -388,6 +392,8 @@ type ConfNotAllowedError struct {
 	Task   TaskRef
 	Keys   []string // the conf keys, as written
 	Inputs []string // the input fields they name
+	// Hint replaces the advice to list the inputs under conf: (WithConfHint).
+	Hint string
 }
 
 func (e *ConfNotAllowedError) Error() string {
@@ -402,6 +408,9 @@ func (e *ConfNotAllowedError) Error() string {
 	goNames := make([]string, len(e.Inputs))
 	for i, n := range e.Inputs {
 		goNames[i] = strconv.Quote(n)
+	}
+	if e.Hint != "" {
+		return fmt.Sprintf("dag_run.conf %s of task %s.%s that a Dag run may not set; %s", what, e.Task.DagID, e.Task.TaskID, e.Hint)
 	}
 	return fmt.Sprintf("dag_run.conf %s of task %s.%s that a Dag run may not set (by default dag_run.conf sets nothing, so whoever triggers a run cannot choose what the task reads, runs or touches); "+
 		"if the Dag author wants triggers to set them, add conf: [%s] under dags.%s.tasks.%s in the bundle config (Go bundles: bundles.AllowConf(%s)), otherwise remove them from the run's conf",

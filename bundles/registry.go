@@ -19,6 +19,7 @@ type taskOptions struct {
 	defaults  map[string]any
 	bindings  []inputBinding
 	allowConf []string
+	confHint  string
 }
 
 // inputBinding says where one input's value comes from at run time: an
@@ -90,6 +91,16 @@ func WithParam(input, param string) TaskOption {
 func AllowConf(inputs ...string) TaskOption {
 	return func(o *taskOptions) {
 		o.allowConf = append(o.allowConf, inputs...)
+	}
+}
+
+// WithConfHint replaces the advice a refused dag_run.conf key gets (list
+// it under conf: in the bundle config) with hint, for a task whose inputs
+// are set somewhere else: the built-in maintenance Dag takes them from the
+// bundle config's sweep: section, where conf: does not apply.
+func WithConfHint(hint string) TaskOption {
+	return func(o *taskOptions) {
+		o.confHint = hint
 	}
 }
 

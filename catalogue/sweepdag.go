@@ -18,6 +18,11 @@ const (
 	SweepTaskID = "sweep"
 )
 
+// sweepConfHint is the refusal's advice for a conf key other than dry_run:
+// the maintenance Dag has no dags: entry whose conf: could list it.
+const sweepConfHint = "a run of the maintenance Dag may set only dry_run (whoever triggers it must not choose what is removed); " +
+	"set its backends, storage, storage_conn_id and older_than in the bundle config's sweep: section (docs/cleanup.md)"
+
 // registerSweepDag adds SweepDagID with the section as its task's defaults;
 // each listed backend gets the bundle's backends: options under its own,
 // as every sandbox task does. A run's dag_run.conf may set dry_run only.
@@ -37,7 +42,7 @@ func registerSweepDag(b *bundles.Bundle, section map[string]any, backends map[st
 		defaults["backends"] = merged
 	}
 	k := adapt(tasks.SweepAll)
-	if err := b.Add(SweepDagID, SweepTaskID, k.fn, bundles.WithDefaults(defaults), bundles.AllowConf("dry_run")); err != nil {
+	if err := b.Add(SweepDagID, SweepTaskID, k.fn, bundles.WithDefaults(defaults), bundles.AllowConf("dry_run"), bundles.WithConfHint(sweepConfHint)); err != nil {
 		return err
 	}
 	if err := checkDefaults(reflect.TypeFor[tasks.SweepAllInput](), defaults); err != nil {

@@ -108,13 +108,22 @@ func TestShippedExamplesRefuseBackendFromConf(t *testing.T) {
 			if !strings.Contains(text, tg.dagID+"."+tg.taskID+" (run manual__conf_trust): failed") {
 				t.Errorf("want the task failed, got:\n%s", text)
 			}
+			// The fix it names: conf: under the task's dags: entry, or for
+			// the maintenance Dag, which has none, its sweep: section.
+			fix := "conf: [" + tg.key + "] under dags." + tg.dagID + ".tasks." + tg.taskID
+			if tg.dagID == catalogue.SweepDagID {
+				fix = "in the bundle config's sweep: section"
+			}
 			for _, want := range []string{
 				`dag_run.conf key "` + tg.key + `" names an input of task ` + tg.dagID + "." + tg.taskID + " that a Dag run may not set",
-				"conf: [" + tg.key + "] under dags." + tg.dagID + ".tasks." + tg.taskID,
+				fix,
 			} {
 				if !strings.Contains(text, want) {
 					t.Errorf("the refusal must say %q; got:\n%s", want, text)
 				}
+			}
+			if tg.dagID == catalogue.SweepDagID && strings.Contains(text, "under dags.") {
+				t.Errorf("the maintenance Dag's refusal points at a dags: entry it cannot have:\n%s", text)
 			}
 			// The task's log holds the refusal and nothing before it.
 			for _, line := range strings.Split(text, "\n") {
