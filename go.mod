@@ -11,6 +11,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/feature/s3/manager v1.23.24
 	github.com/aws/aws-sdk-go-v2/service/s3 v1.114.10
 	github.com/aws/smithy-go v1.28.9
+	github.com/cavaliergopher/cpio v1.0.1
 	github.com/hashicorp/go-hclog v1.6.3
 	github.com/modal-labs/modal-client/go v0.11.1
 	github.com/vmihailenco/msgpack/v5 v5.4.1
