@@ -397,8 +397,9 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request, b *sbx) {
 			defer ctlR.Close()
 			emit(event{Type: "init", Text: cmdID})
 			emit(event{Type: "ping", Text: "pong"})
-			polling := make(chan struct{})
+			polling, pollerDone := make(chan struct{}), make(chan struct{})
 			go func() {
+				defer close(pollerDone)
 				t := time.NewTicker(outputPoll)
 				defer t.Stop()
 				for {
@@ -417,6 +418,9 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request, b *sbx) {
 				Env: withCommand(env, req.Command),
 			})
 			close(polling)
+			// The poller may be in the middle of a flush: events must not
+			// close under its send, nor the final flush interleave with it.
+			<-pollerDone
 			final, lost := s.finish(cmd, res, err)
 			ctlW.Close()
 			close(cmd.done)

@@ -276,9 +276,12 @@ func Start(tb testing.TB, opts Options) *Server {
 		s.drv = drv
 		tb.Cleanup(func() { drv.Close() })
 	}
-	s.hs = httptest.NewServer(s.routes())
-	s.URL = s.hs.URL
-	s.Domain = strings.TrimPrefix(s.hs.URL, "http://")
+	// URL and Domain are set before it serves: handlers read Domain, and a
+	// request's arrival orders nothing before it (the race detector says so).
+	s.hs = httptest.NewUnstartedServer(s.routes())
+	s.Domain = s.hs.Listener.Addr().String()
+	s.URL = "http://" + s.Domain
+	s.hs.Start()
 	tb.Cleanup(s.close)
 	return s
 }
