@@ -405,16 +405,17 @@ func (e *ConfNotAllowedError) Error() string {
 	if len(quoted) > 1 {
 		what = "keys " + strings.Join(quoted, ", ") + " name inputs"
 	}
+	refused := fmt.Sprintf("dag_run.conf %s of task %s.%s that a Dag run may not set", what, e.Task.DagID, e.Task.TaskID)
+	if e.Hint != "" {
+		return refused + "; " + e.Hint
+	}
 	goNames := make([]string, len(e.Inputs))
 	for i, n := range e.Inputs {
 		goNames[i] = strconv.Quote(n)
 	}
-	if e.Hint != "" {
-		return fmt.Sprintf("dag_run.conf %s of task %s.%s that a Dag run may not set; %s", what, e.Task.DagID, e.Task.TaskID, e.Hint)
-	}
-	return fmt.Sprintf("dag_run.conf %s of task %s.%s that a Dag run may not set (by default dag_run.conf sets nothing, so whoever triggers a run cannot choose what the task reads, runs or touches); "+
+	return refused + fmt.Sprintf(" (by default dag_run.conf sets nothing, so whoever triggers a run cannot choose what the task reads, runs or touches); "+
 		"if the Dag author wants triggers to set them, add conf: [%s] under dags.%s.tasks.%s in the bundle config (Go bundles: bundles.AllowConf(%s)), otherwise remove them from the run's conf",
-		what, e.Task.DagID, e.Task.TaskID, strings.Join(e.Inputs, ", "), e.Task.DagID, e.Task.TaskID, strings.Join(goNames, ", "))
+		strings.Join(e.Inputs, ", "), e.Task.DagID, e.Task.TaskID, strings.Join(goNames, ", "))
 }
 
 // passedArgs checks the arguments the Dag author passed (arg_bindings that
