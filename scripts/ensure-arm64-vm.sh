@@ -7,16 +7,8 @@
 # package lists are left as they were. Prints the kernel's path on stdout.
 set -euo pipefail
 
-if ! command -v qemu-system-aarch64 >/dev/null 2>&1; then
-  if [ "$(id -u)" -eq 0 ]; then sudo=(); elif command -v sudo >/dev/null 2>&1; then sudo=(sudo); else
-    echo "missing qemu-system-aarch64; install it as root: apt-get install -y qemu-system-arm" >&2
-    exit 1
-  fi
-  echo "installing qemu-system-arm (QEMU's aarch64 system emulator) ..." >&2
-  export DEBIAN_FRONTEND=noninteractive
-  "${sudo[@]}" apt-get update -qq
-  "${sudo[@]}" apt-get install -y -qq qemu-system-arm >/dev/null
-fi
+# QEMU's aarch64 system emulator.
+command -v qemu-system-aarch64 >/dev/null 2>&1 || "$(dirname "$0")/apt-install.sh" qemu-system-arm
 
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/airflow-go-worker/arm64-vm"
 apt_dir="$cache/apt"

@@ -38,20 +38,7 @@ command -v ip >/dev/null 2>&1 || need+=(iproute2)
 /usr/bin/python3 -c 'import yaml' >/dev/null 2>&1 || need+=(python3 python3-yaml)
 if ! command -v azurite-blob >/dev/null 2>&1 && ! command -v npm >/dev/null 2>&1; then need+=(nodejs npm); fi
 
-if [ ${#need[@]} -gt 0 ]; then
-  if [ "$(id -u)" -eq 0 ]; then sudo=(); elif command -v sudo >/dev/null 2>&1; then sudo=(sudo); else
-    echo "missing Debian packages: ${need[*]}; install them as root: apt-get install -y ${need[*]}" >&2
-    exit 1
-  fi
-  if ! command -v apt-get >/dev/null 2>&1; then
-    echo "missing packages: ${need[*]}; this script installs them with apt-get, which this machine lacks: install them with your package manager" >&2
-    exit 1
-  fi
-  echo "installing ${need[*]} ..." >&2
-  export DEBIAN_FRONTEND=noninteractive
-  "${sudo[@]}" apt-get update -qq
-  "${sudo[@]}" apt-get install -y -qq "${need[@]}" >/dev/null
-fi
+"$(dirname "$0")/apt-install.sh" ${need[@]+"${need[@]}"}
 
 gobin="$(go env GOPATH)/bin"
 if [ ! -x "$gobin/versitygw" ] && ! command -v versitygw >/dev/null 2>&1; then
