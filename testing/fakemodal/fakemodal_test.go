@@ -231,6 +231,37 @@ func TestSDKLifetimeAndFaults(t *testing.T) {
 	}
 }
 
+// FailCommands ends only the commands it picks (here: those of one
+// owner's sandbox that touch marker), without running them; the same
+// command elsewhere, and other commands in that sandbox, run.
+func TestSDKFailCommands(t *testing.T) {
+	s, c := newClient(t)
+	picked := create(t, c, &modal.SandboxCreateParams{Tags: map[string]string{"owner": "d/r1"}})
+	other := create(t, c, &modal.SandboxCreateParams{Tags: map[string]string{"owner": "d/r2"}})
+	s.FailCommands(7, func(tags map[string]string, args []string) bool {
+		return tags["owner"] == "d/r1" && strings.Contains(strings.Join(args, " "), "marker")
+	})
+	cmd := "touch ran; echo marker"
+	out, errOut, code, err := run(t, picked, nil, "sh", "-c", cmd)
+	if err != nil || code != 7 || out != "" || !strings.Contains(errOut, "FailCommands") {
+		t.Fatalf("picked command: out=%q err=%q code=%d %v; want exit 7, no output, the fault named on stderr", out, errOut, code, err)
+	}
+	if out, _, code, err := run(t, picked, nil, "sh", "-c", "ls"); err != nil || code != 0 || strings.Contains(out, "ran") {
+		t.Fatalf("another command in the picked sandbox: out=%q code=%d %v; want it to run, and the picked one never to have", out, code, err)
+	}
+	if out, _, code, err := run(t, other, nil, "sh", "-c", cmd); err != nil || code != 0 || out != "marker\n" {
+		t.Fatalf("the same command in another owner's sandbox: out=%q code=%d %v; want it to run", out, code, err)
+	}
+	got := s.FailedCommands()
+	if len(got) != 1 || got[0].SandboxID != picked.SandboxID || !slices.Equal(got[0].Args, []string{"sh", "-c", cmd}) {
+		t.Fatalf("FailedCommands() = %+v, want the one picked command in %s", got, picked.SandboxID)
+	}
+	s.FailCommands(0, nil)
+	if _, _, code, err := run(t, picked, nil, "sh", "-c", cmd); err != nil || code != 0 {
+		t.Fatalf("after FailCommands(0, nil) the command exits %d %v; want it to run", code, err)
+	}
+}
+
 func TestBadTokenIsUnauthenticated(t *testing.T) {
 	s := Start(t, Options{})
 	s.SetEnv(t)

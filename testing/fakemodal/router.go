@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"strings"
 	"sync"
@@ -110,9 +111,19 @@ func (r *router) TaskExecStart(ctx context.Context, req *pb.TaskExecStartRequest
 		stdinR: pr, stdinW: pw, exited: make(chan struct{}), cancel: cancel,
 	}
 	sb.execs[e.id] = e
-	r.s.execs = append(r.s.execs, ExecRecord{SandboxID: sb.id, Args: append([]string(nil), args...)})
-	r.s.work.Add(1) // done by runFSTool or runCommand, started below
+	rec := ExecRecord{SandboxID: sb.id, Args: append([]string(nil), args...)}
+	r.s.execs = append(r.s.execs, rec)
+	r.s.work.Add(1) // done by runFSTool, runCommand or failInjected, started below
+	injected := r.s.failCommand != nil && r.s.failCommand(maps.Clone(sb.tags), rec.Args)
+	if injected {
+		r.s.failedCommands = append(r.s.failedCommands, rec)
+	}
+	code := r.s.failCode
 	r.s.mu.Unlock()
+	if injected {
+		go r.s.failInjected(e, code)
+		return &pb.TaskExecStartResponse{}, nil
+	}
 
 	env := map[string]string{}
 	for k, v := range sb.env {
@@ -170,6 +181,17 @@ func (s *Server) runCommand(ctx context.Context, sb *fakeSandbox, e *fakeExec, c
 	default:
 		e.exit(int32p(int32(res.ExitCode)), nil)
 	}
+}
+
+// failInjected ends a command FailCommands picked, without running it.
+func (s *Server) failInjected(e *fakeExec, code int32) {
+	defer s.work.Done()
+	defer e.cancel()
+	fmt.Fprintf(e.stderr, "fakemodal: this command was failed on purpose (FailCommands): exit %d\n", code)
+	e.closeStdin()
+	e.stdout.close()
+	e.stderr.close()
+	e.exit(int32p(code), nil)
 }
 
 func int32p(v int32) *int32 { return &v }

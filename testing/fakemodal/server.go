@@ -112,6 +112,10 @@ type Server struct {
 	dropAfter       int64 // stdio streams drop after this many bytes
 	dropCount       int   // ... this many more times
 	closed          bool
+	// FailCommands' pick, the exit code it gives, the commands it ended
+	failCommand    func(tags map[string]string, args []string) bool
+	failCode       int32
+	failedCommands []ExecRecord
 	// work counts the goroutines using the exec driver for a client (a
 	// create, a command, a file tool). Added to under mu while !closed only,
 	// so Close can wait for them before it closes the driver under them.
@@ -415,6 +419,24 @@ func (s *Server) DropStdioStreams(afterBytes int64, count int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.dropAfter, s.dropCount = afterBytes, count
+}
+
+// FailCommands makes each command started from now on for which
+// fail(its sandbox's tags, its argv) is true exit with code at once,
+// without running, saying so on its stderr: a fault scoped to one run's
+// sandboxes (their owner tag) and one command, the rest of the fake
+// unchanged. nil stops it. FailedCommands lists the commands it ended.
+func (s *Server) FailCommands(code int32, fail func(tags map[string]string, args []string) bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failCommand, s.failCode = fail, code
+}
+
+// FailedCommands lists the commands FailCommands ended.
+func (s *Server) FailedCommands() []ExecRecord {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]ExecRecord(nil), s.failedCommands...)
 }
 
 // KillSandbox makes a sandbox die now, as if its host failed: running
