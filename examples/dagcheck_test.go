@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -29,6 +30,11 @@ type dagFacts struct {
 	// Positional lists arguments passed by position, which nothing binds.
 	Args       map[string]map[string]string `json:"args"`
 	Positional []string                     `json:"positional"`
+	// Teardowns maps each stub made a teardown (stub(...).as_teardown(
+	// setups=...)) to the stub tasks its setups name; Setups lists the
+	// stubs marked setup (by those setups, or by .as_setup()).
+	Teardowns map[string][]string `json:"teardowns"`
+	Setups    []string            `json:"setups"`
 }
 
 // dagFactsScript parses a Dag file (never imports it, so Airflow need not
@@ -47,6 +53,14 @@ def name(node):
         return name(node.func)
     return ""
 
+def stub_of(node):
+    # the function of the call whose result node is: f(...) or a variable holding it
+    if isinstance(node, ast.Call):
+        return name(node.func)
+    if isinstance(node, ast.Name):
+        return results.get(node.id, "")
+    return ""
+
 def rule(node):
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
@@ -54,7 +68,7 @@ def rule(node):
         return node.attr.lower()
     return "<not a trigger rule>"
 
-facts = {"imports": [], "stubs": {}, "toolsets": [], "args": {}, "positional": []}
+facts = {"imports": [], "stubs": {}, "toolsets": [], "args": {}, "positional": [], "teardowns": {}, "setups": []}
 results = {}  # variable -> the function whose call result it holds
 for node in ast.walk(tree):
     if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
@@ -85,6 +99,18 @@ for node in ast.walk(tree):
             "backend": name(node.args[0]) if node.args else "",
             "attach_to": a.value if isinstance(a, ast.Constant) else "",
         })
+for node in ast.walk(tree):
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+        continue
+    target = stub_of(node.func.value)
+    if node.func.attr == "as_setup":
+        facts["setups"].append(target)
+    elif node.func.attr == "as_teardown":
+        kw = {k.arg: k.value for k in node.keywords}
+        s = kw.get("setups")
+        setups = [stub_of(e) for e in s.elts] if isinstance(s, (ast.List, ast.Tuple)) else [stub_of(s)] if s else []
+        facts["teardowns"][target] = setups
+        facts["setups"].extend(setups)
 for call in calls:
     callee = name(call.func)
     if callee not in facts["stubs"]:
@@ -157,8 +183,9 @@ func TestStubDagsAreValidAirflow3Python(t *testing.T) {
 }
 
 // The handoff Dag wires what the interop needs: the agent attaches to a
-// Modal sandbox through the provision task's return_value, the sandbox is
-// created on Modal, and every task that destroys it runs under all_done.
+// Modal sandbox through the provision task's return_value, and the sandbox
+// is created on Modal (TestSandboxIsDestroyedByATeardown checks that it
+// goes even when the agent fails).
 func TestAgentHandoffDagMatchesItsBundleConfig(t *testing.T) {
 	f := readDagFacts(t, "agent_handoff/dag.py")
 	cfg := readKinds(t, "agent_handoff/bundle.yaml")
@@ -178,10 +205,6 @@ func TestAgentHandoffDagMatchesItsBundleConfig(t *testing.T) {
 			if k.backend != "modal" {
 				t.Errorf("%s provisions on %q; a Python agent attaches only to Modal sandboxes", task, k.backend)
 			}
-		case "collect", "destroy":
-			if rule := f.Stubs[task].TriggerRule; rule != "all_done" {
-				t.Errorf("stub %s (kind %s) has trigger rule %q; it must be all_done so the sandbox goes even when the agent fails", task, k.kind, rule)
-			}
 		}
 	}
 	if len(provisions) != 1 {
@@ -190,6 +213,56 @@ func TestAgentHandoffDagMatchesItsBundleConfig(t *testing.T) {
 	want := "{{ ti.xcom_pull(task_ids='" + provisions[0] + "') }}"
 	if ts.AttachTo != want {
 		t.Errorf("attach_to is %q, want %q (the provision task's return_value, a bare sandbox id)", ts.AttachTo, want)
+	}
+}
+
+// In every shipped Dag that provisions a sandbox and later destroys it,
+// provision is the setup task and the destroying task (collect, destroy)
+// its teardown, with no trigger rule of its own: Airflow runs a teardown
+// once the tasks before it are done, whatever they ended as (if its setup
+// succeeded), and leaves it out of the run's state. Under a plain
+// trigger_rule=all_done the destroying task was the Dag's only leaf, and a
+// run whose middle task failed ended success.
+func TestSandboxIsDestroyedByATeardown(t *testing.T) {
+	files, err := filepath.Glob("*/bundle.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, cfgFile := range files {
+		dir := filepath.Dir(cfgFile)
+		kinds := readKinds(t, cfgFile)
+		var provisions, destroyers []string
+		for task, k := range kinds {
+			switch k.kind {
+			case "provision":
+				provisions = append(provisions, task)
+			case "collect", "destroy":
+				destroyers = append(destroyers, task)
+			}
+		}
+		if len(provisions) == 0 || len(destroyers) == 0 {
+			continue
+		}
+		t.Run(dir, func(t *testing.T) {
+			f := readDagFacts(t, filepath.Join(dir, "dag.py"))
+			for _, task := range destroyers {
+				checked++
+				setups, ok := f.Teardowns[task]
+				switch {
+				case !ok:
+					t.Errorf("%s (kind %s) is not a teardown; call %s(...).as_teardown(setups=<the %s result>) so that it runs even when a task before it failed and the run still fails", task, kinds[task].kind, task, provisions[0])
+				case !slices.ContainsFunc(setups, func(s string) bool { return slices.Contains(provisions, s) }):
+					t.Errorf("%s.as_teardown(setups=%v) names no provision task %v; name it, so provision is the setup", task, setups, provisions)
+				}
+				if rule := f.Stubs[task].TriggerRule; rule != "" {
+					t.Errorf("stub %s sets trigger_rule %q; as_teardown replaces it with all_done_setup_success, so remove it", task, rule)
+				}
+			}
+		})
+	}
+	if checked == 0 {
+		t.Fatal("no example both provisions and destroys a sandbox; the check checked nothing")
 	}
 }
 

@@ -1,7 +1,7 @@
 """
 A sandbox owned by Go tasks, handed to a Python agent in between.
 
-    provision (Go) >> analyse (Python AgentOperator) >> collect (Go, all_done)
+    provision (Go, setup) >> analyse (Python AgentOperator) >> collect (Go, teardown)
 
 * ``provision`` (``kind: provision`` in ``bundle.yaml``) creates a Modal
   sandbox owned by this Dag run, stages ``orders.csv`` into it from S3 and
@@ -11,12 +11,21 @@ A sandbox owned by Go tasks, handed to a Python agent in between.
 * ``analyse`` attaches to that sandbox with
   ``SandboxToolset(ModalSandboxBackend(), attach_to=...)``. It works in the
   sandbox but never destroys it.
-* ``collect`` (``kind: collect``) runs whatever happened upstream: it exports
-  ``report.md`` to S3 under the run's own key (``{run_id}`` in the bundle
-  config's URL) and destroys the sandbox, even when the export fails. It
-  reads the sandbox id from ``provision``'s XCom itself (``inputs: {sandbox:
-  {xcom: provision}}`` in ``bundle.yaml``): Airflow 3.3 drops the
+* ``collect`` (``kind: collect``) runs whatever happened to ``analyse``: it
+  exports ``report.md`` to S3 under the run's own key (``{run_id}`` in the
+  bundle config's URL) and destroys the sandbox, even when the export fails.
+  It reads the sandbox id from ``provision``'s XCom itself (``inputs:
+  {sandbox: {xcom: provision}}`` in ``bundle.yaml``): Airflow 3.3 drops the
   ``collect(sandbox=handle)`` argument, 3.4 passes it.
+
+``provision`` is the setup task and ``collect`` its teardown, so the run's
+state is the agent's: a failed ``analyse`` fails the run, and ``collect``
+still destroys the sandbox. Airflow runs a teardown once everything before it
+is done, if its setup succeeded (trigger rule ``all_done_setup_success``): a
+``provision`` that failed has destroyed any sandbox it made, and one killed
+with its worker leaves it to the maintenance Dag (``examples/maintenance``).
+``collect``'s own failure (no ``report.md`` to export) shows on ``collect``
+but does not fail the run.
 
 Both sides must reach the same Modal workspace: the Go tasks use the
 ``modal_default`` connection and so does the agent's backend. The Go tasks
@@ -30,14 +39,15 @@ from __future__ import annotations
 from airflow.providers.common.ai.operators.agent import AgentOperator
 from airflow.providers.common.ai.sandbox import ModalSandboxBackend
 from airflow.providers.common.ai.toolsets.sandbox import SandboxToolset
-from airflow.sdk import TriggerRule, dag, task
+from airflow.sdk import dag, task
 
 
 @task.stub(queue="golang")
 def provision(): ...
 
 
-@task.stub(queue="golang", trigger_rule=TriggerRule.ALL_DONE)
+# A teardown (below): Airflow sets its trigger rule, all_done_setup_success.
+@task.stub(queue="golang")
 def collect(sandbox: str): ...
 
 
@@ -58,7 +68,7 @@ def sandbox_agent_handoff():
             )
         ],
     )
-    handle >> analyse >> collect(sandbox=handle)
+    handle >> analyse >> collect(sandbox=handle).as_teardown(setups=handle)
 
 
 sandbox_agent_handoff()
