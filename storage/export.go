@@ -28,8 +28,14 @@ const cleanupTimeout = parts.CleanupTimeout
 //
 //	e := storage.NewExport(opt)
 //	defer e.Abort(ctx) // no-op after a successful Commit
-//	for dest, r := range files { if _, err := e.Stage(ctx, dest, r); err != nil { return err } }
+//	for dest, f := range files {
+//		if _, err := e.Stage(ctx, dest, f.r, f.size); err != nil {
+//			return err
+//		}
+//	}
 //	urls, err := e.Commit(ctx)
+//
+// ExampleExport runs it on file:// URLs.
 //
 // Stage may be called from several goroutines; Commit and Abort must not run
 // while a Stage is in progress. An Export is used once.
