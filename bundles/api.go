@@ -43,6 +43,12 @@ type DagRun struct {
 	StartDate         time.Time
 	EndDate           time.Time
 	Conf              map[string]any
+	// TriggeringAssetEvents are the asset events that triggered an
+	// asset-triggered run (ti_context.dag_run.consumed_asset_events),
+	// oldest first; empty for other runs.
+	TriggeringAssetEvents []AssetEvent
+	// PartitionKey is the run's partition key (partitioned assets), or "".
+	PartitionKey string
 }
 
 // XComRef names one XCom. Empty DagID and RunID mean the current run; a nil
@@ -75,6 +81,14 @@ type Client interface {
 	// success, failed), or ErrDagRunNotFound. Airflow's supervisor relays
 	// it to the Execution API, so the task needs no credentials.
 	GetDagRunState(ctx context.Context, dagID, runID string) (string, error)
+}
+
+// MappedXComGetter reads the XComs of every mapped instance of a task (the
+// runtime client implements it; ask for it by type).
+type MappedXComGetter interface {
+	// GetMappedXComs returns the values of key pushed by the mapped
+	// instances of taskID in the current run, in map-index order.
+	GetMappedXComs(ctx context.Context, taskID, key string) ([]any, error)
 }
 
 // ConnectionGetter resolves Airflow connections at run time.

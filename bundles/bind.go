@@ -29,6 +29,7 @@ const (
 	paramClient
 	paramInput
 	paramInputPtr
+	paramOutlets
 )
 
 var (
@@ -38,6 +39,7 @@ var (
 	tiType        = reflect.TypeFor[TaskInstance]()
 	dagRunType    = reflect.TypeFor[DagRun]()
 	runtimeClient = reflect.TypeFor[*client]()
+	outletsType   = reflect.TypeFor[*Outlets]()
 )
 
 // inputField is one bindable field of the input struct.
@@ -65,6 +67,13 @@ type task struct {
 	// confHint, when set, is what a refused conf key's error advises
 	// (WithConfHint).
 	confHint string
+	// outlets and aliases are the stub's outlets (WithOutlets,
+	// WithOutletAliases).
+	outlets []Asset
+	aliases []string
+	// mapIndexTemplate renders the mapped instance's name from its inputs.
+	mapIndexTemplate string
+	mappedDownstream bool
 }
 
 func newTask(fn any, o taskOptions) (*task, error) {
@@ -109,6 +118,8 @@ func newTask(fn any, o taskOptions) (*task, error) {
 			k = paramDagRunPtr
 		case p == loggerType:
 			k = paramLogger
+		case p == outletsType:
+			k = paramOutlets
 		case p.Kind() == reflect.Interface && p.NumMethod() > 0 && runtimeClient.Implements(p):
 			k = paramClient
 		case p.Kind() == reflect.Struct:
@@ -116,7 +127,7 @@ func newTask(fn any, o taskOptions) (*task, error) {
 		case p.Kind() == reflect.Pointer && p.Elem().Kind() == reflect.Struct:
 			k = paramInputPtr
 		default:
-			return nil, fmt.Errorf("parameter %d has type %s, which the runtime cannot provide (want context.Context, TaskInstance, DagRun, hclog.Logger, Client or a narrower interface, or one input struct)", i+1, p)
+			return nil, fmt.Errorf("parameter %d has type %s, which the runtime cannot provide (want context.Context, TaskInstance, DagRun, hclog.Logger, *Outlets, Client or a narrower interface, or one input struct)", i+1, p)
 		}
 		if k == paramInput || k == paramInputPtr {
 			if t.inputType != nil {
@@ -138,6 +149,9 @@ func newTask(fn any, o taskOptions) (*task, error) {
 		}
 	}
 	if err := t.addSources(o); err != nil {
+		return nil, err
+	}
+	if err := t.addDataModel(o); err != nil {
 		return nil, err
 	}
 	if len(o.defaults) > 0 {
@@ -163,23 +177,41 @@ func newTask(fn any, o taskOptions) (*task, error) {
 // each must name an input field, and an input has at most one binding.
 func (t *task) addSources(o taskOptions) error {
 	if t.inputType == nil {
-		if len(o.bindings) > 0 || len(o.allowConf) > 0 {
-			return errors.New("input bindings and conf need an input struct, and the function takes none")
+		if len(o.bindings) > 0 || len(o.allowConf) > 0 || o.mapIndexTemplate != "" {
+			return errors.New("input bindings, conf and a map index template need an input struct, and the function takes none")
 		}
 		return nil
 	}
+	expanded := ""
 	for _, b := range o.bindings {
 		i, ok := t.byFold[foldName(b.input)]
 		if !ok {
 			return fmt.Errorf("input %q (bound to %s) matches no input field (fields: %s)", b.input, b.describe(), t.fieldList())
 		}
+		sources := 0
+		for _, set := range []bool{b.xcomTask != "", b.param != "", b.hasItems, b.asset != ""} {
+			if set {
+				sources++
+			}
+		}
 		switch {
-		case b.param == "" && b.xcomTask == "":
-			return fmt.Errorf("input %q: give {xcom: <upstream task_id>} or {param: <name>}", b.input)
+		case sources == 0:
+			return fmt.Errorf("input %q: give {xcom: <upstream task_id>}, {param: <name>}, {expand: [...]} or {asset_event: <asset uri or name>}", b.input)
+		case sources > 1:
+			return fmt.Errorf("input %q is bound to %s: give one source (xcom, param, expand or asset_event)", b.input, b.describe())
+		case b.expand && b.mapped:
+			return fmt.Errorf("input %q: expand (this task is mapped over the list) and mapped (the upstream is mapped) exclude each other", b.input)
+		case b.field != "" && b.asset == "":
+			return fmt.Errorf("input %q: field %q reads an asset event; it needs asset_event: <asset uri or name> beside it", b.input, b.field)
+		case b.expand && expanded != "":
+			return fmt.Errorf("inputs %q and %q both expand: Airflow maps a task over the cross product of several expanded arguments, which the bundle does not reproduce; expand over one list (of records, if each instance needs several values) and bind it to one input", expanded, b.input)
 		case b.xcomTask != "" && !validID(b.xcomTask):
 			return fmt.Errorf("input %q: xcom %q is not a task id (1-250 letters, digits, '_', '-' or '.')", b.input, b.xcomTask)
 		case b.xcomTask != "" && b.xcomKey == "":
 			return fmt.Errorf("input %q: the XCom key is empty; leave key out for return_value", b.input)
+		}
+		if b.expand {
+			expanded = b.input
 		}
 		if prev, dup := t.bound[i]; dup {
 			return fmt.Errorf("input %q is bound twice (%s and %s); keep one", t.fields[i].name, prev.describe(), b.describe())
@@ -201,6 +233,66 @@ func (t *task) addSources(o taskOptions) error {
 	}
 	t.confHint = o.confHint
 	return nil
+}
+
+// addDataModel checks and keeps the task's outlets and map index template.
+func (t *task) addDataModel(o taskOptions) error {
+	seen := map[protocol.AssetKey]bool{}
+	for _, a := range o.outlets {
+		if a.Name == "" && a.URI == "" {
+			return errors.New("an outlet asset needs a uri or a name")
+		}
+		if seen[a.key()] {
+			return fmt.Errorf("outlet %s is declared twice", a)
+		}
+		seen[a.key()] = true
+	}
+	for _, a := range o.aliases {
+		if a == "" {
+			return errors.New("an outlet asset alias needs a name")
+		}
+	}
+	t.outlets, t.aliases, t.mappedDownstream = o.outlets, o.aliases, o.mappedDownstream
+	if o.mapIndexTemplate != "" {
+		if _, err := t.renderMapIndex(o.mapIndexTemplate, nil); err != nil {
+			return err
+		}
+		t.mapIndexTemplate = o.mapIndexTemplate
+	}
+	return nil
+}
+
+// renderMapIndex fills template's {input} placeholders from the bound
+// input values (nil checks the names only).
+func (t *task) renderMapIndex(template string, values map[string]any) (string, error) {
+	var out strings.Builder
+	rest := template
+	for {
+		open := strings.IndexByte(rest, '{')
+		if open < 0 {
+			out.WriteString(rest)
+			return out.String(), nil
+		}
+		end := strings.IndexByte(rest[open:], '}')
+		if end < 0 {
+			return "", fmt.Errorf("map index template %q: an unclosed {", template)
+		}
+		name := rest[open+1 : open+end]
+		i, ok := t.byFold[foldName(name)]
+		if !ok {
+			return "", fmt.Errorf("map index template %q: {%s} names no input field (fields: %s)", template, name, t.fieldList())
+		}
+		out.WriteString(rest[:open])
+		switch v := values[t.fields[i].name].(type) {
+		case nil:
+		case string:
+			out.WriteString(v)
+		default:
+			data, _ := json.Marshal(v)
+			out.Write(data)
+		}
+		rest = rest[open+end+1:]
+	}
 }
 
 func (t *task) indexFields() error {
@@ -262,8 +354,16 @@ type bindSources struct {
 	ref         TaskRef // for messages that say where to allow a conf key
 	argBindings []protocol.ArgBinding
 	conf        map[string]any
-	// xcom resolves an XCom of another task in the current run.
-	xcom func(ctx context.Context, taskID, key string) (any, error)
+	// xcom resolves an XCom of another task in the current run; mapped
+	// the XComs of every mapped instance of one.
+	xcom   func(ctx context.Context, taskID, key string) (any, error)
+	mapped func(ctx context.Context, taskID, key string) ([]any, error)
+	// mapIndex is the task instance's (-1 unmapped); events the asset
+	// events that triggered the run, oldest first.
+	mapIndex int
+	events   []AssetEvent
+	// bound, when set, receives each input's final value source.
+	bound func(sources map[string]string)
 }
 
 // sourced is a value and where it came from, for error messages.
@@ -341,11 +441,16 @@ func (t *task) bindInput(ctx context.Context, src bindSources) (reflect.Value, e
 		}
 	}
 	out := reflect.New(t.inputType).Elem()
+	sources := make(map[string]string, len(values))
 	for i, sv := range values {
 		f := t.fields[i]
 		if err := convertInto(out.FieldByIndex(f.index), sv.value); err != nil {
 			return reflect.Value{}, fmt.Errorf("input field %q from %s: %v", f.name, sv.source, err)
 		}
+		sources[f.name] = sv.source
+	}
+	if src.bound != nil {
+		src.bound(sources)
 	}
 	return out, nil
 }
@@ -468,6 +573,16 @@ func (t *task) resolveBindings(ctx context.Context, src bindSources, passed map[
 			}
 			continue
 		}
+		if b.asset != "" || b.hasItems || b.mapped {
+			sv, ok, err := t.resolveDataModel(ctx, src, b)
+			if err != nil {
+				return fmt.Errorf("input %q (bound to %s): %w", name, b.describe(), err)
+			}
+			if ok {
+				values[i] = sv
+			}
+			continue
+		}
 		v, err := src.xcom(ctx, b.xcomTask, b.xcomKey)
 		if errors.Is(err, ErrXComNotFound) {
 			// Typical under trigger rule all_done after the upstream failed.
@@ -476,9 +591,91 @@ func (t *task) resolveBindings(ctx context.Context, src bindSources, passed map[
 		if err != nil {
 			return fmt.Errorf("input %q (bound to %s): reading the %s XCom of task %q: %w", name, b.describe(), b.xcomKey, b.xcomTask, err)
 		}
+		if b.expand {
+			sv, err := element(v, src.mapIndex, fmt.Sprintf("the %s XCom of %q", b.xcomKey, b.xcomTask))
+			if err != nil {
+				return fmt.Errorf("input %q (bound to %s): %w", name, b.describe(), err)
+			}
+			values[i] = sv
+			continue
+		}
 		values[i] = sourced{v, fmt.Sprintf("the %s XCom of %q (%s)", b.xcomKey, b.xcomTask, b.describe())}
 	}
 	return nil
+}
+
+// resolveDataModel resolves an expand-over-literal, mapped-upstream or
+// asset-event binding; ok is false when the run leaves the input unset
+// (no event of the asset triggered it).
+func (t *task) resolveDataModel(ctx context.Context, src bindSources, b inputBinding) (sourced, bool, error) {
+	switch {
+	case b.hasItems:
+		sv, err := element(b.items, src.mapIndex, "the expand list")
+		return sv, err == nil, err
+	case b.mapped:
+		list, err := src.mapped(ctx, b.xcomTask, b.xcomKey)
+		if err != nil {
+			return sourced{}, false, fmt.Errorf("reading the %s XComs of mapped task %q: %w", b.xcomKey, b.xcomTask, err)
+		}
+		return sourced{list, fmt.Sprintf("the %s XComs of the %d mapped instances of %q", b.xcomKey, len(list), b.xcomTask)}, true, nil
+	}
+	var picked []any
+	from := ""
+	for _, e := range src.events {
+		if !e.Asset.matches(b.asset) {
+			continue
+		}
+		v, ok := lookupPath(e.fields(), b.field)
+		if !ok {
+			return sourced{}, false, FailNoRetry(fmt.Errorf("the triggering event of %s (from %s/%s) has no %s; its extra has keys [%s]", e.Asset, e.SourceDagID, e.SourceRunID, b.field, strings.Join(sortedKeys(e.Extra), ", ")))
+		}
+		picked = append(picked, v)
+		from = fmt.Sprintf("the asset event of %s from %s/%s (%s)", e.Asset, e.SourceDagID, e.SourceRunID, b.describe())
+	}
+	switch {
+	case len(picked) == 0:
+		return sourced{}, false, nil
+	case b.all:
+		return sourced{picked, fmt.Sprintf("%d asset events of %q (%s)", len(picked), b.asset, b.describe())}, true, nil
+	}
+	return sourced{picked[len(picked)-1], from}, true, nil
+}
+
+// element is this mapped instance's element of list.
+func element(list any, mapIndex int, what string) (sourced, error) {
+	l, ok := list.([]any)
+	switch {
+	case mapIndex < 0:
+		return sourced{}, FailNoRetry(fmt.Errorf("this task instance is not mapped (map_index -1), so it has no element of %s; expand the stub task in the Dag (stub.expand(<input>=...)) or bind the input without expand", what))
+	case !ok:
+		return sourced{}, FailNoRetry(fmt.Errorf("%s is a %s, not a list to take element %d of", what, jsonKindOf(list), mapIndex))
+	case mapIndex >= len(l):
+		return sourced{}, FailNoRetry(fmt.Errorf("map index %d is past the end of %s (%d elements): the Dag maps over another list than the bundle reads; make them the same (check compares them)", mapIndex, what, len(l)))
+	}
+	return sourced{l[mapIndex], fmt.Sprintf("element %d of %s", mapIndex, what)}, nil
+}
+
+func jsonKindOf(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case map[string]any:
+		return "mapping"
+	case string:
+		return "string"
+	case bool:
+		return "boolean"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // convertInto sets dst from v through a JSON round trip, so nested maps,
@@ -538,12 +735,13 @@ func abbreviate(b []byte) string {
 
 // invocation is what one run of a task gets injected.
 type invocation struct {
-	ctx    context.Context
-	ti     TaskInstance
-	dagRun DagRun
-	logger hclog.Logger
-	client *client
-	input  reflect.Value
+	ctx     context.Context
+	ti      TaskInstance
+	dagRun  DagRun
+	logger  hclog.Logger
+	client  *client
+	input   reflect.Value
+	outlets *Outlets
 }
 
 // call runs the function. A panic is recovered into an error carrying the
@@ -567,6 +765,8 @@ func (t *task) call(inv invocation) (result any, hasResult bool, err error) {
 			args[i] = reflect.ValueOf(&dr)
 		case paramLogger:
 			args[i] = reflect.ValueOf(&inv.logger).Elem()
+		case paramOutlets:
+			args[i] = reflect.ValueOf(inv.outlets)
 		case paramClient:
 			args[i] = reflect.ValueOf(inv.client).Convert(ft.In(i))
 		case paramInput:

@@ -106,6 +106,22 @@ func (r *rpc) failure() error {
 	}
 }
 
+// notify sends body and does not wait for the reply, which the reader
+// drops: for what only describes the task (its rendered fields), whose
+// failure must neither fail nor delay it.
+func (r *rpc) notify(body protocol.Body) error {
+	r.mu.Lock()
+	if r.readErr != nil {
+		err := r.readErr
+		r.mu.Unlock()
+		return err
+	}
+	id := r.nextID
+	r.nextID++
+	r.mu.Unlock()
+	return r.send(id, body)
+}
+
 // call sends body and waits for its reply. An ErrorResponse (body or third
 // element) becomes a *protocol.APIError.
 func (r *rpc) call(ctx context.Context, body protocol.Body) (protocol.Message, error) {
@@ -351,15 +367,52 @@ func (c *client) GetXCom(ctx context.Context, ref XComRef) (any, error) {
 }
 
 func (c *client) SetXCom(ctx context.Context, key string, value any) error {
+	return c.setXCom(ctx, key, value, false)
+}
+
+// setXCom pushes value; withLength adds its length as mapped_length, for
+// a list a mapped downstream task expands over.
+func (c *client) setXCom(ctx context.Context, key string, value any, withLength bool) error {
 	v, err := toJSONValue(value)
 	if err != nil {
 		return fmt.Errorf("XCom %q: value is not JSON-encodable: %w", key, err)
 	}
 	mi := c.ti.MapIndex
-	if _, err := c.rpc.call(ctx, &protocol.SetXCom{XComTarget: c.xcomTarget(XComRef{Key: key, MapIndex: &mi}), Value: v}); err != nil {
+	msg := &protocol.SetXCom{XComTarget: c.xcomTarget(XComRef{Key: key, MapIndex: &mi}), Value: v}
+	if withLength {
+		list, ok := v.([]any)
+		if !ok {
+			return FailNoRetry(fmt.Errorf("XCom %q: a mapped task expands over this task's return value, so it must be a list, not %s (return a slice)", key, jsonKindOf(v)))
+		}
+		n := len(list)
+		msg.MappedLength = &n
+	}
+	if _, err := c.rpc.call(ctx, msg); err != nil {
 		return fmt.Errorf("setting XCom %q: %w", key, err)
 	}
 	return nil
+}
+
+func (c *client) GetMappedXComs(ctx context.Context, taskID, key string) ([]any, error) {
+	if key == "" {
+		key = ReturnValueKey
+	}
+	m, err := c.rpc.call(ctx, &protocol.GetXComSequenceSlice{Key: key, DagID: c.ti.DagID, RunID: c.ti.RunID, TaskID: taskID})
+	name := fmt.Sprintf("the %s XComs of mapped task %s", key, taskID)
+	if err != nil {
+		return nil, fmt.Errorf("getting %s: %w", name, err)
+	}
+	if err := checkReply(m, protocol.TypeXComSequenceSliceResult); err != nil {
+		return nil, fmt.Errorf("getting %s: %w", name, err)
+	}
+	switch root := m.Body["root"].(type) {
+	case []any:
+		return jsonValue(root).([]any), nil
+	case nil:
+		return []any{}, nil
+	default:
+		return nil, fmt.Errorf("getting %s: the reply's root is a %T, not a list", name, root)
+	}
 }
 
 func (c *client) MaskSecret(ctx context.Context, value, name string) error {

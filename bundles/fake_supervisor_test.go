@@ -15,7 +15,9 @@ import (
 
 // session is what a fake supervisor saw during one serve call.
 type session struct {
-	requests []protocol.Message // non-terminal requests, in order
+	requests []protocol.Message // non-terminal requests, in order, but SetRenderedFields
+	// rendered are the SetRenderedFields requests.
+	rendered []protocol.Message
 	terminal *protocol.Message
 	logs     []map[string]any
 	err      error // serve's return value
@@ -120,7 +122,11 @@ func runFakeWith(t testing.TB, b *Bundle, first []byte, reply replyFunc, cfg ser
 			s.terminal = &m
 			continue // keep reading: the runtime must close without waiting
 		}
-		s.requests = append(s.requests, m)
+		if m.Type() == protocol.TypeSetRenderedFields {
+			s.rendered = append(s.rendered, m)
+		} else {
+			s.requests = append(s.requests, m)
+		}
 		var body, eb map[string]any
 		if reply != nil {
 			body, eb = reply(m)

@@ -170,7 +170,7 @@ func TestInputSourcesValidated(t *testing.T) {
 		{fn, []TaskOption{WithXCom("sandboxx", "provision")}, `input "sandboxx" (bound to {xcom: provision}) matches no input field`},
 		{fn, []TaskOption{WithXCom("sandbox", "bad id!")}, `xcom "bad id!" is not a task id`},
 		{fn, []TaskOption{WithXComKey("sandbox", "provision", "")}, "the XCom key is empty"},
-		{fn, []TaskOption{WithParam("sandbox", "")}, "give {xcom: <upstream task_id>} or {param: <name>}"},
+		{fn, []TaskOption{WithParam("sandbox", "")}, "give {xcom: <upstream task_id>}, {param: <name>}"},
 		{fn, []TaskOption{WithXCom("sandbox", "a"), WithParam("Sandbox", "s")}, `input "sandbox" is bound twice ({xcom: a} and {param: s})`},
 		{fn, []TaskOption{AllowConf("timeout", "imagee")}, `conf lists "imagee", which matches no input field`},
 		{func() error { return nil }, []TaskOption{AllowConf("x")}, "need an input struct"},

@@ -16,31 +16,119 @@ type TaskRef struct {
 type TaskOption func(*taskOptions)
 
 type taskOptions struct {
-	defaults  map[string]any
-	bindings  []inputBinding
-	allowConf []string
-	confHint  string
+	defaults         map[string]any
+	bindings         []inputBinding
+	allowConf        []string
+	confHint         string
+	outlets          []Asset
+	aliases          []string
+	mapIndexTemplate string
+	mappedDownstream bool
 }
 
 // inputBinding says where one input's value comes from at run time: an
-// upstream task's XCom or a Dag param (a dag_run.conf key a trigger sets).
+// upstream task's XCom, a Dag param (a dag_run.conf key a trigger sets),
+// this mapped task instance's element of a list, or an asset event that
+// triggered the run.
 type inputBinding struct {
 	input string
 	// xcomTask and xcomKey name an XCom of the current run; param a
-	// dag_run.conf key. Exactly one of xcomTask and param is set.
+	// dag_run.conf key; items a literal list; asset an asset (URI or
+	// name) whose triggering event the input reads. Exactly one of
+	// xcomTask, param, items (hasItems) and asset is set.
 	xcomTask, xcomKey string
 	param             string
+	// expand: the task is mapped over the XCom (a list, or items), and
+	// each instance takes the element at its map index. mapped: the
+	// upstream task is mapped, and the input takes the list of every
+	// mapped instance's XCom, in map-index order.
+	expand, mapped bool
+	items          []any
+	hasItems       bool
+	asset, field   string
+	// all: every matching event's field (oldest first), not the latest.
+	all bool
 }
 
 // describe names the binding for messages, in the bundle config's syntax.
 func (b inputBinding) describe() string {
-	if b.param != "" {
+	switch {
+	case b.param != "":
 		return fmt.Sprintf("{param: %s}", b.param)
+	case b.hasItems:
+		return fmt.Sprintf("{expand: [%d items]}", len(b.items))
+	case b.asset != "":
+		s := fmt.Sprintf("{asset_event: %s", b.asset)
+		if b.field != "" {
+			s += ", field: " + b.field
+		}
+		if b.all {
+			s += ", all: true"
+		}
+		return s + "}"
 	}
+	s := fmt.Sprintf("{xcom: %s", b.xcomTask)
 	if b.xcomKey != ReturnValueKey {
-		return fmt.Sprintf("{xcom: %s, key: %s}", b.xcomTask, b.xcomKey)
+		s += ", key: " + b.xcomKey
 	}
-	return fmt.Sprintf("{xcom: %s}", b.xcomTask)
+	if b.expand {
+		s += ", expand: true"
+	}
+	if b.mapped {
+		s += ", mapped: true"
+	}
+	return s + "}"
+}
+
+// WithExpandXCom binds input of a mapped task (the stub's
+// .expand(input=upstream())) to its own element of the list upstream task
+// taskID returned: the instance with map index i takes element i. Airflow
+// does not hand an executable its element, so the bundle reads the list
+// (GetXCom) and picks it. The upstream, when it is a task of this bundle,
+// pushes the list with its length, from which the scheduler expands.
+func WithExpandXCom(input, taskID string) TaskOption {
+	return func(o *taskOptions) {
+		o.bindings = append(o.bindings, inputBinding{input: input, xcomTask: taskID, xcomKey: ReturnValueKey, expand: true})
+	}
+}
+
+// WithExpandItems binds input of a task mapped over a literal list (the
+// stub's .expand(input=[...])) to its element: the bundle cannot read the
+// stub's list, so the same list is given here, and `check` verifies the
+// two agree.
+func WithExpandItems(input string, items ...any) TaskOption {
+	return func(o *taskOptions) {
+		o.bindings = append(o.bindings, inputBinding{input: input, items: items, hasItems: true, expand: true})
+	}
+}
+
+// WithMappedXCom binds input to the list of return values of every mapped
+// instance of upstream task taskID, in map-index order (a downstream that
+// collects a mapped task's results), read with one GetXComSequenceSlice.
+func WithMappedXCom(input, taskID string) TaskOption {
+	return func(o *taskOptions) {
+		o.bindings = append(o.bindings, inputBinding{input: input, xcomTask: taskID, xcomKey: ReturnValueKey, mapped: true})
+	}
+}
+
+// WithAssetEvent binds input to field (a dotted path: extra.url,
+// asset.uri, source_run_id; empty for the whole event) of the latest asset
+// event of asset (its URI or name) that triggered this run
+// (dag_run.consumed_asset_events). A run no such event triggered (a manual
+// one) leaves the input to dag_run.conf and the defaults.
+func WithAssetEvent(input, asset, field string) TaskOption {
+	return func(o *taskOptions) {
+		o.bindings = append(o.bindings, inputBinding{input: input, asset: asset, field: field})
+	}
+}
+
+// WithAssetEvents is WithAssetEvent for every such event: input takes the
+// list of their fields, oldest first (the scheduler may queue several
+// events into one run).
+func WithAssetEvents(input, asset, field string) TaskOption {
+	return func(o *taskOptions) {
+		o.bindings = append(o.bindings, inputBinding{input: input, asset: asset, field: field, all: true})
+	}
 }
 
 // WithDefaults gives input values of the lowest priority: arg_bindings,
@@ -212,6 +300,65 @@ func (b *Bundle) XComBindings(dagID, taskID string) (bound map[string]XComRef, o
 		}
 	}
 	return bound, true
+}
+
+// Outlets lists the assets and asset aliases a task declares as its
+// outlets (WithOutlets, WithOutletAliases; the bundle config's outlets:).
+// ok is false for an unknown task. check compares them with the stub's.
+func (b *Bundle) Outlets(dagID, taskID string) (assets []Asset, aliases []string, ok bool) {
+	t := b.lookup(dagID, taskID)
+	if t == nil {
+		return nil, nil, false
+	}
+	return append([]Asset(nil), t.outlets...), append([]string(nil), t.aliases...), true
+}
+
+// Expansion is how a mapped task's input takes its element: of the list
+// upstream task XComTask returned, or of Items.
+type Expansion struct {
+	XComTask string
+	Items    []any
+	// Literal says Items is the list (possibly empty).
+	Literal bool
+}
+
+// Expansions lists the inputs a task takes its mapped element into
+// (WithExpandXCom, WithExpandItems), by input name. ok is false for an
+// unknown task. check compares them with the stub's .expand().
+func (b *Bundle) Expansions(dagID, taskID string) (exp map[string]Expansion, ok bool) {
+	t := b.lookup(dagID, taskID)
+	if t == nil {
+		return nil, false
+	}
+	exp = map[string]Expansion{}
+	for i, src := range t.bound {
+		if src.expand {
+			exp[t.fields[i].name] = Expansion{XComTask: src.xcomTask, Items: src.items, Literal: src.hasItems}
+		}
+	}
+	return exp, true
+}
+
+// feedsMapping reports whether a mapped task expands over taskID's return
+// value: a task of the same Dag in this bundle binds it with
+// WithExpandXCom, or the task says so (WithMappedDownstream).
+func (b *Bundle) feedsMapping(dagID, taskID string, t *task) bool {
+	if t.mappedDownstream {
+		return true
+	}
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	for ref, other := range b.tasks {
+		if ref.DagID != dagID {
+			continue
+		}
+		for _, src := range other.bound {
+			if src.expand && src.xcomTask == taskID {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (b *Bundle) lookup(dagID, taskID string) *task {

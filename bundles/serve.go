@@ -258,6 +258,9 @@ func (b *Bundle) answerParse(ctx context.Context, r *rpc, id int64, req protocol
 type outcome struct {
 	err     error
 	removed bool
+	// state holds the outlet events and rendered map index of a task
+	// that ran (nil otherwise).
+	state *runState
 }
 
 func (b *Bundle) runTask(ctx context.Context, r *rpc, startupID int64, sd protocol.StartupDetails, sink *airflowSink, cfg serveConfig) error {
@@ -277,6 +280,7 @@ func (b *Bundle) runTask(ctx context.Context, r *rpc, startupID int64, sd protoc
 		LogicalDate: sd.DagRun.LogicalDate, DataIntervalStart: sd.DagRun.DataIntervalStart,
 		DataIntervalEnd: sd.DagRun.DataIntervalEnd, RunAfter: sd.DagRun.RunAfter,
 		StartDate: sd.DagRun.StartDate, EndDate: sd.DagRun.EndDate, Conf: sd.DagRun.Conf,
+		TriggeringAssetEvents: assetEventsFrom(sd.DagRun.ConsumedAssetEvents), PartitionKey: sd.DagRun.PartitionKey,
 	}
 	log := newTaskLogger(sink, "task").With("dag_id", ti.DagID, "task_id", ti.TaskID, "try_number", ti.TryNumber)
 	cl := &client{rpc: r, ti: ti, lookupEnv: cfg.lookupEnv, onSecret: sink.AddSecret}
@@ -314,7 +318,7 @@ func (b *Bundle) runTask(ctx context.Context, r *rpc, startupID int64, sd protoc
 		runCtx, grace := cleanup.WithGraceReserve(taskCtx, cfg.cancelGrace, reserve)
 		cfg.oneP.restoreAfter(parallelismDelay)
 		done := make(chan outcome, 1)
-		go func() { done <- b.execute(runCtx, t, ti, dr, sd, log, cl) }()
+		go func() { done <- b.execute(runCtx, t, ti, dr, sd, log, cl, sink.redact) }()
 		select {
 		case out = <-done:
 		case <-taskCtx.Done():
@@ -389,14 +393,18 @@ func isHexDigit(c byte) bool {
 }
 
 // execute binds inputs, calls the function and pushes its result.
-func (b *Bundle) execute(ctx context.Context, t *task, ti TaskInstance, dr DagRun, sd protocol.StartupDetails, log hclog.Logger, cl *client) (out outcome) {
+func (b *Bundle) execute(ctx context.Context, t *task, ti TaskInstance, dr DagRun, sd protocol.StartupDetails, log hclog.Logger, cl *client, redact func(string) string) (out outcome) {
+	st := &runState{outlets: newOutlets(t.outlets, t.aliases), rpc: cl.rpc}
 	defer func() {
 		if p := recover(); p != nil {
 			log.Error("task panicked", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 			out = outcome{err: fmt.Errorf("panic: %v", p)}
 		}
+		out.state = st
 	}()
+	ctx = context.WithValue(ctx, runStateKey{}, st)
 	readFailed := false
+	var sources map[string]string
 	input, err := t.bindInput(ctx, bindSources{
 		ref:         TaskRef{DagID: ti.DagID, TaskID: ti.TaskID},
 		argBindings: sd.ArgBindings,
@@ -406,7 +414,18 @@ func (b *Bundle) execute(ctx context.Context, t *task, ti TaskInstance, dr DagRu
 			readFailed = readFailed || err != nil && !errors.Is(err, ErrXComNotFound)
 			return v, err
 		},
+		mapped: func(ctx context.Context, taskID, key string) ([]any, error) {
+			v, err := cl.GetMappedXComs(ctx, taskID, key)
+			readFailed = readFailed || err != nil
+			return v, err
+		},
+		mapIndex: ti.MapIndex,
+		events:   dr.TriggeringAssetEvents,
+		bound:    func(s map[string]string) { sources = s },
 	})
+	if err == nil && t.inputType != nil {
+		err = t.reportInputs(ctx, st, input, sources, log, redact)
+	}
 	if err != nil {
 		err = fmt.Errorf("binding inputs: %w", err)
 		if !readFailed {
@@ -418,12 +437,16 @@ func (b *Bundle) execute(ctx context.Context, t *task, ti TaskInstance, dr DagRu
 		}
 		return outcome{err: err}
 	}
-	result, has, err := t.call(invocation{ctx: ctx, ti: ti, dagRun: dr, logger: log, client: cl, input: input})
+	result, has, err := t.call(invocation{ctx: ctx, ti: ti, dagRun: dr, logger: log, client: cl, input: input, outlets: st.outlets})
 	if err != nil {
 		return outcome{err: err}
 	}
+	feeds := ti.MapIndex < 0 && b.feedsMapping(ti.DagID, ti.TaskID, t)
+	if feeds && !has {
+		return outcome{err: FailNoRetry(errors.New("a mapped task expands over this task's return value, but the task returned none; return the list to map over"))}
+	}
 	if has {
-		if err := cl.SetXCom(ctx, ReturnValueKey, result); err != nil {
+		if err := cl.setXCom(ctx, ReturnValueKey, result, feeds); err != nil {
 			// Downstream tasks depend on this value; a task whose result was
 			// lost has not succeeded.
 			return outcome{err: fmt.Errorf("pushing the return value: %w", err)}
@@ -444,6 +467,7 @@ func (b *Bundle) execute(ctx context.Context, t *task, ti TaskInstance, dr DagRu
 // process exits 0. This is the one place an error becomes an outcome.
 func terminalBody(out outcome, shouldRetry bool, schema string, log hclog.Logger, redact func(string) string) protocol.Body {
 	now := time.Now().UTC()
+	mapIndex := out.state.renderedMapIndex()
 	var skip *SkipError
 	noRetry := errors.Is(out.err, ErrFailNoRetry)
 	switch {
@@ -451,25 +475,34 @@ func terminalBody(out outcome, shouldRetry bool, schema string, log hclog.Logger
 		return &protocol.TaskState{State: "removed", EndDate: now}
 	case errors.As(out.err, &skip):
 		log.Info("task skipped", "reason", skip.Reason)
-		return &protocol.TaskState{State: "skipped", EndDate: now}
+		return &protocol.TaskState{State: "skipped", EndDate: now, RenderedMapIndex: mapIndex}
 	case out.err != nil && shouldRetry && !noRetry:
 		log.Error("task failed; Airflow will retry it", "error", out.err.Error())
-		return &protocol.RetryTask{EndDate: now, RetryReason: redact(out.err.Error())}
+		return &protocol.RetryTask{EndDate: now, RetryReason: redact(out.err.Error()), RenderedMapIndex: mapIndex}
 	case out.err != nil:
 		msg := "task failed"
 		if noRetry && shouldRetry {
 			msg = "task failed; not retried, since retrying cannot fix this error (ErrFailNoRetry)"
 		}
 		log.Error(msg, "error", out.err.Error())
-		body := &protocol.TaskState{State: "failed", EndDate: now}
+		body := &protocol.TaskState{State: "failed", EndDate: now, RenderedMapIndex: mapIndex}
 		if schemaAtLeast(schema, Schema34) {
 			reason := redact(out.err.Error())
 			body.RetryReason = &reason
 		}
 		return body
 	}
-	log.Info("task succeeded")
-	return &protocol.SucceedTask{EndDate: now, TaskOutlets: []any{}, OutletEvents: []any{}}
+	var outlets *Outlets
+	if out.state != nil {
+		outlets = out.state.outlets
+	}
+	profiles, events := outlets.terminal()
+	if len(profiles) > 0 {
+		log.Info("task succeeded", "asset_outlets", len(profiles), "outlet_events", len(events))
+	} else {
+		log.Info("task succeeded")
+	}
+	return &protocol.SucceedTask{EndDate: now, TaskOutlets: profiles, OutletEvents: events, RenderedMapIndex: mapIndex}
 }
 
 // sendTerminal writes the terminal frame with the StartupDetails frame's id

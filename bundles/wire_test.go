@@ -123,7 +123,10 @@ func TestTerminalReusesTheStartupDetailsID(t *testing.T) {
 	if s.terminal == nil || s.terminal.ID != 7 {
 		t.Fatalf("terminal %+v, want id 7", s.terminal)
 	}
-	if len(s.requests) != 1 || s.requests[0].ID != 0 {
-		t.Fatalf("the SetXCom request must have id 0, got %+v", s.requests)
+	if len(s.rendered) != 1 || s.rendered[0].ID != 0 {
+		t.Fatalf("the first request, SetRenderedFields, must have id 0, got %+v", s.rendered)
+	}
+	if len(s.requests) != 1 || s.requests[0].ID != 1 {
+		t.Fatalf("the SetXCom request must have id 1, got %+v", s.requests)
 	}
 }

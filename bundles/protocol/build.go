@@ -45,26 +45,75 @@ type (
 		ArgBindings *[]ArgBinding `msgpack:"arg_bindings,omitempty"`
 	}
 	dagRunBody struct {
-		DagID               string         `msgpack:"dag_id"`
-		RunID               string         `msgpack:"run_id"`
-		LogicalDate         *time.Time     `msgpack:"logical_date"`
-		DataIntervalStart   *time.Time     `msgpack:"data_interval_start"`
-		DataIntervalEnd     *time.Time     `msgpack:"data_interval_end"`
-		RunAfter            time.Time      `msgpack:"run_after"`
-		StartDate           *time.Time     `msgpack:"start_date"`
-		EndDate             *time.Time     `msgpack:"end_date"`
-		ClearNumber         int            `msgpack:"clear_number"`
-		RunType             string         `msgpack:"run_type"`
-		State               string         `msgpack:"state"`
-		Conf                map[string]any `msgpack:"conf"`
-		TriggeringUserName  *string        `msgpack:"triggering_user_name"`
-		ConsumedAssetEvents []any          `msgpack:"consumed_asset_events"`
-		PartitionKey        *string        `msgpack:"partition_key"`
-		PartitionDate       *string        `msgpack:"partition_date"`
-		Note                *string        `msgpack:"note"`
-		TeamName            *string        `msgpack:"team_name"`
+		DagID               string           `msgpack:"dag_id"`
+		RunID               string           `msgpack:"run_id"`
+		LogicalDate         *time.Time       `msgpack:"logical_date"`
+		DataIntervalStart   *time.Time       `msgpack:"data_interval_start"`
+		DataIntervalEnd     *time.Time       `msgpack:"data_interval_end"`
+		RunAfter            time.Time        `msgpack:"run_after"`
+		StartDate           *time.Time       `msgpack:"start_date"`
+		EndDate             *time.Time       `msgpack:"end_date"`
+		ClearNumber         int              `msgpack:"clear_number"`
+		RunType             string           `msgpack:"run_type"`
+		State               string           `msgpack:"state"`
+		Conf                map[string]any   `msgpack:"conf"`
+		TriggeringUserName  *string          `msgpack:"triggering_user_name"`
+		ConsumedAssetEvents []assetEventBody `msgpack:"consumed_asset_events"`
+		PartitionKey        *string          `msgpack:"partition_key"`
+		PartitionDate       *string          `msgpack:"partition_date"`
+		Note                *string          `msgpack:"note"`
+		TeamName            *string          `msgpack:"team_name"`
+	}
+	assetEventBody struct {
+		Asset          assetRefBody   `msgpack:"asset"`
+		Extra          map[string]any `msgpack:"extra"`
+		SourceTaskID   *string        `msgpack:"source_task_id"`
+		SourceDagID    *string        `msgpack:"source_dag_id"`
+		SourceRunID    *string        `msgpack:"source_run_id"`
+		SourceMapIndex *int           `msgpack:"source_map_index"`
+		SourceAliases  []aliasRefBody `msgpack:"source_aliases"`
+		Timestamp      time.Time      `msgpack:"timestamp"`
+		PartitionKey   *string        `msgpack:"partition_key"`
+	}
+	assetRefBody struct {
+		Name  string         `msgpack:"name"`
+		URI   string         `msgpack:"uri"`
+		Extra map[string]any `msgpack:"extra"`
+	}
+	aliasRefBody struct {
+		Name string `msgpack:"name"`
 	}
 )
+
+// body is e as Airflow's supervisor sends it.
+func (e AssetEvent) body() assetEventBody {
+	str := func(s string) *string {
+		if s == "" {
+			return nil
+		}
+		return &s
+	}
+	orEmpty := func(m map[string]any) map[string]any {
+		if m == nil {
+			return map[string]any{}
+		}
+		return m
+	}
+	b := assetEventBody{
+		Asset:        assetRefBody{Name: e.AssetName, URI: e.AssetURI, Extra: orEmpty(e.AssetExtra)},
+		Extra:        orEmpty(e.Extra),
+		SourceTaskID: str(e.SourceTaskID), SourceDagID: str(e.SourceDagID), SourceRunID: str(e.SourceRunID),
+		SourceAliases: []aliasRefBody{}, Timestamp: e.Timestamp, PartitionKey: str(e.PartitionKey),
+	}
+	if e.SourceMapIndex >= 0 || e.SourceTaskID != "" {
+		mi := e.SourceMapIndex
+		b.SourceMapIndex = &mi
+	}
+	for _, a := range e.SourceAliases {
+		b.SourceAliases = append(b.SourceAliases, aliasRefBody{Name: a})
+	}
+	return b
+}
 
 // Body encodes sd as the supervisor would send it: datetimes as time.Time
 // (msgpack timestamps on the wire; zero ones null where the schema allows
@@ -97,11 +146,18 @@ func (sd StartupDetails) Body(withArgBindings bool) Body {
 				LogicalDate: ts(sd.DagRun.LogicalDate), DataIntervalStart: ts(sd.DagRun.DataIntervalStart),
 				DataIntervalEnd: ts(sd.DagRun.DataIntervalEnd), RunAfter: sd.DagRun.RunAfter,
 				StartDate: ts(sd.DagRun.StartDate), EndDate: ts(sd.DagRun.EndDate),
-				RunType: sd.DagRun.RunType, State: sd.DagRun.State, Conf: conf, ConsumedAssetEvents: []any{},
+				RunType: sd.DagRun.RunType, State: sd.DagRun.State, Conf: conf, ConsumedAssetEvents: []assetEventBody{},
 			},
 			MaxTries: sd.MaxTries, Variables: []any{}, Connections: []any{}, XComKeysToClear: []any{},
 			ShouldRetry: sd.ShouldRetry, StartDate: ts(sd.StartDate),
 		},
+	}
+	for _, e := range sd.DagRun.ConsumedAssetEvents {
+		body.TIContext.DagRun.ConsumedAssetEvents = append(body.TIContext.DagRun.ConsumedAssetEvents, e.body())
+	}
+	if sd.DagRun.PartitionKey != "" {
+		pk := sd.DagRun.PartitionKey
+		body.TIContext.DagRun.PartitionKey = &pk
 	}
 	if sd.TI.Hostname != "" {
 		body.TI.Hostname = sd.TI.Hostname

@@ -61,6 +61,37 @@ type SetXCom struct {
 	Header
 	XComTarget
 	Value any `msgpack:"value"`
+	// MappedLength is the length of a list a mapped downstream task
+	// expands over: the Execution API records it (a TaskMap row), and the
+	// scheduler creates that many mapped task instances from it.
+	MappedLength *int `msgpack:"mapped_length,omitempty"`
+}
+
+// GetXComSequenceSlice reads the XComs of every mapped instance of a task
+// (ordered by map index); nil bounds take them all.
+type GetXComSequenceSlice struct {
+	Header
+	Key               string `msgpack:"key"`
+	DagID             string `msgpack:"dag_id"`
+	RunID             string `msgpack:"run_id"`
+	TaskID            string `msgpack:"task_id"`
+	Start             *int   `msgpack:"start"`
+	Stop              *int   `msgpack:"stop"`
+	Step              *int   `msgpack:"step"`
+	IncludePriorDates bool   `msgpack:"include_prior_dates"`
+}
+
+// SetRenderedFields records what the task resolved, for the UI's rendered
+// template view (Airflow's RenderedTaskInstanceFields).
+type SetRenderedFields struct {
+	Header
+	RenderedFields map[string]any `msgpack:"rendered_fields"`
+}
+
+// SetRenderedMapIndex names a mapped task instance in the UI.
+type SetRenderedMapIndex struct {
+	Header
+	RenderedMapIndex string `msgpack:"rendered_map_index"`
 }
 
 type MaskSecret struct {
@@ -77,26 +108,68 @@ type GetDagRunState struct {
 
 // Terminal messages: the outcome of a task, the last frame it sends.
 
+// SucceedTask carries the task's asset outlets and the events to register
+// for them: the Execution API registers asset events only from these two
+// lists (TaskInstance.register_asset_changes_in_db), for assets some Dag
+// declares; it does not compare them with the serialized task.
 type SucceedTask struct {
 	Header
-	EndDate      time.Time `msgpack:"end_date"`
-	TaskOutlets  []any     `msgpack:"task_outlets"`
-	OutletEvents []any     `msgpack:"outlet_events"`
+	EndDate          time.Time      `msgpack:"end_date"`
+	TaskOutlets      []AssetProfile `msgpack:"task_outlets"`
+	OutletEvents     []OutletEvent  `msgpack:"outlet_events"`
+	RenderedMapIndex *string        `msgpack:"rendered_map_index,omitempty"`
+}
+
+// AssetProfile is one outlet: Type "Asset" (Name and URI), "AssetNameRef"
+// (Name), "AssetUriRef" (URI) or "AssetAlias" (Name).
+type AssetProfile struct {
+	Name *string `msgpack:"name"`
+	URI  *string `msgpack:"uri"`
+	Type string  `msgpack:"type"`
+}
+
+// Asset profile types.
+const (
+	AssetTypeAsset   = "Asset"
+	AssetTypeNameRef = "AssetNameRef"
+	AssetTypeURIRef  = "AssetUriRef"
+	AssetTypeAlias   = "AssetAlias"
+)
+
+// OutletEvent is one entry of SucceedTask.outlet_events, in the shape the
+// Execution API reads (the schema leaves it an open object): an event for
+// DestAssetKey with Extra, optionally for one partition, or, with
+// SourceAliasName, an event emitted through an asset alias (DestAssetExtra
+// is then the asset's own extra, for an asset Airflow creates on the fly).
+type OutletEvent struct {
+	DestAssetKey    AssetKey       `msgpack:"dest_asset_key"`
+	Extra           map[string]any `msgpack:"extra"`
+	PartitionKey    string         `msgpack:"partition_key,omitempty"`
+	SourceAliasName string         `msgpack:"source_alias_name,omitempty"`
+	DestAssetExtra  map[string]any `msgpack:"dest_asset_extra,omitempty"`
+}
+
+// AssetKey is an asset's unique key: Airflow's AssetUniqueKey.
+type AssetKey struct {
+	Name string `msgpack:"name"`
+	URI  string `msgpack:"uri"`
 }
 
 type RetryTask struct {
 	Header
-	EndDate     time.Time `msgpack:"end_date"`
-	RetryReason string    `msgpack:"retry_reason"`
+	EndDate          time.Time `msgpack:"end_date"`
+	RetryReason      string    `msgpack:"retry_reason"`
+	RenderedMapIndex *string   `msgpack:"rendered_map_index,omitempty"`
 }
 
 // TaskState ends a task failed, skipped or removed. RetryReason exists
 // only from schema 2026-10-30 (Airflow 3.4); nil leaves the key out.
 type TaskState struct {
 	Header
-	State       string    `msgpack:"state"`
-	EndDate     time.Time `msgpack:"end_date"`
-	RetryReason *string   `msgpack:"retry_reason,omitempty"`
+	State            string    `msgpack:"state"`
+	EndDate          time.Time `msgpack:"end_date"`
+	RetryReason      *string   `msgpack:"retry_reason,omitempty"`
+	RenderedMapIndex *string   `msgpack:"rendered_map_index,omitempty"`
 }
 
 // TaskHandlerParsingResult answers a TaskHandlerParseRequest (Gen C,
@@ -147,6 +220,12 @@ type XComResult struct {
 	Value any    `msgpack:"value"`
 }
 
+// XComSequenceSliceResult answers GetXComSequenceSlice.
+type XComSequenceSliceResult struct {
+	Header
+	Root []any `msgpack:"root"`
+}
+
 type DagRunStateResult struct {
 	Header
 	State string `msgpack:"state"`
@@ -194,6 +273,10 @@ func (*GetXCom) MessageType() string                  { return TypeGetXCom }
 func (*SetXCom) MessageType() string                  { return TypeSetXCom }
 func (*MaskSecret) MessageType() string               { return TypeMaskSecret }
 func (*GetDagRunState) MessageType() string           { return TypeGetDagRunState }
+func (*GetXComSequenceSlice) MessageType() string     { return TypeGetXComSequenceSlice }
+func (*SetRenderedFields) MessageType() string        { return TypeSetRenderedFields }
+func (*SetRenderedMapIndex) MessageType() string      { return TypeSetRenderedMapIndex }
+func (*XComSequenceSliceResult) MessageType() string  { return TypeXComSequenceSliceResult }
 func (*SucceedTask) MessageType() string              { return TypeSucceedTask }
 func (*RetryTask) MessageType() string                { return TypeRetryTask }
 func (*TaskState) MessageType() string                { return TypeTaskState }

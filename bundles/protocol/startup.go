@@ -26,6 +26,10 @@ const (
 	TypeGetDagRunState           = "GetDagRunState"
 	TypeDagRunStateResult        = "DagRunStateResult"
 	TypeErrorResponse            = "ErrorResponse"
+	TypeGetXComSequenceSlice     = "GetXComSequenceSlice"
+	TypeXComSequenceSliceResult  = "XComSequenceSliceResult"
+	TypeSetRenderedFields        = "SetRenderedFields"
+	TypeSetRenderedMapIndex      = "SetRenderedMapIndex"
 )
 
 // TaskInstance is StartupDetails.ti.
@@ -44,6 +48,24 @@ type DagRun struct {
 	LogicalDate, DataIntervalStart, DataIntervalEnd time.Time
 	RunAfter, StartDate, EndDate                    time.Time
 	Conf                                            map[string]any
+	// ConsumedAssetEvents are the asset events that triggered the run
+	// (empty unless it is asset-triggered).
+	ConsumedAssetEvents []AssetEvent
+	PartitionKey        string
+}
+
+// AssetEvent is one of ti_context.dag_run.consumed_asset_events.
+type AssetEvent struct {
+	AssetName, AssetURI string
+	AssetExtra          map[string]any
+	Extra               map[string]any
+	SourceDagID         string
+	SourceRunID         string
+	SourceTaskID        string
+	SourceMapIndex      int // -1 when unmapped or unknown
+	SourceAliases       []string
+	Timestamp           time.Time
+	PartitionKey        string
 }
 
 // StartupDetails is the first frame of a task run, decoded tolerantly:
@@ -118,10 +140,16 @@ func ParseStartupDetails(body map[string]any) (StartupDetails, error) {
 			StartDate:         df.time(dr, "start_date"),
 			EndDate:           df.time(dr, "end_date"),
 			Conf:              df.mapField(dr, "conf", false),
+			PartitionKey:      df.str(dr, "partition_key", false),
 		}
 		if df.err != nil {
 			return sd, df.err
 		}
+		events, err := assetEvents(dr["consumed_asset_events"])
+		if err != nil {
+			return sd, err
+		}
+		sd.DagRun.ConsumedAssetEvents = events
 	}
 	if v, ok := ctx["arg_bindings"]; ok && v != nil {
 		list, ok := v.([]any)
@@ -146,6 +174,58 @@ func ParseStartupDetails(body map[string]any) (StartupDetails, error) {
 		return sd, cf.err
 	}
 	return sd, f.err
+}
+
+// assetEvents reads consumed_asset_events, naming the entry and field at
+// fault.
+func assetEvents(v any) ([]AssetEvent, error) {
+	const at = "StartupDetails.ti_context.dag_run.consumed_asset_events"
+	if v == nil {
+		return nil, nil
+	}
+	list, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("%s must be a list, got %s", at, typeName(v))
+	}
+	out := make([]AssetEvent, 0, len(list))
+	for i, item := range list {
+		m, ok := item.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("%s[%d] must be a map, got %s", at, i, typeName(item))
+		}
+		f := fields{prefix: fmt.Sprintf("%s[%d]", at, i)}
+		asset := f.mapField(m, "asset", true)
+		af := fields{prefix: f.prefix + ".asset"}
+		e := AssetEvent{
+			AssetName:      af.str(asset, "name", false),
+			AssetURI:       af.str(asset, "uri", false),
+			AssetExtra:     af.mapField(asset, "extra", false),
+			Extra:          f.mapField(m, "extra", false),
+			SourceDagID:    f.str(m, "source_dag_id", false),
+			SourceRunID:    f.str(m, "source_run_id", false),
+			SourceTaskID:   f.str(m, "source_task_id", false),
+			SourceMapIndex: f.int(m, "source_map_index", false, -1),
+			Timestamp:      f.time(m, "timestamp"),
+			PartitionKey:   f.str(m, "partition_key", false),
+		}
+		if aliases, ok := m["source_aliases"].([]any); ok {
+			for _, a := range aliases {
+				if am, ok := a.(map[string]any); ok {
+					if n, ok := am["name"].(string); ok {
+						e.SourceAliases = append(e.SourceAliases, n)
+					}
+				}
+			}
+		}
+		if f.err != nil {
+			return nil, f.err
+		}
+		if af.err != nil {
+			return nil, af.err
+		}
+		out = append(out, e)
+	}
+	return out, nil
 }
 
 // argBinding reads one arg_bindings entry leniently: a field of the wrong

@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
@@ -46,6 +48,110 @@ func memKey(dagID, runID, taskID, key string) string {
 	return strings.Join([]string{dagID, runID, taskID, key}, "\x00")
 }
 
+// The XComs of a mapped task's instances are kept apart from the
+// unmapped slot, one per map index: <key>.mapped/<map_index>.json (in
+// memory, the key with the index appended), as Airflow keys XComs by map
+// index.
+const mappedSuffix = ".mapped"
+
+func mappedKey(key string, mapIndex int) string {
+	return key + mappedSuffix + "\x00" + strconv.Itoa(mapIndex)
+}
+
+// getXComAt reads the XCom of one task instance (mapIndex -1: unmapped).
+func (s *Supervisor) getXComAt(dagID, runID, taskID, key string, mapIndex int) (any, bool, error) {
+	if mapIndex < 0 {
+		return s.GetXCom(dagID, runID, taskID, key)
+	}
+	if s.StateDir == "" {
+		return s.GetXCom(dagID, runID, taskID, mappedKey(key, mapIndex))
+	}
+	p, err := s.xcomPath(dagID, runID, taskID, key)
+	if err != nil {
+		return nil, false, err
+	}
+	return readXComFile(filepath.Join(strings.TrimSuffix(p, ".json")+mappedSuffix, strconv.Itoa(mapIndex)+".json"))
+}
+
+// putXComAt stores the XCom of one task instance.
+func (s *Supervisor) putXComAt(dagID, runID, taskID, key string, mapIndex int, value any) error {
+	if mapIndex < 0 {
+		return s.PutXCom(dagID, runID, taskID, key, value)
+	}
+	if s.StateDir == "" {
+		return s.PutXCom(dagID, runID, taskID, mappedKey(key, mapIndex), value)
+	}
+	data, err := json.Marshal(value)
+	if err != nil {
+		return fmt.Errorf("XCom %s of %s[%d]: value is not JSON-encodable: %w", key, taskID, mapIndex, err)
+	}
+	p, err := s.xcomPath(dagID, runID, taskID, key)
+	if err != nil {
+		return err
+	}
+	p = filepath.Join(strings.TrimSuffix(p, ".json")+mappedSuffix, strconv.Itoa(mapIndex)+".json")
+	if err := writePrivate(p, data); err != nil {
+		return fmt.Errorf("writing XCom %s: %w", p, err)
+	}
+	return nil
+}
+
+// mappedXComs lists the XComs of every mapped instance of a task, by map
+// index, as the Execution API's sequence slice does.
+func (s *Supervisor) mappedXComs(dagID, runID, taskID, key string) ([]any, error) {
+	var indexes []int
+	if s.StateDir == "" {
+		prefix := memKey(dagID, runID, taskID, key+mappedSuffix) + "\x00"
+		s.memMu.Lock()
+		for k := range s.mem {
+			if rest, ok := strings.CutPrefix(k, prefix); ok {
+				if n, err := strconv.Atoi(rest); err == nil {
+					indexes = append(indexes, n)
+				}
+			}
+		}
+		s.memMu.Unlock()
+	} else {
+		p, err := s.xcomPath(dagID, runID, taskID, key)
+		if err != nil {
+			return nil, err
+		}
+		entries, err := os.ReadDir(strings.TrimSuffix(p, ".json") + mappedSuffix)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		for _, e := range entries {
+			if n, err := strconv.Atoi(strings.TrimSuffix(e.Name(), ".json")); err == nil {
+				indexes = append(indexes, n)
+			}
+		}
+	}
+	sort.Ints(indexes)
+	out := make([]any, 0, len(indexes))
+	for _, mi := range indexes {
+		v, _, err := s.getXComAt(dagID, runID, taskID, key, mi)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func readXComFile(p string) (value any, ok bool, err error) {
+	data, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("reading XCom %s: %w", p, err)
+	}
+	if err := json.Unmarshal(data, &value); err != nil {
+		return nil, false, fmt.Errorf("XCom file %s is not JSON (%v); delete it or fix it", p, err)
+	}
+	return value, true, nil
+}
+
 // GetXCom reads a stored XCom; ok is false when there is none.
 func (s *Supervisor) GetXCom(dagID, runID, taskID, key string) (value any, ok bool, err error) {
 	if s.StateDir == "" {
@@ -58,17 +164,7 @@ func (s *Supervisor) GetXCom(dagID, runID, taskID, key string) (value any, ok bo
 	if err != nil {
 		return nil, false, err
 	}
-	data, err := os.ReadFile(p)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, fmt.Errorf("reading XCom %s: %w", p, err)
-	}
-	if err := json.Unmarshal(data, &value); err != nil {
-		return nil, false, fmt.Errorf("XCom file %s is not JSON (%v); delete it or fix it", p, err)
-	}
-	return value, true, nil
+	return readXComFile(p)
 }
 
 // PutXCom stores an XCom value (JSON-encodable), replacing any previous one.

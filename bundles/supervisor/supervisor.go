@@ -107,6 +107,12 @@ type TaskRequest struct {
 	// TaskRequest is an unmapped task).
 	Mapped   bool
 	MapIndex int
+	// AssetEvents become ti_context.dag_run.consumed_asset_events: the
+	// events an asset-triggered run was triggered by (RunType then
+	// defaults to asset_triggered).
+	AssetEvents []protocol.AssetEvent
+	// RunType is the Dag run's run_type (manual when empty).
+	RunType string
 }
 
 // Result is how one task instance ended.
@@ -137,6 +143,22 @@ type Result struct {
 	// Usage is the child's resource usage (CPU time, peak RSS) from
 	// wait4, nil when it never started; the start-up benchmarks read it.
 	Usage *syscall.Rusage
+	// RenderedFields is the last SetRenderedFields (secrets redacted),
+	// RenderedMapIndex the last rendered map index (SetRenderedMapIndex or
+	// the terminal frame's).
+	RenderedFields   map[string]any
+	RenderedMapIndex string
+	// Outlets and OutletEvents are a SucceedTask's task_outlets and
+	// outlet_events, checked as the Execution API reads them.
+	Outlets      []map[string]any
+	OutletEvents []map[string]any
+	// MappedLength is the mapped_length a return value was pushed with
+	// (a mapped downstream expands over it), nil when none.
+	MappedLength *int
+	// Rejected lists the requests Airflow's supervisor would have failed
+	// to validate (logged and left unanswered, or, for a terminal frame,
+	// its outcome lost), with why.
+	Rejected []string
 }
 
 func (s *Supervisor) env() []string {
@@ -429,8 +451,8 @@ func (s *Supervisor) RunTask(ctx context.Context, req TaskRequest) (Result, erro
 		DagRelPath: "local",
 		BundleName: "local",
 		StartDate:  now,
-		DagRun: protocol.DagRun{DagID: req.DagID, RunID: req.RunID, RunType: "manual", State: "running",
-			LogicalDate: now, RunAfter: now, StartDate: now, Conf: req.Conf},
+		DagRun: protocol.DagRun{DagID: req.DagID, RunID: req.RunID, RunType: runType(req), State: "running",
+			LogicalDate: now, RunAfter: now, StartDate: now, Conf: req.Conf, ConsumedAssetEvents: req.AssetEvents},
 		MaxTries:    req.MaxTries,
 		ShouldRetry: req.ShouldRetry,
 		ArgBindings: args,
@@ -474,6 +496,16 @@ func (s *Supervisor) RunTask(ctx context.Context, req TaskRequest) (Result, erro
 	res.Output, res.OutputDropped = c.out.lines()
 	res.State = finalState(res, req.ShouldRetry)
 	return res, nil
+}
+
+func runType(req TaskRequest) string {
+	switch {
+	case req.RunType != "":
+		return req.RunType
+	case len(req.AssetEvents) > 0:
+		return "asset_triggered"
+	}
+	return "manual"
 }
 
 func (s *Supervisor) killGrace() time.Duration {
@@ -535,6 +567,7 @@ func (s *Supervisor) serveComm(conn net.Conn, startup protocol.Body, schema stri
 		typ := m.Type()
 		res.Requests = append(res.Requests, typ)
 		if why := invalidRequest(m.Body); why != "" {
+			res.Rejected = append(res.Rejected, why)
 			// As Airflow's supervisor: log it, answer nothing.
 			show.line("supervisor", "unable to validate a request, so no reply is sent (Airflow's supervisor would not answer either, and the task waits until it is killed): "+why)
 			continue
@@ -590,7 +623,23 @@ func (s *Supervisor) handle(m protocol.Message, ti protocol.TaskInstance, b map[
 		if r, ok := b["retry_reason"].(string); ok {
 			res.RetryReason = red.apply(r)
 		}
+		if r, ok := b["rendered_map_index"].(string); ok {
+			res.RenderedMapIndex = r
+		}
+		res.Outlets, res.OutletEvents = maps(b["task_outlets"]), maps(b["outlet_events"])
 		return nil, nil
+	case protocol.TypeSetRenderedFields:
+		res.RenderedFields, _ = red.applyAny(b["rendered_fields"]).(map[string]any)
+		return nil, nil
+	case protocol.TypeSetRenderedMapIndex:
+		res.RenderedMapIndex = str("rendered_map_index")
+		return nil, nil
+	case protocol.TypeGetXComSequenceSlice:
+		list, err := s.mappedXComs(str("dag_id"), str("run_id"), str("task_id"), str("key"))
+		if err != nil {
+			return nil, apiError("API_SERVER_ERROR", err.Error())
+		}
+		return &protocol.XComSequenceSliceResult{Root: list}, nil
 	case protocol.TypeGetConnection:
 		id := str("conn_id")
 		c, found, err := s.connection(id)
@@ -617,7 +666,7 @@ func (s *Supervisor) handle(m protocol.Message, ti protocol.TaskInstance, b map[
 	// XComs are keyed by (dag, run, task, key); map_index is not part of
 	// the local store, so mapped expansions of one task share a slot.
 	case protocol.TypeGetXCom:
-		v, ok, err := s.GetXCom(str("dag_id"), str("run_id"), str("task_id"), str("key"))
+		v, ok, err := s.getXComAt(str("dag_id"), str("run_id"), str("task_id"), str("key"), mapIndexOf(b))
 		if err != nil {
 			return nil, apiError("API_SERVER_ERROR", err.Error())
 		}
@@ -626,8 +675,11 @@ func (s *Supervisor) handle(m protocol.Message, ti protocol.TaskInstance, b map[
 		}
 		return &protocol.XComResult{Key: str("key"), Value: v}, nil
 	case protocol.TypeSetXCom:
-		if err := s.PutXCom(str("dag_id"), str("run_id"), str("task_id"), str("key"), b["value"]); err != nil {
+		if err := s.putXComAt(str("dag_id"), str("run_id"), str("task_id"), str("key"), mapIndexOf(b), b["value"]); err != nil {
 			return nil, apiError("API_SERVER_ERROR", err.Error())
+		}
+		if n, ok := toInt(b["mapped_length"]); ok {
+			res.MappedLength = &n
 		}
 		return nil, nil
 	case protocol.TypeMaskSecret:
@@ -647,6 +699,49 @@ func (s *Supervisor) handle(m protocol.Message, ti protocol.TaskInstance, b map[
 	// here it also covers the types only a real Execution API serves.
 	show.line("supervisor", fmt.Sprintf("%s is not served by the local supervisor; answering Unhandled request", m.Type()))
 	return nil, &protocol.ErrorResponse{Error: "API_SERVER_ERROR", Detail: map[string]any{"status_code": 400, "message": "Unhandled request"}}
+}
+
+// mapIndexOf is a request's map_index, -1 when absent or null.
+func mapIndexOf(b map[string]any) int {
+	if n, ok := toInt(b["map_index"]); ok {
+		return n
+	}
+	return -1
+}
+
+func toInt(v any) (int, bool) {
+	switch n := v.(type) {
+	case int8:
+		return int(n), true
+	case int16:
+		return int(n), true
+	case int32:
+		return int(n), true
+	case int64:
+		return int(n), true
+	case uint8:
+		return int(n), true
+	case uint16:
+		return int(n), true
+	case uint32:
+		return int(n), true
+	case uint64:
+		return int(n), true
+	case int:
+		return n, true
+	}
+	return 0, false
+}
+
+func maps(v any) []map[string]any {
+	list, _ := v.([]any)
+	out := make([]map[string]any, 0, len(list))
+	for _, e := range list {
+		if m, ok := e.(map[string]any); ok {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // airflowLevels are the level names Airflow's supervisor accepts from a

@@ -88,7 +88,7 @@ func helperMain(mode string, args []string) int {
 		fmt.Println("ignoring SIGTERM")
 		select {}
 	}
-	p, _ := protocol.EncodeRequest(0, &protocol.SucceedTask{EndDate: time.Now(), TaskOutlets: []any{}, OutletEvents: []any{}})
+	p, _ := protocol.EncodeRequest(0, &protocol.SucceedTask{EndDate: time.Now(), TaskOutlets: []protocol.AssetProfile{}, OutletEvents: []protocol.OutletEvent{}})
 	protocol.WriteFrame(c, p)
 	if mode == "succeed-leave-output-open" {
 		self, _ := os.Executable()
@@ -689,12 +689,15 @@ func TestBundleExitsNonZeroOnABrokenReplyMidTask(t *testing.T) {
 	if err := protocol.WriteFrame(comm, p); err != nil {
 		t.Fatal(err)
 	}
-	req, err := protocol.ReadFrame(comm)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if m, _ := protocol.DecodeMessage(req); m.Type() != protocol.TypeGetConnection {
-		t.Fatalf("want GetConnection first, got %q", m.Type())
+	// The bound inputs come first, as rendered fields (no reply awaited).
+	for _, want := range []string{protocol.TypeSetRenderedFields, protocol.TypeGetConnection} {
+		req, err := protocol.ReadFrame(comm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m, _ := protocol.DecodeMessage(req); m.Type() != want {
+			t.Fatalf("want %s next, got %q", want, m.Type())
+		}
 	}
 	comm.Write([]byte{0, 0, 0, 2, 0xc1, 0xc1})
 	var rest []string
@@ -814,5 +817,75 @@ func TestGetDagRunStateServed(t *testing.T) {
 	}
 	if err := s.SetDagRunState("d", "r", "finished"); err == nil {
 		t.Fatal("an unknown state must be refused")
+	}
+}
+
+// Assets and mapping through the local supervisor, as Airflow 3.3 plays
+// them: the upstream pushes its list with its length, each mapped
+// instance converts its own element and reports its outlet event and name,
+// the downstream collects the results in map-index order, and a run the
+// event triggers binds its url.
+func TestAssetsAndMappingThroughTheSupervisor(t *testing.T) {
+	s, _ := newSup(t)
+	runID := "manual__assets"
+	res := run(t, s, TaskRequest{DagID: "assets", TaskID: "list", RunID: runID})
+	if res.State != StateSuccess || res.MappedLength == nil || *res.MappedLength != 3 || len(res.Rejected) > 0 {
+		t.Fatalf("list: %s, mapped_length %v, rejected %q", res.State, res.MappedLength, res.Rejected)
+	}
+	var events []map[string]any
+	for _, mi := range []int{2, 0, 1} { // out of order: the slice is by map index
+		res := run(t, s, TaskRequest{DagID: "assets", TaskID: "convert", RunID: runID, Mapped: true, MapIndex: mi})
+		want := []string{"a.csv", "b.csv", "c.csv"}[mi]
+		if res.State != StateSuccess || res.RenderedMapIndex != want || len(res.Rejected) > 0 {
+			t.Fatalf("convert[%d]: %s, rendered map index %q, rejected %q", mi, res.State, res.RenderedMapIndex, res.Rejected)
+		}
+		if len(res.Outlets) != 1 || res.Outlets[0]["uri"] != "file:///converted/" || len(res.OutletEvents) != 1 {
+			t.Fatalf("convert[%d]: outlets %v, events %v", mi, res.Outlets, res.OutletEvents)
+		}
+		if src := res.RenderedFields[bundles.SourcesField].(map[string]any)["url"]; !strings.Contains(src.(string), fmt.Sprintf("element %d", mi)) {
+			t.Fatalf("convert[%d]: the rendered source of url is %v", mi, src)
+		}
+		events = append(events, res.OutletEvents[0])
+	}
+	res = run(t, s, TaskRequest{DagID: "assets", TaskID: "gather", RunID: runID})
+	got, _, _ := s.GetXCom("assets", runID, "gather", "return_value")
+	if res.State != StateSuccess || fmt.Sprint(got) != "[file:///converted/a.jsonl file:///converted/b.jsonl file:///converted/c.jsonl]" {
+		t.Fatalf("gather: %s, %v", res.State, got)
+	}
+	extra := events[0]["extra"].(map[string]any)
+	res = run(t, s, TaskRequest{DagID: "assets", TaskID: "consume", RunID: "asset_triggered__1", AssetEvents: []protocol.AssetEvent{{
+		AssetName: "file:///converted/", AssetURI: "file:///converted/", Extra: extra,
+		SourceDagID: "assets", SourceRunID: runID, SourceTaskID: "convert", SourceMapIndex: 2, Timestamp: time.Now().UTC(),
+	}}})
+	got, _, _ = s.GetXCom("assets", "asset_triggered__1", "consume", "return_value")
+	if res.State != StateSuccess || got != "read file:///converted/c.jsonl" {
+		t.Fatalf("consume: %s, %v", res.State, got)
+	}
+}
+
+// The checks on outlets hold: what Airflow would not read is rejected.
+func TestSupervisorRejectsMalformedOutlets(t *testing.T) {
+	for _, c := range []struct {
+		body map[string]any
+		want string
+	}{
+		{map[string]any{"task_outlets": []any{map[string]any{"type": "Asset", "uri": "s3://a"}}}, "needs name and uri"},
+		{map[string]any{"task_outlets": []any{map[string]any{"type": "Dataset", "name": "a"}}}, "not Asset"},
+		{map[string]any{"outlet_events": []any{map[string]any{"dest_asset_key": map[string]any{"uri": "s3://a"}, "extra": map[string]any{}}}}, "needs name and uri"},
+		{map[string]any{"outlet_events": []any{map[string]any{"dest_asset_key": map[string]any{"name": "a", "uri": "s3://a"}}}}, "extra must be an object"},
+	} {
+		body := map[string]any{"type": protocol.TypeSucceedTask, "end_date": time.Now()}
+		for k, v := range c.body {
+			body[k] = v
+		}
+		if why := invalidRequest(body); !strings.Contains(why, c.want) {
+			t.Errorf("%v: want %q, got %q", c.body, c.want, why)
+		}
+	}
+	ok := map[string]any{"type": protocol.TypeSucceedTask, "end_date": time.Now(),
+		"task_outlets":  []any{map[string]any{"type": "Asset", "name": "a", "uri": "s3://a"}},
+		"outlet_events": []any{map[string]any{"dest_asset_key": map[string]any{"name": "a", "uri": "s3://a"}, "extra": map[string]any{"k": 1}}}}
+	if why := invalidRequest(ok); why != "" {
+		t.Fatalf("a well-formed SucceedTask was rejected: %s", why)
 	}
 }

@@ -71,7 +71,10 @@ var requestRules = map[string]requestRule{
 		allowed: keySet("state", "end_date", "task_outlets", "outlet_events", "rendered_map_index")},
 	protocol.TypeRetryTask: {present: []string{"end_date"}, enum: map[string][]string{"state": {"up_for_retry"}},
 		allowed: keySet("state", "end_date", "rendered_map_index", "retry_delay_seconds", "retry_reason")},
-	protocol.TypeTaskState: {strings: []string{"state"}, enum: map[string][]string{"state": {"failed", "skipped", "removed"}}},
+	protocol.TypeTaskState:            {strings: []string{"state"}, enum: map[string][]string{"state": {"failed", "skipped", "removed"}}},
+	protocol.TypeSetRenderedFields:    {present: []string{"rendered_fields"}},
+	protocol.TypeSetRenderedMapIndex:  {strings: []string{"rendered_map_index"}},
+	protocol.TypeGetXComSequenceSlice: {strings: []string{"key", "dag_id", "run_id", "task_id"}, present: []string{"start", "stop", "step"}},
 }
 
 // invalidRequest says why Airflow's supervisor would fail to validate a
@@ -112,6 +115,9 @@ func invalidRequest(body map[string]any) string {
 			}
 		}
 	}
+	if why := invalidDataModel(typ, body); why != "" {
+		return why
+	}
 	if d, has := body["end_date"]; has && d != nil {
 		switch v := d.(type) {
 		case time.Time:
@@ -124,6 +130,82 @@ func invalidRequest(body map[string]any) string {
 		}
 	}
 	return ""
+}
+
+// invalidDataModel checks the fields of assets, mapping and rendered
+// fields as Airflow's models read them: AssetProfile (extra="forbid", a
+// known type), the outlet events register_asset_changes_in_db reads
+// (dest_asset_key {name, uri}, an object extra), a mapped_length that is a
+// count, rendered fields that are an object, and a rendered map index
+// within the 250 characters of its column... or "" when they are fine.
+func invalidDataModel(typ string, body map[string]any) string {
+	switch typ {
+	case protocol.TypeSucceedTask:
+		for i, o := range listOrNil(body["task_outlets"]) {
+			m, ok := o.(map[string]any)
+			if !ok {
+				return fmt.Sprintf("SucceedTask.task_outlets[%d] is not an AssetProfile object", i)
+			}
+			for k := range m {
+				if k != "name" && k != "uri" && k != "type" {
+					return fmt.Sprintf("SucceedTask.task_outlets[%d] has field %q, which AssetProfile forbids", i, k)
+				}
+			}
+			name, _ := m["name"].(string)
+			uri, _ := m["uri"].(string)
+			switch m["type"] {
+			case protocol.AssetTypeAsset:
+				if name == "" || uri == "" {
+					return fmt.Sprintf("SucceedTask.task_outlets[%d]: an Asset needs name and uri (the Execution API skips it otherwise)", i)
+				}
+			case protocol.AssetTypeNameRef, protocol.AssetTypeAlias:
+				if name == "" {
+					return fmt.Sprintf("SucceedTask.task_outlets[%d]: a %v needs a name", i, m["type"])
+				}
+			case protocol.AssetTypeURIRef:
+				if uri == "" {
+					return fmt.Sprintf("SucceedTask.task_outlets[%d]: an AssetUriRef needs a uri", i)
+				}
+			default:
+				return fmt.Sprintf("SucceedTask.task_outlets[%d].type is %v, not Asset, AssetNameRef, AssetUriRef or AssetAlias", i, m["type"])
+			}
+		}
+		for i, e := range listOrNil(body["outlet_events"]) {
+			m, ok := e.(map[string]any)
+			if !ok {
+				return fmt.Sprintf("SucceedTask.outlet_events[%d] is not an object", i)
+			}
+			key, _ := m["dest_asset_key"].(map[string]any)
+			if _, ok := key["name"].(string); !ok {
+				return fmt.Sprintf("SucceedTask.outlet_events[%d].dest_asset_key needs name and uri", i)
+			}
+			if _, ok := key["uri"].(string); !ok || len(key) != 2 {
+				return fmt.Sprintf("SucceedTask.outlet_events[%d].dest_asset_key must be exactly {name, uri}", i)
+			}
+			if _, ok := m["extra"].(map[string]any); !ok {
+				return fmt.Sprintf("SucceedTask.outlet_events[%d].extra must be an object (the Execution API reads it unconditionally)", i)
+			}
+		}
+	case protocol.TypeSetXCom:
+		if v, has := body["mapped_length"]; has && v != nil {
+			if n, ok := toInt(v); !ok || n < 0 {
+				return fmt.Sprintf("SetXCom.mapped_length is %v, not a count", v)
+			}
+		}
+	case protocol.TypeSetRenderedFields:
+		if _, ok := body["rendered_fields"].(map[string]any); !ok {
+			return "SetRenderedFields.rendered_fields must be an object"
+		}
+	}
+	if r, ok := body["rendered_map_index"].(string); ok && len([]rune(r)) > 250 {
+		return fmt.Sprintf("%s.rendered_map_index is %d characters, over the 250 Airflow's column holds", typ, len([]rune(r)))
+	}
+	return ""
+}
+
+func listOrNil(v any) []any {
+	l, _ := v.([]any)
+	return l
 }
 
 func contains(list []string, s string) bool {

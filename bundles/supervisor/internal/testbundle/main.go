@@ -51,9 +51,32 @@ func askRunStates(ctx context.Context, c bundles.Client, runs []string) map[stri
 	return out
 }
 
+type urlIn struct {
+	URL string `json:"url"`
+}
+
+type resultsIn struct {
+	Results []string `json:"results"`
+}
+
+// registerDataModel adds a Dag of assets and mapping: list feeds a
+// mapped convert, which writes an asset; gather collects its results;
+// consume reads an asset event's url.
+func registerDataModel(b *bundles.Bundle) {
+	out := bundles.Asset{URI: "file:///converted/"}
+	b.Register("assets", "list", func() ([]string, error) { return []string{"a.csv", "b.csv", "c.csv"}, nil })
+	b.Register("assets", "convert", func(o *bundles.Outlets, ti bundles.TaskInstance, in urlIn) (string, error) {
+		url := "file:///converted/" + strings.TrimSuffix(in.URL, ".csv") + ".jsonl"
+		return url, o.SetExtra("url", url)
+	}, bundles.WithExpandXCom("url", "list"), bundles.WithOutlets(out), bundles.WithMapIndexTemplate("{url}"))
+	b.Register("assets", "gather", func(in resultsIn) ([]string, error) { return in.Results, nil }, bundles.WithMappedXCom("results", "convert"))
+	b.Register("assets", "consume", func(in urlIn) (string, error) { return "read " + in.URL, nil }, bundles.WithAssetEvent("url", out.URI, "extra.url"))
+}
+
 func main() {
 	b := bundles.New()
 	selftest.Register(b)
+	registerDataModel(b)
 	b.Register("e2e", "panic", func() error { panic("deliberate panic") })
 	// procs reports GOMAXPROCS as the task starts, and once the runtime
 	// has given it the default back (or its context ends).

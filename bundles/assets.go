@@ -1,0 +1,379 @@
+package bundles
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
+)
+
+// Asset is an asset a task writes (an outlet) or reads (an inlet), as the
+// stub Dag declares it: Asset("s3://bucket/converted/") or Asset(name=...,
+// uri=...). Either may be empty, and then takes the other's value, as
+// Airflow's Asset does.
+type Asset struct {
+	Name string
+	URI  string
+}
+
+// key is the asset's unique key, with Airflow's defaults applied.
+func (a Asset) key() protocol.AssetKey {
+	k := protocol.AssetKey{Name: a.Name, URI: a.URI}
+	if k.Name == "" {
+		k.Name = k.URI
+	}
+	if k.URI == "" {
+		k.URI = k.Name
+	}
+	return k
+}
+
+// String is the asset as a Dag author writes it.
+func (a Asset) String() string {
+	k := a.key()
+	if k.Name == k.URI {
+		return fmt.Sprintf("Asset(%q)", k.URI)
+	}
+	return fmt.Sprintf("Asset(name=%q, uri=%q)", k.Name, k.URI)
+}
+
+// matches reports whether ref (an asset URI or name) names a.
+func (a Asset) matches(ref string) bool {
+	k := a.key()
+	return ref == k.URI || ref == k.Name
+}
+
+// WithOutlets declares the assets the task writes: the stub task's
+// outlets=[Asset(...)]. Airflow's coordinator does not tell a bundle what
+// the stub declares, and the Execution API registers asset events only for
+// the outlets the task reports when it succeeds, so the bundle must know
+// them; `check` compares them with the stub Dag. A successful run reports
+// an event for each, with the extra the task set (Outlets).
+func WithOutlets(assets ...Asset) TaskOption {
+	return func(o *taskOptions) { o.outlets = append(o.outlets, assets...) }
+}
+
+// WithOutletAliases declares asset aliases among the task's outlets
+// (outlets=[AssetAlias("name")]): the task names the assets behind them at
+// run time with Outlets.AliasEvent.
+func WithOutletAliases(names ...string) TaskOption {
+	return func(o *taskOptions) { o.aliases = append(o.aliases, names...) }
+}
+
+// WithMapIndexTemplate names each mapped task instance in the UI (its
+// rendered map index) from its inputs: "{url}" is the bound value of input
+// url (a string as it is, anything else as JSON). It is the Go task's
+// map_index_template, which Airflow does not render for executables.
+func WithMapIndexTemplate(template string) TaskOption {
+	return func(o *taskOptions) { o.mapIndexTemplate = template }
+}
+
+// WithMappedDownstream says a mapped task outside this bundle's bindings
+// (a Python task, say) expands over this task's return value: the runtime
+// then pushes it with its length, from which the scheduler creates the
+// mapped task instances. A task of this bundle bound with WithExpandXCom
+// to this one implies it.
+func WithMappedDownstream() TaskOption {
+	return func(o *taskOptions) { o.mappedDownstream = true }
+}
+
+// Outlets are the asset events a task emits when it succeeds: one for each
+// asset the task declares (WithOutlets, the bundle config's outlets:), with
+// the extra the task sets here, plus events through its asset aliases. A
+// task function receives it by declaring a *Outlets parameter, or reads it
+// with OutletsFrom(ctx). Safe for concurrent use.
+type Outlets struct {
+	mu      sync.Mutex
+	assets  []Asset
+	aliases []string
+	events  []*OutletEvent
+	alias   []protocol.OutletEvent
+}
+
+// OutletEvent is the event one declared asset gets.
+type OutletEvent struct {
+	asset      Asset
+	mu         *sync.Mutex
+	extra      map[string]any
+	partitions []string
+}
+
+func newOutlets(assets []Asset, aliases []string) *Outlets {
+	o := &Outlets{assets: assets, aliases: aliases}
+	for _, a := range assets {
+		o.events = append(o.events, &OutletEvent{asset: a, mu: &o.mu, extra: map[string]any{}})
+	}
+	return o
+}
+
+// Assets lists the declared outlets.
+func (o *Outlets) Assets() []Asset { return append([]Asset(nil), o.assets...) }
+
+// SetExtra sets key in the extra of every declared asset's event (the
+// usual case: one outlet). value must encode as JSON.
+func (o *Outlets) SetExtra(key string, value any) error {
+	if len(o.events) == 0 {
+		return fmt.Errorf("outlet extra %q: the task declares no asset outlets; declare them (bundle config outlets: [{uri: ...}], or bundles.WithOutlets) as the stub's outlets=[...] does", key)
+	}
+	for _, e := range o.events {
+		if err := e.SetExtra(key, value); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Event is the event of the declared asset whose URI or name is asset.
+func (o *Outlets) Event(asset string) (*OutletEvent, error) {
+	for _, e := range o.events {
+		if e.asset.matches(asset) {
+			return e, nil
+		}
+	}
+	return nil, fmt.Errorf("asset %q is not an outlet of this task (declared: %s); add it to the task's outlets in the bundle config and the stub Dag", asset, describeAssets(o.assets))
+}
+
+// AliasEvent emits an event for asset through the declared alias, with
+// extra: Airflow creates the asset if no Dag declares it, and Dags
+// scheduled on the alias run.
+func (o *Outlets) AliasEvent(alias string, asset Asset, extra map[string]any) error {
+	found := false
+	for _, a := range o.aliases {
+		found = found || a == alias
+	}
+	if !found {
+		return fmt.Errorf("asset alias %q is not an outlet of this task (declared aliases: %s); add {alias: %s} to its outlets", alias, strings.Join(o.aliases, ", "), alias)
+	}
+	ex, err := jsonObject(extra)
+	if err != nil {
+		return fmt.Errorf("asset alias %q event extra: %w", alias, err)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.alias = append(o.alias, protocol.OutletEvent{DestAssetKey: asset.key(), Extra: ex, SourceAliasName: alias, DestAssetExtra: map[string]any{}})
+	return nil
+}
+
+// SetExtra sets key in the event's extra; value must encode as JSON.
+func (e *OutletEvent) SetExtra(key string, value any) error {
+	v, err := toJSONValue(value)
+	if err != nil {
+		return fmt.Errorf("outlet %s extra %q is not JSON-encodable: %w", e.asset, key, err)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.extra[key] = v
+	return nil
+}
+
+// AddPartitionKeys emits one event per key, for those partitions of the
+// asset (Airflow 3.3's partitioned assets), instead of one for the run's.
+func (e *OutletEvent) AddPartitionKeys(keys ...string) error {
+	for _, k := range keys {
+		if strings.TrimSpace(k) == "" {
+			return fmt.Errorf("outlet %s: a partition key must not be empty", e.asset)
+		}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.partitions = append(e.partitions, keys...)
+	return nil
+}
+
+// terminal is the SucceedTask's task_outlets and outlet_events: a profile
+// per declared asset and alias, and an event for each asset whose extra or
+// partitions were set (Airflow registers one with an empty extra for the
+// others) and each alias event.
+func (o *Outlets) terminal() ([]protocol.AssetProfile, []protocol.OutletEvent) {
+	profiles := []protocol.AssetProfile{}
+	events := []protocol.OutletEvent{}
+	if o == nil {
+		return profiles, events
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, e := range o.events {
+		k := e.asset.key()
+		name, uri := k.Name, k.URI
+		profiles = append(profiles, protocol.AssetProfile{Name: &name, URI: &uri, Type: protocol.AssetTypeAsset})
+		switch {
+		case len(e.partitions) > 0:
+			for _, p := range e.partitions {
+				events = append(events, protocol.OutletEvent{DestAssetKey: k, Extra: e.extra, PartitionKey: p})
+			}
+		case len(e.extra) > 0:
+			events = append(events, protocol.OutletEvent{DestAssetKey: k, Extra: e.extra})
+		}
+	}
+	for _, a := range o.aliases {
+		name := a
+		profiles = append(profiles, protocol.AssetProfile{Name: &name, Type: protocol.AssetTypeAlias})
+	}
+	return profiles, append(events, o.alias...)
+}
+
+func describeAssets(assets []Asset) string {
+	if len(assets) == 0 {
+		return "none"
+	}
+	s := make([]string, len(assets))
+	for i, a := range assets {
+		s[i] = a.String()
+	}
+	return strings.Join(s, ", ")
+}
+
+// jsonObject is m as plain JSON values; nil is an empty object.
+func jsonObject(m map[string]any) (map[string]any, error) {
+	if m == nil {
+		return map[string]any{}, nil
+	}
+	v, err := toJSONValue(m)
+	if err != nil {
+		return nil, err
+	}
+	out, _ := v.(map[string]any)
+	return out, nil
+}
+
+// runState is what a running task may change about how it ends: its outlet
+// events and its rendered map index.
+type runState struct {
+	outlets *Outlets
+	rpc     *rpc
+
+	mu       sync.Mutex
+	mapIndex *string
+}
+
+type runStateKey struct{}
+
+// OutletsFrom returns the Outlets of the task running under ctx, or nil
+// outside a task.
+func OutletsFrom(ctx context.Context) *Outlets {
+	if st, ok := ctx.Value(runStateKey{}).(*runState); ok {
+		return st.outlets
+	}
+	return nil
+}
+
+// SetRenderedMapIndex names the running mapped task instance in the UI
+// (its rendered map index; WithMapIndexTemplate does it from inputs). It is
+// shown at once and kept with the task's outcome.
+func SetRenderedMapIndex(ctx context.Context, name string) error {
+	st, ok := ctx.Value(runStateKey{}).(*runState)
+	if !ok {
+		return errors.New("SetRenderedMapIndex: not called from a running task's context")
+	}
+	return st.setMapIndex(ctx, name)
+}
+
+// maxMapIndexName is the length of Airflow's rendered_map_index column.
+const maxMapIndexName = 250
+
+func (st *runState) setMapIndex(ctx context.Context, name string) error {
+	if r := []rune(name); len(r) > maxMapIndexName {
+		name = string(r[:maxMapIndexName-1]) + "…"
+	}
+	st.mu.Lock()
+	st.mapIndex = &name
+	st.mu.Unlock()
+	if _, err := st.rpc.call(ctx, &protocol.SetRenderedMapIndex{RenderedMapIndex: name}); err != nil {
+		return fmt.Errorf("setting the rendered map index: %w", err)
+	}
+	return nil
+}
+
+func (st *runState) renderedMapIndex() *string {
+	if st == nil {
+		return nil
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.mapIndex
+}
+
+// AssetEvent is an asset event that triggered the Dag run
+// (DagRun.TriggeringAssetEvents).
+type AssetEvent struct {
+	Asset        Asset
+	AssetExtra   map[string]any
+	Extra        map[string]any
+	SourceDagID  string
+	SourceRunID  string
+	SourceTaskID string
+	// SourceMapIndex is the emitting task instance's map index, -1 when
+	// it was not mapped.
+	SourceMapIndex int
+	SourceAliases  []string
+	Timestamp      string // RFC 3339
+	PartitionKey   string
+}
+
+func assetEventsFrom(in []protocol.AssetEvent) []AssetEvent {
+	out := make([]AssetEvent, 0, len(in))
+	for _, e := range in {
+		ts := ""
+		if !e.Timestamp.IsZero() {
+			ts = e.Timestamp.UTC().Format("2006-01-02T15:04:05.999999Z07:00")
+		}
+		out = append(out, AssetEvent{
+			Asset: Asset{Name: e.AssetName, URI: e.AssetURI}, AssetExtra: jsonMap(e.AssetExtra), Extra: jsonMap(e.Extra),
+			SourceDagID: e.SourceDagID, SourceRunID: e.SourceRunID, SourceTaskID: e.SourceTaskID,
+			SourceMapIndex: e.SourceMapIndex, SourceAliases: e.SourceAliases, Timestamp: ts, PartitionKey: e.PartitionKey,
+		})
+	}
+	// Oldest first: the binding's "latest" is the last.
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Timestamp < out[j].Timestamp })
+	return out
+}
+
+func jsonMap(m map[string]any) map[string]any {
+	if m == nil {
+		return map[string]any{}
+	}
+	out, _ := jsonValue(m).(map[string]any)
+	return out
+}
+
+// fields is the event as the paths of an {asset_event: ..., field: ...}
+// binding see it.
+func (e AssetEvent) fields() map[string]any {
+	k := e.Asset.key()
+	aliases := make([]any, len(e.SourceAliases))
+	for i, a := range e.SourceAliases {
+		aliases[i] = a
+	}
+	return map[string]any{
+		"asset":            map[string]any{"name": k.Name, "uri": k.URI, "extra": e.AssetExtra},
+		"extra":            e.Extra,
+		"source_dag_id":    e.SourceDagID,
+		"source_run_id":    e.SourceRunID,
+		"source_task_id":   e.SourceTaskID,
+		"source_map_index": int64(e.SourceMapIndex),
+		"source_aliases":   aliases,
+		"timestamp":        e.Timestamp,
+		"partition_key":    e.PartitionKey,
+	}
+}
+
+// lookupPath walks a dotted path (extra.url, asset.uri) through maps.
+func lookupPath(v any, path string) (any, bool) {
+	if path == "" {
+		return v, true
+	}
+	for _, seg := range strings.Split(path, ".") {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if v, ok = m[seg]; !ok {
+			return nil, false
+		}
+	}
+	return v, true
+}
