@@ -102,6 +102,22 @@ type OutletEvent struct {
 	partitions []string
 }
 
+// NewOutlets is the Outlets of a task declaring assets and aliases, for
+// code that runs task functions outside the runtime (tests, adapters);
+// the runtime makes each task's own.
+func NewOutlets(assets []Asset, aliases []string) *Outlets { return newOutlets(assets, aliases) }
+
+// Extra is a copy of the event's extra so far.
+func (e *OutletEvent) Extra() map[string]any {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make(map[string]any, len(e.extra))
+	for k, v := range e.extra {
+		out[k] = v
+	}
+	return out
+}
+
 func newOutlets(assets []Asset, aliases []string) *Outlets {
 	o := &Outlets{assets: assets, aliases: aliases}
 	for _, a := range assets {
@@ -110,8 +126,13 @@ func newOutlets(assets []Asset, aliases []string) *Outlets {
 	return o
 }
 
-// Assets lists the declared outlets.
-func (o *Outlets) Assets() []Asset { return append([]Asset(nil), o.assets...) }
+// Assets lists the declared outlets (none for a nil Outlets).
+func (o *Outlets) Assets() []Asset {
+	if o == nil {
+		return nil
+	}
+	return append([]Asset(nil), o.assets...)
+}
 
 // SetExtra sets key in the extra of every declared asset's event (the
 // usual case: one outlet). value must encode as JSON.

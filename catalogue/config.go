@@ -82,6 +82,22 @@ type taskConfig struct {
 	Defaults map[string]any         `yaml:"defaults"`
 	Inputs   map[string]inputConfig `yaml:"inputs"`
 	Conf     []string               `yaml:"conf"`
+	// Outlets are the stub task's outlets=[...]: the assets a successful
+	// run emits events for (check compares them with the stub Dag).
+	Outlets []outletConfig `yaml:"outlets"`
+	// MapIndex names each mapped instance in the UI from its inputs
+	// ("{url}").
+	MapIndex string `yaml:"map_index"`
+	// MappedDownstream: a mapped task outside this config's bindings
+	// expands over this task's return value.
+	MappedDownstream bool `yaml:"mapped_downstream"`
+}
+
+// outletConfig is one outlet: an asset (uri and/or name) or an alias.
+type outletConfig struct {
+	URI   string `yaml:"uri"`
+	Name  string `yaml:"name"`
+	Alias string `yaml:"alias"`
 }
 
 // inputConfig is one entry of a task's inputs: where the input's value
@@ -90,13 +106,55 @@ type inputConfig struct {
 	XCom  string `yaml:"xcom"`  // upstream task id in the same Dag run
 	Key   string `yaml:"key"`   // its XCom key; return_value when empty
 	Param string `yaml:"param"` // a Dag param: the dag_run.conf key a trigger sets
+	// Expand: true (with xcom) takes this mapped instance's element of
+	// the upstream's list; a list takes its element of that list (the
+	// stub's .expand(input=[...])).
+	Expand any `yaml:"expand"`
+	// Mapped (with xcom): the upstream is mapped; take all its results.
+	Mapped bool `yaml:"mapped"`
+	// AssetEvent is an asset (uri or name) whose triggering event's
+	// Field (a dotted path such as extra.url) the input takes; All takes
+	// every such event's, oldest first.
+	AssetEvent string `yaml:"asset_event"`
+	Field      string `yaml:"field"`
+	All        bool   `yaml:"all"`
 }
 
 // option turns the entry into the registry option it stands for.
 func (in inputConfig) option(name string) (bundles.TaskOption, error) {
+	items, isList := in.Expand.([]any)
+	expandXCom := in.Expand == true
 	switch {
-	case in.XCom != "" && in.Param != "":
-		return nil, fmt.Errorf("inputs.%s: give xcom or param, not both", name)
+	case in.Expand != nil && !isList && in.Expand != true && in.Expand != false:
+		return nil, fmt.Errorf("inputs.%s: expand is true (beside xcom: the upstream's list) or a list, not %v", name, in.Expand)
+	case in.AssetEvent == "" && (in.Field != "" || in.All):
+		return nil, fmt.Errorf("inputs.%s: field and all read an asset event; give asset_event: <asset uri or name> beside them", name)
+	case in.XCom == "" && (expandXCom || in.Mapped):
+		return nil, fmt.Errorf("inputs.%s: expand: true and mapped: true read an upstream's XCom; give xcom: <upstream task_id> beside them", name)
+	}
+	sources := 0
+	for _, set := range []bool{in.XCom != "", in.Param != "", isList, in.AssetEvent != ""} {
+		if set {
+			sources++
+		}
+	}
+	switch {
+	case sources > 1:
+		return nil, fmt.Errorf("inputs.%s: give one of xcom, param, expand: [...] and asset_event", name)
+	case isList:
+		return bundles.WithExpandItems(name, items...), nil
+	case in.AssetEvent != "" && in.All:
+		return bundles.WithAssetEvents(name, in.AssetEvent, in.Field), nil
+	case in.AssetEvent != "":
+		return bundles.WithAssetEvent(name, in.AssetEvent, in.Field), nil
+	case in.XCom != "" && (expandXCom || in.Mapped) && in.Key != "" && in.Key != bundles.ReturnValueKey:
+		return nil, fmt.Errorf("inputs.%s: expand and mapped read the upstream's return_value; leave key out", name)
+	case in.XCom != "" && expandXCom && in.Mapped:
+		return nil, fmt.Errorf("inputs.%s: expand: true (this task is mapped over the list) and mapped: true (the upstream is mapped) exclude each other", name)
+	case in.XCom != "" && expandXCom:
+		return bundles.WithExpandXCom(name, in.XCom), nil
+	case in.XCom != "" && in.Mapped:
+		return bundles.WithMappedXCom(name, in.XCom), nil
 	case in.XCom != "":
 		key := in.Key
 		if key == "" {
@@ -108,7 +166,39 @@ func (in inputConfig) option(name string) (bundles.TaskOption, error) {
 	case in.Param != "":
 		return bundles.WithParam(name, in.Param), nil
 	}
-	return nil, fmt.Errorf("inputs.%s: give {xcom: <upstream task_id>} (optionally with key: <xcom key>) or {param: <name>}", name)
+	return nil, fmt.Errorf("inputs.%s: give {xcom: <upstream task_id>} (optionally with key: <xcom key>, expand: true or mapped: true), {param: <name>}, {expand: [<item>, ...]} or {asset_event: <asset uri or name>, field: <path such as extra.url>}", name)
+}
+
+// options are the task's outlets and mapping settings as registry options.
+func (tc taskConfig) options() ([]bundles.TaskOption, error) {
+	var opts []bundles.TaskOption
+	var assets []bundles.Asset
+	var aliases []string
+	for i, o := range tc.Outlets {
+		switch {
+		case o.Alias != "" && (o.URI != "" || o.Name != ""):
+			return nil, fmt.Errorf("outlets[%d]: an entry is an asset ({uri: ..., name: ...}) or an alias ({alias: ...}), not both", i)
+		case o.Alias != "":
+			aliases = append(aliases, o.Alias)
+		case o.URI == "" && o.Name == "":
+			return nil, fmt.Errorf("outlets[%d]: give the asset's uri (and name, when the stub's Asset has one), or alias: <name>", i)
+		default:
+			assets = append(assets, bundles.Asset{Name: o.Name, URI: o.URI})
+		}
+	}
+	if len(assets) > 0 {
+		opts = append(opts, bundles.WithOutlets(assets...))
+	}
+	if len(aliases) > 0 {
+		opts = append(opts, bundles.WithOutletAliases(aliases...))
+	}
+	if tc.MapIndex != "" {
+		opts = append(opts, bundles.WithMapIndexTemplate(tc.MapIndex))
+	}
+	if tc.MappedDownstream {
+		opts = append(opts, bundles.WithMappedDownstream())
+	}
+	return opts, nil
 }
 
 // Load registers with b the tasks a YAML bundle config declares. source
@@ -151,7 +241,10 @@ func Load(b *bundles.Bundle, data []byte, source string) error {
 			if len(cfg.Backends) > 0 && hasInput(kind.input, "backend_options") {
 				defaults = withBackendDefaults(defaults, cfg.Backends)
 			}
-			var opts []bundles.TaskOption
+			opts, err := tc.options()
+			if err != nil {
+				return fmt.Errorf("%s.%w", where, err)
+			}
 			for _, name := range slices.Sorted(maps.Keys(tc.Inputs)) {
 				opt, err := tc.Inputs[name].option(name)
 				if err != nil {
@@ -186,8 +279,9 @@ var unknownField = sync.OnceValue(func() *regexp.Regexp {
 var allowedKeys = map[string]string{
 	"bundleConfig": "at the top level (allowed: selftest, sweep, backends, dags)",
 	"dagConfig":    "in a Dag (allowed: description, tasks)",
-	"taskConfig":   "in a task (allowed: kind, defaults, inputs, conf)",
-	"inputConfig":  "in an input binding (allowed: xcom, key, param)",
+	"taskConfig":   "in a task (allowed: kind, defaults, inputs, conf, outlets, map_index, mapped_downstream)",
+	"inputConfig":  "in an input binding (allowed: xcom, key, param, expand, mapped, asset_event, field, all)",
+	"outletConfig": "in an outlet (allowed: uri, name, alias)",
 }
 
 // wrongShape matches yaml.v3's message for a value of the wrong kind.
@@ -197,9 +291,10 @@ var wrongShape = sync.OnceValue(func() *regexp.Regexp {
 
 // expectedShape says, per config type, what a user must write there.
 var expectedShape = map[string]string{
-	"inputConfig": "an entry of inputs must be a mapping such as {xcom: <upstream task_id>} or {param: <name>}",
-	"taskConfig":  "a task must be a mapping such as {kind: run, defaults: {...}}",
-	"dagConfig":   "a Dag must be a mapping such as {tasks: {<task_id>: {kind: ...}}}",
+	"inputConfig":  "an entry of inputs must be a mapping such as {xcom: <upstream task_id>} or {param: <name>}",
+	"outletConfig": "an outlet must be a mapping such as {uri: s3://bucket/converted/} or {alias: <name>}",
+	"taskConfig":   "a task must be a mapping such as {kind: run, defaults: {...}}",
+	"dagConfig":    "a Dag must be a mapping such as {tasks: {<task_id>: {kind: ...}}}",
 }
 
 // describeYAMLError rewrites yaml.v3 errors in the config's own terms: an

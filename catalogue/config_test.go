@@ -73,12 +73,12 @@ func TestLoadBundleConfigErrorsNameTheSpot(t *testing.T) {
 		{"bad duration", `dags: {d: {tasks: {t: {kind: provision, defaults: {lifetime: soon}}}}}`, []string{"dags.d.tasks.t", `default "lifetime"`, "soon"}},
 		{"misspelt nested key", `dags: {d: {tasks: {t: {kind: provision, defaults: {network: {blok: true}}}}}}`, []string{"dags.d.tasks.t.defaults", `"blok"`}},
 		{"embedded key binds", `dags: {d: {tasks: {t: {kind: convert, defaults: {backend: 7}}}}}`, []string{"dags.d.tasks.t", `default "backend"`}},
-		{"unknown task key", `dags: {d: {tasks: {t: {kind: run, default: {}}}}}`, []string{"bundle.yaml", `unknown key "default" in a task (allowed: kind, defaults, inputs, conf)`}},
+		{"unknown task key", `dags: {d: {tasks: {t: {kind: run, default: {}}}}}`, []string{"bundle.yaml", `unknown key "default" in a task (allowed: kind, defaults, inputs, conf, outlets, map_index, mapped_downstream)`}},
 		{"input names no field", `dags: {d: {tasks: {t: {kind: collect, inputs: {sandboxx: {xcom: provision}}}}}}`, []string{"dags.d.tasks.t", `input "sandboxx" (bound to {xcom: provision}) matches no input field`}},
-		{"input with both sources", `dags: {d: {tasks: {t: {kind: collect, inputs: {sandbox: {xcom: p, param: s}}}}}}`, []string{"dags.d.tasks.t.inputs.sandbox", "not both"}},
+		{"input with both sources", `dags: {d: {tasks: {t: {kind: collect, inputs: {sandbox: {xcom: p, param: s}}}}}}`, []string{"dags.d.tasks.t.inputs.sandbox", "give one of xcom, param"}},
 		{"input key without xcom", `dags: {d: {tasks: {t: {kind: collect, inputs: {sandbox: {key: sandbox}}}}}}`, []string{"dags.d.tasks.t.inputs.sandbox", "needs xcom"}},
 		{"empty input", `dags: {d: {tasks: {t: {kind: collect, inputs: {sandbox: {}}}}}}`, []string{"dags.d.tasks.t.inputs.sandbox", "{param: <name>}"}},
-		{"unknown input key", `dags: {d: {tasks: {t: {kind: collect, inputs: {sandbox: {xcomm: p}}}}}}`, []string{`unknown key "xcomm" in an input binding (allowed: xcom, key, param)`}},
+		{"unknown input key", `dags: {d: {tasks: {t: {kind: collect, inputs: {sandbox: {xcomm: p}}}}}}`, []string{`unknown key "xcomm" in an input binding (allowed: xcom, key, param, expand, mapped, asset_event, field, all)`}},
 		{"input not a mapping", `dags: {d: {tasks: {t: {kind: collect, inputs: {sandbox: provision}}}}}`, []string{"inputs", "provision", "{xcom: <upstream task_id>}"}},
 		{"conf names no field", `dags: {d: {tasks: {t: {kind: run, conf: [timeout, comand]}}}}`, []string{"dags.d.tasks.t", `conf lists "comand", which matches no input field`}},
 		{"unknown dag key", "dags:\n  d:\n    taks: {t: {kind: run}}\n", []string{"bundle.yaml", `line 3: unknown key "taks" in a Dag (allowed: description, tasks)`}},
@@ -143,14 +143,14 @@ func TestAdaptPassesTheTaskInstance(t *testing.T) {
 		got = d
 		return in.Sandbox.ID, nil
 	})
-	fn, ok := k.fn.(func(context.Context, bundles.TaskInstance, tasks.Airflow, hclog.Logger, tasks.DestroyInput) (string, error))
+	fn, ok := k.fn.(func(context.Context, bundles.TaskInstance, tasks.Airflow, hclog.Logger, *bundles.Outlets, tasks.DestroyInput) (string, error))
 	if !ok {
 		t.Fatalf("adapted function has type %T", k.fn)
 	}
 	af := &cliAirflow{}
 	log := hclog.NewNullLogger()
 	ti := bundles.TaskInstance{DagID: "d", RunID: "r", TaskID: "t", MapIndex: 3}
-	out, err := fn(context.Background(), ti, af, log, tasks.DestroyInput{Sandbox: tasks.SandboxRef{ID: "sb-1"}})
+	out, err := fn(context.Background(), ti, af, log, nil, tasks.DestroyInput{Sandbox: tasks.SandboxRef{ID: "sb-1"}})
 	if err != nil || out != "sb-1" {
 		t.Fatalf("%q, %v", out, err)
 	}

@@ -97,6 +97,12 @@ func (k *keyChecker) walk(n *yaml.Node, t reflect.Type) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
+	if n.Kind == yaml.SequenceNode && t.Kind() == reflect.Slice {
+		for _, item := range n.Content {
+			k.walk(item, t.Elem())
+		}
+		return
+	}
 	if n.Kind != yaml.MappingNode || k.seen[keyVisit{n, t}] {
 		return
 	}

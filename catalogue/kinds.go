@@ -33,11 +33,46 @@ func Adapt[In, Out any](fn func(context.Context, tasks.Deps, In) (Out, error)) a
 
 func adapt[In, Out any](fn func(context.Context, tasks.Deps, In) (Out, error)) taskKind {
 	return taskKind{
-		fn: func(ctx context.Context, ti bundles.TaskInstance, af tasks.Airflow, log hclog.Logger, in In) (Out, error) {
-			return fn(ctx, DepsFor(ti, af, log), in)
+		fn: func(ctx context.Context, ti bundles.TaskInstance, af tasks.Airflow, log hclog.Logger, o *bundles.Outlets, in In) (Out, error) {
+			d := DepsFor(ti, af, log)
+			var exported []tasks.ExportedFile
+			d.OnExported = func(files []tasks.ExportedFile) { exported = append(exported, files...) }
+			out, err := fn(ctx, d, in)
+			if err == nil && len(exported) > 0 && len(o.Assets()) > 0 {
+				err = describeExports(o, exported)
+			}
+			return out, err
 		},
 		input: reflect.TypeFor[In](),
 	}
+}
+
+// describeExports puts what the task exported in the extra of its asset
+// outlets' events, so a Dag scheduled on the asset learns what was written
+// ({asset_event: ..., field: extra.url}): url (when one file was
+// exported), urls, bytes (in all) and files ({url, bytes, sha256 when the
+// task's sha256 input asked for it}). These keys win over the same keys
+// a Go task set itself.
+func describeExports(o *bundles.Outlets, files []tasks.ExportedFile) error {
+	urls := make([]string, len(files))
+	var total int64
+	for i, f := range files {
+		urls[i] = f.URL
+		total += f.Bytes
+	}
+	extra := map[string]any{"urls": urls, "bytes": total, "files": files}
+	if len(files) == 1 {
+		extra["url"] = files[0].URL
+		if files[0].SHA256 != "" {
+			extra["sha256"] = files[0].SHA256
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(extra)) {
+		if err := o.SetExtra(k, extra[k]); err != nil {
+			return fmt.Errorf("describing the exports in the asset outlet events: %w", err)
+		}
+	}
+	return nil
 }
 
 // DepsFor is the tasks.Deps of a running task instance.

@@ -18,6 +18,8 @@ type ConvertInput struct {
 	Exports      map[string]string `json:"exports"`
 	ExportConnID string            `json:"export_conn_id,omitempty"`
 	MaxBytes     int64             `json:"max_bytes,omitempty"`
+	// SHA256 computes each exported file's SHA-256 (ExportInput.SHA256).
+	SHA256 bool `json:"sha256,omitempty"`
 }
 
 // ConvertResult is what a conversion produced.
@@ -44,6 +46,7 @@ func Convert(ctx context.Context, d Deps, in ConvertInput) (ConvertResult, error
 	if err != nil {
 		return ConvertResult{}, err
 	}
+	plan.sha256 = in.SHA256
 	p, err := provision(ctx, d, in.ProvisionInput)
 	if err != nil {
 		return ConvertResult{}, err

@@ -50,6 +50,10 @@ type Deps struct {
 	Backends *registry.Registry
 	// Storage reads and writes object storage URLs; nil = DefaultStorage.
 	Storage Storage
+	// OnExported, when set, is told what an export (export, collect,
+	// convert) landed, once it is all in place: the catalogue puts it in
+	// the task's asset outlet events.
+	OnExported func([]ExportedFile)
 }
 
 func (d Deps) logger() hclog.Logger {

@@ -60,6 +60,8 @@ type CollectInput struct {
 	ExportConnID string            `json:"export_conn_id,omitempty"`
 	MaxBytes     int64             `json:"max_bytes,omitempty"`
 	Owner        string            `json:"owner,omitempty"`
+	// SHA256 computes each exported file's SHA-256 (ExportInput.SHA256).
+	SHA256 bool `json:"sha256,omitempty"`
 }
 
 // Collect exports the files, then destroys the sandbox whether or not the
@@ -97,5 +99,6 @@ func Collect(ctx context.Context, d Deps, in CollectInput) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	plan.sha256 = in.SHA256
 	return exportFrom(ctx, d, sb, plan)
 }

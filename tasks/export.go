@@ -2,8 +2,12 @@ package tasks
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
+	"io"
 	"io/fs"
 	"maps"
 	"slices"
@@ -33,6 +37,18 @@ type ExportInput struct {
 	// MaxBytes is the per-file budget; default 1 GiB.
 	MaxBytes int64  `json:"max_bytes,omitempty"`
 	Owner    string `json:"owner,omitempty"`
+	// SHA256 computes each exported file's SHA-256 as it streams, for the
+	// log and the asset outlet event's extra (one more pass over every
+	// byte, so off unless asked for).
+	SHA256 bool `json:"sha256,omitempty"`
+}
+
+// ExportedFile is one file an export landed, as the task's asset outlet
+// events describe it (Deps.OnExported).
+type ExportedFile struct {
+	URL    string `json:"url"`
+	Bytes  int64  `json:"bytes"`
+	SHA256 string `json:"sha256,omitempty"`
 }
 
 // Export copies files out of a sandbox. Every file is staged next to its
@@ -46,6 +62,7 @@ func Export(ctx context.Context, d Deps, in ExportInput) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	plan.sha256 = in.SHA256
 	sb, drv, _, err := openRef(ctx, d, in.BackendOptions, in.Sandbox, in.Owner)
 	if err != nil {
 		return nil, err
@@ -68,6 +85,7 @@ type exportPlan struct {
 	exports  map[string]string
 	maxBytes int64
 	creds    StorageCreds
+	sha256   bool
 }
 
 // planExport checks an export's settings, resolves its connections and asks
@@ -110,56 +128,82 @@ func exportFrom(ctx context.Context, d Deps, sb *sandbox.Sandbox, plan exportPla
 		}
 		return nil, err
 	}
+	var files []ExportedFile
 	for _, p := range slices.Sorted(maps.Keys(plan.exports)) {
 		dest := plan.exports[p]
-		if err := stageOut(ctx, d, sb, exp, p, dest, plan.maxBytes); err != nil {
+		f, err := stageOut(ctx, d, sb, exp, p, dest, plan.maxBytes, plan.sha256)
+		if err != nil {
 			return abort(fmt.Errorf("could not export %s from sandbox %s to %s: %w", p, sb.ID(), dest, err))
 		}
+		files = append(files, f)
 	}
 	urls, err := exp.Commit(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("moving the exports into place: %w", err)
 	}
-	for _, u := range urls {
+	for i, u := range urls {
+		if len(urls) == len(files) {
+			// Commit lands the files in the order they were staged.
+			files[i].URL = u
+		}
 		log.Info("exported", "url", u)
+	}
+	if d.OnExported != nil {
+		for i := range files {
+			files[i].URL = storage.RedactURL(files[i].URL)
+		}
+		d.OnExported(files)
 	}
 	return urls, nil
 }
 
-// stageOut checks one file and streams it to its staging object.
-func stageOut(ctx context.Context, d Deps, sb *sandbox.Sandbox, exp Exporter, p, dest string, maxBytes int64) error {
+// stageOut checks one file and streams it to its staging object, hashing
+// it on the way when withSHA256.
+func stageOut(ctx context.Context, d Deps, sb *sandbox.Sandbox, exp Exporter, p, dest string, maxBytes int64, withSHA256 bool) (ExportedFile, error) {
 	st, err := sb.Stat(ctx, p)
 	if errors.Is(err, sandbox.ErrNotFound) {
-		return final.Errorf("the file does not exist; make the command write it, or remove it from exports")
+		return ExportedFile{}, final.Errorf("the file does not exist; make the command write it, or remove it from exports")
 	}
 	if err != nil {
-		return err
+		return ExportedFile{}, err
 	}
 	switch {
 	case st.IsDir():
-		return final.Errorf("it is a directory; export each file inside it, or archive it first (tar czf out.tgz dir)")
+		return ExportedFile{}, final.Errorf("it is a directory; export each file inside it, or archive it first (tar czf out.tgz dir)")
 	case st.Mode&fs.ModeSymlink != 0:
-		return final.Errorf("it is a symbolic link; export the file it points to")
+		return ExportedFile{}, final.Errorf("it is a symbolic link; export the file it points to")
 	case !st.IsRegular():
-		return final.Errorf("it is not a regular file (mode %v); only regular files are exported", st.Mode)
+		return ExportedFile{}, final.Errorf("it is not a regular file (mode %v); only regular files are exported", st.Mode)
 	case st.Size > maxBytes:
-		return final.Errorf("it is %d bytes, over the %d-byte max_bytes budget; raise max_bytes or make the file smaller", st.Size, maxBytes)
+		return ExportedFile{}, final.Errorf("it is %d bytes, over the %d-byte max_bytes budget; raise max_bytes or make the file smaller", st.Size, maxBytes)
 	}
 	rc, size, err := sb.OpenFile(ctx, p, maxBytes)
 	if err != nil {
-		return err
+		return ExportedFile{}, err
 	}
 	defer rc.Close()
 	log := d.logger()
 	log.Info("exporting", "from", p, "to", dest, "bytes", size)
 	pr := storage.StartProgress(log, ProgressEvery, "what", p+" -> "+dest, "of", size)
 	defer pr.Finish()
+	var r io.Reader = pr.Reader(rc)
+	var h hash.Hash
+	if withSHA256 {
+		h = sha256.New()
+		r = io.TeeReader(r, h)
+	}
 	// A file:// destination gets the file's permissions, never wider ones.
-	n, err := exp.Stage(storage.WithFileMode(ctx, st.Mode.Perm()), dest, pr.Reader(rc), size)
+	n, err := exp.Stage(storage.WithFileMode(ctx, st.Mode.Perm()), dest, r, size)
 	if err != nil {
-		return err
+		return ExportedFile{}, err
 	}
 	pr.Finish()
-	log.Info("staged", "from", p, "to", dest, "bytes", n)
-	return nil
+	f := ExportedFile{URL: dest, Bytes: n}
+	if h == nil {
+		log.Info("staged", "from", p, "to", dest, "bytes", n)
+		return f, nil
+	}
+	f.SHA256 = hex.EncodeToString(h.Sum(nil))
+	log.Info("staged", "from", p, "to", dest, "bytes", n, "sha256", f.SHA256)
+	return f, nil
 }
