@@ -219,6 +219,9 @@ func (c *celeryRun) run(ctx context.Context) (err error) {
 // maintenance Dag.
 func (c *celeryRun) pickScenarios() error {
 	for _, s := range scenarios {
+		if s.runSuffix != "" {
+			continue // a second run of the Dag, with a fault of its own
+		}
 		switch s.dagID {
 		case "sandbox_conversion":
 			c.conversion = s

@@ -132,7 +132,10 @@ func (c *celeryRun) triggerMore(ctx context.Context, b *batch, plan ...batchPart
 // faultKill: kill -9 worker1 while it runs a convert whose sandbox exists
 // (held in create), then start it again. The killed tries' sandboxes stay
 // on Modal (nothing ran their cleanup); Airflow fails the tries after the
-// heartbeat timeout and retries convert, which succeeds.
+// heartbeat timeout and retries convert, which succeeds. A pipeline
+// provision killed with it has no retries: its run fails, and collect,
+// the teardown of a setup that failed, does not run (upstream_failed), so
+// its sandbox is the maintenance Dag's to remove.
 func (c *celeryRun) faultKill(ctx context.Context) error {
 	victim := c.workers[0]
 	step("fault 1: kill -9 %s mid-task (heartbeat timeout %d s)", victim.host, heartbeatTimeout)
@@ -173,6 +176,7 @@ func (c *celeryRun) faultKill(ctx context.Context) error {
 		return err
 	}
 	c.expectRetriedSucceeded(b)
+	c.expectFailedRunFailsTheRun(b)
 	killedConverts := 0
 	for _, r := range b.runs {
 		if r.scenario == c.conversion && r.tasks["convert"].try > 1 {
@@ -259,6 +263,7 @@ func (c *celeryRun) faultRedis(ctx context.Context) error {
 		return err
 	}
 	c.expectRetriedSucceeded(b)
+	c.expectFailedRunFailsTheRun(b)
 	return c.sweepAfter(ctx, "redis", nil)
 }
 
@@ -307,7 +312,28 @@ func (c *celeryRun) faultBundle(ctx context.Context) error {
 	}
 	c.expect(hits && noHost > 0, "tries failed on %s for want of the bundle (its Celery log says %q); Airflow shows %d failed tasks with no hostname", victim.host, missing, noHost)
 	c.expectRetriedSucceeded(b)
+	c.expectFailedRunFailsTheRun(b)
 	return c.sweepAfter(ctx, "bundle", nil)
+}
+
+// expectFailedRunFailsTheRun: no pipeline run whose run task did not
+// succeed (failed on a killed or bundle-less worker, never sent, or
+// upstream_failed after provision) ended success. collect is a teardown,
+// which leaves the run's state to run; under trigger rule all_done it was
+// the Dag's only leaf, and such a run ended success when collect did.
+func (c *celeryRun) expectFailedRunFailsTheRun(b *batch) {
+	notRun := 0
+	var bad []string
+	for _, r := range b.runs {
+		if r.scenario != c.pipeline || r.tasks["run"].state == "success" {
+			continue
+		}
+		notRun++
+		if r.state == "success" {
+			bad = append(bad, r.scenario.dagID+" "+r.runID)
+		}
+	}
+	c.expect(len(bad) == 0, "every %s run of the %s batch whose run task did not succeed ended failed (%d such runs)%s", c.pipeline.dagID, b.name, notRun, listed(bad))
 }
 
 // expectRetriedSucceeded: every run in which Airflow retried a task ended

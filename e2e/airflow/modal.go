@@ -78,6 +78,28 @@ func (m *modalServer) createdFor(dagID, runID string) []string {
 	return ids
 }
 
+// failCommands makes every command of one Dag run's sandboxes (by their
+// owner tag) whose argv contains cmd exit 1 without running, and forgets
+// any earlier pick: a task's command fails as a real one would, the rest
+// of the run untouched.
+func (m *modalServer) failCommands(dagID, runID, cmd string) {
+	owner := dagID + "/" + runID
+	m.srv.FailCommands(1, func(tags map[string]string, args []string) bool {
+		return tags[sandbox.TagOwner] == owner && strings.Contains(strings.Join(args, " "), cmd)
+	})
+}
+
+// failedIn lists the argv of every command failCommands ended in sandbox id.
+func (m *modalServer) failedIn(id string) [][]string {
+	var out [][]string
+	for _, x := range m.srv.FailedCommands() {
+		if x.SandboxID == id {
+			out = append(out, x.Args)
+		}
+	}
+	return out
+}
+
 // live lists the sandboxes the fake still runs.
 func (m *modalServer) live() []string {
 	var ids []string

@@ -69,6 +69,12 @@ var scenarios = []*scenario{
 		check:  checkPipeline,
 	},
 	{
+		dagID: "sandbox_pipeline", example: "sandbox_pipeline", runSuffix: "_run_fails", wantState: "failed",
+		proves: "with run's second command failed by the fake Modal server, Airflow failed the run although collect, the teardown, succeeded: it exported the totals the first command wrote and destroyed the sandbox",
+		check:  checkPipelineRunFails,
+		before: func(e *checkEnv, r *dagRun) { e.modal.failCommands(r.scenario.dagID, r.runID, pipelineSecondCommand) },
+	},
+	{
 		dagID: "go_tasks_example", example: "go_tasks", goMain: true,
 		proves: "fetch_orders' totals reached rank_customers, whose ranking (made in a Modal sandbox) reached publish_ranking, through XCom; the catalogue's sweep (cleanup) ran in the same bundle",
 		check:  checkGoTasks,
@@ -355,15 +361,70 @@ func checkPipeline(ctx context.Context, e *checkEnv, r *dagRun) []error {
 	} else if want := []string{"s3://" + bucket + "/" + key}; !reflect.DeepEqual(urls, want) {
 		errs = append(errs, fmt.Errorf("collect returned %v, want %v", urls, want))
 	}
-	var want []string
-	for c, v := range in.totals {
-		want = append(want, fmt.Sprintf("%s,%.2f", c, v))
-	}
-	sort.Strings(want)
 	if got, err := e.store.get(ctx, key); err != nil {
 		errs = append(errs, err)
-	} else if string(got) != strings.Join(want, "\n")+"\n" {
-		errs = append(errs, fmt.Errorf("s3://%s/%s is %q, want %q", bucket, key, got, strings.Join(want, "\n")+"\n"))
+	} else if want := totalsCSV(in); string(got) != want {
+		errs = append(errs, fmt.Errorf("s3://%s/%s is %q, want %q", bucket, key, got, want))
+	}
+	errs = append(errs, noPartials(ctx, e, "pipeline/")...)
+	return append(errs, noSandboxLeft(ctx, e, r, id)...)
+}
+
+// totalsCSV is the totals.csv the pipeline's first command writes: one
+// "customer,total" line per customer, sorted.
+func totalsCSV(in orders) string {
+	var lines []string
+	for c, v := range in.totals {
+		lines = append(lines, fmt.Sprintf("%s,%.2f\n", c, v))
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "")
+}
+
+// pipelineSecondCommand is the second of run's commands in
+// examples/sandbox_pipeline/bundle.yaml, the one the _run_fails run has the
+// fake fail (after the first wrote totals.csv).
+const pipelineSecondCommand = `echo "totalled $(wc -l < totals.csv) customers"`
+
+// checkPipelineRunFails: run failed on its second command, which the fake
+// ended (so the failure is the one injected, in this run's sandbox); the
+// run is failed although collect succeeded, because collect is a teardown
+// (under trigger rule all_done, collect was the only leaf and this run
+// ended success); collect still exported what run's first command wrote
+// and destroyed the sandbox.
+func checkPipelineRunFails(ctx context.Context, e *checkEnv, r *dagRun) []error {
+	var errs []error
+	for task, want := range map[string]string{"provision": "success", "run": "failed", "collect": "success"} {
+		if got := r.tasks[task].state; got != want {
+			errs = append(errs, fmt.Errorf("task %s is %q, want %s", task, got, want))
+		}
+	}
+	id := provisioned(ctx, e, r, &errs)
+	var hit int
+	for _, a := range e.modal.failedIn(id) {
+		if strings.Contains(strings.Join(a, " "), pipelineSecondCommand) {
+			hit++
+		}
+	}
+	if hit != 1 {
+		errs = append(errs, fmt.Errorf("the fake Modal server failed %d runs of %q in sandbox %s, want 1: the run did not fail where the test made it", hit, pipelineSecondCommand, id))
+	}
+	errs = append(errs, logSays(ctx, e, r, "run", "exited with code 1")...)
+	in, err := parseOrders(e.store.input)
+	if err != nil {
+		return append(errs, err)
+	}
+	key := "pipeline/" + r.runID + "/totals.csv"
+	var urls []string
+	if err := e.api.xcom(ctx, r, "collect", "return_value", &urls); err != nil {
+		errs = append(errs, err)
+	} else if want := []string{"s3://" + bucket + "/" + key}; !reflect.DeepEqual(urls, want) {
+		errs = append(errs, fmt.Errorf("collect returned %v, want %v", urls, want))
+	}
+	if got, err := e.store.get(ctx, key); err != nil {
+		errs = append(errs, err)
+	} else if want := totalsCSV(in); string(got) != want {
+		errs = append(errs, fmt.Errorf("s3://%s/%s is %q, want the totals run's first command writes, %q", bucket, key, got, want))
 	}
 	errs = append(errs, noPartials(ctx, e, "pipeline/")...)
 	return append(errs, noSandboxLeft(ctx, e, r, id)...)
