@@ -12,13 +12,15 @@ import (
 // each piece stops short of bytes that could begin a secret the next piece
 // completes, so a secret cut by a pipe's chunking or by a piece boundary is
 // still masked whole. Memory is bounded by max(maxLine, 2 × the longest
-// secret, plus the TABs among it), whatever the stream.
+// secret, plus the gaps among it), whatever the stream.
 //
 // What it emits is the text as rendered: escape sequences, control
-// characters (CR included) and zero-width characters are dropped, so what
-// one hid inside a secret cannot keep it from being masked, and cannot
-// make the buffer hold more than the bound. TABs stay, at most
-// maxTabRun in a row; matching looks through them (visible.go).
+// characters (CR included) and the characters that render as nothing
+// (Default_Ignorable_Code_Point: ignorable.go) are dropped, so what one
+// hid inside a secret cannot keep it from being masked, and cannot make
+// the buffer hold more than the bound. Gaps (a TAB, NBSP, the other
+// blanks but the ASCII space) stay, at most maxGapRun in a row; matching
+// looks through them (visible.go).
 type Lines struct {
 	mu      sync.Mutex
 	set     *Set
@@ -26,12 +28,13 @@ type Lines struct {
 	buf     []byte
 	emit    func(text string, newline bool)
 	pend    []byte // an invisible unit cut at the end of the last Write
-	tabs    int    // TABs kept in a row so far
+	gaps    int    // gaps kept in a row so far
 }
 
-// maxTabRun bounds a run of TABs: a secret spelled with TABs between its
-// characters is at most (maxTabRun+1) times its length.
-const maxTabRun = 8
+// maxGapRun bounds a run of gaps: a secret spelled with gaps between its
+// characters is at most 1+maxGapRun×3 (a gap's UTF-8 length) times its
+// length.
+const maxGapRun = 8
 
 // NewLines returns a Lines writer masking with set (nil: nothing masked).
 // emit gets each line without its "\n" (and without CRs), with
@@ -76,31 +79,46 @@ func (l *Lines) Write(p []byte) (int, error) {
 // whole and still make progress, and at least 2, so a held-back "\r" never
 // fills the buffer alone.
 func (l *Lines) limit() int {
-	// TABs count for nothing in the visible text a secret is matched in:
-	// room for them comes on top (at most maxTabRun per visible byte).
-	return max(l.maxLine, 2*l.set.MaxLen()+bytes.Count(l.buf, []byte{'\t'}), 2)
+	// Gaps count for nothing in the visible text a secret is matched in:
+	// room for them comes on top (at most maxGapRun per visible byte).
+	return max(l.maxLine, 2*l.set.MaxLen()+gapBytes(l.buf), 2)
 }
 
-// visible returns p as rendered: invisible units dropped, TAB runs cut to
-// maxTabRun; a unit cut at the end of p waits for the next Write.
+// gapBytes is how many bytes of b are gaps.
+func gapBytes(b []byte) int {
+	n := bytes.Count(b, []byte{'\t'})
+	for i := 0; i < len(b); i++ {
+		// Every gapRune starts with one of these bytes in UTF-8.
+		if c := b[i]; c == 0xc2 || c == 0xe2 || c == 0xe3 {
+			r, size := utf8.DecodeRune(b[i:])
+			if gapRune(r) {
+				n += size
+			}
+			i += size - 1
+		}
+	}
+	return n
+}
+
+// visible returns p as rendered: invisible units dropped, gap runs cut to
+// maxGapRun; a unit cut at the end of p waits for the next Write.
 func (l *Lines) visible(p []byte) []byte {
 	s := string(append(l.pend, p...))
 	l.pend = l.pend[:0]
 	out := make([]byte, 0, len(s))
 	for i := 0; i < len(s); {
-		if s[i] == '\t' {
-			if l.tabs < maxTabRun {
-				out = append(out, '\t')
-			}
-			l.tabs++
-			i++
-			continue
-		}
 		n, complete := invisibleAt(s, i)
 		switch {
 		case !complete:
 			l.pend = append(l.pend, s[i:]...)
 			return out
+		case n > 0 && gapUnit(s[i:i+n]):
+			if l.gaps < maxGapRun {
+				out = append(out, s[i:i+n]...)
+			}
+			l.gaps++
+			i += n
+			continue
 		case n > 0:
 			i += n
 			continue
@@ -110,7 +128,7 @@ func (l *Lines) visible(p []byte) []byte {
 			_, size = utf8.DecodeRuneInString(s[i:])
 		}
 		out = append(out, s[i:i+size]...)
-		l.tabs = 0
+		l.gaps = 0
 		i += size
 	}
 	return out
@@ -126,8 +144,8 @@ func (l *Lines) piece() {
 	text := l.buf
 	out, used := mask(string(text), l.set.patterns(), false)
 	if used == 0 {
-		// All of it could still begin a secret (TABs fill it): keep it;
-		// the limit has grown by those TABs.
+		// All of it could still begin a secret (gaps fill it): keep it;
+		// the limit has grown by those gaps.
 		return
 	}
 	l.buf = append(l.buf[:0], l.buf[used:]...)

@@ -277,12 +277,14 @@ func TestSecretsAreMaskedAsRendered(t *testing.T) {
 	}
 }
 
-// However invisible bytes are sprinkled through secrets and however the
+// However invisible bytes are sprinkled through secrets (escape sequences,
+// controls, any Default_Ignorable_Code_Point, any gap) and however the
 // stream is chunked, no secret shows once Lines' output is rendered.
 func TestLinesMaskSprinkledSecretsAsRendered(t *testing.T) {
 	secrets := []string{"sk-live-0123456789abcdef", "tok_ABCDEFGH"}
 	set := New(secrets...)
 	invisible := []string{"\r", "\x00", "\t", "\x1b[0m", "\x1b[38;5;196m", "\x1b]8;;http://x\x07", "\u200b", "\ufeff", "\x7f"}
+	ranges := invisibleRanges() // and any ignorable character or gap (issue 29)
 	rng := rand.New(rand.NewPCG(3, 4))
 	for round := 0; round < 300; round++ {
 		var b strings.Builder
@@ -294,8 +296,11 @@ func TestLinesMaskSprinkledSecretsAsRendered(t *testing.T) {
 			}
 			for _, c := range secrets[rng.IntN(len(secrets))] {
 				b.WriteRune(c)
-				if rng.IntN(3) == 0 {
+				switch rng.IntN(6) {
+				case 0:
 					b.WriteString(invisible[rng.IntN(len(invisible))])
+				case 1:
+					b.WriteString(randomInvisible(rng, ranges))
 				}
 			}
 			placed++

@@ -11,7 +11,9 @@ import (
 // 3t") showed the whole secret while its bytes matched no pattern. Masking
 // therefore also matches against the visible view of the text (invisible
 // units removed) and masks the original bytes each match spans, invisible
-// ones included. A TAB counts as invisible too: in a table it is only a gap.
+// ones included. What is invisible: ignorable.go. A TAB, NBSP and the
+// other blanks but the ASCII space count as invisible too: in a table or
+// between two halves of a secret they are only a gap.
 
 // invisibleAt returns the length of the invisible unit starting at s[i]
 // (0 when s[i] starts a visible character or a newline), and whether the
@@ -33,23 +35,23 @@ func invisibleAt(s string, i int) (n int, complete bool) {
 		return len(s) - i, false
 	}
 	r, size := utf8.DecodeRuneInString(s[i:])
-	if invisibleRune(r) {
+	if invisibleRune(r) || gapRune(r) {
 		return size, true
 	}
 	return 0, true
 }
 
-// invisibleRune: C1 controls and the characters that render as nothing
-// (zero-width spaces and joiners, bidi controls, the word joiner family,
-// the byte-order mark, the soft hyphen).
-func invisibleRune(r rune) bool {
-	switch {
-	case r >= 0x80 && r <= 0x9f, r == 0xad, r == 0x34f, r == 0x180e,
-		r >= 0x200b && r <= 0x200f, r >= 0x202a && r <= 0x202e,
-		r >= 0x2060 && r <= 0x2064, r >= 0x2066 && r <= 0x2069, r == 0xfeff:
+// gapUnit reports whether the invisible unit u is a gap (a TAB or a
+// gapRune): matched through, but kept in the output.
+func gapUnit(u string) bool {
+	if u == "\t" {
 		return true
 	}
-	return false
+	if len(u) < 2 || u[0] < utf8.RuneSelf {
+		return false
+	}
+	r, _ := utf8.DecodeRuneInString(u)
+	return gapRune(r)
 }
 
 // maxEscape bounds an escape sequence: a longer one is taken to end there,
