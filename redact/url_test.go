@@ -30,3 +30,54 @@ func TestURLHidesUserinfoQueryValuesAndFragment(t *testing.T) {
 		}
 	}
 }
+
+// Issue 29, item 5: a host carried secrets where URL looked for none: in a
+// bare query key, in ";" parameters (JDBC- and ODBC-style hosts, path
+// parameters), and, for a connection's host, in its path.
+func TestURLHidesBareQueryKeysAndSemicolonParameters(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"https://example.com/?tok9", "https://example.com/?***"},
+		{"https://example.com/hook?a=1&tok9", "https://example.com/hook?a=***&***"},
+		{"db.example.com;password=pw", "db.example.com;password=***"},
+		{"sqlserver://db:1433;user=usr;password=pw", "sqlserver://db:1433;user=***;password=***"},
+		{"https://example.com/app;jsessionid=tok9?x=1", "https://example.com/app;jsessionid=***"},
+		{"db.example.com;tok9", "db.example.com;***"},
+		{"usr;x:pw@db.example.com;tok9", "***@db.example.com;***"},
+		{"https://example.com/?", "https://example.com/?"},
+	} {
+		got := URL(c.in)
+		if got != c.want {
+			t.Errorf("URL(%q) = %q, want %q", c.in, got, c.want)
+		}
+		for _, secret := range []string{"pw", "tok9", "usr"} {
+			if strings.Contains(got, secret) {
+				t.Errorf("URL(%q) = %q still shows %q", c.in, got, secret)
+			}
+		}
+	}
+}
+
+func TestHostHidesThePathToo(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"https://hooks.example.com/services/T0TOK9/B0TOK9/tok9tok9", "https://hooks.example.com/***"},
+		{"https://api.example.com/bot12345:tok9/", "https://api.example.com/***"},
+		{"example.com/tok9", "example.com/***"},
+		{"https://usr:pw@example.com/tok9?tok9#tok9", "https://***@example.com/***?***#***"},
+		{"https://example.com/x;tok9", "https://example.com/***;***"},
+		{"https://example.com/", "https://example.com/"},
+		{"db.example.com:5432", "db.example.com:5432"},
+	} {
+		got := Host(c.in)
+		if got != c.want {
+			t.Errorf("Host(%q) = %q, want %q", c.in, got, c.want)
+		}
+		for _, secret := range []string{"pw", "tok9", "TOK9", "usr"} {
+			if strings.Contains(got, secret) {
+				t.Errorf("Host(%q) = %q still shows %q", c.in, got, secret)
+			}
+		}
+	}
+	if got := URL("https://example.com/reports/2026/q1.csv"); got != "https://example.com/reports/2026/q1.csv" {
+		t.Errorf("URL keeps the path (rendered fields show where data goes): %q", got)
+	}
+}

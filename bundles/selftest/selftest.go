@@ -68,7 +68,8 @@ type ConnectionInput struct {
 }
 
 // ConnectionResult describes a connection without its secrets: no
-// password, and a host without userinfo or query values.
+// password, and a host without userinfo, path, query or parameter values
+// (redact.Host).
 type ConnectionResult struct {
 	ConnID    string   `json:"conn_id"`
 	ConnType  string   `json:"conn_type"`
@@ -93,9 +94,11 @@ func Connection(ctx context.Context, c bundles.Client, log hclog.Logger, in Conn
 			return ConnectionResult{}, err
 		}
 	}
-	// The host may be a URL with credentials in its userinfo or query
-	// (https://user:pw@h/?token=...): whoever triggered the run sees this.
-	r := ConnectionResult{ConnID: in.ConnID, ConnType: conn.ConnType, Host: redact.URL(conn.Host), Port: conn.Port, Login: conn.Login, FieldsSet: []string{}}
+	// The host may be a URL with credentials in its userinfo, query,
+	// ";" parameters or path (https://user:pw@h/?token=...,
+	// https://hooks.example.com/services/<token>): whoever triggered the
+	// run sees this.
+	r := ConnectionResult{ConnID: in.ConnID, ConnType: conn.ConnType, Host: redact.Host(conn.Host), Port: conn.Port, Login: conn.Login, FieldsSet: []string{}}
 	for _, f := range []struct {
 		name string
 		set  bool
@@ -105,7 +108,9 @@ func Connection(ctx context.Context, c bundles.Client, log hclog.Logger, in Conn
 			r.FieldsSet = append(r.FieldsSet, f.name)
 		}
 	}
-	log.Info("connection resolved", "conn", conn.String())
+	// What the result shows, not conn.String(), which keeps the host's
+	// path.
+	log.Info("connection resolved", "conn_id", r.ConnID, "conn_type", r.ConnType, "host", r.Host, "port", r.Port, "login", r.Login, "fields_set", r.FieldsSet)
 	return r, nil
 }
 

@@ -99,6 +99,33 @@ func TestConnectionRedactsTheHost(t *testing.T) {
 	}
 }
 
+// Issue 29, item 5: secrets a host carries in a path token, a bare query
+// key or ";" parameters came back and were logged.
+func TestConnectionRedactsHostPathQueryKeysAndParameters(t *testing.T) {
+	for host, want := range map[string]string{
+		"https://hooks.example.com/services/T0/B0/tok-path-1": "https://hooks.example.com/***",
+		"https://api.example.com/?tok-key-2":                  "https://api.example.com/?***",
+		"sqlserver://db:1433;user=sa;password=tok-param-3":    "sqlserver://db:1433;user=***;password=***",
+		"db.example.com;tok-param-4":                          "db.example.com;***",
+	} {
+		c := &fakeClient{conns: map[string]connections.Connection{"api": {ConnID: "api", ConnType: "http", Host: host}}}
+		var log bytes.Buffer
+		r, err := Connection(context.Background(), c, hclog.New(&hclog.LoggerOptions{Output: &log}), ConnectionInput{ConnID: "api"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Host != want {
+			t.Errorf("host %q returned as %q, want %q", host, r.Host, want)
+		}
+		if !strings.Contains(log.String(), "connection resolved") || !strings.Contains(log.String(), want) {
+			t.Fatalf("the connection's host was not logged, so the log proves nothing:\n%s", log.String())
+		}
+		if shown := fmt.Sprintf("%+v", r) + log.String(); strings.Contains(shown, "tok-") {
+			t.Errorf("a secret of %q reached the result or the log: %+v\n%s", host, r, log.String())
+		}
+	}
+}
+
 func TestXComRoundTripAndSleepCancellation(t *testing.T) {
 	c := &fakeClient{xcoms: map[string]any{}}
 	got, err := XComRoundTrip(context.Background(), c, bundles.TaskInstance{TaskID: "xcom_roundtrip"}, XComInput{Key: "k", Value: 7})
