@@ -27,6 +27,8 @@ type ConvertResult struct {
 	URLs       []string `json:"urls"`
 	ExitCode   int      `json:"exit_code"`
 	OutputTail string   `json:"output_tail"`
+	// OutputLinesDropped: RunResult.OutputLinesDropped.
+	OutputLinesDropped int64 `json:"output_lines_dropped,omitempty"`
 }
 
 // Convert provisions a sandbox, stages the inputs in, runs the commands,
@@ -47,6 +49,10 @@ func Convert(ctx context.Context, d Deps, in ConvertInput) (ConvertResult, error
 		return ConvertResult{}, err
 	}
 	plan.sha256 = in.SHA256
+	limit, err := commandLogLimit()
+	if err != nil {
+		return ConvertResult{}, err
+	}
 	p, err := provision(ctx, d, in.ProvisionInput)
 	if err != nil {
 		return ConvertResult{}, err
@@ -56,19 +62,24 @@ func Convert(ctx context.Context, d Deps, in ConvertInput) (ConvertResult, error
 	defer destroyQuietly(ctx, d, sb)
 	d.logger().Info("sandbox ready", "backend", p.record.Backend, "id", p.record.ID)
 	var res RunResult
+	budget := newLogBudget(limit)
 	for _, cmd := range in.Command {
-		res, err = runOne(ctx, d, sb, cmd, execOptions(in.Timeout, nil, ""), newRedactor(p.secrets))
+		res, err = runOne(ctx, d, sb, cmd, execOptions(in.Timeout, nil, ""), newRedactor(p.secrets), budget)
 		if err != nil {
-			return ConvertResult{ExitCode: res.ExitCode, OutputTail: res.OutputTail}, err
+			return convertResult(nil, res), err
 		}
 		if res.ExitCode != 0 || res.TimedOut {
-			return ConvertResult{ExitCode: res.ExitCode, OutputTail: res.OutputTail},
+			return convertResult(nil, res),
 				fmt.Errorf("conversion failed, nothing was exported: %w", &CommandError{Command: cmd, Result: res})
 		}
 	}
 	urls, err := exportFrom(ctx, d, sb, plan)
 	if err != nil {
-		return ConvertResult{ExitCode: res.ExitCode, OutputTail: res.OutputTail}, err
+		return convertResult(nil, res), err
 	}
-	return ConvertResult{URLs: urls, ExitCode: res.ExitCode, OutputTail: res.OutputTail}, nil
+	return convertResult(urls, res), nil
+}
+
+func convertResult(urls []string, res RunResult) ConvertResult {
+	return ConvertResult{URLs: urls, ExitCode: res.ExitCode, OutputTail: res.OutputTail, OutputLinesDropped: res.OutputLinesDropped}
 }

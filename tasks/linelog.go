@@ -27,6 +27,9 @@ type lineLogger struct {
 	tail *outputTail
 	// stream names this logger's stream in the tail.
 	stream string
+	// budget, when set, caps what reaches the log (loglimit.go); the
+	// tail gets every line.
+	budget *logBudget
 }
 
 // outputTail is the tail of a command's stdout and stderr, interleaved as
@@ -58,7 +61,9 @@ func (t *outputTail) add(stream, text string, newline bool) {
 func newLineLogger(log hclog.Logger, stream string, red *redact.Set) *lineLogger {
 	l := &lineLogger{stream: stream}
 	l.lines = redact.NewLines(red, maxLogLine, func(text string, newline bool) {
-		log.Info(text, "stream", stream)
+		if l.budget.take(log, len(text)) {
+			log.Info(text, "stream", stream)
+		}
 		if l.tail != nil {
 			l.tail.add(stream, text, newline)
 		}

@@ -40,6 +40,10 @@ type RunResult struct {
 	ExitCode   int    `json:"exit_code"`
 	OutputTail string `json:"output_tail"`
 	TimedOut   bool   `json:"timed_out"`
+	// OutputLinesDropped counts the lines of the task's command output
+	// not logged, past the operator's log limit (CommandLogLimitEnv);
+	// the output tail still has the last of them.
+	OutputLinesDropped int64 `json:"output_lines_dropped,omitempty"`
 }
 
 // CommandError is a command that exited non-zero or timed out. It carries
@@ -87,10 +91,14 @@ func RunCommands(ctx context.Context, d Deps, in RunInput) (RunResult, error) {
 	if err != nil {
 		return RunResult{}, err
 	}
-	red := newRedactor(secrets)
+	limit, err := commandLogLimit()
+	if err != nil {
+		return RunResult{}, err
+	}
+	red, budget := newRedactor(secrets), newLogBudget(limit)
 	var res RunResult
 	for _, cmd := range in.Command {
-		res, err = runOne(ctx, d, sb, cmd, execOptions(in.Timeout, in.Env, in.Workdir), red)
+		res, err = runOne(ctx, d, sb, cmd, execOptions(in.Timeout, in.Env, in.Workdir), red, budget)
 		if err != nil {
 			return res, err
 		}
@@ -107,17 +115,25 @@ func RunCommands(ctx context.Context, d Deps, in RunInput) (RunResult, error) {
 
 // runOne runs one command, streaming stdout and stderr to the log and
 // keeping the tail of both, interleaved line by line as they arrived.
-// Secrets the sandbox holds are redacted from both.
-func runOne(ctx context.Context, d Deps, sb *sandbox.Sandbox, cmd string, opt sandbox.ExecOptions, red *redact.Set) (RunResult, error) {
+// Secrets the sandbox holds are redacted from both. What is logged counts
+// against the task's budget; past it, lines are counted and dropped.
+func runOne(ctx context.Context, d Deps, sb *sandbox.Sandbox, cmd string, opt sandbox.ExecOptions, red *redact.Set, budget *logBudget) (RunResult, error) {
 	log := d.logger()
 	log.Info("running", "sandbox", sb.ID(), "command", cmd)
 	tail := newOutputTail(DefaultOutputTail)
 	stdout, stderr := newLineLogger(log, "stdout", red), newLineLogger(log, "stderr", red)
 	stdout.tail, stderr.tail = tail, tail
+	stdout.budget, stderr.budget = budget, budget
 	opt.Stdout, opt.Stderr = stdout, stderr
+	before, _ := budget.dropped()
 	r, err := sb.Exec(ctx, cmd, opt)
 	stdout.Flush()
 	stderr.Flush()
+	dropped, droppedBytes := budget.dropped()
+	if dropped > before {
+		log.Warn(fmt.Sprintf("%d line(s) of this command's output not logged (%d in this task so far, %d bytes): past the task's log limit", dropped-before, dropped, droppedBytes),
+			"lines_not_logged", dropped-before, "task_lines_not_logged", dropped)
+	}
 	out := tail.buf.String()
 	if tail.buf.Truncated() {
 		// The tail holds redacted lines, but its cut may fall inside one (or
@@ -129,7 +145,7 @@ func runOne(ctx context.Context, d Deps, sb *sandbox.Sandbox, cmd string, opt sa
 	// Masked line by line already; once more whole, so nothing the cut or
 	// the interleaving of the two streams joined shows a secret.
 	out = red.String(out)
-	res := RunResult{ExitCode: r.ExitCode, OutputTail: out, TimedOut: r.TimedOut}
+	res := RunResult{ExitCode: r.ExitCode, OutputTail: out, TimedOut: r.TimedOut, OutputLinesDropped: dropped}
 	if err != nil {
 		return res, fmt.Errorf("running %q in %s: %w", cmd, sb, err)
 	}
