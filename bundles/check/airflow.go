@@ -1,7 +1,6 @@
 package check
 
 import (
-	"bytes"
 	"context"
 	_ "embed"
 	"encoding/json"
@@ -98,9 +97,13 @@ func readAirflow(ctx context.Context, python string, paths []string, env []strin
 	}
 	cmd := exec.CommandContext(ctx, python, append([]string{script, out}, abs...)...)
 	cmd.Env = env
-	var output bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &output, &output
+	bound(cmd)
+	output := newTailWriter(maxParserOutput)
+	cmd.Stdout, cmd.Stderr = output, output
 	err = cmd.Run()
+	if err := timedOut(ctx, "Airflow was parsing the Dags"); err != nil {
+		return f, err
+	}
 	var exit *exec.ExitError
 	switch {
 	case errors.As(err, &exit) && exit.ExitCode() == 3:
@@ -108,11 +111,11 @@ func readAirflow(ctx context.Context, python string, paths []string, env []strin
 	case err != nil && exit == nil:
 		return f, fmt.Errorf("running %s: %w; give the python of Airflow's environment with --python or %s", python, err, PythonEnv)
 	case err != nil:
-		return f, fmt.Errorf("reading the Dags with %s failed (%v):\n%s", python, err, tail(output.String(), 40))
+		return f, fmt.Errorf("reading the Dags with %s failed (%v):\n%s", python, err, output.lastLines(40))
 	}
 	data, err := os.ReadFile(out)
 	if err != nil {
-		return f, fmt.Errorf("%s wrote no facts: %w\n%s", python, err, tail(output.String(), 40))
+		return f, fmt.Errorf("%s wrote no facts: %w\n%s", python, err, output.lastLines(40))
 	}
 	if err := json.Unmarshal(data, &f); err != nil {
 		return f, fmt.Errorf("reading what %s wrote: %w", python, err)

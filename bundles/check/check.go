@@ -19,6 +19,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Options says what to check.
@@ -40,6 +41,10 @@ type Options struct {
 	// Env is the Python side's environment (nil: this process's). Its
 	// AIRFLOW_HOME and AIRFLOW__SDK__* decide the routing checked.
 	Env []string
+	// Timeout bounds the whole check (0: no limit; the command's
+	// --timeout defaults to DefaultTimeout); past it, Run returns a
+	// *TimeoutError.
+	Timeout time.Duration
 }
 
 // Finding is one mistake: where it is, what happens because of it, and
@@ -114,6 +119,11 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	if len(o.Queues) > 0 && len(o.Roots) == 0 {
 		return Report{}, fmt.Errorf("--queue needs --executables-root: the bundles its tasks run with")
 	}
+	if o.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, o.Timeout, &TimeoutError{Timeout: o.Timeout})
+		defer cancel()
+	}
 	facts, err := readAirflow(ctx, python, o.Dags, env)
 	if err != nil {
 		return Report{}, err
@@ -121,6 +131,9 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	forceQueues(&facts.Routing, o.Queues)
 	c := &checker{ctx: ctx, facts: facts, roots: o.Roots, walks: map[string][]bundleFile{}, descriptions: map[string]*described{}}
 	c.run()
+	if err := timedOut(ctx, "bundles were describing their Dags"); err != nil {
+		return Report{}, err
+	}
 	sort.SliceStable(c.report.Findings, func(i, j int) bool {
 		a, b := c.report.Findings[i], c.report.Findings[j]
 		return a.File < b.File || a.File == b.File && (a.DagID < b.DagID || a.DagID == b.DagID && a.TaskID < b.TaskID)
