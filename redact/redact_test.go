@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 const pem = `-----BEGIN PRIVATE KEY-----
@@ -161,6 +162,8 @@ func TestLinesMaskWhatIsAddedMidLine(t *testing.T) {
 func FuzzLines(f *testing.F) {
 	f.Add("sk-0123456789", "xx sk-0123456789 yy\nzz", uint8(5), uint8(3))
 	f.Add("line one\nline two", "a line one\nline two b", uint8(4), uint8(1))
+	f.Add("0", "\r", uint8(1), uint8(0)) // renders as nothing: no line
+	f.Add("s3cr3t", "a s3\u00a0\u00a0cr\ufe0f3t\t\x1b]0;x\nb\x07 c\nd", uint8(3), uint8(2))
 	f.Fuzz(func(t *testing.T, secret, text string, maxLine, chunk uint8) {
 		set := New(secret)
 		pieces, nls := collect(set, int(maxLine), text, func() int { return int(chunk) })
@@ -178,25 +181,50 @@ func FuzzLines(f *testing.F) {
 		if cur.Len() > 0 || (len(pieces) > 0 && !nls[len(nls)-1]) {
 			lines = append(lines, cur.String())
 		}
-		want := strings.Split(text, "\n")
-		if strings.HasSuffix(text, "\n") {
-			want = want[:len(want)-1]
-		}
-		if text == "" {
-			want = nil
+		// Lines emits the text as rendered (invisible units dropped, gap
+		// runs cut), whatever the chunking: each line is that line of the
+		// whole rendered text, masked whole.
+		shown := renderAsLines(text)
+		want := strings.Split(shown, "\n")
+		if strings.HasSuffix(shown, "\n") || want[len(want)-1] == "" {
+			want = want[:len(want)-1] // an empty last line is not emitted
 		}
 		if len(lines) != len(want) {
-			t.Fatalf("%d lines out, %d in", len(lines), len(want))
+			t.Fatalf("%d lines out, %d in %q", len(lines), len(want), shown)
 		}
 		for i, w := range want {
-			if i < len(want)-1 || strings.HasSuffix(text, "\n") {
-				w = strings.TrimSuffix(w, "\r")
-			}
 			if got := set.String(w); lines[i] != got {
 				t.Fatalf("line %d: got %q, want %q", i, lines[i], got)
 			}
 		}
 	})
+}
+
+// renderAsLines is text as Lines renders it, written at once.
+func renderAsLines(text string) string {
+	var b strings.Builder
+	gaps := 0
+	for i := 0; i < len(text); {
+		n, complete := invisibleAt(text, i)
+		switch {
+		case !complete:
+			return b.String() // cut by the end of the stream
+		case n > 0 && gapUnit(text[i:i+n]):
+			if gaps < maxGapRun {
+				b.WriteString(text[i : i+n])
+			}
+			gaps++
+			i += n
+		case n > 0:
+			i += n
+		default:
+			_, size := utf8.DecodeRuneInString(text[i:])
+			b.WriteString(text[i : i+size])
+			gaps = 0
+			i += size
+		}
+	}
+	return b.String()
 }
 
 func BenchmarkLines(b *testing.B) {
