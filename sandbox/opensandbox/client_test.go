@@ -14,11 +14,30 @@ import (
 	"testing"
 	"time"
 
+	osdk "github.com/alibaba/OpenSandbox/sdks/sandbox/go"
+
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 )
 
 func configFor(domain string) Config {
 	return Config{Domain: domain, Protocol: "http", APIKey: "sk-test-secret", RequestTimeout: 5 * time.Second, UseServerProxy: true}
+}
+
+// testDriver is a driver whose lifecycle server is srvURL.
+func testDriver(t *testing.T, srvURL string) *Driver {
+	t.Helper()
+	d, err := New(Options{Config: configFor(strings.TrimPrefix(srvURL, "http://"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// execdAt is an execd client of d for the execd at u.
+func execdAt(d *Driver, u string, headers map[string]string) *execd {
+	c := osdk.NewExecdClient(u, "", d.sdkOptions(headers)...)
+	return &execd{c: c, long: c}
 }
 
 func sandboxIsRefused(err error) bool {
@@ -66,11 +85,14 @@ func TestAPIErrorShapes(t *testing.T) {
 				w.WriteHeader(tt.status)
 				io.WriteString(w, tt.body)
 			})
-			lc := NewLifecycleClient(srv.URL, "sk-test-secret", srv.Client())
-			_, err := lc.Get(context.Background(), "sbx1")
+			_, err := testDriver(t, srv.URL).getSandbox(context.Background(), "sbx1")
 			var api *APIError
 			if !errors.As(err, &api) {
 				t.Fatalf("err %T %v", err, err)
+			}
+			var se *osdk.APIError
+			if !errors.As(err, &se) || se.StatusCode != tt.status {
+				t.Fatalf("the SDK's error is not reachable: %v", err)
 			}
 			msg := err.Error()
 			if api.Status != tt.status || api.Code != tt.wantCode || !strings.Contains(msg, tt.wantMsg) {
@@ -96,14 +118,14 @@ func TestTransportErrorsAreRetryable(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens there now
-	lc := NewLifecycleClient("http://"+addr, "", http.DefaultClient)
-	_, err = lc.Get(context.Background(), "x")
+	d := testDriver(t, "http://"+addr)
+	_, err = d.getSandbox(context.Background(), "x")
 	if err == nil || !sandbox.IsRetryable(classify(err)) || !strings.Contains(err.Error(), "reachable") {
 		t.Fatalf("err = %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err = lc.Get(ctx, "x")
+	_, err = d.getSandbox(ctx, "x")
 	if err == nil || sandbox.IsRetryable(classify(err)) {
 		t.Fatalf("a cancelled call must stay terminal: %v", err)
 	}
@@ -114,7 +136,7 @@ func TestTransportErrorsAreRetryable(t *testing.T) {
 func TestListEncodesMetadataAndPages(t *testing.T) {
 	var rawQueries []string
 	srv := serve(t, func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get(APIKeyHeader) != "k" {
+		if r.Header.Get("OPEN-SANDBOX-API-KEY") != "sk-test-secret" {
 			t.Errorf("missing API key header")
 		}
 		rawQueries = append(rawQueries, r.URL.RawQuery)
@@ -126,8 +148,7 @@ func TestListEncodesMetadataAndPages(t *testing.T) {
 			"pagination": map[string]any{"page": n, "pageSize": 1, "totalItems": 3, "totalPages": 3, "hasNextPage": n < 3},
 		})
 	})
-	lc := NewLifecycleClient(srv.URL, "k", srv.Client())
-	recs, err := lc.List(context.Background(), map[string]string{"airflow_owner": "b32.1.x", "team": "a&b=c"})
+	recs, err := testDriver(t, srv.URL).listSandboxes(context.Background(), map[string]string{"airflow_owner": "b32.1.x", "team": "a&b=c"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,28 +168,44 @@ func TestListEncodesMetadataAndPages(t *testing.T) {
 	}
 }
 
+// The endpoint the server gives gets the connection's protocol when it
+// has no scheme, and the server's host when it is an unspecified address.
 func TestEndpointURL(t *testing.T) {
 	cases := map[string]string{
 		"10.0.0.1:40001/proxy/44772":          "http://10.0.0.1:40001/proxy/44772",
 		"os.example/sandboxes/x/proxy/44772/": "http://os.example/sandboxes/x/proxy/44772",
 		"https://gw.example/x/44772":          "https://gw.example/x/44772",
 		"sbx-44772.sandboxes.example.com":     "http://sbx-44772.sandboxes.example.com",
+		"0.0.0.0:9/sandboxes/x/proxy/44772":   "", // the server's own host:port, filled in below
 	}
+	var answer string
+	srv := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/sandboxes/sbx1/endpoints/44772" || r.URL.Query().Get("use_server_proxy") != "true" {
+			t.Errorf("endpoint lookup %s", r.URL)
+		}
+		json.NewEncoder(w).Encode(map[string]any{"endpoint": answer, "headers": map[string]string{"X-Token": "t"}})
+	})
+	d := testDriver(t, srv.URL)
 	for in, want := range cases {
-		if got := (Endpoint{Endpoint: in}).URL("http"); got != want {
-			t.Errorf("%s: got %s want %s", in, got, want)
+		if want == "" {
+			want = srv.URL + "/sandboxes/x/proxy/44772"
+		}
+		answer = in
+		got, hdr, err := d.endpoint(context.Background(), "sbx1", ExecdPort)
+		if err != nil || got != want || hdr["X-Token"] != "t" {
+			t.Errorf("%s: got %s %v (%v) want %s", in, got, hdr, err, want)
 		}
 	}
 }
 
 func TestEnforces(t *testing.T) {
-	pol := func(mode, def string, rules ...NetworkRule) EgressPolicy {
-		return EgressPolicy{Mode: mode, Policy: NetworkPolicySpec{DefaultAction: def, Egress: rules}}
+	pol := func(mode, def string, rules ...osdk.NetworkRule) *osdk.PolicyStatusResponse {
+		return &osdk.PolicyStatusResponse{Mode: mode, Policy: &osdk.NetworkPolicy{DefaultAction: def, Egress: rules}}
 	}
-	allow := func(h string) NetworkRule { return NetworkRule{Action: "allow", Target: h} }
+	allow := func(h string) osdk.NetworkRule { return osdk.NetworkRule{Action: "allow", Target: h} }
 	cases := []struct {
 		name  string
-		got   EgressPolicy
+		got   *osdk.PolicyStatusResponse
 		hosts []string
 		ok    bool
 	}{
@@ -179,10 +216,11 @@ func TestEnforces(t *testing.T) {
 		{"default allow", pol("enforcing", "allow"), nil, false},
 		{"extra host", pol("enforcing", "deny", allow("a.org"), allow("evil.org")), []string{"a.org"}, false},
 		{"missing host", pol("enforcing", "deny"), []string{"a.org"}, false},
-		{"deny rules do not count as allowed", pol("enforcing", "deny", NetworkRule{Action: "deny", Target: "a.org"}), nil, true},
+		{"deny rules do not count as allowed", pol("enforcing", "deny", osdk.NetworkRule{Action: "deny", Target: "a.org"}), nil, true},
 		{"no mode", pol("", "deny"), nil, false},
 		{"unknown mode", pol("learning", "deny"), nil, false},
 		{"deny all but hosts wanted", pol("deny_all", "deny"), []string{"a.org"}, false},
+		{"no policy reads as deny", &osdk.PolicyStatusResponse{Mode: "deny_all"}, nil, true},
 	}
 	for _, c := range cases {
 		if ok, why := enforces(c.got, c.hosts); ok != c.ok {
@@ -212,11 +250,11 @@ func TestUploadMultipartShape(t *testing.T) {
 			seen = append(seen, fmt.Sprintf("%s|%s|%s|%s", p.FormName(), p.FileName(), p.Header.Get("Content-Type"), b))
 		}
 	})
-	ex := NewExecdClient(srv.URL, map[string]string{"X-Endpoint": "yes"}, srv.Client(), srv.Client())
-	if err := ex.Upload(context.Background(), "/w/f.sh", strings.NewReader("#!/bin/sh\n"), 0o755); err != nil {
+	ex := execdAt(testDriver(t, srv.URL), srv.URL, map[string]string{"X-Endpoint": "yes"})
+	if err := ex.upload(context.Background(), "/w/f.sh", strings.NewReader("#!/bin/sh\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{`metadata|metadata|application/json|{"mode":755,"path":"/w/f.sh"}`, "file|file|application/octet-stream|#!/bin/sh\n"}
+	want := []string{`metadata|metadata|application/json|{"path":"/w/f.sh","mode":755}`, "file|file|application/octet-stream|#!/bin/sh\n"}
 	if strings.Join(seen, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("parts\n%s\nwant\n%s", strings.Join(seen, "\n"), strings.Join(want, "\n"))
 	}
@@ -225,9 +263,9 @@ func TestUploadMultipartShape(t *testing.T) {
 // A reader that fails mid-upload fails the upload, naming the cause.
 func TestUploadSourceError(t *testing.T) {
 	srv := serve(t, func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) })
-	ex := NewExecdClient(srv.URL, nil, srv.Client(), srv.Client())
+	ex := execdAt(testDriver(t, srv.URL), srv.URL, nil)
 	src := io.MultiReader(strings.NewReader("part"), iotestErrReader{})
-	err := ex.Upload(context.Background(), "/f", src, 0o644)
+	err := ex.upload(context.Background(), "/f", src, 0o644)
 	if err == nil || !strings.Contains(err.Error(), "disk on fire") {
 		t.Fatalf("err = %v", err)
 	}
@@ -236,32 +274,6 @@ func TestUploadSourceError(t *testing.T) {
 type iotestErrReader struct{}
 
 func (iotestErrReader) Read([]byte) (int, error) { return 0, errors.New("disk on fire") }
-
-func TestTimestampFormats(t *testing.T) {
-	want := time.Date(2026, 11, 29, 15, 58, 40, 123456000, time.UTC)
-	cases := map[string]time.Time{
-		`"2026-11-29T15:58:40.123456Z"`:      want,
-		`"2026-11-29T15:58:40.123456+00:00"`: want,
-		`"2026-11-29T16:58:40.123456+01:00"`: want,
-		`"2026-11-29T15:58:40.123456"`:       want,
-		`"2026-11-29 15:58:40.123456+00:00"`: want,
-		`1795967920123`:                      time.UnixMilli(1795967920123).UTC(),
-		`1795967920`:                         time.Unix(1795967920, 0).UTC(),
-		`null`:                               {},
-		`"yesterday"`:                        {},
-	}
-	for in, w := range cases {
-		var ts Timestamp
-		if err := json.Unmarshal([]byte(in), &ts); err != nil || !ts.Equal(w) {
-			t.Errorf("%s: got %v (%v), want %v", in, ts.Time, err, w)
-		}
-	}
-	// A record with a naive time still decodes whole.
-	var rec SandboxRecord
-	if err := json.Unmarshal([]byte(`{"id":"x","status":{"state":"Running"},"createdAt":"2026-11-29T15:58:40","expiresAt":"2026-11-29T16:58:40Z"}`), &rec); err != nil || rec.CreatedAt.IsZero() || rec.ExpiresAt.Sub(rec.CreatedAt.Time) != time.Hour {
-		t.Fatalf("record %+v: %v", rec, err)
-	}
-}
 
 func TestEndpointWithReachableHost(t *testing.T) {
 	cases := []struct {
@@ -277,7 +289,7 @@ func TestEndpointWithReachableHost(t *testing.T) {
 		{"http://0.0.0.0:9/p", true, "http://os.example:8080/p"},
 	}
 	for _, c := range cases {
-		if got := (Endpoint{Endpoint: c.ep}).withReachableHost("os.example:8080", c.proxy).Endpoint; got != c.want {
+		if got := reachableHost(c.ep, "os.example:8080", c.proxy); got != c.want {
 			t.Errorf("%s (proxy %v): got %s want %s", c.ep, c.proxy, got, c.want)
 		}
 	}
@@ -309,34 +321,37 @@ func bounded(t *testing.T, d time.Duration, fn func()) {
 }
 
 // Answers whose Content-Length promises a body that never comes must not
-// hang a download or an error report.
+// hang a download or an error report (guard.go).
 func TestBodylessAnswers(t *testing.T) {
 	t.Run("directory", func(t *testing.T) {
 		srv := hold(t, 200, map[string]string{"Content-Length": "9223372036854775807"})
-		ex := NewExecdClient(srv.URL, nil, srv.Client(), srv.Client())
+		ex := execdAt(testDriver(t, srv.URL), srv.URL, nil)
 		bounded(t, 10*time.Second, func() {
-			if _, err := ex.Download(context.Background(), "/w/d", -1); !errors.Is(err, sandbox.ErrIsDir) {
+			if _, err := ex.download(context.Background(), "/w/d", -1); !errors.Is(err, sandbox.ErrIsDir) {
 				t.Errorf("want ErrIsDir, got %v", err)
 			}
 		})
 	})
-	t.Run("malformed range", func(t *testing.T) {
-		srv := hold(t, 416, map[string]string{"Content-Length": "10"})
-		ex := NewExecdClient(srv.URL, nil, srv.Client(), srv.Client())
-		bounded(t, 10*time.Second, func() {
+	t.Run("download error without its body", func(t *testing.T) {
+		srv := hold(t, 500, map[string]string{"Content-Length": "10"})
+		ex := execdAt(testDriver(t, srv.URL), srv.URL, nil)
+		bounded(t, errorBodyWait+5*time.Second, func() {
 			var api *APIError
-			if _, err := ex.Download(context.Background(), "/w/f", 5); !errors.As(err, &api) || api.Status != 416 {
-				t.Errorf("want a 416 APIError, got %v", err)
+			if _, err := ex.download(context.Background(), "/w/f", 5); !errors.As(err, &api) || api.Status != 500 {
+				t.Errorf("want a 500 APIError, got %v", err)
 			}
 		})
 	})
 	t.Run("empty file as older builds answer", func(t *testing.T) {
 		srv := serve(t, func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("Range") != "bytes=0-4" {
+				t.Errorf("range %q", r.Header.Get("Range"))
+			}
 			w.Header().Set("Content-Range", "bytes */0")
 			w.WriteHeader(416)
 		})
-		ex := NewExecdClient(srv.URL, nil, srv.Client(), srv.Client())
-		rc, err := ex.Download(context.Background(), "/w/empty", 5)
+		ex := execdAt(testDriver(t, srv.URL), srv.URL, nil)
+		rc, err := ex.download(context.Background(), "/w/empty", 5)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -344,12 +359,12 @@ func TestBodylessAnswers(t *testing.T) {
 			t.Errorf("body %q", b)
 		}
 	})
-	t.Run("error without its body", func(t *testing.T) {
+	t.Run("lifecycle error without its body", func(t *testing.T) {
 		srv := hold(t, 500, map[string]string{"Content-Length": "100"})
-		lc := NewLifecycleClient(srv.URL, "", &http.Client{})
+		d := testDriver(t, srv.URL)
 		bounded(t, errorBodyWait+5*time.Second, func() {
 			var api *APIError
-			if _, err := lc.Get(context.Background(), "x"); !errors.As(err, &api) || api.Status != 500 {
+			if _, err := d.getSandbox(context.Background(), "x"); !errors.As(err, &api) || api.Status != 500 {
 				t.Errorf("want a 500 APIError, got %v", err)
 			}
 		})

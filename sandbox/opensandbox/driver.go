@@ -1,8 +1,13 @@
 // Package opensandbox is the sandbox.Driver for OpenSandbox
-// (github.com/alibaba/OpenSandbox), written against its HTTP APIs because
-// its Go SDK is not available to us: the lifecycle API (LifecycleClient),
-// the in-sandbox execd API (ExecdClient, with EventReader for its command
-// streams) and the egress sidecar's policy API (EgressClient).
+// (github.com/alibaba/OpenSandbox), built on OpenSandbox's official Go SDK
+// (github.com/alibaba/OpenSandbox/sdks/sandbox/go, SDKVersion): its
+// LifecycleClient (create, renew, delete, list by metadata, endpoints),
+// ExecdClient (commands with streamed output, files, directories) and
+// EgressClient (the sidecar's policy). The driver keeps what is its own:
+// the mapping from sandbox.Spec, the error classes (final, retryable, not
+// found), the ownership tags in metadata and the capabilities; and, below
+// the SDK, guard.go's checks of execd's answers that the SDK does not make.
+// It is verified with the execd builds VerifiedExecd names.
 //
 // Tags are stored as sandbox metadata (see metadata.go for the encoding).
 // The Python provider cannot attach to OpenSandbox sandboxes; Go tasks can,
@@ -19,6 +24,7 @@ import (
 	"sync"
 	"time"
 
+	osdk "github.com/alibaba/OpenSandbox/sdks/sandbox/go"
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
@@ -50,9 +56,13 @@ const (
 // execd for a version: it learns what execd offers from its answers.
 var VerifiedExecd = []string{"v1.0.18 (tag docker/execd/v1.0.18, 27726236)", "the main branch at 4db3a993"}
 
+// SDKVersion is the OpenSandbox Go SDK the driver is built on and verified
+// with (go.mod pins it).
+const SDKVersion = osdk.Version
+
 // DefaultEntrypoint keeps the sandbox's main process alive; work runs
 // through execd.
-var DefaultEntrypoint = []string{"tail", "-f", "/dev/null"}
+var DefaultEntrypoint = osdk.DefaultEntrypoint
 
 // Options configure the driver.
 type Options struct {
@@ -75,27 +85,30 @@ type Options struct {
 	// interrupted); default 2 minutes. execd pings streams every 3 s.
 	StallTimeout time.Duration
 	Logger       hclog.Logger
-	// Transport, when set, replaces the HTTP transport (tests, proxies).
+	// Transport, when set, replaces the HTTP transport under every SDK
+	// client (tests, proxies).
 	Transport http.RoundTripper
 }
 
 // Driver implements sandbox.Driver on an OpenSandbox server.
 type Driver struct {
-	opts   Options
-	cfg    Config
-	log    hclog.Logger
-	life   *LifecycleClient
-	unary  *http.Client // request timeout: every call but streams
-	stream *http.Client // no overall timeout: command streams, uploads, downloads
+	opts Options
+	cfg  Config
+	log  hclog.Logger
+	hc   *http.Client // shared by every SDK client (client.go)
+
+	lifeOnce sync.Once
+	life     *osdk.LifecycleClient
 
 	mu      sync.Mutex
-	execd   map[string]*ExecdClient // by sandbox id
+	execd   map[string]*execd // by sandbox id
 	workdir map[string]string
 }
 
 var _ sandbox.Driver = (*Driver)(nil)
 
-// New checks the configuration and builds the clients. It makes no call.
+// New checks the configuration. It makes no call and builds no SDK client
+// yet: the lifecycle client is built at the first call.
 func New(opts Options) (*Driver, error) {
 	cfg := opts.Config
 	if cfg.Domain == "" {
@@ -131,18 +144,12 @@ func New(opts Options) (*Driver, error) {
 	if opts.Logger == nil {
 		opts.Logger = hclog.NewNullLogger()
 	}
-	tr := opts.Transport
-	if tr == nil {
-		tr = http.DefaultTransport.(*http.Transport).Clone()
-	}
 	d := &Driver{
 		opts: opts, cfg: cfg, log: opts.Logger,
-		unary:   &http.Client{Timeout: cfg.RequestTimeout, Transport: tr},
-		stream:  &http.Client{Transport: tr},
-		execd:   map[string]*ExecdClient{},
+		hc:      newHTTPClient(opts),
+		execd:   map[string]*execd{},
 		workdir: map[string]string{},
 	}
-	d.life = NewLifecycleClient(cfg.BaseURL(), cfg.APIKey, d.unary)
 	return d, nil
 }
 
@@ -159,12 +166,13 @@ var capabilities = sandbox.Capabilities{CPU: true, Memory: true, BlockNetwork: t
 	AllowHosts: true, Tags: true, List: true, Lifetime: true, Renew: true,
 	Hints: map[driver.Capability]string{driver.CapAllowCIDRs: "its egress sidecar enforces CIDR rules only in dns+nft mode, which cannot be verified; allow host names instead"}}
 
-// As gives the lifecycle client (target *(*opensandbox.LifecycleClient))
-// or the concrete driver.
+// As gives the SDK's lifecycle client (target
+// *(*opensandbox.LifecycleClient) of the SDK's package) or the concrete
+// driver.
 func (d *Driver) As(target any) bool {
 	switch p := target.(type) {
-	case **LifecycleClient:
-		*p = d.life
+	case **osdk.LifecycleClient:
+		*p = d.lifecycle()
 	case **Driver:
 		*p = d
 	default:
@@ -177,14 +185,24 @@ func (d *Driver) As(target any) bool {
 // not log it; its String method hides the key).
 func (d *Driver) Config() Config { return d.cfg }
 
-// Lifecycle exposes the lifecycle client, for operations the portable API
-// does not have (pause, diagnostics through raw calls, renew).
-func (d *Driver) Lifecycle() *LifecycleClient { return d.life }
+// Lifecycle exposes the SDK's lifecycle client, for operations the
+// portable API does not have (pause, snapshots, network policy patches).
+func (d *Driver) Lifecycle() *osdk.LifecycleClient { return d.lifecycle() }
+
+// Execd gives the SDK's execd client of a sandbox, for what the portable
+// API does not have (background commands, code contexts, metrics). It
+// carries the endpoint's headers and shares the driver's connections.
+func (d *Driver) Execd(ctx context.Context, id string) (*osdk.ExecdClient, error) {
+	x, err := d.execdFor(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return x.c, nil
+}
 
 // Close drops idle connections; sandboxes are untouched.
 func (d *Driver) Close() error {
-	d.unary.CloseIdleConnections()
-	d.stream.CloseIdleConnections()
+	d.hc.CloseIdleConnections()
 	return nil
 }
 
@@ -206,7 +224,7 @@ func fail(op, id, path string, kind, err error) error {
 
 // createRequest maps a spec onto the create body, refusing what OpenSandbox
 // cannot enforce (or we cannot verify) before anything is provisioned.
-func (d *Driver) createRequest(name string, spec sandbox.Spec) (CreateRequest, error) {
+func (d *Driver) createRequest(name string, spec sandbox.Spec) (osdk.CreateSandboxRequest, error) {
 	var errs []string
 	if spec.Timeout < MinTimeout {
 		errs = append(errs, fmt.Sprintf("timeout: OpenSandbox needs a lifetime of at least %v (got %v)", MinTimeout, spec.Timeout))
@@ -247,7 +265,7 @@ func (d *Driver) createRequest(name string, spec sandbox.Spec) (CreateRequest, e
 		errs = append(errs, "tags: "+err.Error())
 	}
 	if len(errs) > 0 {
-		return CreateRequest{}, sandbox.Refused("the opensandbox backend refuses this spec: %s", strings.Join(errs, "; "))
+		return osdk.CreateSandboxRequest{}, sandbox.Refused("the opensandbox backend refuses this spec: %s", strings.Join(errs, "; "))
 	}
 	meta[metaCreatedBy] = metaCreatedByValue
 	meta[metaName] = name
@@ -255,20 +273,21 @@ func (d *Driver) createRequest(name string, spec sandbox.Spec) (CreateRequest, e
 	if image == "" {
 		image = d.opts.Image
 	}
-	req := CreateRequest{
-		Image:          ImageSpec{URI: image},
+	secs := int(spec.Timeout / time.Second)
+	req := osdk.CreateSandboxRequest{
+		Image:          &osdk.ImageSpec{URI: image},
 		Entrypoint:     d.opts.Entrypoint,
-		Timeout:        int64(spec.Timeout / time.Second),
-		ResourceLimits: map[string]string{"cpu": cpu, "memory": mem},
+		Timeout:        &secs,
+		ResourceLimits: osdk.ResourceLimits{"cpu": cpu, "memory": mem},
 		Env:            spec.Env,
 		Metadata:       meta,
 	}
 	if net.Block {
 		// Always explicit: the sidecar reads a missing default as deny,
 		// the spec text says allow; never leave it to interpretation.
-		req.NetworkPolicy = &NetworkPolicySpec{DefaultAction: "deny", Egress: []NetworkRule{}}
+		req.NetworkPolicy = &osdk.NetworkPolicy{DefaultAction: "deny"}
 		for _, h := range net.AllowHosts {
-			req.NetworkPolicy.Egress = append(req.NetworkPolicy.Egress, NetworkRule{Action: "allow", Target: h})
+			req.NetworkPolicy.Egress = append(req.NetworkPolicy.Egress, osdk.NetworkRule{Action: "allow", Target: h})
 		}
 	}
 	return req, nil
@@ -287,7 +306,11 @@ func (d *Driver) Create(ctx context.Context, name string, spec sandbox.Spec) (sa
 		return sandbox.Info{}, err
 	}
 	deadline := time.Now().Add(d.opts.ReadyTimeout)
-	rec, err := d.life.Create(ctx, req)
+	rec, err := d.lifecycle().CreateSandbox(ctx, req)
+	err = callError("create sandbox", err)
+	if err == nil && rec.ID == "" {
+		err = errors.New("OpenSandbox could not create sandbox: the server answered without a sandbox id; check that the domain points at an OpenSandbox lifecycle server")
+	}
 	if err != nil {
 		var api *APIError
 		if !errors.As(err, &api) || api.Retryable() {
@@ -301,7 +324,7 @@ func (d *Driver) Create(ctx context.Context, name string, spec sandbox.Spec) (sa
 	abort := func(err error) (sandbox.Info, error) {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		defer cancel()
-		if derr := d.life.Delete(dctx, id); derr != nil {
+		if derr := d.deleteSandbox(dctx, id); derr != nil {
 			d.log.Warn("could not delete a sandbox that failed to start; the server's timeout will remove it", "id", id, "error", derr)
 		}
 		d.forget(id)
@@ -331,7 +354,7 @@ func (d *Driver) Create(ctx context.Context, name string, spec sandbox.Spec) (sa
 // ensureWorkdir creates the workdir when it is missing, and only then:
 // execd re-applies the mode of an existing directory (a workdir of /tmp
 // would lose its 1777).
-func (d *Driver) ensureWorkdir(ctx context.Context, ex *ExecdClient, id, wd string) error {
+func (d *Driver) ensureWorkdir(ctx context.Context, ex *execd, id, wd string) error {
 	kind, _, err := d.follow(ctx, ex, id, "create", wd)
 	switch {
 	case err == nil && kind == "directory":
@@ -341,7 +364,7 @@ func (d *Driver) ensureWorkdir(ctx context.Context, ex *ExecdClient, id, wd stri
 	case !errors.Is(err, sandbox.ErrNotFound):
 		return fail("create", id, wd, nil, fmt.Errorf("checking the workdir: %w", err))
 	}
-	if err := ex.Mkdir(ctx, wd, 0o755); err != nil {
+	if err := ex.mkdir(ctx, wd, 0o755); err != nil {
 		return fail("create", id, wd, nil, fmt.Errorf("creating the workdir (a symlink that leads nowhere cannot be one): %w", err))
 	}
 	return nil
@@ -351,13 +374,13 @@ func (d *Driver) ensureWorkdir(ctx context.Context, ex *ExecdClient, id, wd stri
 func (d *Driver) deleteByName(ctx context.Context, name string) {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	recs, err := d.life.List(dctx, map[string]string{metaName: name})
+	recs, err := d.listSandboxes(dctx, map[string]string{metaName: name})
 	if err != nil {
 		d.log.Warn("could not check whether a failed create left a sandbox behind; the server's timeout will remove it", "name", name, "error", err)
 		return
 	}
 	for _, r := range recs {
-		if err := d.life.Delete(dctx, r.ID); err != nil {
+		if err := d.deleteSandbox(dctx, r.ID); err != nil {
 			d.log.Warn("could not delete a sandbox left by a failed create", "id", r.ID, "error", err)
 		}
 	}
@@ -366,14 +389,13 @@ func (d *Driver) deleteByName(ctx context.Context, name string) {
 // waitRunning polls until the sandbox is Running. Failed, Terminated and
 // a vanished sandbox end the wait; unknown states and transient errors are
 // waited out until deadline.
-func (d *Driver) waitRunning(ctx context.Context, id string, deadline time.Time) (SandboxRecord, error) {
+func (d *Driver) waitRunning(ctx context.Context, id string, deadline time.Time) (*osdk.SandboxInfo, error) {
 	var last string
-	var running SandboxRecord
+	var running *osdk.SandboxInfo
 	err := poll(ctx, deadline, func() (bool, error) {
-		rec, err := d.life.Get(ctx, id)
+		rec, err := d.getSandbox(ctx, id)
 		if err != nil {
-			var api *APIError
-			if errors.As(err, &api) && api.NotFound() {
+			if notFound(err) {
 				return false, fail("create", id, "", sandbox.ErrGone, errors.New("the sandbox disappeared while starting; check the server's logs (image pull, resources)"))
 			}
 			if sandbox.IsRetryable(classify(err)) {
@@ -383,25 +405,25 @@ func (d *Driver) waitRunning(ctx context.Context, id string, deadline time.Time)
 			return false, fail("create", id, "", nil, err)
 		}
 		switch rec.Status.State {
-		case StateRunning:
+		case osdk.StateRunning:
 			running = rec
 			return true, nil
-		case StateFailed, StateTerminated:
+		case osdk.StateFailed, osdk.StateTerminated:
 			return false, fail("create", id, "", nil, fmt.Errorf("the sandbox is %s (%s) instead of starting; check the image and the resource limits", rec.Status.State, statusText(rec.Status)))
 		}
-		last = "state " + rec.Status.State
+		last = "state " + string(rec.Status.State)
 		return false, nil
 	})
 	if errors.Is(err, errDeadline) {
-		return SandboxRecord{}, sandbox.Retryable(&sandbox.Error{Op: "create", Sandbox: id, Err: fmt.Errorf("the sandbox was not Running within %v (last seen: %s); the server may be busy pulling the image; raise the ready timeout or retry", d.opts.ReadyTimeout, last)})
+		return nil, sandbox.Retryable(&sandbox.Error{Op: "create", Sandbox: id, Err: fmt.Errorf("the sandbox was not Running within %v (last seen: %s); the server may be busy pulling the image; raise the ready timeout or retry", d.opts.ReadyTimeout, last)})
 	}
 	if err != nil {
-		return SandboxRecord{}, err
+		return nil, err
 	}
 	return running, nil
 }
 
-func statusText(s Status) string {
+func statusText(s osdk.SandboxStatus) string {
 	parts := []string{}
 	if s.Reason != "" {
 		parts = append(parts, s.Reason)
@@ -442,14 +464,14 @@ func poll(ctx context.Context, deadline time.Time, f func() (bool, error)) error
 }
 
 // connectExecd looks up execd's endpoint and waits until /ping answers.
-func (d *Driver) connectExecd(ctx context.Context, id string, deadline time.Time) (*ExecdClient, error) {
+func (d *Driver) connectExecd(ctx context.Context, id string, deadline time.Time) (*execd, error) {
 	ex, err := d.lookupExecd(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	var last error
 	err = poll(ctx, deadline, func() (bool, error) {
-		last = ex.Ping(ctx)
+		last = ex.ping(ctx)
 		return last == nil, nil
 	})
 	if errors.Is(err, errDeadline) {
@@ -462,17 +484,20 @@ func (d *Driver) connectExecd(ctx context.Context, id string, deadline time.Time
 }
 
 // lookupExecd resolves execd's endpoint and caches the client.
-func (d *Driver) lookupExecd(ctx context.Context, id string) (*ExecdClient, error) {
-	ep, err := d.life.Endpoint(ctx, id, ExecdPort, d.cfg.UseServerProxy)
+func (d *Driver) lookupExecd(ctx context.Context, id string) (*execd, error) {
+	u, headers, err := d.endpoint(ctx, id, ExecdPort)
 	if err != nil {
-		var api *APIError
-		if errors.As(err, &api) && api.NotFound() {
+		if notFound(err) {
 			return nil, fail("connect", id, "", sandbox.ErrGone, err)
 		}
 		return nil, fail("connect", id, "", nil, err)
 	}
-	ep = ep.withReachableHost(d.cfg.Domain, d.cfg.UseServerProxy)
-	ex := NewExecdClient(ep.URL(d.cfg.Protocol), ep.Headers, d.unary, d.stream)
+	// The endpoint's headers (execd's access token, routing) go on every
+	// request; the token is not the SDK's to set.
+	ex := &execd{
+		c:    osdk.NewExecdClient(u, "", d.sdkOptions(headers)...),
+		long: osdk.NewExecdClient(u, "", append(d.sdkOptions(headers), osdk.WithTimeout(0))...),
+	}
 	d.mu.Lock()
 	d.execd[id] = ex
 	d.mu.Unlock()
@@ -481,7 +506,7 @@ func (d *Driver) lookupExecd(ctx context.Context, id string) (*ExecdClient, erro
 
 // execdFor returns the cached execd client of a sandbox, or looks it up
 // (sandboxes created by another process or task).
-func (d *Driver) execdFor(ctx context.Context, id string) (*ExecdClient, error) {
+func (d *Driver) execdFor(ctx context.Context, id string) (*execd, error) {
 	d.mu.Lock()
 	ex := d.execd[id]
 	d.mu.Unlock()
@@ -505,14 +530,11 @@ func (d *Driver) verifyEgress(ctx context.Context, id string, hosts []string, de
 		return &sandbox.Error{Op: "create", Sandbox: id, Kind: sandbox.ErrRefused, Err: fmt.Errorf(
 			"OpenSandbox did not enforce the requested network policy (%s); the server may be running without its egress sidecar (configure [egress] image on the server) or ignore policies; the sandbox was destroyed", why)}
 	}
-	var got EgressPolicy
+	var got *osdk.PolicyStatusResponse
 	var last error
 	err := poll(ctx, deadline, func() (bool, error) {
-		ep, err := d.life.Endpoint(ctx, id, EgressPort, d.cfg.UseServerProxy)
-		if err == nil {
-			ep = ep.withReachableHost(d.cfg.Domain, d.cfg.UseServerProxy)
-			got, err = NewEgressClient(ep.URL(d.cfg.Protocol), ep.Headers, d.unary).Policy(ctx)
-		}
+		var err error
+		got, err = d.egressPolicy(ctx, id)
 		if err == nil {
 			return true, nil
 		}
@@ -541,11 +563,14 @@ func (d *Driver) verifyEgress(ctx context.Context, id string, hosts []string, de
 }
 
 // info builds a sandbox.Info from a lifecycle record.
-func (d *Driver) info(rec SandboxRecord) sandbox.Info {
+func (d *Driver) info(rec *osdk.SandboxInfo) sandbox.Info {
 	tags := decodeTags(rec.Metadata)
 	info := sandbox.Info{
 		ID: rec.ID, Name: rec.Metadata[metaName], Backend: Backend,
-		Workdir: tags[sandbox.TagWorkdir], CreatedAt: rec.CreatedAt.Time, ExpiresAt: rec.ExpiresAt.Time, Tags: tags,
+		Workdir: tags[sandbox.TagWorkdir], CreatedAt: rec.CreatedAt, Tags: tags,
+	}
+	if rec.ExpiresAt != nil {
+		info.ExpiresAt = *rec.ExpiresAt
 	}
 	if info.Name == "" {
 		info.Name = tags[sandbox.TagSandbox]
@@ -555,19 +580,18 @@ func (d *Driver) info(rec SandboxRecord) sandbox.Info {
 
 // record gets a sandbox's record, mapping a missing, terminated or failed
 // sandbox to ErrGone.
-func (d *Driver) record(ctx context.Context, op, id string) (SandboxRecord, error) {
-	rec, err := d.life.Get(ctx, id)
+func (d *Driver) record(ctx context.Context, op, id string) (*osdk.SandboxInfo, error) {
+	rec, err := d.getSandbox(ctx, id)
 	if err != nil {
-		var api *APIError
-		if errors.As(err, &api) && api.NotFound() {
+		if notFound(err) {
 			d.forget(id)
-			return SandboxRecord{}, fail(op, id, "", sandbox.ErrGone, err)
+			return nil, fail(op, id, "", sandbox.ErrGone, err)
 		}
-		return SandboxRecord{}, fail(op, id, "", nil, err)
+		return nil, fail(op, id, "", nil, err)
 	}
-	if rec.Status.State == StateTerminated || rec.Status.State == StateFailed {
+	if rec.Status.State == osdk.StateTerminated || rec.Status.State == osdk.StateFailed {
 		d.forget(id)
-		return SandboxRecord{}, fail(op, id, "", sandbox.ErrGone, fmt.Errorf("the sandbox is %s (%s)", rec.Status.State, statusText(rec.Status)))
+		return nil, fail(op, id, "", sandbox.ErrGone, fmt.Errorf("the sandbox is %s (%s)", rec.Status.State, statusText(rec.Status)))
 	}
 	return rec, nil
 }
@@ -605,9 +629,9 @@ func (d *Driver) SetTags(ctx context.Context, id string, tags map[string]string)
 	if len(patch) == 0 {
 		return nil
 	}
-	if _, err := d.life.PatchMetadata(ctx, id, patch); err != nil {
-		var api *APIError
-		if errors.As(err, &api) && api.NotFound() {
+	if _, err := d.lifecycle().PatchSandboxMetadata(ctx, id, patch); err != nil {
+		err = callError("update metadata of sandbox "+id, err)
+		if notFound(err) {
 			return fail("set tags", id, "", sandbox.ErrGone, err)
 		}
 		return fail("set tags", id, "", nil, err)
@@ -623,13 +647,14 @@ func (d *Driver) ListSandboxes(ctx context.Context, match map[string]string) ([]
 	if err != nil {
 		return nil, &sandbox.Error{Op: "list sandboxes", Err: err}
 	}
-	recs, err := d.life.List(ctx, filter)
+	recs, err := d.listSandboxes(ctx, filter)
 	if err != nil {
 		return nil, fail("list sandboxes", "", "", nil, err)
 	}
 	var out []sandbox.Info
-	for _, rec := range recs {
-		if rec.Status.State == StateTerminated || rec.Status.State == StateFailed {
+	for i := range recs {
+		rec := &recs[i]
+		if rec.Status.State == osdk.StateTerminated || rec.Status.State == osdk.StateFailed {
 			continue
 		}
 		info := d.info(rec)
@@ -650,7 +675,7 @@ func (d *Driver) ListSandboxes(ctx context.Context, match map[string]string) ([]
 // Destroy deletes the sandbox; one already gone is not an error.
 func (d *Driver) Destroy(ctx context.Context, id string) error {
 	defer d.forget(id)
-	if err := d.life.Delete(ctx, id); err != nil {
+	if err := d.deleteSandbox(ctx, id); err != nil {
 		return fail("destroy", id, "", nil, err)
 	}
 	return nil
@@ -659,14 +684,16 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 // Renew moves the sandbox's expiry to now+extend and updates its
 // airflow_expires_at tag; it returns the new expiry.
 func (d *Driver) Renew(ctx context.Context, id string, extend time.Duration) (time.Time, error) {
-	at, err := d.life.Renew(ctx, id, time.Now().Add(extend))
+	// Whole seconds: the lifecycle server keeps no finer time.
+	resp, err := d.lifecycle().RenewExpiration(ctx, id, time.Now().Add(extend).Truncate(time.Second))
 	if err != nil {
-		var api *APIError
-		if errors.As(err, &api) && api.NotFound() {
+		err = callError("renew expiration of sandbox "+id, err)
+		if notFound(err) {
 			return time.Time{}, fail("renew", id, "", sandbox.ErrGone, err)
 		}
 		return time.Time{}, fail("renew", id, "", nil, err)
 	}
+	at := resp.ExpiresAt
 	tags, err := d.Tags(ctx, id)
 	if err == nil {
 		if _, ok := tags[sandbox.TagExpiresAt]; ok {

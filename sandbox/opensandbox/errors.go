@@ -5,22 +5,26 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
+
+	osdk "github.com/alibaba/OpenSandbox/sdks/sandbox/go"
 
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 )
 
 // APIError is a non-2xx answer from the lifecycle server, execd, or a proxy
-// in between. Its message says which call failed and what to do.
+// in between, as the SDK reported it (its *opensandbox.APIError is
+// wrapped). Its message says which call failed and what to do.
 type APIError struct {
 	Op        string // "create sandbox", "run command", ...
 	Status    int
 	Code      string // e.g. DOCKER::SANDBOX_NOT_FOUND, FILE_NOT_FOUND; "" when the body had none
 	Message   string
 	RequestID string
+
+	sdk *osdk.APIError // what the SDK returned
 }
 
 func (e *APIError) Error() string {
@@ -78,11 +82,15 @@ func (e *APIError) Retryable() bool {
 // Unwrap makes an answer retrying will not change an ErrRejected, so the
 // task fails without Airflow's retries: a 4xx (bad key, invalid request)
 // or execd's deterministic 500 RUNTIME_ERROR.
-func (e *APIError) Unwrap() error {
-	if e.Retryable() {
-		return nil
+func (e *APIError) Unwrap() []error {
+	errs := []error{}
+	if e.sdk != nil {
+		errs = append(errs, e.sdk)
 	}
-	return sandbox.ErrRejected
+	if !e.Retryable() {
+		errs = append(errs, sandbox.ErrRejected)
+	}
+	return errs
 }
 
 // runtimeError: execd's own 500, as opposed to a proxy's or the lifecycle
@@ -138,48 +146,72 @@ func (e *APIError) SandboxNotFound() bool {
 	return e.Status == http.StatusNotFound && strings.HasSuffix(e.Code, "SANDBOX_NOT_FOUND")
 }
 
-// maxErrorBody bounds how much of an error body is read, and
-// errorBodyWait how long reading it may take.
-const (
-	maxErrorBody  = 64 << 10
-	errorBodyWait = 5 * time.Second
-)
+// errorBodyWait bounds how long an error body may take to arrive: execd
+// answers some errors with a Content-Length and no body (a malformed
+// Range), and the SDK reads error bodies with no bound of its own on
+// streams and transfers (see guard.go).
+const errorBodyWait = 5 * time.Second
 
-// readAPIError turns a non-2xx response into an *APIError, accepting every
-// body shape the servers use: {code, message}, FastAPI's 422 {detail},
-// execd's 401 {error}, and plain text from proxies. It closes the body.
-func readAPIError(op string, resp *http.Response) *APIError {
-	defer resp.Body.Close()
-	// execd answers some errors with a Content-Length and no body (a
-	// malformed Range): whatever arrives within errorBodyWait is the body.
-	stop := time.AfterFunc(errorBodyWait, func() { resp.Body.Close() })
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-	stop.Stop()
-	e := &APIError{Op: op, Status: resp.StatusCode, RequestID: resp.Header.Get("X-Request-ID")}
+// callError turns what an SDK call returned into the driver's errors: the
+// SDK's *APIError becomes an *APIError naming the call (op), a body that
+// is no JSON the client expected says so, and anything else is a
+// *TransportError (no HTTP answer, or one cut short). The SDK's error
+// stays reachable with errors.As.
+func callError(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var se *osdk.APIError
+	if errors.As(err, &se) {
+		return fromSDK(op, se)
+	}
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	if errors.As(err, &syn) || errors.As(err, &typ) {
+		return fmt.Errorf("OpenSandbox could not %s: the answer is not the expected JSON (%v); check that the domain points at an OpenSandbox server", op, err)
+	}
+	var inv *osdk.InvalidArgumentError
+	if errors.As(err, &inv) {
+		return fmt.Errorf("OpenSandbox could not %s: %w", op, err)
+	}
+	return &TransportError{Op: op, Err: err}
+}
+
+// fromSDK reads the SDK's error. The SDK keeps {code, message} bodies and
+// gives any other body raw, with the status text as its code; the other
+// shapes the servers use are read here: FastAPI's 422 {detail}, execd's
+// 401 {error}, and plain text from proxies.
+func fromSDK(op string, se *osdk.APIError) *APIError {
+	e := &APIError{Op: op, Status: se.StatusCode, Code: se.Response.Code, Message: se.Response.Message, RequestID: se.RequestID, sdk: se}
+	if e.Code != http.StatusText(se.StatusCode) {
+		return e
+	}
+	e.Code = ""
+	body := strings.TrimSpace(e.Message)
 	var shaped struct {
-		Code    string          `json:"code"`
 		Message string          `json:"message"`
 		Error   string          `json:"error"`
 		Detail  json.RawMessage `json:"detail"`
 	}
-	if json.Unmarshal(body, &shaped) == nil {
-		e.Code, e.Message = shaped.Code, shaped.Message
-		if e.Message == "" {
+	if json.Unmarshal([]byte(body), &shaped) == nil {
+		switch {
+		case shaped.Message != "":
+			e.Message = shaped.Message
+			return e
+		case shaped.Error != "":
 			e.Message = shaped.Error
-		}
-		if e.Message == "" && len(shaped.Detail) > 0 {
+			return e
+		case len(shaped.Detail) > 0:
 			e.Message = detailText(shaped.Detail)
-		}
-		if e.Message != "" || e.Code != "" {
 			return e
 		}
 	}
-	e.Message = strings.TrimSpace(string(body))
+	e.Message = body
 	if len(e.Message) > 500 {
 		e.Message = e.Message[:500] + "..."
 	}
 	if e.Message == "" {
-		e.Message = http.StatusText(resp.StatusCode)
+		e.Message = http.StatusText(se.StatusCode)
 	}
 	return e
 }
@@ -244,5 +276,3 @@ func (e *TransportError) Error() string {
 }
 
 func (e *TransportError) Unwrap() error { return e.Err }
-
-func transportError(op string, err error) error { return &TransportError{Op: op, Err: err} }

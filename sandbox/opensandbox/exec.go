@@ -3,12 +3,18 @@ package opensandbox
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net/http/httptrace"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	osdk "github.com/alibaba/OpenSandbox/sdks/sandbox/go"
 
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 )
@@ -194,7 +200,7 @@ func (d *Driver) Exec(ctx context.Context, id string, req sandbox.ExecRequest) (
 	stdinPath := ""
 	if req.Stdin != nil {
 		stdinPath = "/tmp/.airflow-stdin-" + sandbox.RandomHex(8)
-		if err := ex.Upload(ctx, stdinPath, req.Stdin, 0o600); err != nil {
+		if err := ex.upload(ctx, stdinPath, req.Stdin, 0o600); err != nil {
 			return res, d.fileError(ctx, "exec", id, stdinPath, err)
 		}
 	}
@@ -207,18 +213,76 @@ func (d *Driver) Exec(ctx context.Context, id string, req sandbox.ExecRequest) (
 	// that stops reporting.
 	wall, cancel := context.WithTimeout(ctx, timeout+execGrace)
 	defer cancel()
-	body, err := ex.StartCommand(wall, CommandRequest{
-		Command:   hideExecdEnv(req.Env) + wrapCommand(req.Command, stdinPath, marker),
-		Cwd:       cwd,
-		TimeoutMS: max(1, timeout.Milliseconds()), // 0 would mean no timeout at all
-		Envs:      req.Env,
+	// Whether execd answered at all tells a command that never started
+	// from a stream that broke.
+	var answered atomic.Bool
+	sctx := httptrace.WithClientTrace(wall, &httptrace.ClientTrace{GotFirstResponseByte: func() { answered.Store(true) }})
+
+	cmdID := ""
+	var final *event // the terminal event
+	var output error // writing the output failed
+	err = ex.c.RunCommand(sctx, osdk.RunCommandRequest{
+		Command: hideExecdEnv(req.Env) + wrapCommand(req.Command, stdinPath, marker),
+		Cwd:     cwd,
+		Timeout: max(1, timeout.Milliseconds()), // 0 would mean no timeout at all
+		Envs:    req.Env,
+	}, func(se osdk.StreamEvent) error {
+		evs, err := decodeEvents(se.Data)
+		if err != nil {
+			return err
+		}
+		for _, ev := range evs {
+			switch ev.Type {
+			case eventInit:
+				cmdID = ev.Text
+			case eventStdout, eventStderr:
+				o := stdout
+				if ev.Type == eventStderr {
+					o = stderr
+				}
+				var err error
+				if ev.Text == marker {
+					err = o.marker()
+				} else {
+					err = o.line(ev.Text)
+				}
+				if err != nil {
+					output = fmt.Errorf("writing the command's %s: %w", ev.Type, err)
+					return errStopStream
+				}
+			case eventComplete, eventError:
+				// The result does not wait for the stream to close: execd
+				// keeps it open a while after the end.
+				final = &ev
+				return errStopStream
+			}
+		}
+		return nil
 	})
-	if err != nil {
+	res.Duration = time.Since(start)
+	interrupt := func() {
+		if cmdID == "" {
+			return
+		}
+		ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), interruptTimeout)
+		defer cancel()
+		if err := ex.interrupt(ictx, cmdID); err != nil {
+			d.log.Warn("could not interrupt a command; it may keep running until its timeout", "id", id, "command_id", cmdID, "error", err)
+		}
+	}
+	var api *osdk.APIError
+	switch {
+	case final != nil:
+		return d.execEnded(ctx, id, res, *final, stdout, stderr)
+	case output != nil:
+		interrupt()
+		return res, fail("exec", id, "", nil, output)
+	case err != nil && cmdID == "" && (!answered.Load() || errors.As(err, &api)):
 		if stdinPath != "" {
 			// The command never ran to remove it: do not leave the input
 			// (which may be sensitive) lying in the sandbox's /tmp.
 			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-			if derr := ex.DeleteFile(dctx, stdinPath); derr != nil {
+			if derr := ex.deleteFile(dctx, stdinPath); derr != nil {
 				d.log.Warn("could not remove the stdin file of a command that did not start", "id", id, "path", stdinPath, "error", derr)
 			}
 			cancel()
@@ -226,74 +290,42 @@ func (d *Driver) Exec(ctx context.Context, id string, req sandbox.ExecRequest) (
 		if ctx.Err() != nil {
 			return res, fail("exec", id, "", nil, ctx.Err())
 		}
-		return res, d.execStartError(ctx, id, err)
+		return res, d.execStartError(ctx, id, callError("run command", err))
 	}
-	body = newStallGuard(body, d.opts.StallTimeout)
-	defer body.Close()
+	stdout.finish()
+	stderr.finish()
+	if err == nil {
+		err = io.ErrUnexpectedEOF // closed without a terminal event
+	}
+	return d.streamEnded(ctx, wall, id, res, err, interrupt)
+}
 
-	cmdID := ""
-	interrupt := func() {
-		if cmdID == "" {
-			return
-		}
-		ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), interruptTimeout)
-		defer cancel()
-		if err := ex.Interrupt(ictx, cmdID); err != nil {
-			d.log.Warn("could not interrupt a command; it may keep running until its timeout", "id", id, "command_id", cmdID, "error", err)
-		}
+// errStopStream ends reading a command stream from the event handler.
+var errStopStream = errors.New("stop reading the stream")
+
+// execEnded reads how a command ended from its terminal event.
+func (d *Driver) execEnded(ctx context.Context, id string, res sandbox.ExecResult, ev event, stdout, stderr *outputStream) (sandbox.ExecResult, error) {
+	if err := errors.Join(stdout.finish(), stderr.finish()); err != nil {
+		return res, fail("exec", id, "", nil, fmt.Errorf("writing the command's output: %w", err))
 	}
-	rd := NewEventReader(body)
-	for {
-		ev, err := rd.Next()
-		if err != nil {
-			res.Duration = time.Since(start)
-			stdout.finish()
-			stderr.finish()
-			return d.streamEnded(ctx, wall, id, res, err, interrupt)
+	code, ok := ev.exitCode()
+	if !ok {
+		msg := "no detail"
+		if ev.Error != nil {
+			msg = ev.Error.Name + ": " + ev.Error.Value
 		}
-		switch ev.Type {
-		case EventInit:
-			cmdID = ev.Text
-		case EventStdout, EventStderr:
-			o := stdout
-			if ev.Type == EventStderr {
-				o = stderr
-			}
-			var err error
-			if ev.Text == marker {
-				err = o.marker()
-			} else {
-				err = o.line(ev.Text)
-			}
-			if err != nil {
-				interrupt()
-				return res, fail("exec", id, "", nil, fmt.Errorf("writing the command's %s: %w", ev.Type, err))
-			}
-		case EventComplete, EventError:
-			res.Duration = time.Since(start)
-			if err := errors.Join(stdout.finish(), stderr.finish()); err != nil {
-				return res, fail("exec", id, "", nil, fmt.Errorf("writing the command's output: %w", err))
-			}
-			code, ok := ev.ExitCode()
-			if !ok {
-				msg := "no detail"
-				if ev.Error != nil {
-					msg = ev.Error.Name + ": " + ev.Error.Value
-				}
-				return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: fmt.Errorf("the command could not be started (%s); check the command and the workdir", msg)}
-			}
-			if code == KilledExitCode {
-				if ctx.Err() != nil {
-					return res, fail("exec", id, "", nil, ctx.Err())
-				}
-				res.TimedOut = true
-				res.ExitCode = -1
-				return res, nil
-			}
-			res.ExitCode = code
-			return res, nil
-		}
+		return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: fmt.Errorf("the command could not be started (%s); check the command and the workdir", msg)}
 	}
+	if code == KilledExitCode {
+		if ctx.Err() != nil {
+			return res, fail("exec", id, "", nil, ctx.Err())
+		}
+		res.TimedOut = true
+		res.ExitCode = -1
+		return res, nil
+	}
+	res.ExitCode = code
+	return res, nil
 }
 
 // streamEnded explains a stream that stopped before its terminal event.
@@ -361,4 +393,90 @@ func (d *Driver) run(ctx context.Context, id, command string) (cmdResult, error)
 		return cmdResult{}, fmt.Errorf("%q timed out", command)
 	}
 	return cmdResult{stdout: out.String(), stderr: errOut.String(), code: res.ExitCode}, nil
+}
+
+// Event types execd sends on a command stream.
+const (
+	eventInit     = "init"
+	eventStdout   = "stdout"
+	eventStderr   = "stderr"
+	eventComplete = "execution_complete"
+	eventError    = "error"
+)
+
+// event is one execd stream event, as the SDK hands over its JSON.
+type event struct {
+	Type  string       `json:"type"`
+	Text  string       `json:"text,omitempty"`
+	Error *errorDetail `json:"error,omitempty"`
+}
+
+// errorDetail is the error object of an "error" event.
+type errorDetail struct {
+	Name  string `json:"ename"`
+	Value string `json:"evalue"`
+}
+
+// decodeEvents reads the events of one SDK stream event: execd writes each
+// as a bare JSON object followed by a blank line; objects back to back
+// without one arrive joined in one data field.
+func decodeEvents(data string) ([]event, error) {
+	if len(data) > MaxEventBytes {
+		return nil, ErrEventTooLarge // cut by lineBound (guard.go)
+	}
+	dec := json.NewDecoder(strings.NewReader(data))
+	var out []event
+	for {
+		var ev event
+		err := dec.Decode(&ev)
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("execd stream event is not JSON: %.200q", data)
+		}
+		out = append(out, ev)
+	}
+}
+
+// exitCode reads the exit code of a terminal event: 0 for
+// execution_complete, int(evalue) for error. ok is false for non-terminal
+// events and for errors whose evalue is not a number (a command that could
+// not start; the message is then in evalue).
+func (ev event) exitCode() (code int, ok bool) {
+	switch ev.Type {
+	case eventComplete:
+		return 0, true
+	case eventError:
+		if ev.Error == nil {
+			return 0, false
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(ev.Error.Value))
+		if err != nil {
+			return 0, false
+		}
+		return n, true
+	}
+	return 0, false
+}
+
+// KilledExitCode is the evalue execd reports for a command killed by its
+// timeout or by an interrupt.
+const KilledExitCode = -1
+
+// OutputLine turns a stdout/stderr event text back into bytes. execd strips
+// the line terminator from each line and sends an empty line as "\n", so a
+// newline is re-added to everything else.
+//
+// Approximation: execd flushes a final line that had no newline as an
+// ordinary event, indistinguishable from a whole line, so on its own this
+// gives such output a newline it did not have. The driver avoids that by
+// printing a marker after each command (see wrapCommand); only a command
+// killed before the marker falls back to the guess. A "\r" or "\r\n"
+// terminator comes back as "\n" in every case.
+func OutputLine(text string) string {
+	if text == "\n" {
+		return "\n"
+	}
+	return text + "\n"
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -202,14 +201,13 @@ func TestBodylessExecdAnswersDoNotHang(t *testing.T) {
 		ctx := ctxT(t)
 		sb := create(t, e, sandbox.Spec{})
 		sh(t, sb, "mkdir adir")
-		ep, err := e.drv.Lifecycle().Endpoint(ctx, sb.ID(), opensandbox.ExecdPort, true)
+		ex, err := e.drv.Execd(ctx, sb.ID())
 		if err != nil {
 			t.Fatal(err)
 		}
-		ex := opensandbox.NewExecdClient(ep.URL("http"), ep.Headers, http.DefaultClient, http.DefaultClient)
 		done := make(chan error, 1)
 		go func() {
-			rc, err := ex.Download(ctx, "/workspace/adir", -1)
+			rc, err := ex.DownloadFile(ctx, "/workspace/adir", "")
 			if err == nil {
 				_, err = io.Copy(io.Discard, rc)
 				rc.Close()

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	osdk "github.com/alibaba/OpenSandbox/sdks/sandbox/go"
+
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 )
 
@@ -65,28 +67,28 @@ exit 0`
 }
 
 // statInSandbox describes p with stat in the sandbox.
-func (d *Driver) statInSandbox(ctx context.Context, id, op, p string, follow bool) (FileInfo, error) {
+func (d *Driver) statInSandbox(ctx context.Context, id, op, p string, follow bool) (osdk.FileInfo, error) {
 	res, err := d.run(ctx, id, statScript(p, follow))
 	if err != nil {
-		return FileInfo{}, fail(op, id, p, nil, err)
+		return osdk.FileInfo{}, fail(op, id, p, nil, err)
 	}
 	switch res.code {
 	case 0:
 	case exitMissing:
-		return FileInfo{}, fail(op, id, p, sandbox.ErrNotFound, nil)
+		return osdk.FileInfo{}, fail(op, id, p, sandbox.ErrNotFound, nil)
 	default:
-		return FileInfo{}, fail(op, id, p, nil, fmt.Errorf("stat in the sandbox failed (exit %d): %s", res.code, strings.TrimSpace(res.stderr)))
+		return osdk.FileInfo{}, fail(op, id, p, nil, fmt.Errorf("stat in the sandbox failed (exit %d): %s", res.code, strings.TrimSpace(res.stderr)))
 	}
 	fi, err := parseStat(strings.TrimSuffix(res.stdout, "\n"))
 	if err != nil {
-		return FileInfo{}, fail(op, id, p, nil, err)
+		return osdk.FileInfo{}, fail(op, id, p, nil, err)
 	}
 	fi.Path = p
 	return fi, nil
 }
 
 // listInSandbox lists dir's entries with a script in the sandbox.
-func (d *Driver) listInSandbox(ctx context.Context, id, dir string) ([]FileInfo, error) {
+func (d *Driver) listInSandbox(ctx context.Context, id, dir string) ([]osdk.FileInfo, error) {
 	res, err := d.run(ctx, id, listScript(dir))
 	if err != nil {
 		return nil, fail("list", id, dir, nil, err)
@@ -100,7 +102,7 @@ func (d *Driver) listInSandbox(ctx context.Context, id, dir string) ([]FileInfo,
 	default:
 		return nil, fail("list", id, dir, nil, fmt.Errorf("listing in the sandbox failed (exit %d): %s", res.code, strings.TrimSpace(res.stderr)))
 	}
-	var out []FileInfo
+	var out []osdk.FileInfo
 	for _, line := range strings.Split(strings.TrimSuffix(res.stdout, "\n"), "\n") {
 		if line == "" {
 			continue
@@ -128,18 +130,18 @@ func (d *Driver) listInSandbox(ctx context.Context, id, dir string) ([]FileInfo,
 }
 
 // parseStat reads one "type|size|mode|mtime" line of stat's output.
-func parseStat(line string) (FileInfo, error) {
+func parseStat(line string) (osdk.FileInfo, error) {
 	f := strings.Split(line, "|")
 	if len(f) != 4 {
-		return FileInfo{}, fmt.Errorf("unexpected stat output %q", line)
+		return osdk.FileInfo{}, fmt.Errorf("unexpected stat output %q", line)
 	}
 	size, err1 := strconv.ParseInt(f[1], 10, 64)
 	mode, err2 := strconv.Atoi(f[2]) // octal digits, as execd writes modes
 	mtime, err3 := strconv.ParseInt(f[3], 10, 64)
 	if err := errors.Join(err1, err2, err3); err != nil {
-		return FileInfo{}, fmt.Errorf("unexpected stat output %q: %v", line, err)
+		return osdk.FileInfo{}, fmt.Errorf("unexpected stat output %q: %v", line, err)
 	}
-	return FileInfo{Type: statType(f[0]), Size: size, Mode: mode, ModifiedAt: Timestamp{time.Unix(mtime, 0)}}, nil
+	return osdk.FileInfo{Type: statType(f[0]), Size: size, Mode: mode, ModifiedAt: time.Unix(mtime, 0)}, nil
 }
 
 // statType maps stat's %F onto execd's type names.

@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 
+	osdk "github.com/alibaba/OpenSandbox/sdks/sandbox/go"
+
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 )
 
@@ -50,14 +52,14 @@ func (d *Driver) fileError(ctx context.Context, op, id, p string, err error) err
 // lstat describes p without following a final symlink, with its Type set:
 // from GET /files/info where execd gives a type, else from stat in the
 // sandbox.
-func (d *Driver) lstat(ctx context.Context, ex *ExecdClient, id, op, p string) (FileInfo, error) {
-	if !ex.Untyped() {
-		fi, err := ex.Info(ctx, p)
+func (d *Driver) lstat(ctx context.Context, ex *execd, id, op, p string) (osdk.FileInfo, error) {
+	if !ex.isUntyped() {
+		fi, err := ex.info(ctx, p)
 		switch {
 		case err == nil && fi.Type != "":
 			return fi, nil
-		case err != nil && !ex.Untyped():
-			return FileInfo{}, d.fileError(ctx, op, id, p, err)
+		case err != nil && !ex.isUntyped():
+			return osdk.FileInfo{}, d.fileError(ctx, op, id, p, err)
 		}
 	}
 	return d.statInSandbox(ctx, id, op, p, false)
@@ -65,13 +67,13 @@ func (d *Driver) lstat(ctx context.Context, ex *ExecdClient, id, op, p string) (
 
 // follow says what p leads to, following symlinks: "file", "directory" or
 // "other", and its size. A missing path or a dangling link is ErrNotFound.
-func (d *Driver) follow(ctx context.Context, ex *ExecdClient, id, op, p string) (string, int64, error) {
-	if !ex.Untyped() {
-		fi, err := ex.Info(ctx, p)
+func (d *Driver) follow(ctx context.Context, ex *execd, id, op, p string) (string, int64, error) {
+	if !ex.isUntyped() {
+		fi, err := ex.info(ctx, p)
 		switch {
 		case err == nil && fi.Type != "" && fi.Type != "symlink":
 			return fi.Type, fi.Size, nil
-		case err != nil && !ex.Untyped():
+		case err != nil && !ex.isUntyped():
 			return "", 0, d.fileError(ctx, op, id, p, err)
 		}
 	}
@@ -92,11 +94,11 @@ func (d *Driver) Stat(ctx context.Context, id, p string) (sandbox.FileInfo, erro
 	return toFileInfo(fi, p), nil
 }
 
-func toFileInfo(fi FileInfo, p string) sandbox.FileInfo {
+func toFileInfo(fi osdk.FileInfo, p string) sandbox.FileInfo {
 	if fi.Path != "" {
 		p = fi.Path
 	}
-	return sandbox.FileInfo{Name: path.Base(p), Path: p, Size: fi.Size, Mode: fi.FileMode(), ModTime: fi.ModifiedAt.Time}
+	return sandbox.FileInfo{Name: path.Base(p), Path: p, Size: fi.Size, Mode: fileMode(fi), ModTime: fi.ModifiedAt}
 }
 
 // List lists a directory's entries, sorted by name: with GET
@@ -108,11 +110,11 @@ func (d *Driver) List(ctx context.Context, id, p string) ([]sandbox.FileInfo, er
 	if err != nil {
 		return nil, err
 	}
-	var entries []FileInfo
-	if !ex.Untyped() && !ex.NoListDir() {
+	var entries []osdk.FileInfo
+	if !ex.isUntyped() && !ex.noListDir.Load() {
 		entries, p, err = d.listByRoute(ctx, ex, id, p)
 	}
-	if ex.Untyped() || ex.NoListDir() {
+	if ex.isUntyped() || ex.noListDir.Load() {
 		entries, err = d.listInSandbox(ctx, id, p)
 	}
 	if err != nil {
@@ -131,9 +133,9 @@ func (d *Driver) List(ctx context.Context, id, p string) ([]sandbox.FileInfo, er
 // returned as the path the entries are under. When execd's answers show it
 // lacks what this needs (Untyped, NoListDir), the result means nothing and
 // the caller lists in the sandbox instead.
-func (d *Driver) listByRoute(ctx context.Context, ex *ExecdClient, id, p string) ([]FileInfo, string, error) {
+func (d *Driver) listByRoute(ctx context.Context, ex *execd, id, p string) ([]osdk.FileInfo, string, error) {
 	fi, err := d.lstat(ctx, ex, id, "list", p)
-	if err != nil || ex.Untyped() {
+	if err != nil || ex.isUntyped() {
 		return nil, p, err
 	}
 	kind := fi.Type
@@ -152,8 +154,8 @@ func (d *Driver) listByRoute(ctx context.Context, ex *ExecdClient, id, p string)
 		}
 		p = strings.TrimSpace(res.stdout)
 	}
-	entries, err := ex.ListDir(ctx, p)
-	if err != nil && !ex.NoListDir() {
+	entries, err := ex.listDir(ctx, p)
+	if err != nil && !ex.noListDir.Load() {
 		return nil, p, d.fileError(ctx, "list", id, p, err)
 	}
 	return entries, p, nil
@@ -185,7 +187,7 @@ func (d *Driver) OpenFile(ctx context.Context, id, p string, maxBytes int64) (io
 	if maxBytes >= 0 {
 		limit = maxBytes + 1
 	}
-	rc, err := ex.Download(ctx, p, limit)
+	rc, err := ex.download(ctx, p, limit)
 	if errors.Is(err, sandbox.ErrIsDir) {
 		return nil, 0, fail("read", id, p, sandbox.ErrIsDir, nil) // it became one since the check
 	}
@@ -234,7 +236,7 @@ func (d *Driver) WriteFile(ctx context.Context, id, p string, r io.Reader, mode 
 		mode = 0o644
 	}
 	tmp := path.Join(path.Dir(p), ".airflow-write-"+sandbox.RandomHex(8))
-	if err := ex.Upload(ctx, tmp, r, mode); err != nil {
+	if err := ex.upload(ctx, tmp, r, mode); err != nil {
 		err = d.fileError(ctx, "write", id, p, err)
 		if !errors.Is(err, sandbox.ErrGone) {
 			d.removeQuietly(ctx, ex, id, tmp) // a part may have been written
@@ -251,9 +253,9 @@ func (d *Driver) WriteFile(ctx context.Context, id, p string, r io.Reader, mode 
 }
 
 // replace renames tmp onto p, removing what is at p first.
-func (d *Driver) replace(ctx context.Context, ex *ExecdClient, id, tmp, p string) error {
+func (d *Driver) replace(ctx context.Context, ex *execd, id, tmp, p string) error {
 	for attempt := 0; ; attempt++ {
-		err := ex.Move(ctx, tmp, p)
+		err := ex.move(ctx, tmp, p)
 		if err == nil {
 			return nil
 		}
@@ -274,9 +276,9 @@ func (d *Driver) replace(ctx context.Context, ex *ExecdClient, id, tmp, p string
 		case fi.Type == "directory":
 			return fail("write", id, p, sandbox.ErrIsDir, nil)
 		case fi.Type == "symlink":
-			err = ex.DeleteTree(ctx, p)
+			err = ex.deleteTree(ctx, p)
 		default:
-			err = ex.DeleteFile(ctx, p)
+			err = ex.deleteFile(ctx, p)
 		}
 		if err != nil {
 			return d.fileError(ctx, "write", id, p, err)
@@ -286,10 +288,10 @@ func (d *Driver) replace(ctx context.Context, ex *ExecdClient, id, tmp, p string
 
 // removeQuietly deletes a file the driver made, best effort, even when ctx
 // is done.
-func (d *Driver) removeQuietly(ctx context.Context, ex *ExecdClient, id, p string) {
+func (d *Driver) removeQuietly(ctx context.Context, ex *execd, id, p string) {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	if err := ex.DeleteFile(dctx, p); err != nil {
+	if err := ex.deleteFile(dctx, p); err != nil {
 		d.log.Warn("could not remove a file the driver left in the sandbox", "id", id, "path", p, "error", err)
 	}
 }

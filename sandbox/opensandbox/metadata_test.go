@@ -155,13 +155,13 @@ func TestCreateRequestMapping(t *testing.T) {
 
 	// Networks: default blocked, allowlist, open.
 	req, _ := d.createRequest("n", base)
-	if p := req.NetworkPolicy; p == nil || p.DefaultAction != "deny" || p.Egress == nil || len(p.Egress) != 0 {
+	if p := req.NetworkPolicy; p == nil || p.DefaultAction != "deny" || len(p.Egress) != 0 {
 		t.Errorf("default network: %+v", req.NetworkPolicy)
 	}
 	spec := base
 	spec.Network = &sandbox.NetworkPolicy{Block: true, AllowHosts: []string{"pypi.org", "files.pythonhosted.org"}}
 	req, _ = d.createRequest("n", spec)
-	if p := req.NetworkPolicy; p == nil || len(p.Egress) != 2 || p.Egress[1] != (NetworkRule{Action: "allow", Target: "files.pythonhosted.org"}) {
+	if p := req.NetworkPolicy; p == nil || len(p.Egress) != 2 || p.Egress[1].Action != "allow" || p.Egress[1].Target != "files.pythonhosted.org" {
 		t.Errorf("allowlist: %+v", req.NetworkPolicy)
 	}
 	spec.Network = &sandbox.NetworkPolicy{Block: false}

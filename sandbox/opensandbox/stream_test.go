@@ -2,13 +2,18 @@ package opensandbox
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"testing/iotest"
 	"time"
+
+	osdk "github.com/alibaba/OpenSandbox/sdks/sandbox/go"
 )
 
 // Hand-written from the spec's observations of a real execd: bare JSON
@@ -68,23 +73,39 @@ const startFailure = `{"type":"init","text":"id2"}
 
 `
 
-func readAll(t *testing.T, r io.Reader) ([]Event, error) {
+// readAll serves the stream r as execd's answer to POST /command, reads
+// it with the SDK through a driver's client (guard.go included), and
+// returns the events the driver decodes from it.
+func readAll(t *testing.T, r io.Reader) ([]event, error) {
 	t.Helper()
-	er := NewEventReader(r)
-	var out []Event
-	for {
-		ev, err := er.Next()
-		if err == io.EOF {
-			return out, nil
+	srv := serve(t, func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		buf := make([]byte, 4096)
+		for {
+			n, err := r.Read(buf)
+			w.Write(buf[:n])
+			w.(http.Flusher).Flush()
+			if err != nil {
+				return
+			}
 		}
-		if err != nil {
-			return out, err
-		}
-		out = append(out, ev)
-	}
+	})
+	return streamEvents(testDriver(t, srv.URL), srv.URL)
 }
 
-func types(evs []Event) string {
+func streamEvents(d *Driver, u string) ([]event, error) {
+	var out []event
+	err := execdAt(d, u, nil).c.RunCommand(context.Background(), osdk.RunCommandRequest{Command: "x"}, func(se osdk.StreamEvent) error {
+		evs, err := decodeEvents(se.Data)
+		out = append(out, evs...)
+		return err
+	})
+	return out, err
+}
+
+func terminal(ev event) bool { return ev.Type == eventComplete || ev.Type == eventError }
+
+func types(evs []event) string {
 	var s []string
 	for _, e := range evs {
 		s = append(s, e.Type+":"+e.Text)
@@ -139,10 +160,10 @@ func TestEventReaderFixtures(t *testing.T) {
 					t.Fatalf("events\n got %q\nwant %q", got, tt.want)
 				}
 				last := evs[len(evs)-1]
-				if !last.Terminal() {
+				if !terminal(last) {
 					t.Fatalf("last event %q is not terminal", last.Type)
 				}
-				code, ok := last.ExitCode()
+				code, ok := last.exitCode()
 				if ok != tt.exitOK || code != tt.exitCode {
 					t.Fatalf("exit code %d,%v want %d,%v", code, ok, tt.exitCode, tt.exitOK)
 				}
@@ -155,24 +176,24 @@ func TestEventReaderBrokenStreams(t *testing.T) {
 	t.Run("cut mid-event", func(t *testing.T) {
 		cut := execdSuccess[:strings.Index(execdSuccess, `"no-newline"`)]
 		evs, err := readAll(t, strings.NewReader(cut))
-		if !errors.Is(err, io.ErrUnexpectedEOF) {
+		if err == nil || !strings.Contains(err.Error(), "not JSON") {
 			t.Fatalf("err = %v after %d events", err, len(evs))
 		}
 		if len(evs) != 4 {
 			t.Fatalf("want the 4 whole events before the cut, got %d", len(evs))
 		}
 	})
-	t.Run("cut between events is a clean EOF without a terminal event", func(t *testing.T) {
+	t.Run("cut between events is a clean end without a terminal event", func(t *testing.T) {
 		cut := execdSuccess[:strings.Index(execdSuccess, `{"type":"stdout","text":"no-newline"`)]
 		evs, err := readAll(t, strings.NewReader(cut))
-		if err != nil || len(evs) != 4 || evs[3].Terminal() {
+		if err != nil || len(evs) != 4 || terminal(evs[3]) {
 			t.Fatalf("events %v err %v", types(evs), err)
 		}
 	})
 	t.Run("not json", func(t *testing.T) {
-		_, err := readAll(t, strings.NewReader("<html>Bad Gateway</html>\n\n"))
-		if err == nil || !strings.Contains(err.Error(), "not JSON") {
-			t.Fatalf("err = %v", err)
+		evs, err := readAll(t, strings.NewReader("<html>Bad Gateway</html>\n\n"))
+		if err == nil || len(evs) != 0 {
+			t.Fatalf("events %v err = %v", types(evs), err)
 		}
 	})
 	t.Run("oversized line", func(t *testing.T) {
@@ -299,22 +320,26 @@ func TestOutputStreamPaysNewlineAfterQuiet(t *testing.T) {
 	}
 }
 
-// BenchmarkEventReader parses a stream of 80-byte stdout lines.
-func BenchmarkEventReader(b *testing.B) {
+// BenchmarkCommandStream reads a stream of 80-byte stdout lines as Exec
+// does: over loopback HTTP, through the SDK's reader and decodeEvents.
+func BenchmarkCommandStream(b *testing.B) {
 	var buf bytes.Buffer
 	line := `{"type":"stdout","text":"` + strings.Repeat("x", 80) + `","timestamp":1767225600100}` + "\n\n"
 	for range 10000 {
 		buf.WriteString(line)
 	}
 	data := buf.Bytes()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(data) }))
+	defer srv.Close()
+	d, err := New(Options{Config: configFor(strings.TrimPrefix(srv.URL, "http://"))})
+	if err != nil {
+		b.Fatal(err)
+	}
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()
 	for b.Loop() {
-		er := NewEventReader(bytes.NewReader(data))
-		for {
-			if _, err := er.Next(); err != nil {
-				break
-			}
+		if evs, err := streamEvents(d, srv.URL); err != nil || len(evs) != 10000 {
+			b.Fatalf("%d events, %v", len(evs), err)
 		}
 	}
 }
