@@ -30,6 +30,9 @@ func links(list []string, pkg string) bool {
 
 const module = "github.com/airflow-sandbox/airflow-go-worker/"
 
+// opensandboxSDK is OpenSandbox's Go SDK, which sandbox/opensandbox is built on.
+const opensandboxSDK = "github.com/alibaba/OpenSandbox/sdks/sandbox/go"
+
 // What each layer may link is the architecture's promise: a bundle of
 // plain Go tasks pays for no sandbox, storage or cloud SDK code at start,
 // and the catalogue reaches backends only through the registry, so a
@@ -39,9 +42,9 @@ func TestLayersLinkOnlyWhatTheyMay(t *testing.T) {
 		pkg       string
 		forbidden []string
 	}{
-		{"./internal/plainbundle", []string{module + "sandbox", module + "storage", module + "tasks", "github.com/aws/", "google.golang.org/grpc", "github.com/modal-labs/", "gocloud.dev", "cloud.google.com/", "github.com/Azure/"}},
+		{"./internal/plainbundle", []string{module + "sandbox", module + "storage", module + "tasks", "github.com/aws/", "google.golang.org/grpc", "github.com/modal-labs/", "gocloud.dev", "cloud.google.com/", "github.com/Azure/", opensandboxSDK}},
 		// A Go bundle links a store only by importing its package.
-		{module + "tasks", []string{module + "sandbox/local", module + "sandbox/modal", module + "sandbox/opensandbox", "github.com/modal-labs/",
+		{module + "tasks", []string{module + "sandbox/local", module + "sandbox/modal", module + "sandbox/opensandbox", "github.com/modal-labs/", opensandboxSDK,
 			module + "storage/s3", module + "storage/gcs", module + "storage/azure", "github.com/aws/", "google.golang.org/api/", "github.com/Azure/"}},
 		{module + "storage", []string{module + "storage/s3", "github.com/aws/"}},
 		{module + "sandbox", []string{module + "connections", module + "bundles", module + "sandbox/registry"}},
@@ -49,6 +52,8 @@ func TestLayersLinkOnlyWhatTheyMay(t *testing.T) {
 		{module + "sandbox/local", []string{module + "sandbox/modal", module + "sandbox/opensandbox", module + "tasks"}},
 		{module + "sandbox/modal", []string{module + "sandbox/local", module + "sandbox/opensandbox", module + "tasks"}},
 		{module + "sandbox/opensandbox", []string{module + "sandbox/local", module + "sandbox/modal", module + "tasks"}},
+		// The SDK's sandbox pools (and their Redis store) are not the driver's.
+		{module + "sandbox/opensandbox", []string{opensandboxSDK + "/poolredis", "github.com/redis/"}},
 	}
 	for _, c := range cases {
 		for _, d := range deps(t, c.pkg) {
@@ -72,7 +77,7 @@ func TestStandardBuildLinksOnlyItsExtras(t *testing.T) {
 	}
 	extras := []extra{
 		{"backend_modal", []string{module + "sandbox/modal", "github.com/modal-labs/"}},
-		{"backend_opensandbox", []string{module + "sandbox/opensandbox"}},
+		{"backend_opensandbox", []string{module + "sandbox/opensandbox", opensandboxSDK}},
 		{"store_s3", []string{module + "storage/s3", "github.com/aws/"}},
 		{"store_gcs", []string{module + "storage/gcs", "google.golang.org/api/"}},
 		{"store_azure", []string{module + "storage/azure", "github.com/Azure/"}},
@@ -80,7 +85,7 @@ func TestStandardBuildLinksOnlyItsExtras(t *testing.T) {
 	always := []string{module + "sandbox/local", module + "storage"}
 	// Linked by no extra but pulled in by the SDKs: the default build must
 	// not have them either.
-	heavy := []string{"google.golang.org/grpc", "google.golang.org/protobuf", "cloud.google.com/", "go.opentelemetry.io/"}
+	heavy := []string{"google.golang.org/grpc", "google.golang.org/protobuf", "cloud.google.com/", "go.opentelemetry.io/", "github.com/redis/"}
 	check := func(tags []string, want func(extra) bool) {
 		t.Helper()
 		list := deps(t, cmd, tags...)
@@ -109,6 +114,27 @@ func TestStandardBuildLinksOnlyItsExtras(t *testing.T) {
 		check([]string{only.tag}, func(e extra) bool { return e.tag == only.tag })
 	}
 	check([]string{"all_extras"}, func(extra) bool { return true })
+
+	// OpenSandbox adds its driver and the SDK's root package (with the
+	// singleflight it uses) and nothing else beyond the standard library:
+	// no SDK sub-package (poolredis), no Redis client. Nor does the full build.
+	for _, tags := range [][]string{{"backend_opensandbox"}, {"all_extras"}} {
+		for _, p := range deps(t, cmd, tags...) {
+			if links([]string{p}, opensandboxSDK+"/") || links([]string{p}, "github.com/redis/") {
+				t.Errorf("-tags %q links %s, which the OpenSandbox driver does not use", tags, p)
+			}
+		}
+	}
+	def0 := map[string]bool{}
+	for _, p := range deps(t, cmd) {
+		def0[p] = true
+	}
+	for _, p := range deps(t, cmd, "backend_opensandbox") {
+		std := !strings.Contains(strings.Split(p, "/")[0], ".")
+		if !def0[p] && !std && p != module+"sandbox/opensandbox" && p != opensandboxSDK && p != "golang.org/x/sync/singleflight" {
+			t.Errorf("-tags backend_opensandbox links %s, which is neither sandbox/opensandbox nor the OpenSandbox SDK", p)
+		}
+	}
 
 	// S3, once in the default build, adds its driver and the AWS SDK and
 	// nothing else beyond the standard library.
