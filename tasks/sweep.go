@@ -3,6 +3,7 @@ package tasks
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -156,6 +157,7 @@ func sweepAt(ctx context.Context, d Deps, in SweepInput, now time.Time) (res Swe
 	}
 	res = SweepResult{Backend: req.Backend, DryRun: in.DryRun, Found: []SweptSandbox{}, Destroyed: []string{}}
 	runs := newRunStates(d)
+	waiting := unendedRuns{}
 	var failed []string
 	for _, info := range list {
 		who := creator(info.Tags)
@@ -184,6 +186,9 @@ func sweepAt(ctx context.Context, d Deps, in SweepInput, now time.Time) (res Swe
 			state, ended := runs.ended(ctx, owner)
 			if !ended {
 				log.Debug("kept: its owner run has not ended", "id", s.ID, "owner", owner, "run_state", state, "expires_at", s.ExpiresAt)
+				if state != "unknown" {
+					waiting.add(owner, state, info.CreatedAt)
+				}
 				res.Kept++
 				continue
 			}
@@ -202,12 +207,62 @@ func sweepAt(ctx context.Context, d Deps, in SweepInput, now time.Time) (res Swe
 		log.Info("destroyed", "id", s.ID, "owner", s.Owner, "creator", s.Creator, "reason", s.Reason, "run_state", s.RunState, "expires_at", s.ExpiresAt)
 		res.Destroyed = append(res.Destroyed, s.ID)
 	}
+	waiting.report(log, now)
 	log.Info("sweep done", "backend", req.Backend, "stale", len(res.Found), "destroyed", len(res.Destroyed), "kept", res.Kept, "dry_run", in.DryRun)
 	if len(failed) > 0 {
 		return res, fmt.Errorf("sweep could not destroy %d sandbox(es): %s; run it again, or remove them in the %s console",
 			len(failed), strings.Join(failed, "; "), req.Backend)
 	}
 	return res, nil
+}
+
+// unendedRuns are the owner runs, queued or running by Airflow's answer,
+// whose sandboxes a sweep kept: their state and their oldest sandbox's
+// creation time (zero when the backend does not say).
+type unendedRuns map[string]*unendedRun
+
+type unendedRun struct {
+	state     string
+	sandboxes int
+	oldest    time.Time
+}
+
+func (u unendedRuns) add(owner, state string, created time.Time) {
+	r := u[owner]
+	if r == nil {
+		r = &unendedRun{state: state}
+		u[owner] = r
+	}
+	r.sandboxes++
+	if !created.IsZero() && (r.oldest.IsZero() || created.Before(r.oldest)) {
+		r.oldest = created
+	}
+}
+
+// report names each run whose sandboxes were kept, and why a run can stay
+// unended: a task taken by a worker that died before starting it stays
+// queued (the run stays running), and nothing in the task log says so.
+func (u unendedRuns) report(log hclog.Logger, now time.Time) {
+	if len(u) == 0 {
+		return
+	}
+	owners := make([]string, 0, len(u))
+	for o := range u {
+		owners = append(owners, o)
+	}
+	sort.Strings(owners)
+	for _, o := range owners {
+		r := u[o]
+		args := []any{"owner", o, "run_state", r.state, "sandboxes", r.sandboxes}
+		if !r.oldest.IsZero() {
+			args = append(args, "oldest_made", now.Sub(r.oldest).Round(time.Second).String()+" ago")
+		}
+		log.Info("kept: the sandboxes of a run that has not ended", args...)
+	}
+	log.Info("these runs have not ended, so their sandboxes stay. A run that stays running with no task running has a task stuck queued: "+
+		"a worker that died after taking it never started it, and only the scheduler's or worker's log says so. Airflow requeues such a task "+
+		"after [scheduler] task_queued_timeout (600 s by default), twice, then fails it; clear the task or mark it failed to end the run sooner. "+
+		"The sandboxes go at the first sweep after the run ends", "runs", len(u))
 }
 
 // CheckFinishedRun fails unless run names a Dag run as <dag_id>/<run_id>.

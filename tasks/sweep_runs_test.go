@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 )
 
@@ -100,5 +102,77 @@ func TestSweepWithoutRunStatesKeepsUnnamedRuns(t *testing.T) {
 	}
 	if !strings.Contains(e.log.String(), "cannot be learnt here") {
 		t.Fatalf("the log does not say run states are unknown here:\n%s", e.log.String())
+	}
+}
+
+// The sweep's log names each run whose sandboxes it kept because Airflow
+// says the run has not ended, with its state and its sandbox count, and
+// says what keeps a run unended after a worker died (a task stuck queued)
+// and what to do; runs that ended, and runs whose state it could not
+// learn, are not named there.
+func TestSweepNamesTheRunsThatHaveNotEnded(t *testing.T) {
+	e := newEnv(t)
+	e.deps.Airflow = &runStateAirflow{fakeAirflow: e.af,
+		states: map[string]string{"d/ok": "success", "d/live": "running", "d/waiting": "queued"},
+		errs:   map[string]error{"d/broken": errors.New("api-server unreachable")}}
+	now := time.Now()
+	for _, owner := range []string{"d/ok", "d/live", "d/live", "d/waiting", "d/broken"} {
+		makeOwned(t, e, owner, time.Hour, now)
+	}
+	res, err := sweepAt(context.Background(), e.deps, SweepInput{}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Destroyed) != 1 || res.Kept != 4 {
+		t.Fatalf("destroyed %v, kept %d: want d/ok's one destroyed and 4 kept", res.Destroyed, res.Kept)
+	}
+	var named []string
+	for _, line := range strings.Split(e.log.String(), "\n") {
+		if strings.Contains(line, "kept: the sandboxes of a run that has not ended") {
+			named = append(named, line[strings.Index(line, "owner="):])
+		}
+	}
+	want := []string{"owner=d/live run_state=running sandboxes=2", "owner=d/waiting run_state=queued sandboxes=1"}
+	if len(named) != len(want) || !strings.HasPrefix(named[0], want[0]) || !strings.HasPrefix(named[1], want[1]) {
+		t.Fatalf("the runs named as not ended are\n%q, want\n%q; log:\n%s", named, want, e.log.String())
+	}
+	for _, s := range []string{"task stuck queued", "[scheduler] task_queued_timeout (600 s by default)", "clear the task or mark it failed", "runs=2"} {
+		if !strings.Contains(e.log.String(), s) {
+			t.Errorf("the log lacks %q:\n%s", s, e.log.String())
+		}
+	}
+}
+
+// With every owner run ended, no run is named and no hint is logged.
+func TestSweepNamesNoRunWhenAllEnded(t *testing.T) {
+	e := newEnv(t)
+	e.deps.Airflow = &runStateAirflow{fakeAirflow: e.af, states: map[string]string{"d/ok": "success"}}
+	now := time.Now()
+	makeOwned(t, e, "d/ok", time.Hour, now)
+	res, err := sweepAt(context.Background(), e.deps, SweepInput{}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Destroyed) != 1 {
+		t.Fatalf("destroyed %v, want the ended run's sandbox", res.Destroyed)
+	}
+	if log := e.log.String(); strings.Contains(log, "has not ended") || strings.Contains(log, "task_queued_timeout") {
+		t.Fatalf("the log names unended runs although every run ended:\n%s", log)
+	}
+}
+
+// A run's line says how long ago its oldest sandbox was made, when the
+// backend reports creation times.
+func TestUnendedRunsReportTheOldestSandbox(t *testing.T) {
+	var buf strings.Builder
+	log := hclog.New(&hclog.LoggerOptions{Output: &buf, Level: hclog.Info})
+	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	u := unendedRuns{}
+	u.add("d/r", "running", now.Add(-3*time.Minute))
+	u.add("d/r", "running", now.Add(-14*time.Minute))
+	u.add("d/r", "running", time.Time{})
+	u.report(log, now)
+	if want := "owner=d/r run_state=running sandboxes=3 oldest_made=\"14m0s ago\""; !strings.Contains(buf.String(), want) {
+		t.Fatalf("the log lacks %q:\n%s", want, buf.String())
 	}
 }
