@@ -19,14 +19,18 @@
 # if missing), two Celery workers as separate hosts in network namespaces
 # of their own, 10 runs of each sandbox example at once, then a worker
 # killed, Redis stopped and a bundle removed, each followed by the
-# maintenance Dag. Network namespaces need root: not root, it goes through
-# sudo.
+# maintenance Dag. EXECUTOR=edge runs its EdgeExecutor mode (e2e/airflow
+# edge.go; docs/deploying.md): PostgreSQL from Debian, two edge workers as
+# separate hosts that reach only the api-server, 5 runs of each sandbox
+# example at once, then a worker killed mid-task and restarted, followed by
+# the maintenance Dag. Network namespaces need root: not root, it goes
+# through sudo.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 executor="${EXECUTOR:-local}"
 case "$executor" in
-  local|celery) ;;
-  *) echo "airflow-e2e: EXECUTOR=$executor: want local or celery" >&2; exit 2 ;;
+  local|celery|edge) ;;
+  *) echo "airflow-e2e: EXECUTOR=$executor: want local, celery or edge" >&2; exit 2 ;;
 esac
 
 # Before the driver takes over, each step runs in the background under a
@@ -49,6 +53,8 @@ wait_for() { local i; for ((i = 0; i < $2; i++)); do kill -0 "$1" 2>/dev/null ||
 
 if [ "$executor" = celery ]; then
   step 10m "installing tools (bubblewrap, prlimit, versitygw, redis-server, postgresql, iproute2)" ./scripts/ensure-tools.sh celery
+elif [ "$executor" = edge ]; then
+  step 10m "installing tools (bubblewrap, prlimit, versitygw, postgresql, iproute2)" ./scripts/ensure-tools.sh edge
 else
   step 10m "installing tools (bubblewrap, prlimit, versitygw)" ./scripts/ensure-tools.sh
 fi
@@ -65,8 +71,8 @@ step 15m "building airflow-go-worker, the go_tasks example and the driver" sh -c
 trap - INT TERM
 rm -f "$pyfile"; trap - EXIT
 driver=(bin/airflow-e2e -executor "$executor" -venv "$venv" -worker bin/airflow-go-worker -go-tasks bin/go_tasks -repo . "$@")
-if [ "$executor" = celery ] && [ "$(id -u)" -ne 0 ]; then
-  command -v sudo >/dev/null 2>&1 || { echo "airflow-e2e: EXECUTOR=celery makes network namespaces, which needs root or sudo" >&2; exit 1; }
+if [ "$executor" != local ] && [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null 2>&1 || { echo "airflow-e2e: EXECUTOR=$executor makes network namespaces, which needs root or sudo" >&2; exit 1; }
   # versitygw may be in this user's GOPATH: keep PATH.
   exec sudo env "PATH=$PATH:$(go env GOPATH)/bin" "${driver[@]}"
 fi

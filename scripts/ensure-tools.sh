@@ -20,13 +20,15 @@
 #   iproute2        ip netns: a network namespace per worker
 #   util-linux      unshare (a hostname and PID namespace per worker),
 #                   setpriv (PostgreSQL runs as nobody when started by root)
+# With edge (make airflow-e2e EXECUTOR=edge) the same but Redis: the Edge
+# executor has no broker.
 # The run starts instances of its own; the system services are not used.
 # Debian packages need root (or sudo); without either it says what to run.
 set -euo pipefail
 
 need=()
-if [ "${1:-}" = celery ]; then
-  command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+if [ "${1:-}" = celery ] || [ "${1:-}" = edge ]; then
+  [ "${1:-}" = edge ] || command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
   ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need+=(postgresql)
   command -v ip >/dev/null 2>&1 || need+=(iproute2)
   { command -v unshare && command -v setpriv; } >/dev/null 2>&1 || need+=(util-linux)

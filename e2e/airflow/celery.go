@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
@@ -40,67 +40,85 @@ const (
 	redisOutage      = 20 * time.Second
 )
 
-// exitStatus is the second part's exit status, passed on by the first.
-type exitStatus int
+// flavor is what differs between the runs whose workers are hosts of
+// their own: CeleryExecutor (celeryFlavor, below) and EdgeExecutor
+// (edgeFlavor, edge.go). Everything else, the network, the services, the
+// worker hosts, the batches and the kill fault, they share.
+type flavor interface {
+	name() string // "Celery", "Edge": for messages
+	workers() int
+	broker() bool // whether the run starts Redis
+	// settings are what the deployment changes in every component's
+	// settings; offWorkers the control plane's a worker runs without.
+	settings(c *celeryRun) map[string]string
+	offWorkers() []string
+	// setUp gives a worker host its command, ready line and own settings.
+	setUp(c *celeryRun, cw *hostWorker) map[string]string
+	// logSource is what the api-server's answer for a task log that ran on
+	// host names as the log's source.
+	logSource(c *celeryRun, host string) string
+	faults(c *celeryRun) []func(context.Context) error
+	cleanRuns(o options) int
+}
 
-func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+func runCelery(ctx context.Context, o options) error { return runDistributed(ctx, o, celeryFlavor{}) }
 
-func runCelery(ctx context.Context, o options) error {
-	if o.celeryNetns != "" {
-		n, err := loadNetwork(o.celeryNetns)
-		if err != nil {
-			return err
-		}
-		c := &celeryRun{o: o, n: n, started: time.Now()}
-		return c.run(ctx)
+// celeryFlavor: two Celery workers, Redis as the broker, three faults.
+type celeryFlavor struct{}
+
+func (celeryFlavor) name() string { return "Celery" }
+func (celeryFlavor) workers() int { return celeryWorkers }
+func (celeryFlavor) broker() bool { return true }
+
+// settings: docs/deploying.md, "CeleryExecutor, step by step", 2.
+func (celeryFlavor) settings(c *celeryRun) map[string]string {
+	return map[string]string{
+		"AIRFLOW__CORE__EXECUTOR":             "CeleryExecutor",
+		"AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": c.pg.url("postgresql+psycopg2"),
+		"AIRFLOW__CELERY__BROKER_URL":         c.redis.url(),
+		"AIRFLOW__CELERY__RESULT_BACKEND":     c.pg.url("db+postgresql+psycopg2"),
 	}
-	if os.Geteuid() != 0 {
-		return errors.New("EXECUTOR=celery makes a network namespace per worker, which needs root: run it as root, or with sudo (scripts/airflow-e2e.sh uses sudo when it is there)")
+}
+
+func (celeryFlavor) offWorkers() []string {
+	return []string{"AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "AIRFLOW__API_AUTH__JWT_SECRET", "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"}
+}
+
+func (celeryFlavor) setUp(c *celeryRun, cw *hostWorker) map[string]string {
+	cw.command = []string{c.a.bin, "celery", "worker", "--queues", celeryWorkerQueues, "--celery-hostname", cw.host,
+		"--concurrency", fmt.Sprint(workerConcurrency)}
+	cw.ready = cw.logSays("celery@" + cw.host + " ready.")
+	return nil
+}
+
+// logSource: the worker's log server, http://<host>:<port>/log/...
+func (celeryFlavor) logSource(_ *celeryRun, host string) string { return "http://" + host + ":" }
+
+func (celeryFlavor) faults(c *celeryRun) []func(context.Context) error {
+	return []func(context.Context) error{c.faultKill, c.faultRedis, c.faultBundle}
+}
+
+func (celeryFlavor) cleanRuns(o options) int { return o.celeryRuns }
+
+// runDistributed runs the examples with f's executor, each worker a host
+// of its own: the first part makes the network and runs the second inside
+// it (netns.go), the second is celeryRun.run.
+func runDistributed(ctx context.Context, o options, f flavor) error {
+	if o.netnsDir == "" {
+		return runInNetwork(ctx, o, f.workers())
 	}
-	dir, err := os.MkdirTemp("", "airflow-e2e-net-")
+	n, err := loadNetwork(o.netnsDir)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	step("creating the network: a namespace for the control plane (%s) and one for each of %d workers, joined by a bridge", controlAddr, celeryWorkers)
-	n, err := createNetwork(dir, celeryWorkers)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		step("removing the network namespaces")
-		n.remove()
-	}()
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	argv := n.Control.enter(append([]string{self}, os.Args[1:]...)...)
-	argv = append(argv, "-celery-netns", dir)
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting the driver inside the control plane's namespace: %w", err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err = <-done:
-	case <-ctx.Done():
-		_ = cmd.Process.Signal(syscall.SIGTERM) // it stops what it started, then exits
-		err = <-done
-	}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return exitStatus(ee.ExitCode())
-	}
-	return err
+	c := &celeryRun{o: o, n: n, f: f, started: time.Now()}
+	return c.run(ctx)
 }
 
 // celeryRun is the second part: everything it started and what it saw.
 type celeryRun struct {
 	o       options
+	f       flavor
 	n       *network
 	w       *workdir
 	started time.Time
@@ -113,7 +131,7 @@ type celeryRun struct {
 	a       *airflowSetup
 	af      *deployment
 	api     *apiClient
-	workers []*celeryWorker
+	workers []*hostWorker
 
 	conversion, pipeline, maintenance *scenario
 
@@ -207,7 +225,7 @@ func (c *celeryRun) run(ctx context.Context) (err error) {
 	if err := c.cleanBatch(ctx); err != nil {
 		return c.finish(err)
 	}
-	for _, fault := range []func(context.Context) error{c.faultKill, c.faultRedis, c.faultBundle} {
+	for _, fault := range c.f.faults(c) {
 		if err := fault(ctx); err != nil {
 			return c.finish(err)
 		}
@@ -268,12 +286,19 @@ func (c *celeryRun) startServices(ctx context.Context) error {
 	}
 	info("%s; the workers reach it across the bridge", c.modal.srv.URL())
 
-	step("starting PostgreSQL (metadata database, Celery result backend) on %s", controlAddr)
+	role := "metadata database"
+	if c.f.broker() {
+		role += ", Celery result backend"
+	}
+	step("starting PostgreSQL (%s) on %s", role, controlAddr)
 	if c.pg, err = startPostgres(ctx, c.o, filepath.Join(w.root, "postgres"), controlAddr, w.logs); err != nil {
 		return err
 	}
 	info("%s, database airflow, log %s", c.pg.addr, filepath.Join(w.logs, "postgres.log"))
 
+	if !c.f.broker() {
+		return nil
+	}
 	step("starting Redis (Celery broker) on %s", controlAddr)
 	if c.redis, err = startRedis(ctx, filepath.Join(w.root, "redis"), controlAddr, w.logs); err != nil {
 		return err
@@ -300,15 +325,11 @@ func (c *celeryRun) stopServices() {
 	}
 }
 
-// celerySettings are what the Celery deployment changes in every
-// component's settings (docs/deploying.md, "CeleryExecutor, step by
-// step", 2).
-func (c *celeryRun) celerySettings() map[string]string {
-	return map[string]string{
-		"AIRFLOW__CORE__EXECUTOR":                                                "CeleryExecutor",
-		"AIRFLOW__DATABASE__SQL_ALCHEMY_CONN":                                    c.pg.url("postgresql+psycopg2"),
-		"AIRFLOW__CELERY__BROKER_URL":                                            c.redis.url(),
-		"AIRFLOW__CELERY__RESULT_BACKEND":                                        c.pg.url("db+postgresql+psycopg2"),
+// settings are what the deployment changes in every component's settings:
+// the flavor's, and the scheduler's timeouts, shortened so that the faults
+// play out within the run.
+func (c *celeryRun) settings() map[string]string {
+	set := map[string]string{
 		"AIRFLOW__CORE__PARALLELISM":                                             "32",
 		"AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT":                    fmt.Sprint(heartbeatTimeout),
 		"AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "5",
@@ -316,6 +337,8 @@ func (c *celeryRun) celerySettings() map[string]string {
 		"AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT":                "180",
 		"AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT_CHECK_INTERVAL": "30",
 	}
+	maps.Copy(set, c.f.settings(c))
+	return set
 }
 
 // workerOnly are the settings that belong on the workers alone: the
@@ -325,14 +348,14 @@ func (c *celeryRun) celerySettings() map[string]string {
 var workerOnly = []string{"AIRFLOW__SDK__COORDINATORS", "AIRFLOW__SDK__QUEUE_TO_COORDINATOR", "XDG_STATE_HOME", "MODAL_"}
 
 func (c *celeryRun) startAirflow(ctx context.Context) error {
-	step("starting Airflow from %s (CeleryExecutor, PostgreSQL, Redis) on %s", c.o.venv, controlAddr)
+	step("starting Airflow from %s (%sExecutor, PostgreSQL) on %s", c.o.venv, c.f.name(), controlAddr)
 	a, err := prepareAirflow(ctx, c.o, c.w, controlAddr)
 	if err != nil {
 		return err
 	}
 	c.a = a
 	info("Airflow %s, AIRFLOW_HOME=%s", a.version, c.w.home)
-	control := withoutEnv(withEnv(a.env, c.celerySettings()), workerOnly...)
+	control := withoutEnv(withEnv(a.env, c.settings()), workerOnly...)
 	apiEnv := append(append([]string(nil), control...), apiConnections(c.store, c.modal)...)
 	af, err := a.boot(ctx, c.o, c.w, control, apiEnv)
 	c.af = af
@@ -347,10 +370,9 @@ func (c *celeryRun) startAirflow(ctx context.Context) error {
 // (minus what only the control plane needs) plus its own coordinator
 // config, executables_root, state directory and Modal settings.
 func (c *celeryRun) startWorkers(ctx context.Context) error {
-	base := withoutEnv(withEnv(c.a.env, c.celerySettings()),
-		"AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "AIRFLOW__API_AUTH__JWT_SECRET", "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE")
-	for i := 1; i <= celeryWorkers; i++ {
-		cw, err := newCeleryWorker(c.w, c.n.Workers[i-1], i, c.a.bin, workerConcurrency)
+	base := withoutEnv(withEnv(c.a.env, c.settings()), c.f.offWorkers()...)
+	for i := 1; i <= c.f.workers(); i++ {
+		cw, err := newHostWorker(c.w, c.n.Workers[i-1], i, strings.ToLower(c.f.name())+" worker")
 		if err != nil {
 			return err
 		}
@@ -363,6 +385,7 @@ func (c *celeryRun) startWorkers(ctx context.Context) error {
 		}
 		own := coordinatorSettings(cw.executables)
 		own["AIRFLOW_HOME"], own["AIRFLOW__CORE__DAGS_FOLDER"], own["XDG_STATE_HOME"] = cw.home, cw.dags, cw.state
+		maps.Copy(own, c.f.setUp(c, cw))
 		cw.env = append(withEnv(base, own), c.modal.env()...)
 	}
 	step("checking each worker's Dags against its executables_root (airflow-go-worker check, with the worker's settings)")
@@ -382,7 +405,7 @@ func (c *celeryRun) startWorkers(ctx context.Context) error {
 		return err
 	}
 	info("no findings on any worker")
-	step("starting %d Celery workers (queues %s, %d slots each)", celeryWorkers, celeryWorkerQueues, workerConcurrency)
+	step("starting %d %s workers (queues %s, %d slots each)", len(c.workers), c.f.name(), celeryWorkerQueues, workerConcurrency)
 	for _, cw := range c.workers {
 		if err := cw.launch(); err != nil {
 			return err
@@ -401,7 +424,7 @@ func (c *celeryRun) startWorkers(ctx context.Context) error {
 // worker: its Dags folder, its Airflow settings (the coordinator config
 // names its executables_root), the venv's python. Its output, and an
 // error when it found something or could not run.
-func (c *celeryRun) check(ctx context.Context, cw *celeryWorker) (string, error) {
+func (c *celeryRun) check(ctx context.Context, cw *hostWorker) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, c.o.workerBin, "check", "--dags", cw.dags, "--python", filepath.Join(c.o.venv, "bin", "python"))
@@ -411,7 +434,7 @@ func (c *celeryRun) check(ctx context.Context, cw *celeryWorker) (string, error)
 }
 
 func (c *celeryRun) stopWorkers() {
-	step("stopping the Celery workers")
+	step("stopping the %s workers", c.f.name())
 	var wg sync.WaitGroup
 	for _, cw := range c.workers {
 		wg.Add(1)
@@ -457,7 +480,7 @@ next:
 	return out
 }
 
-func (c *celeryRun) worker(host string) *celeryWorker {
+func (c *celeryRun) worker(host string) *hostWorker {
 	for _, cw := range c.workers {
 		if cw.host == host {
 			return cw

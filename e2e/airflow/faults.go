@@ -25,7 +25,7 @@ const batchTimeout = 15 * time.Minute
 // cleanBatch: 10 runs of each example at once; all succeed, pass their
 // checks, and at least one sandbox is handed from one worker to the other.
 func (c *celeryRun) cleanBatch(ctx context.Context) error {
-	n := c.o.celeryRuns
+	n := c.f.cleanRuns(c.o)
 	step("clean batch: %d runs of %s and %d of %s at once", n, c.conversion.dagID, n, c.pipeline.dagID)
 	b, err := c.trigger(ctx, "clean", batchPart{c.conversion, n}, batchPart{c.pipeline, n})
 	if err != nil {
@@ -61,7 +61,7 @@ func (c *celeryRun) cleanBatch(ctx context.Context) error {
 			}
 		}
 	}
-	c.expect(len(workers) == celeryWorkers, "tasks ran on every worker: %s", formatCounts(workers))
+	c.expect(len(workers) == len(c.workers), "tasks ran on every worker: %s", formatCounts(workers))
 	for _, cw := range c.workers {
 		c.expectServedLog(ctx, b, cw.host)
 	}
@@ -70,9 +70,9 @@ func (c *celeryRun) cleanBatch(ctx context.Context) error {
 }
 
 // expectServedLog: the api-server serves the log of a task that ran on
-// host, fetched from that worker's log server (the log names its source,
-// http://<host>:<port>/log/...): hostname, port and [api] secret_key agree
-// across the hosts.
+// host, from where the flavor says (the log names its source): on Celery
+// that worker's log server (http://<host>:<port>/log/..., so hostname,
+// port and [api] secret_key agree across the hosts).
 func (c *celeryRun) expectServedLog(ctx context.Context, b *batch, host string) {
 	for _, r := range b.runs {
 		for _, id := range r.taskIDs() {
@@ -81,8 +81,8 @@ func (c *celeryRun) expectServedLog(ctx context.Context, b *batch, host string) 
 				continue
 			}
 			text, err := c.api.taskLog(ctx, r, id, ts.try)
-			source := "http://" + host + ":"
-			c.expect(err == nil && strings.Contains(text, source), "the api-server serves %s's log of %s %s from %s's log server (%s...)%s",
+			source := c.f.logSource(c, host)
+			c.expect(err == nil && strings.Contains(text, source), "the api-server serves %s's log of %s %s, run on %s, from %s%s",
 				id, r.scenario.dagID, r.runID, host, source, errText(err))
 			return
 		}

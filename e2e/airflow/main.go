@@ -19,7 +19,9 @@
 //
 // With -executor celery (make airflow-e2e EXECUTOR=celery) it runs the
 // sandbox examples on CeleryExecutor instead, two workers as separate hosts,
-// then strikes three faults (celery.go, docs/deploying.md).
+// then strikes three faults (celery.go, docs/deploying.md); with -executor
+// edge on EdgeExecutor, two edge workers reaching only the api-server, then
+// one worker killed mid-task (edge.go).
 package main
 
 import (
@@ -44,10 +46,11 @@ type options struct {
 	runTimeout time.Duration // how long all Dag runs together may take
 	bootWait   time.Duration // bound on each start-up phase of Airflow
 
-	executor    string // local (LocalExecutor, SQLite) or celery (celery.go)
-	celeryRuns  int    // runs of each example in the Celery clean batch
-	pgBin       string // PostgreSQL's bin directory ("" = the newest Debian one)
-	celeryNetns string // set by the Celery run's first part for its second
+	executor   string // local (LocalExecutor, SQLite), celery (celery.go) or edge (edge.go)
+	celeryRuns int    // runs of each example in the Celery clean batch
+	edgeRuns   int    // runs of each example in the Edge clean batch
+	pgBin      string // PostgreSQL's bin directory ("" = the newest Debian one)
+	netnsDir   string // set by a distributed run's first part for its second
 }
 
 func main() {
@@ -60,16 +63,17 @@ func main() {
 	flag.DurationVar(&o.runTimeout, "run-timeout", 12*time.Minute, "how long the Dag runs may take, all together")
 	flag.DurationVar(&o.bootWait, "boot-timeout", 4*time.Minute, "bound on each Airflow start-up phase (migrate, components healthy, Dags parsed)")
 	only := flag.String("dags", "", "comma-separated Dag ids to run (default: all of "+strings.Join(dagIDs(), ", ")+"; LocalExecutor only)")
-	flag.StringVar(&o.executor, "executor", "local", "local: LocalExecutor on SQLite; celery: CeleryExecutor on PostgreSQL and Redis, two workers as separate hosts, then faults (needs root)")
+	flag.StringVar(&o.executor, "executor", "local", "local: LocalExecutor on SQLite; celery: CeleryExecutor on PostgreSQL and Redis, two workers as separate hosts, then faults; edge: EdgeExecutor on PostgreSQL, two edge workers as separate hosts, then one killed (celery and edge need root)")
 	flag.IntVar(&o.celeryRuns, "celery-runs", 10, "EXECUTOR=celery: runs of each example in the clean batch")
-	flag.StringVar(&o.pgBin, "pg-bin", "", "EXECUTOR=celery: PostgreSQL's bin directory (default: the newest /usr/lib/postgresql/*/bin)")
-	flag.StringVar(&o.celeryNetns, "celery-netns", "", "internal: the directory describing the network namespaces, for the Celery run's part inside them")
+	flag.IntVar(&o.edgeRuns, "edge-runs", 5, "EXECUTOR=edge: runs of each example in the clean batch")
+	flag.StringVar(&o.pgBin, "pg-bin", "", "EXECUTOR=celery or edge: PostgreSQL's bin directory (default: the newest /usr/lib/postgresql/*/bin)")
+	flag.StringVar(&o.netnsDir, "netns", "", "internal: the directory describing the network namespaces, for the Celery or Edge run's part inside them")
 	flag.Parse()
-	if o.executor != "local" && o.executor != "celery" {
-		fatal(fmt.Errorf("-executor %q: want local or celery", o.executor))
+	if o.executor != "local" && o.executor != "celery" && o.executor != "edge" {
+		fatal(fmt.Errorf("-executor %q: want local, celery or edge", o.executor))
 	}
-	if o.executor == "celery" && *only != "" {
-		fatal(errors.New("-dags applies to the LocalExecutor run only; EXECUTOR=celery runs sandbox_conversion, sandbox_pipeline and the maintenance Dag"))
+	if o.executor != "local" && *only != "" {
+		fatal(fmt.Errorf("-dags applies to the LocalExecutor run only; EXECUTOR=%s runs sandbox_conversion, sandbox_pipeline and the maintenance Dag", o.executor))
 	}
 	if err := selectScenarios(*only); err != nil {
 		fatal(err)
@@ -87,9 +91,12 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var err error
-	if o.executor == "celery" {
+	switch o.executor {
+	case "celery":
 		err = runCelery(ctx, o)
-	} else {
+	case "edge":
+		err = runEdge(ctx, o)
+	default:
 		err = run(ctx, o)
 	}
 	if ctx.Err() != nil {
@@ -98,7 +105,7 @@ func main() {
 	}
 	var status exitStatus
 	if errors.As(err, &status) {
-		os.Exit(int(status)) // the Celery run's second part said why
+		os.Exit(int(status)) // the distributed run's second part said why
 	}
 	if err != nil {
 		fatal(err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,12 +13,13 @@ import (
 	"syscall"
 )
 
-// The Celery deployment's network: one network namespace for the control
-// plane (Airflow's scheduler, dag-processor and api-server, PostgreSQL,
-// Redis, the S3 server and the fake Modal server; the driver itself runs
-// there too) and one per Celery worker, each worker joined to the control
-// plane by a veth pair on a bridge. The workers share nothing with the
-// control plane but that link: not its loopback, not its /etc/hosts.
+// The network of a run whose workers are hosts of their own (Celery, Edge):
+// one network namespace for the control plane (Airflow's scheduler,
+// dag-processor and api-server, PostgreSQL, Redis for Celery, the S3 server
+// and the fake Modal server; the driver itself runs there too) and one per
+// worker, each worker joined to the control plane by a veth pair on a
+// bridge. The workers share nothing with the control plane but that link:
+// not its loopback, not its /etc/hosts.
 //
 // Each namespace is held by a process of its own (unshare --net sleep),
 // entered through /proc/<pid>/ns/net, never named under /run/netns: the
@@ -134,6 +136,61 @@ func createNetwork(dir string, workers int) (n *network, err error) {
 	}
 	data, _ := json.Marshal(n)
 	return n, os.WriteFile(filepath.Join(dir, "network.json"), data, 0o644)
+}
+
+// exitStatus is the second part's exit status, passed on by the first.
+type exitStatus int
+
+func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
+// runInNetwork is the first part of a run whose workers are hosts of their
+// own: it makes the control plane's namespace and one per worker, runs
+// this driver again inside the control plane's (with -netns naming the
+// network's description), and removes the network when that ends. A
+// signal is passed on, so the second part stops what it started first.
+func runInNetwork(ctx context.Context, o options, workers int) error {
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("EXECUTOR=%s makes a network namespace per worker, which needs root: run it as root, or with sudo (scripts/airflow-e2e.sh uses sudo when it is there)", o.executor)
+	}
+	dir, err := os.MkdirTemp("", "airflow-e2e-net-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	step("creating the network: a namespace for the control plane (%s) and one for each of %d workers, joined by a bridge", controlAddr, workers)
+	n, err := createNetwork(dir, workers)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		step("removing the network namespaces")
+		n.remove()
+	}()
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	argv := n.Control.enter(append([]string{self}, os.Args[1:]...)...)
+	argv = append(argv, "-netns", dir)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting the driver inside the control plane's namespace: %w", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		_ = cmd.Process.Signal(syscall.SIGTERM) // it stops what it started, then exits
+		err = <-done
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return exitStatus(ee.ExitCode())
+	}
+	return err
 }
 
 // loadNetwork reads the description the first part wrote.

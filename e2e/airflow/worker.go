@@ -16,14 +16,15 @@ import (
 // announce) on default.
 const celeryWorkerQueues = coordinatorQueue + ",default"
 
-// celeryWorker is one `airflow celery worker` on a host of its own: its
-// own network namespace (reaching the control plane over the bridge), UTS
-// namespace (its hostname, which Airflow records as the task's hostname)
-// and PID namespace (so killing its first process kills everything on the
-// "host": the Celery pool, the task supervisors and the bundles they
-// forked), and its own directories: Airflow home and task logs, Dags
-// folder, executables_root with its copy of the bundles, and state.
-type celeryWorker struct {
+// hostWorker is one Airflow worker (`airflow celery worker`, or `airflow
+// edge worker`: edge.go) on a host of its own: its own network namespace
+// (reaching the control plane over the bridge), UTS namespace (its
+// hostname, which Airflow records as the task's hostname) and PID
+// namespace (so killing its first process kills everything on the "host":
+// the worker, the task supervisors and the bundles they forked), and its
+// own directories: Airflow home and task logs, Dags folder,
+// executables_root with its copy of the bundles, and state.
+type hostWorker struct {
 	i           int
 	host        string
 	ns          namespace
@@ -33,18 +34,23 @@ type celeryWorker struct {
 	executables string
 	state       string
 	env         []string // set by the caller before start
-	bin         string   // the venv's airflow
 	logs        string
-	concurrency int
+
+	kind    string   // "Celery worker", "edge worker": for messages
+	command []string // the worker's argv, set by the caller before start
+	// ready says whether the worker takes tasks, or why not yet.
+	ready func() (bool, string, error)
+	// beforeRestart, when set, runs before every start but the first (the
+	// Edge API refuses a worker whose name is still registered as active).
+	beforeRestart func(context.Context) error
 
 	proc   *proc
 	starts int
 	killed bool // killed on purpose and not restarted
 }
 
-func newCeleryWorker(w *workdir, ns namespace, i int, airflowBin string, concurrency int) (*celeryWorker, error) {
-	cw := &celeryWorker{i: i, host: workerHost(i), ns: ns, root: filepath.Join(w.root, workerHost(i)),
-		bin: airflowBin, logs: w.logs, concurrency: concurrency}
+func newHostWorker(w *workdir, ns namespace, i int, kind string) (*hostWorker, error) {
+	cw := &hostWorker{i: i, host: workerHost(i), ns: ns, root: filepath.Join(w.root, workerHost(i)), logs: w.logs, kind: kind}
 	cw.home, cw.dags = filepath.Join(cw.root, "home"), filepath.Join(cw.root, "dags")
 	cw.executables, cw.state = filepath.Join(cw.root, "executables"), filepath.Join(cw.root, "state")
 	for _, d := range []string{cw.home, cw.dags, cw.executables, cw.state} {
@@ -94,9 +100,14 @@ func copyFile(src, dst string) error {
 	return out.Close()
 }
 
-// start runs the worker (again, after a kill) and waits until Celery says
-// it is ready to take tasks.
-func (cw *celeryWorker) start(ctx context.Context, timeout time.Duration) error {
+// start runs the worker (again, after a kill) and waits until it says it
+// is ready to take tasks.
+func (cw *hostWorker) start(ctx context.Context, timeout time.Duration) error {
+	if cw.starts > 0 && cw.beforeRestart != nil {
+		if err := cw.beforeRestart(ctx); err != nil {
+			return err
+		}
+	}
 	if err := cw.launch(); err != nil {
 		return err
 	}
@@ -104,7 +115,7 @@ func (cw *celeryWorker) start(ctx context.Context, timeout time.Duration) error 
 }
 
 // launch starts the worker's processes.
-func (cw *celeryWorker) launch() error {
+func (cw *hostWorker) launch() error {
 	cw.starts++
 	log := filepath.Join(cw.logs, fmt.Sprintf("%s-%d.log", cw.host, cw.starts))
 	// In the worker's network namespace, unshare makes the rest of the
@@ -113,10 +124,8 @@ func (cw *celeryWorker) launch() error {
 	// --kill-child takes that namespace down when unshare is killed.
 	argv := []string{"nsenter", "--net=" + cw.ns.path(), "--",
 		"unshare", "--mount", "--uts", "--pid", "--fork", "--kill-child", "--mount-proc", "--",
-		"sh", "-c", `mount --bind "$1" /etc/hosts && hostname "$2" && shift 2 && exec "$@"`, "sh", cw.ns.Hosts, cw.host,
-		cw.bin, "celery", "worker", "--queues", celeryWorkerQueues, "--celery-hostname", cw.host,
-		"--concurrency", fmt.Sprint(cw.concurrency)}
-	p, err := startProc(cw.host, log, cw.env, argv...)
+		"sh", "-c", `mount --bind "$1" /etc/hosts && hostname "$2" && shift 2 && exec "$@"`, "sh", cw.ns.Hosts, cw.host}
+	p, err := startProc(cw.host, log, cw.env, append(argv, cw.command...)...)
 	if err != nil {
 		return err
 	}
@@ -125,24 +134,48 @@ func (cw *celeryWorker) launch() error {
 	return nil
 }
 
-// waitReady waits until the worker's log says Celery is ready.
-func (cw *celeryWorker) waitReady(ctx context.Context, timeout time.Duration) error {
-	ready := "celery@" + cw.host + " ready."
-	return poll(ctx, timeout, time.Second, cw.host+" to be ready", cw.alive, func() (bool, string, error) {
-		data, _ := os.ReadFile(cw.proc.log)
-		if strings.Contains(string(data), ready) {
-			return true, "", nil
-		}
-		return false, "no \"" + ready + "\" in its log yet", nil
-	})
+// waitReady waits until the worker says it is ready.
+func (cw *hostWorker) waitReady(ctx context.Context, timeout time.Duration) error {
+	return poll(ctx, timeout, time.Second, cw.host+" to be ready", cw.alive, cw.ready)
 }
 
-func (cw *celeryWorker) alive() error {
+// logSays is a ready check: the worker's current log has line.
+func (cw *hostWorker) logSays(line string) func() (bool, string, error) {
+	return func() (bool, string, error) {
+		data, _ := os.ReadFile(cw.proc.log)
+		if strings.Contains(string(data), line) {
+			return true, "", nil
+		}
+		return false, "no \"" + line + "\" in its log yet", nil
+	}
+}
+
+// runToExit starts the worker and waits for it to exit on its own (a
+// start the control plane refuses), within timeout; its log.
+func (cw *hostWorker) runToExit(ctx context.Context, timeout time.Duration) (string, error) {
+	if err := cw.launch(); err != nil {
+		return "", err
+	}
+	defer func() { cw.killed = true }() // not running: alive must not report it
+	select {
+	case <-cw.proc.done:
+	case <-time.After(timeout):
+		cw.proc.stop(10 * time.Second)
+		return cw.proc.tail(40), fmt.Errorf("%s %s was meant to exit on its own, but still ran after %s", cw.kind, cw.host, timeout)
+	case <-ctx.Done():
+		cw.proc.stop(10 * time.Second)
+		return "", ctx.Err()
+	}
+	data, err := os.ReadFile(cw.proc.log)
+	return string(data), err
+}
+
+func (cw *hostWorker) alive() error {
 	if cw.killed || cw.proc == nil {
 		return nil
 	}
 	if done, err := cw.proc.exited(); done {
-		return fmt.Errorf("Celery worker %s exited (%v); the end of its log (%s):\n%s", cw.host, err, cw.proc.log, cw.proc.tail(40))
+		return fmt.Errorf("%s %s exited (%v); the end of its log (%s):\n%s", cw.kind, cw.host, err, cw.proc.log, cw.proc.tail(40))
 	}
 	return nil
 }
@@ -151,7 +184,7 @@ func (cw *celeryWorker) alive() error {
 // every process of the worker with it (no warm shutdown, no cleanup, no
 // message acknowledged). It fails unless the worker's namespace is empty
 // afterwards.
-func (cw *celeryWorker) kill(ctx context.Context) error {
+func (cw *hostWorker) kill(ctx context.Context) error {
 	if err := syscall.Kill(cw.proc.cmd.Process.Pid, syscall.SIGKILL); err != nil {
 		return fmt.Errorf("kill -9 %s (pid %d): %w", cw.host, cw.proc.cmd.Process.Pid, err)
 	}
@@ -169,7 +202,7 @@ func (cw *celeryWorker) kill(ctx context.Context) error {
 	})
 }
 
-func (cw *celeryWorker) stop() {
+func (cw *hostWorker) stop() {
 	if cw.proc == nil || cw.killed {
 		return
 	}
@@ -177,8 +210,8 @@ func (cw *celeryWorker) stop() {
 	info("%s stopped", cw.host)
 }
 
-// logText is everything the worker's Celery logs say, over all its starts.
-func (cw *celeryWorker) logText() string {
+// logText is everything the worker's logs say, over all its starts.
+func (cw *hostWorker) logText() string {
 	var all []string
 	for i := 1; i <= cw.starts; i++ {
 		data, _ := os.ReadFile(filepath.Join(cw.logs, fmt.Sprintf("%s-%d.log", cw.host, i)))
