@@ -65,11 +65,12 @@ func (c Connection) ExtraString(key string, v any) (string, error) {
 }
 
 // String never includes the password, nor the host's userinfo or query
-// values (redact.URL), so a Connection can be logged safely.
+// values, nor its path (redact.Host: a webhook token is often a path
+// segment), so a Connection can be logged safely.
 func (c Connection) String() string {
 	pw := ""
 	if c.Password != "" {
 		pw = " password=***"
 	}
-	return fmt.Sprintf("Connection(%s type=%s host=%s port=%d login=%s%s)", c.ConnID, c.ConnType, redact.URL(c.Host), c.Port, c.Login, pw)
+	return fmt.Sprintf("Connection(%s type=%s host=%s port=%d login=%s%s)", c.ConnID, c.ConnType, redact.Host(c.Host), c.Port, c.Login, pw)
 }

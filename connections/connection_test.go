@@ -18,3 +18,18 @@ func TestExtraString(t *testing.T) {
 		t.Errorf("a number: %v; want an error naming the connection and the key", err)
 	}
 }
+
+// String is what a log line shows of a connection: a host's path (a
+// webhook's token), its query values and its userinfo stay hidden.
+func TestStringHidesWhatTheHostCarries(t *testing.T) {
+	c := Connection{ConnID: "hook", ConnType: "http", Host: "https://bot:tok3n@hooks.example.com/services/T0/B0/s3cr3tpath?sig=abc;key=v4l", Port: 443, Password: "pw"}
+	got := c.String()
+	if !strings.Contains(got, "hooks.example.com") || !strings.Contains(got, "password=***") {
+		t.Fatalf("String() = %q: want the host's name and the password marked", got)
+	}
+	for _, secret := range []string{"s3cr3tpath", "tok3n", "abc", "v4l", "pw)"} {
+		if strings.Contains(got, secret) {
+			t.Errorf("String() = %q shows %q", got, secret)
+		}
+	}
+}
