@@ -316,10 +316,10 @@ func (b *Bundle) Outlets(dagID, taskID string) (assets []Asset, aliases []string
 // Expansion is how a mapped task's input takes its element: of the list
 // upstream task XComTask returned, or of Items.
 type Expansion struct {
-	XComTask string
-	Items    []any
+	XComTask string `json:"xcom,omitempty"`
+	Items    []any  `json:"items,omitempty"`
 	// Literal says Items is the list (possibly empty).
-	Literal bool
+	Literal bool `json:"literal,omitempty"`
 }
 
 // Expansions lists the inputs a task takes its mapped element into
@@ -337,6 +337,17 @@ func (b *Bundle) Expansions(dagID, taskID string) (exp map[string]Expansion, ok 
 		}
 	}
 	return exp, true
+}
+
+// FeedsMapping reports whether the task pushes its return value with its
+// length, for a mapped task expanding over it (see feedsMapping). ok is
+// false for an unknown task.
+func (b *Bundle) FeedsMapping(dagID, taskID string) (feeds, ok bool) {
+	t := b.lookup(dagID, taskID)
+	if t == nil {
+		return false, false
+	}
+	return b.feedsMapping(dagID, taskID, t), true
 }
 
 // feedsMapping reports whether a mapped task expands over taskID's return

@@ -43,6 +43,11 @@ type taskFacts struct {
 	Queue    string   `json:"queue"`
 	Stub     bool     `json:"stub"`
 	Upstream []string `json:"upstream"` // every task upstream of it, direct or not
+	// The data model (datamodel.go): the task's outlets, how it is
+	// mapped (nil: not mapped) and the mapped tasks expanding over it.
+	Outlets          []assetFacts `json:"outlets"`
+	Expand           *expandFacts `json:"expand"`
+	MappedDependants []string     `json:"mapped_dependants"`
 }
 
 type routing struct {

@@ -380,6 +380,7 @@ func (c *checker) checkBundles(d dagFacts, tasks []taskFacts, roots []string) {
 		if desc.err != nil {
 			continue
 		}
+		c.checkDataModel(d, t, desc.d.Dags[d.DagID][t.TaskID], picked.path)
 		inputs := desc.d.Dags[d.DagID][t.TaskID].XComInputs
 		names := make([]string, 0, len(inputs))
 		for in := range inputs {

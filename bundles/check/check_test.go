@@ -345,3 +345,59 @@ else:
 		}
 	}
 }
+
+// What a stub declares about assets and mapping, which Airflow never tells
+// the Go task, is checked against the bundle: each mistake once, named by
+// file, Dag and task, with the fix; what matches raises nothing.
+func TestCheckComparesOutletsAndMapping(t *testing.T) {
+	python := pyenv.Python(t)
+	bin := build(t, "cmd/airflow-go-worker", "")
+	roots := t.TempDir()
+	pack(t, bin, "testdata/datamodel.yaml", filepath.Join(roots, "datamodel.bundle"))
+	dags, err := filepath.Abs("testdata/datamodel")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Run(context.Background(), Options{Dags: []string{dags}, Roots: []string{roots}, Queues: []string{"golang"}, Python: python, Env: airflowEnv(t, "", "")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range r.Findings {
+		t.Logf("%s", f)
+	}
+	want := []found{
+		{"mapping_mismatch", "dm_mapping", "feeder"},
+		{"mapping_mismatch", "dm_mapping", "literal"},
+		{"mapping_mismatch", "dm_mapping", "unbound"},
+		{"mapping_mismatch", "dm_mapping", "unmapped"},
+		{"mapping_unsupported", "dm_mapping", "cross"},
+		{"mapping_unsupported", "dm_mapping", "kwargs"},
+		{"outlet_mismatch", "dm_assets", "export_normalised"},
+		{"outlet_mismatch", "dm_assets", "export_undeclared"},
+	}
+	if got := kinds(r); !slices.Equal(got, want) {
+		t.Fatalf("findings\n got %v\nwant %v", got, want)
+	}
+	file := filepath.Join(dags, "datamodel.py")
+	for _, f := range r.Findings {
+		if f.File != file || f.Fix == "" {
+			t.Errorf("%s: want file %s and a fix", f, file)
+		}
+	}
+	// The fix names the asset exactly as Airflow parsed it.
+	if f := findingOf(r, OutletMismatch, "dm_assets", "export_normalised"); !strings.Contains(f.Fix, `outlets: [{name: "s3://b/converted/", uri: "s3://b/converted"}]`) || !strings.Contains(f.Fix, "dags.dm_assets.tasks.export_normalised") {
+		t.Errorf("normalised outlet: %s", f)
+	}
+	if f := findingOf(r, OutletMismatch, "dm_assets", "export_undeclared"); !strings.Contains(f.Fix, "declare the same outlets in the stub") {
+		t.Errorf("undeclared outlet: %s", f)
+	}
+	if f := findingOf(r, MappingMismatch, "dm_mapping", "unbound"); !strings.Contains(f.Fix, "inputs: {sandbox: {xcom: lister, expand: true}}") {
+		t.Errorf("unbound: %s", f)
+	}
+	if f := findingOf(r, MappingMismatch, "dm_mapping", "literal"); !strings.Contains(f.Fix, `{expand: ["a","b"]}`) {
+		t.Errorf("literal: %s", f)
+	}
+	if f := findingOf(r, MappingMismatch, "dm_mapping", "feeder"); !strings.Contains(f.Problem, "python_mapped") || !strings.Contains(f.Fix, "mapped_downstream: true") {
+		t.Errorf("feeder: %s", f)
+	}
+}

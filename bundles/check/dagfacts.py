@@ -71,6 +71,60 @@ def is_stub(task):
     return bool(getattr(getattr(task, "operator_class", None), "is_stub", False))
 
 
+def asset_profiles(objs):
+    """A task's outlets as the task runner reports them (AssetProfile), with
+    Airflow's own name and normalised uri."""
+    out = []
+    for obj in objs or ():
+        kind = type(obj).__name__
+        if kind in ("Asset", "AssetAlias", "AssetNameRef", "AssetUriRef") or hasattr(obj, "uri") or hasattr(obj, "name"):
+            out.append({"type": kind, "name": getattr(obj, "name", None), "uri": getattr(obj, "uri", None)})
+    return out
+
+
+def expansion(task):
+    """How a mapped task expands: kind dict (.expand) or list (.expand_kwargs),
+    and each argument's source: an upstream's XCom, a literal list, or
+    something the bundle cannot read (named by type)."""
+    try:
+        ei = task._get_specified_expand_input()
+    except Exception:
+        ei = getattr(task, "expand_input", None)
+    if ei is None:
+        return None
+    value = getattr(ei, "value", None)
+    if not isinstance(value, dict):
+        return {"kind": "list", "args": {}}
+    args = {}
+    for name, v in value.items():
+        op = getattr(v, "operator", None)
+        if type(v).__name__ == "PlainXComArg" and op is not None:
+            args[name] = {"xcom": op.task_id, "key": getattr(v, "key", "return_value")}
+            continue
+        try:
+            json.dumps(v)
+            args[name] = {"literal": v}
+        except TypeError:
+            args[name] = {"unsupported": type(v).__name__}
+    return {"kind": "dict", "args": args}
+
+
+def task_facts(t):
+    facts = {
+        "task_id": t.task_id,
+        "queue": t.queue,
+        "stub": is_stub(t),
+        "upstream": sorted(t.get_flat_relative_ids(upstream=True)),
+        "outlets": asset_profiles(getattr(t, "outlets", None)),
+        "expand": expansion(t) if getattr(t, "is_mapped", False) else None,
+    }
+    try:
+        facts["mapped_dependants"] = sorted(d.task_id for d in t.iter_mapped_dependants())
+    except Exception:
+        facts["mapped_dependants"] = []
+    return facts
+
+
 def main(argv):
     out, paths = argv[1], argv[2:]
     try:
@@ -96,15 +150,7 @@ def main(argv):
                 {
                     "dag_id": dag.dag_id,
                     "fileloc": dag.fileloc,
-                    "tasks": [
-                        {
-                            "task_id": t.task_id,
-                            "queue": t.queue,
-                            "stub": is_stub(t),
-                            "upstream": sorted(t.get_flat_relative_ids(upstream=True)),
-                        }
-                        for t in dag.tasks
-                    ],
+                    "tasks": [task_facts(t) for t in dag.tasks],
                 }
             )
     with open(out, "w") as f:

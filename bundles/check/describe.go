@@ -21,6 +21,25 @@ type Description struct {
 type TaskDescription struct {
 	// XComInputs maps an input name to the XCom it is bound to.
 	XComInputs map[string]XComInput `json:"xcom_inputs"`
+	// DataModel says the bundle describes its outlets and mapping (one
+	// built before them does not, and they go unchecked).
+	DataModel bool `json:"data_model,omitempty"`
+	// Outlets are the assets and aliases the task reports when it
+	// succeeds, as Airflow's AssetProfile (type, name, uri).
+	Outlets []OutletDescription `json:"outlets,omitempty"`
+	// Expansions map an input to the list whose element a mapped
+	// instance takes (an upstream's XCom, or literal items).
+	Expansions map[string]bundles.Expansion `json:"expansions,omitempty"`
+	// FeedsMapping says the task pushes its return value with its length,
+	// for a mapped task that expands over it.
+	FeedsMapping bool `json:"feeds_mapping,omitempty"`
+}
+
+// OutletDescription is one outlet as the task reports it.
+type OutletDescription struct {
+	Type string `json:"type"`
+	Name string `json:"name,omitempty"`
+	URI  string `json:"uri,omitempty"`
 }
 
 // XComInput names the upstream task and key an input reads.
@@ -38,6 +57,7 @@ func Describe(b *bundles.Bundle) Description {
 		for input, x := range bound {
 			td.XComInputs[input] = XComInput{Task: x.TaskID, Key: x.Key}
 		}
+		describeDataModel(b, ref, &td)
 		if d.Dags[ref.DagID] == nil {
 			d.Dags[ref.DagID] = map[string]TaskDescription{}
 		}
