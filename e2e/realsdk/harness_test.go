@@ -218,6 +218,23 @@ func (r *result) stateCalls() []map[string]any {
 	return out
 }
 
+// renderedFields is the body of the one PUT task-instances/<id>/rtif the
+// task made.
+func (r *result) renderedFields(t *testing.T) map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, c := range r.APICalls {
+		if c.Method == "PUT" && strings.HasSuffix(c.Path, "/rtif") {
+			b, _ := c.Body.(map[string]any)
+			out = append(out, b)
+		}
+	}
+	if len(out) != 1 {
+		t.Fatalf("%s: %d rendered-fields calls, want 1: %v", r.Name, len(out), out)
+	}
+	return out[0]
+}
+
 // onlyState checks exactly one state call, with the given state.
 func (r *result) onlyState(t *testing.T, want string) map[string]any {
 	t.Helper()

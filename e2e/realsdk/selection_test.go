@@ -119,8 +119,15 @@ func TestBindingsUnderAirflow33(t *testing.T) {
 	if got := r.xcomPosts()["add/return_value"]; got != float64(42) {
 		t.Fatalf("add returned %v, want 41 (upstream XCom) + 1 (default)", got)
 	}
-	if got := strings.Join(r.requestTypes(), ","); got != "GetXCom,SetXCom,SucceedTask" {
+	// The inputs are resolved, then shown as rendered fields (PUT .../rtif),
+	// as Python's task runner sends its rendered templates before execute.
+	if got := strings.Join(r.requestTypes(), ","); got != "GetXCom,SetRenderedFields,SetXCom,SucceedTask" {
 		t.Fatalf("requests %s", got)
+	}
+	rf := r.renderedFields(t)
+	src, _ := rf["_sources"].(map[string]any)
+	if rf["value"] != float64(41) || rf["add"] != float64(1) || src["add"] != "bundle defaults" {
+		t.Fatalf("rendered fields %v, want value 41 (from XCom up), add 1 (bundle defaults)", rf)
 	}
 
 	r = res["allowed_conf"]

@@ -61,7 +61,7 @@ func TestSelfTestUnderAirflow33(t *testing.T) {
 		if v["host"] != "db.internal" || v["login"] != "etl" || v["port"] != float64(5432) || v["conn_type"] != "postgres" {
 			t.Fatalf("connection return_value %v", v)
 		}
-		if got := strings.Join(r.requestTypes(), ","); got != "GetConnection,MaskSecret,SetXCom,SucceedTask" {
+		if got := strings.Join(r.requestTypes(), ","); got != "SetRenderedFields,GetConnection,MaskSecret,SetXCom,SucceedTask" {
 			t.Fatalf("requests %s", got)
 		}
 		all, _ := json.Marshal(r.APICalls)
@@ -119,7 +119,7 @@ func TestSelfTestUnderAirflow33(t *testing.T) {
 		if b1, b2 := mustJSON(pushed["xcom_roundtrip/return_value"]), mustJSON(want); b1 != b2 {
 			t.Fatalf("read back %s, want %s", b1, b2)
 		}
-		if got := strings.Join(r.requestTypes(), ","); got != "SetXCom,GetXCom,SetXCom,SucceedTask" {
+		if got := strings.Join(r.requestTypes(), ","); got != "SetRenderedFields,SetXCom,GetXCom,SetXCom,SucceedTask" {
 			t.Fatalf("requests %s", got)
 		}
 	})

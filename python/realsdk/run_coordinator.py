@@ -160,6 +160,7 @@ class ExecutionAPI:
         self.calls: list[dict] = []
         self.xcoms = dict(case.get("xcoms") or {})
         self.child_pid = None
+        self.rendered_fields = None
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         path = request.url.path.removeprefix("/execution/")
@@ -176,6 +177,20 @@ class ExecutionAPI:
             if request.method == "PUT" and what == "heartbeat":
                 return httpx.Response(204)
             if request.method == "PATCH" and what == "state":
+                return httpx.Response(204)
+            # Every task sends its rendered fields once it starts, as
+            # Python's task runner does; the real route (ti_put_rtif)
+            # takes a JSON object and answers 201.
+            if request.method == "PUT" and what == "rtif":
+                if not isinstance(body, dict):
+                    call["unexpected"] = True
+                    return httpx.Response(422, json={"detail": "rendered fields must be a JSON object"})
+                self.rendered_fields = body
+                return httpx.Response(201, json={"message": "Rendered task instance fields successfully set"})
+            if request.method == "PATCH" and what == "rendered-map-index":
+                if not isinstance(body, str):
+                    call["unexpected"] = True
+                    return httpx.Response(422, json={"detail": "rendered_map_index must be a string"})
                 return httpx.Response(204)
         if request.method == "GET" and parts[0] == "connections" and len(parts) == 2:
             conn = (self.case.get("connections") or {}).get(parts[1])
