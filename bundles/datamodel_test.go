@@ -358,3 +358,23 @@ func logText(s session) string {
 }
 
 func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
+
+// Rendered fields show what a task ran with: text that is not a URL
+// stays exactly as the task saw it, and only the URLs inside a value lose
+// their credentials and query values.
+func TestRenderedFieldsKeepPlainTextWhole(t *testing.T) {
+	keep := func(s string) string { return s }
+	for in, want := range map[string]string{
+		"echo hi/there":    "echo hi/there",
+		"convert --to pdf": "convert --to pdf",
+		"/data/in.csv":     "/data/in.csv",
+		"a?b=1":            "a?b=1",
+		"curl -fsS https://bot:t0k3n@api.example/x":   "curl -fsS https://***@api.example/x",
+		"s3://bucket/key?X-Amz-Signature=abc ok":      "s3://bucket/key?X-Amz-Signature=*** ok",
+		`echo "s3://u:p@b/k" and file:///tmp/out.txt`: `echo "s3://***@b/k" and file:///tmp/out.txt`,
+	} {
+		if got := maskValue("command", in, keep); got != want {
+			t.Errorf("rendered %q as %q, want %q", in, got, want)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"reflect"
+	"regexp"
 	"strings"
 
 	"github.com/hashicorp/go-hclog"
@@ -75,7 +76,7 @@ func maskValue(key string, v any, mask func(string) string) any {
 	}
 	switch x := v.(type) {
 	case string:
-		return mask(redact.URL(x))
+		return mask(redactURLs(x))
 	case map[string]any:
 		out := make(map[string]any, len(x))
 		for k, e := range x {
@@ -95,6 +96,16 @@ func maskValue(key string, v any, mask func(string) string) any {
 		return maskedValue
 	}
 	return v
+}
+
+// urlPattern finds the URLs inside a value ("s3://k:s@bucket/x", or one
+// inside a command line), so only they lose their credentials and
+// query values: redact.URL on a whole string that is not a URL would
+// garble it ("echo hi" shows as "echo hi/***").
+var urlPattern = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s"'<>]+`)
+
+func redactURLs(s string) string {
+	return urlPattern.ReplaceAllStringFunc(s, redact.URL)
 }
 
 // sensitiveNames are the name fragments Airflow's secrets masker hides
