@@ -431,7 +431,7 @@ func (t *task) bindInput(ctx context.Context, src bindSources) (reflect.Value, e
 		case protocol.BindXCom:
 			v, err := src.xcom(ctx, up, ReturnValueKey)
 			if errors.Is(err, ErrXComNotFound) {
-				// Typical under trigger rule all_done after the upstream failed.
+				// Typical in a teardown (or under all_done) after the upstream failed.
 				return reflect.Value{}, fmt.Errorf("argument %q: upstream task %q pushed no return_value in this run (did it fail or get skipped?): %w", name, up, err)
 			}
 			if err != nil {
@@ -585,7 +585,7 @@ func (t *task) resolveBindings(ctx context.Context, src bindSources, passed map[
 		}
 		v, err := src.xcom(ctx, b.xcomTask, b.xcomKey)
 		if errors.Is(err, ErrXComNotFound) {
-			// Typical under trigger rule all_done after the upstream failed.
+			// Typical in a teardown (or under all_done) after the upstream failed.
 			return fmt.Errorf("input %q is bound to %s, but task %q pushed no %s XCom in this run (did it fail or get skipped? see its log): %w", name, b.describe(), b.xcomTask, b.xcomKey, err)
 		}
 		if err != nil {

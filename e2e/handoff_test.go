@@ -137,7 +137,7 @@ func TestAgentHandoffExample(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			// collect (trigger rule all_done) reads the handle from
+			// collect (a teardown) reads the handle from
 			// provision's XCom through its inputs: binding, with no
 			// arg_bindings, as on Airflow 3.3, which drops collect(sandbox=...).
 			w.runTask(sup, supervisor.TaskRequest{DagID: dag, TaskID: "collect", RunID: run, Conf: conf}, supervisor.StateSuccess)

@@ -224,8 +224,8 @@ func TestPythonAgentHandoff(t *testing.T) {
 }
 
 // What a Go destroy does while a Python agent holds the sandbox: it goes
-// ahead, logging the holder (destroy runs after the agent under
-// all_done, so a holder left then is an agent that died without
+// ahead, logging the holder (destroy runs after the agent as a
+// teardown, all_done_setup_success, so a holder left then is an agent that died without
 // releasing, and refusing would leave a billed sandbox behind until its
 // lifetime ends). An agent that is in fact still running then fails on
 // its next tool call with a terminal error saying the sandbox has ended,

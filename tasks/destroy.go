@@ -41,7 +41,7 @@ func Destroy(ctx context.Context, d Deps, in DestroyInput) (string, error) {
 	if h := tags[sandbox.TagHolder]; h != "" {
 		// Python never checks this either; say it, so that an agent failing
 		// on a vanished sandbox can be traced to this task.
-		d.logger().Warn("destroying a sandbox an agent task still holds; if that task is still running, it fails (run destroy after it, with trigger rule all_done)", "holder", h)
+		d.logger().Warn("destroying a sandbox an agent task still holds; if that task is still running, it fails (run destroy after it, as a teardown)", "holder", h)
 	}
 	if err := sb.Destroy(ctx); err != nil {
 		return "", fmt.Errorf("destroying sandbox %s: %w", sb.ID(), err)
@@ -65,7 +65,7 @@ type CollectInput struct {
 }
 
 // Collect exports the files, then destroys the sandbox whether or not the
-// export succeeded (it is meant for trigger rule all_done): a bad exports
+// export succeeded (it is meant to be a teardown): a bad exports
 // setting, a missing connection or a failed transfer all still destroy it.
 // A failed export fails the task; a failed destroy is only logged, since the
 // sandbox's lifetime reclaims it. With no exports it only destroys, and
@@ -86,7 +86,7 @@ func Collect(ctx context.Context, d Deps, in CollectInput) ([]string, error) {
 		return nil, err
 	}
 	if h := tags[sandbox.TagHolder]; h != "" {
-		// Collect runs once upstream is done (all_done), so a holder left
+		// Collect runs once upstream is done (a teardown), so a holder left
 		// behind is a task that ended without releasing: go ahead.
 		d.logger().Info("the sandbox is still marked as held; its holder ended without releasing it, collecting anyway", "holder", h)
 	}

@@ -130,7 +130,7 @@ func TestExportRefusesAFileThatChangedWhileItStreamed(t *testing.T) {
 	}
 }
 
-// Collect runs under all_done: a mistake in its export settings must not
+// Collect runs as a teardown, whatever upstream did: a mistake in its export settings must not
 // leave the sandbox running until its lifetime ends.
 func TestCollectDestroysWhenTheExportSettingsAreWrong(t *testing.T) {
 	cases := map[string]CollectInput{

@@ -164,7 +164,7 @@ func runOne(ctx context.Context, d Deps, sb *sandbox.Sandbox, cmd string, opt sa
 // another run owns.
 func openRef(ctx context.Context, d Deps, opts BackendOptions, ref SandboxRef, owner string) (*sandbox.Sandbox, *sandbox.Backend, map[string]string, error) {
 	if ref.ID == "" || ref.ID == "None" {
-		// Under all_done this is usually a provision task that failed
+		// In a teardown this is usually a provision task that failed
 		// before it returned an id: say so, not only how to bind it.
 		return nil, nil, nil, final.Errorf("sandbox: %q is not a sandbox id, so there is no sandbox to work on: either the provision task returned none (it failed or was skipped; see its log), or sandbox is not bound to its XCom (bind it in the bundle config with inputs: {sandbox: {xcom: <provision task_id>}}, which works on every Airflow and under airflow-go-worker run; passing it in the stub call, collect(sandbox=provision()), reaches the task only on Airflow 3.4)", ref.ID)
 	}

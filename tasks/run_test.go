@@ -112,7 +112,7 @@ func TestRunOnAGoneSandbox(t *testing.T) {
 	}
 }
 
-// collect runs under all_done, so after a failed provision it gets no id;
+// collect runs as a teardown, so after a failed provision it gets no id;
 // an unrendered template is the other common miswiring. Both must say what
 // happened rather than look like a missing sandbox.
 func TestNoSandboxIDIsExplained(t *testing.T) {
