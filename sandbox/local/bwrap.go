@@ -166,8 +166,8 @@ func (d *Driver) bwrapArgs(m *meta, dir, cwd string, argv []string, fds *fdList)
 		// bound. / and /dev are made read-only below; /dev/shm gets a tmpfs
 		// of its own, no larger than the memory limit.
 		"--size", strconv.FormatInt(shmBytes(m.Spec), 10), "--perms", "1777", "--tmpfs", "/dev/shm",
-		"--bind", filepath.Join(dir, tmpDir), "/tmp", // before the workdir, which may lie under /tmp
-		"--bind", filepath.Join(dir, workDir), m.Spec.Workdir,
+		"--bind", hostArea(m, dir, tmpDir), "/tmp", // before the workdir, which may lie under /tmp
+		"--bind", hostArea(m, dir, workDir), m.Spec.Workdir,
 		// Last: every mount point exists by now.
 		"--remount-ro", "/", "--remount-ro", "/dev",
 		"--chdir", cwd,
@@ -373,6 +373,9 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 	if d.maxProcs > 0 && d.procs == nil {
 		return res, &sandbox.Error{Op: "exec", Sandbox: id, Kind: sandbox.ErrRefused, Err: d.noProcLimit()}
 	}
+	if err := d.diskReady(m, dir); err != nil {
+		return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: err}
+	}
 	// Our copies of everything bwrap inherits close once it has started
 	// (or failed to).
 	var fds fdList
@@ -537,13 +540,12 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 	}
 	blockW.Write([]byte{1}) // fails only if bwrap died; Wait reports that
 	blockW.Close()
-	disk := watchDisk(dir, int64(lim.DiskMiB)<<20, st.kill)
+	full := watchFull(m, dir)
 
 	waitErr := cmd.Wait()
 	timer.Stop()
 	res.Duration = time.Since(start)
-	diskOver := disk.end()
-	d.forgetUsage(id)
+	diskWasFull := full.end(m, dir)
 	status := <-statusc
 	d.mu.Lock()
 	lost := st.lost
@@ -552,8 +554,6 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 	switch {
 	case limitErr != nil:
 		return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: limitErr}
-	case diskOver > 0:
-		return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: errDiskFull(diskOver, lim, "the command was stopped")}
 	case lost:
 		res.SandboxLost = true
 		return res, nil
@@ -574,6 +574,10 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 		res.ExitCode = *status.ExitCode
 	} else {
 		res.ExitCode = cmd.ProcessState.ExitCode()
+	}
+	if res.ExitCode != 0 && diskWasFull {
+		// Its own error said only "No space left on device".
+		fmt.Fprintln(stderr, errDiskFull(lim))
 	}
 	return res, nil
 }

@@ -27,7 +27,7 @@ func TestConformance(t *testing.T) {
 		// TestOpenNetworkIsPrivate in sandbox/local is the positive control,
 		// against a server outside the worker.
 		OpenNetworkReachesHost: false,
-		HostWorkdir:            func(id string) string { return filepath.Join(root, nameOf(id), workDir) },
+		HostWorkdir:            func(id string) string { return filepath.Join(root, nameOf(id), diskMount, workDir) },
 		// Every directory counts, half-created ones included.
 		CountProvisioned: func(ctx context.Context, drv sandbox.Driver) (int, error) {
 			entries, err := os.ReadDir(root)

@@ -22,10 +22,12 @@
 //     processes and threads (DefaultMaxProcesses); see pids.go for how, and
 //     Create refuses when this host offers no way;
 //   - disk: the workdir and /tmp together hold at most Options.DiskMiB
-//     (DefaultDiskMiB): no file may grow past it (RLIMIT_FSIZE), a command
-//     does not start when they are over it and is killed when they pass it
-//     while it runs (checked every second or so), and WriteFile refuses
-//     what would pass it (limits.go);
+//     (DefaultDiskMiB) in at most Options.DiskInodes files: they live on a
+//     filesystem of the sandbox's own, a sparse ext4 image loop-mounted on
+//     the host, so writes past it fail with ENOSPC whatever a command
+//     does; a worker that cannot mount one (no CAP_SYS_ADMIN, no loop
+//     devices) refuses specs unless the operator turns the limit off
+//     (disk.go);
 //   - image: "" runs on the host's userland; an absolute path to an unpacked
 //     root filesystem runs on that instead, if it lies under one of
 //     Options.ImageRoots (none by default) and neither it nor its top-level
@@ -98,8 +100,13 @@ type Options struct {
 	DefaultMemoryMiB int
 	// DiskMiB bounds what a sandbox's workdir and /tmp hold together:
 	// DefaultDiskMiB when 0. The bundle config raises it
-	// (backends.local.disk_mib).
+	// (backends.local.disk_mib). Each sandbox's filesystem of its own
+	// enforces it (disk.go).
 	DiskMiB int
+	// DiskInodes caps the files and directories that filesystem holds:
+	// one per DefaultBytesPerInode of DiskMiB when 0
+	// (backends.local.disk_inodes).
+	DiskInodes int
 	// ShareWorkerNetwork gives open-network sandboxes the worker's own
 	// network namespace instead, its loopback services and the cloud
 	// metadata address included: the hole issue 19 closed. Only for test
@@ -160,9 +167,13 @@ type Driver struct {
 	// cgroupPrefix begins the names of this driver's per-command cgroups.
 	cgroupPrefix string
 	// defaultMemMiB and diskMiB are the limits new sandboxes get.
-	defaultMemMiB, diskMiB int
-	usageMu                sync.Mutex
-	usageOf                map[string]usageEntry // by sandbox id (limits.go)
+	defaultMemMiB, diskMiB, diskInodes int
+	// mkfs formats each sandbox's filesystem; "" when this worker cannot
+	// mount one (diskErr says why), and then specs are refused unless
+	// diskOff (the operator's DiskLimitEnv=off).
+	mkfs    string
+	diskErr error
+	diskOff bool
 	// disableUserns: bwrap is new enough (0.8+) for --disable-userns.
 	disableUserns bool
 	seccomp       []byte // compiled filter for --seccomp; nil = none
@@ -278,6 +289,13 @@ func New(opts Options) (*Driver, error) {
 	}
 	if d.diskMiB <= 0 {
 		d.diskMiB = DefaultDiskMiB
+	}
+	d.diskInodes = inodesFor(d.diskMiB, opts.DiskInodes)
+	if d.diskOff, err = diskLimitOff(); err != nil {
+		return nil, err
+	}
+	if d.mkfs, d.diskErr = diskSupport(); d.diskErr != nil && d.diskOff {
+		log.Warn("local sandboxes run without a disk limit (" + DiskLimitEnv + "=off): a command can fill the worker's disk")
 	}
 	d.cgroupPrefix = driverCgroupPrefix()
 	if parent, version, err := ownCgroupFor("memory"); err == nil {
@@ -465,25 +483,32 @@ func (d *Driver) Create(ctx context.Context, name string, spec sandbox.Spec) (sa
 		return sandbox.Info{}, &sandbox.Error{Op: "create", Sandbox: name, Err: fmt.Errorf("cannot create a directory under %s: %v", d.root, err)}
 	}
 	fail := func(err error) (sandbox.Info, error) {
+		unmountDisk(staging)
 		os.RemoveAll(staging)
 		return sandbox.Info{}, &sandbox.Error{Op: "create", Sandbox: name, Err: err}
-	}
-	for _, sub := range []string{workDir, tmpDir} {
-		if err := os.Mkdir(filepath.Join(staging, sub), 0o755); err != nil {
-			return fail(err)
-		}
-	}
-	// /tmp is world-writable with the sticky bit, as programs expect. Go's
-	// sticky bit is os.ModeSticky: the octal 0o1777 would drop it.
-	if err := os.Chmod(filepath.Join(staging, tmpDir), os.ModeSticky|0o777); err != nil {
-		return fail(err)
 	}
 	now := d.now()
 	m := &meta{
 		Name: name, Spec: spec, Rootfs: rootfs, Tags: cloneTags(spec.Tags), Host: d.host,
 		CreatedAt: now.UTC(), ExpiresAt: now.Add(spec.Timeout).UTC(),
 		// Fixed at creation, by whoever configured the creating task.
-		Limits: &limits{MemoryMiB: cmp.Or(spec.MemoryMiB, d.defaultMemMiB), DiskMiB: d.diskMiB},
+		Limits: &limits{MemoryMiB: cmp.Or(spec.MemoryMiB, d.defaultMemMiB), DiskMiB: d.diskMiB,
+			DiskInodes: d.diskInodes, DiskImage: d.mkfs != ""},
+	}
+	if ownDisk(m) {
+		if err := d.makeDisk(staging, *m.Limits); err != nil {
+			return fail(err)
+		}
+	}
+	for _, sub := range []string{workDir, tmpDir} {
+		if err := os.Mkdir(hostArea(m, staging, sub), 0o755); err != nil {
+			return fail(err)
+		}
+	}
+	// /tmp is world-writable with the sticky bit, as programs expect. Go's
+	// sticky bit is os.ModeSticky: the octal 0o1777 would drop it.
+	if err := os.Chmod(hostArea(m, staging, tmpDir), os.ModeSticky|0o777); err != nil {
+		return fail(err)
 	}
 	if m.Tags == nil {
 		m.Tags = map[string]string{}
@@ -529,6 +554,9 @@ func (d *Driver) checkSpec(spec sandbox.Spec) (string, error) {
 	var errs []string
 	if d.maxProcs > 0 && d.procs == nil {
 		errs = append(errs, d.noProcLimit().Error())
+	}
+	if d.mkfs == "" && !d.diskOff {
+		errs = append(errs, d.noDiskLimit().Error())
 	}
 	if d.memCgroup.memory == "" && d.prlimit == "" {
 		errs = append(errs, fmt.Sprintf("memory: every local sandbox has a memory limit (memory_mib, else %d MiB), and this worker can enforce none: it may not make memory cgroups (%v) and prlimit(1) is not installed; install util-linux", d.defaultMemMiB, d.memErr))
@@ -734,7 +762,7 @@ func (d *Driver) removeLeftovers() {
 		default:
 			continue
 		}
-		if err := forceRemoveAll(p); err != nil {
+		if err := errors.Join(unmountDisk(p), forceRemoveAll(p)); err != nil {
 			d.log.Warn("cannot remove a leftover sandbox directory", "dir", p, "error", err)
 		}
 	}
@@ -766,7 +794,7 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 	if err != nil {
 		return &sandbox.Error{Op: "destroy", Sandbox: id, Err: err}
 	}
-	if err := forceRemoveAll(trash); err != nil {
+	if err := errors.Join(unmountDisk(trash), forceRemoveAll(trash)); err != nil {
 		return &sandbox.Error{Op: "destroy", Sandbox: id, Err: fmt.Errorf("sandbox is gone but %s could not be fully removed: %v", trash, err)}
 	}
 	d.log.Debug("destroyed local sandbox", "sandbox", id)

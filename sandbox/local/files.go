@@ -38,8 +38,8 @@ type area struct {
 func locate(m *meta, dir, p string) (area, bool) {
 	p = cleanPath(m, p)
 	for _, a := range []struct{ mount, host string }{
-		{m.Spec.Workdir, filepath.Join(dir, workDir)}, // first: it may lie under /tmp
-		{"/tmp", filepath.Join(dir, tmpDir)},
+		{m.Spec.Workdir, hostArea(m, dir, workDir)}, // first: it may lie under /tmp
+		{"/tmp", hostArea(m, dir, tmpDir)},
 	} {
 		if p == a.mount {
 			return area{host: a.host, rel: "."}, true
@@ -81,6 +81,9 @@ func (d *Driver) OpenFile(ctx context.Context, id, p string, maxBytes int64) (io
 	m, dir, err := d.liveMeta("read", id)
 	if err != nil {
 		return nil, 0, err
+	}
+	if err := ensureDisk(m, dir); err != nil {
+		return nil, 0, &sandbox.Error{Op: "read", Sandbox: id, Err: err}
 	}
 	p = cleanPath(m, p)
 	a, ok := locate(m, dir, p)
@@ -143,6 +146,9 @@ func (d *Driver) WriteFile(ctx context.Context, id, p string, r io.Reader, mode 
 	if err != nil {
 		return err
 	}
+	if err := d.diskReady(m, dir); err != nil {
+		return &sandbox.Error{Op: "write", Sandbox: id, Path: p, Err: err}
+	}
 	p = cleanPath(m, p)
 	a, ok := locate(m, dir, p)
 	if !ok || a.rel == "." {
@@ -167,21 +173,16 @@ func (d *Driver) WriteFile(ctx context.Context, id, p string, r io.Reader, mode 
 	if st, err := root.Lstat(a.rel); err == nil && st.IsDir() {
 		return &sandbox.Error{Op: "write", Sandbox: id, Path: p, Kind: sandbox.ErrIsDir, Err: errors.New("is a directory; write to a file path inside it")}
 	}
-	room, err := d.diskRoom(id, dir, d.limitsOf(m))
-	if err != nil {
-		return &sandbox.Error{Op: "write", Sandbox: id, Path: p, Err: err}
-	}
 	tmp := filepath.Join(parent, "."+filepath.Base(a.rel)+".tmp-"+sandbox.RandomHex(6))
 	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode.Perm())
 	if err != nil {
+		if isNoSpace(err) {
+			lim := d.limitsOf(m)
+			return &sandbox.Error{Op: "write", Sandbox: id, Path: p, Err: fmt.Errorf("no file can be created: the sandbox's workdir and /tmp are full (disk_mib %d MiB, %d files and directories); remove files in the sandbox, or raise disk_mib (or disk_inodes) in the local backend's bundle config", lim.DiskMiB, lim.DiskInodes)}
+		}
 		return fileErr("write", id, p, err)
 	}
-	err = copyChunked(ctx, f, r, room)
-	if errors.Is(err, errFileTooBig) {
-		f.Close()
-		root.Remove(tmp)
-		return &sandbox.Error{Op: "write", Sandbox: id, Path: p, Err: fmt.Errorf("the file does not fit: the sandbox had room for %d MiB of its %d MiB disk limit; raise the limit in the bundle config (the local backend's disk_mib option)", room>>20, d.limitsOf(m).DiskMiB)}
-	}
+	err = copyChunked(ctx, f, r)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -193,32 +194,27 @@ func (d *Driver) WriteFile(ctx context.Context, id, p string, r io.Reader, mode 
 	}
 	if err != nil {
 		root.Remove(tmp)
+		if isNoSpace(err) {
+			lim := d.limitsOf(m)
+			return &sandbox.Error{Op: "write", Sandbox: id, Path: p, Err: fmt.Errorf("the file does not fit: the sandbox's workdir and /tmp are full (disk_mib %d MiB, %d files and directories); remove files in the sandbox, or raise disk_mib (or disk_inodes) in the local backend's bundle config", lim.DiskMiB, lim.DiskInodes)}
+		}
 		return fileErr("write", id, p, err)
-	}
-	if st, err := root.Stat(a.rel); err == nil {
-		d.wrote(id, st.Size())
 	}
 	return nil
 }
 
-// copyChunked copies r into f in large chunks, checking ctx between them,
-// and fails with errFileTooBig past room bytes. Each chunk is a plain
-// io.Copy into the file, so a host file source goes through
-// copy_file_range.
-func copyChunked(ctx context.Context, f *os.File, r io.Reader, room int64) error {
+// copyChunked copies r into f in large chunks, checking ctx between them.
+// Each chunk is a plain io.Copy into the file, so a host file source goes
+// through copy_file_range. The sandbox's filesystem ends a file that does
+// not fit (ENOSPC).
+func copyChunked(ctx context.Context, f *os.File, r io.Reader) error {
 	const chunk = 8 << 20
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		// One byte past the room tells a file that fits exactly from one
-		// that does not.
-		want := min(chunk, room+1)
-		n, err := io.Copy(f, &io.LimitedReader{R: r, N: want})
-		if room -= n; room < 0 {
-			return errFileTooBig
-		}
-		if err != nil || n < want {
+		n, err := io.Copy(f, &io.LimitedReader{R: r, N: chunk})
+		if err != nil || n < chunk {
 			return err
 		}
 	}
@@ -229,6 +225,9 @@ func (d *Driver) Stat(ctx context.Context, id, p string) (sandbox.FileInfo, erro
 	m, dir, err := d.liveMeta("stat", id)
 	if err != nil {
 		return sandbox.FileInfo{}, err
+	}
+	if err := ensureDisk(m, dir); err != nil {
+		return sandbox.FileInfo{}, &sandbox.Error{Op: "stat", Sandbox: id, Err: err}
 	}
 	p = cleanPath(m, p)
 	a, ok := locate(m, dir, p)
@@ -259,6 +258,9 @@ func (d *Driver) List(ctx context.Context, id, p string) ([]sandbox.FileInfo, er
 	m, dir, err := d.liveMeta("list", id)
 	if err != nil {
 		return nil, err
+	}
+	if err := ensureDisk(m, dir); err != nil {
+		return nil, &sandbox.Error{Op: "list", Sandbox: id, Err: err}
 	}
 	p = cleanPath(m, p)
 	a, ok := locate(m, dir, p)

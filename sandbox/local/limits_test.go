@@ -26,7 +26,7 @@ func TestTmpKeepsStickyBit(t *testing.T) {
 	if strings.TrimSpace(out) != "1777" {
 		t.Fatalf("/tmp in the sandbox has mode %q, want 1777", out)
 	}
-	st, err := os.Stat(filepath.Join(d.Root(), nameOf(sb.ID()), tmpDir))
+	st, err := os.Stat(filepath.Join(d.Root(), nameOf(sb.ID()), diskMount, tmpDir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +185,9 @@ func runAsNobody(t *testing.T, helper string, env []string, setup string) string
 		c = exec.Command("unshare", append([]string{"--mount", "--propagation", "private", "sh", "-c",
 			setup + ` && exec setpriv --reuid=` + strconv.Itoa(nobody) + ` --regid=` + strconv.Itoa(nobody) + ` --clear-groups -- "$@"`, "sh", bin}, args...)...)
 	}
-	c.Env = append([]string{"PATH=" + os.Getenv("PATH"), helperRootEnv + "=" + root, "HOME=/nonexistent", "BASE=" + base}, env...)
+	// An unprivileged worker cannot mount a sandbox's filesystem: its
+	// operator turned the disk limit off, unless env says otherwise.
+	c.Env = append([]string{"PATH=" + os.Getenv("PATH"), helperRootEnv + "=" + root, "HOME=/nonexistent", "BASE=" + base, DiskLimitEnv + "=off"}, env...)
 	out, err := c.CombinedOutput()
 	if err != nil {
 		t.Fatalf("the unprivileged worker failed: %v\n%s", err, out)
@@ -350,51 +352,311 @@ func TestUnprivilegedMemoryHelper(t *testing.T) {
 	fmt.Printf("memory cgroup %q; small=%d big=%d\n", d.memCgroup.memory, small.ExitCode, big.ExitCode)
 }
 
-// Issue 19, hole 3: a command wrote 6 GiB into its workdir. The workdir
-// and /tmp together now hold at most the disk limit (lowered here): no
-// file grows past it, a command that passes it is stopped, and WriteFile
-// refuses what would pass it. A command may still free space.
-func TestDiskLimit(t *testing.T) {
-	if d := newTestDriver(t); d.limitsOf(&meta{}).DiskMiB != DefaultDiskMiB {
-		t.Fatalf("a driver's default disk limit is %d MiB, want %d", d.limitsOf(&meta{}).DiskMiB, DefaultDiskMiB)
-	}
-	d, err := New(Options{Root: t.TempDir(), DiskMiB: 64})
+// newDiskDriver is a driver whose sandboxes get diskMiB (and inodes, 0 for
+// the default) on a filesystem of their own; a worker that cannot mount
+// one fails the test rather than skip it.
+func newDiskDriver(t *testing.T, diskMiB, inodes int) *Driver {
+	t.Helper()
+	d, err := New(Options{Root: t.TempDir(), DiskMiB: diskMiB, DiskInodes: inodes})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Close() })
+	if d.mkfs == "" {
+		t.Fatalf("this worker cannot mount a sandbox's filesystem (%v): the disk tests run where it can, as root (CI)", d.diskErr)
+	}
+	return d
+}
+
+// diskUsed is what sandbox sb's filesystem holds, from the host: bytes of
+// its blocks in use and its inodes in use.
+func diskUsed(t *testing.T, d *Driver, sb *sandbox.Sandbox) (bytes int64, inodes uint64) {
+	bytes, inodes, _ = diskStat(t, d, sb)
+	return bytes, inodes
+}
+
+// diskStat adds the inodes the filesystem has.
+func diskStat(t *testing.T, d *Driver, sb *sandbox.Sandbox) (bytes int64, inodes, total uint64) {
+	t.Helper()
+	var st syscall.Statfs_t
+	mnt := filepath.Join(d.Root(), nameOf(sb.ID()), diskMount)
+	if err := syscall.Statfs(mnt, &st); err != nil {
+		t.Fatal(err)
+	}
+	return int64(st.Blocks-st.Bfree) * st.Bsize, st.Files - st.Ffree, st.Files
+}
+
+// checkDiskNote: a command that failed on a full disk says which limit
+// filled, naming the option that raises it.
+func checkDiskNote(t *testing.T, res sandbox.ExecResult, errs string) {
+	t.Helper()
+	if res.ExitCode == 0 || !strings.Contains(errs, "No space left on device") || !strings.Contains(errs, "disk_mib") {
+		t.Fatalf("want the command failed on a full disk, with a note naming disk_mib: exit %d, stderr %q", res.ExitCode, errs)
+	}
+}
+
+// Issue 19, hole 3: a command wrote 6 GiB into its workdir. The workdir
+// and /tmp together now hold at most the disk limit (lowered here), the
+// filesystem they live on being that size: a write past it fails with
+// ENOSPC, the command's failure names the limit, WriteFile refuses what
+// does not fit, and a command may free space again.
+func TestDiskLimit(t *testing.T) {
+	if d := newTestDriver(t); d.limitsOf(&meta{}).DiskMiB != DefaultDiskMiB || d.diskInodes != DefaultDiskMiB<<20/DefaultBytesPerInode {
+		t.Fatalf("a driver's default disk limit is %d MiB and %d inodes, want %d and %d", d.limitsOf(&meta{}).DiskMiB, d.diskInodes, DefaultDiskMiB, DefaultDiskMiB<<20/DefaultBytesPerInode)
+	}
+	d := newDiskDriver(t, 64, 0)
 	sb := create(t, d, sandbox.Spec{})
 	ctx := t.Context()
-	// One file: RLIMIT_FSIZE stops it at the limit.
-	res, _, _ := run(t, sb, "head -c $((100 << 20)) /dev/zero > one.bin; echo $?", time.Minute)
-	if st, err := os.Stat(filepath.Join(d.Root(), nameOf(sb.ID()), workDir, "one.bin")); err != nil || st.Size() > 64<<20 || st.Size() < 32<<20 {
-		t.Fatalf("one file past the limit: exit %d, %v %v", res.ExitCode, st, err)
+	// Files in the workdir and /tmp, together past the limit.
+	res, out, errs := run(t, sb, `for i in 1 2 3 4 5; do head -c $((10 << 20)) /dev/zero > w$i || exit; head -c $((10 << 20)) /dev/zero > /tmp/t$i || exit; done`, time.Minute)
+	checkDiskNote(t, res, errs)
+	if used, _ := diskUsed(t, d, sb); used < 48<<20 || used > 64<<20 {
+		t.Fatalf("the sandbox's filesystem holds %d MiB, want near its 64 MiB limit and not past it (%q)", used>>20, out)
 	}
-	run(t, sb, "rm one.bin", time.Minute)
-	// Many files, in the workdir and /tmp, then the command lingers: the
-	// watch stops it once they pass the limit.
-	_, err = sb.Exec(ctx, `for i in 1 2 3 4 5; do head -c $((10 << 20)) /dev/zero > w$i; head -c $((10 << 20)) /dev/zero > /tmp/t$i; done; sleep 120`, sandbox.ExecOptions{Timeout: 5 * time.Minute})
-	if err == nil || !strings.Contains(err.Error(), "over its limit of 64 MiB") || !strings.Contains(err.Error(), "disk_mib") {
-		t.Fatalf("want the command stopped with an error naming the limit, got %v", err)
-	}
-	// WriteFile refuses what would pass it, leaving nothing behind.
-	err = sb.WriteFile(ctx, "more.bin", strings.NewReader(strings.Repeat("x", 1<<20)), 0o644)
-	if err == nil || !strings.Contains(err.Error(), "disk") {
+	// WriteFile refuses what does not fit, leaving nothing behind.
+	err := sb.WriteFile(ctx, "more.bin", strings.NewReader(strings.Repeat("x", 8<<20)), 0o644)
+	if err == nil || !strings.Contains(err.Error(), "does not fit") || !strings.Contains(err.Error(), "disk_mib") {
 		t.Fatalf("writing into a full sandbox: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(d.Root(), nameOf(sb.ID()), diskMount, workDir, "more.bin")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the refused file was left behind: %v", err)
 	}
 	// A command may free space; then writes fit again.
 	if res, out, errs := run(t, sb, "rm -f w* /tmp/t*; echo freed", time.Minute); res.ExitCode != 0 || out != "freed\n" {
 		t.Fatalf("freeing space: exit %d, %q %q", res.ExitCode, out, errs)
 	}
-	if err := sb.WriteFile(ctx, "fits.bin", strings.NewReader(strings.Repeat("x", 1<<20)), 0o644); err != nil {
-		t.Fatalf("1 MiB into an emptied sandbox: %v", err)
+	if err := sb.WriteFile(ctx, "fits.bin", strings.NewReader(strings.Repeat("x", 32<<20)), 0o644); err != nil {
+		t.Fatalf("32 MiB into an emptied 64 MiB sandbox: %v", err)
 	}
 	if err := sb.WriteFile(ctx, "too-big.bin", strings.NewReader(strings.Repeat("x", 70<<20)), 0o644); err == nil || !strings.Contains(err.Error(), "does not fit") {
 		t.Fatalf("70 MiB into a 64 MiB sandbox: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(d.Root(), nameOf(sb.ID()), workDir, "too-big.bin")); !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("the refused file was left behind: %v", err)
+	// The host's share: the image is sparse and never larger than the
+	// limit and its inode tables.
+	st, err := os.Stat(filepath.Join(d.Root(), nameOf(sb.ID()), diskImage))
+	if err != nil || st.Size() > 64<<20+int64(d.diskInodes)*inodeSize {
+		t.Fatalf("the disk image: %v, %v", st, err)
 	}
+}
+
+// Issue 29: 25 nested directories of 200-character names put the files
+// past the host's PATH_MAX, where the walk could not follow, and held
+// 451 MiB under disk_mib 100. The filesystem counts them wherever they are.
+func TestDiskLimitHoldsPastPathMax(t *testing.T) {
+	d := newDiskDriver(t, 32, 0)
+	sb := create(t, d, sandbox.Spec{})
+	res, out, errs := run(t, sb, `python3 - <<'EOF'
+import errno, os, sys
+name, depth = "d" * 200, 0
+for _ in range(25):
+    os.mkdir(name)
+    os.chdir(name)
+    depth += 1 + len(name)
+print("depth=%d" % depth)
+written, i = 0, 0
+try:
+    while True:
+        with open("f%d" % i, "wb", buffering=0) as f:
+            for _ in range(4):
+                written += f.write(b"x" * (1 << 20))
+        i += 1
+except OSError as e:
+    print("written=%d errno=%s" % (written, errno.errorcode.get(e.errno)))
+    sys.exit(1)
+EOF`, time.Minute)
+	var depth, written int64
+	var code string
+	for _, f := range strings.Fields(out) {
+		if v, ok := strings.CutPrefix(f, "depth="); ok {
+			depth, _ = strconv.ParseInt(v, 10, 64)
+		}
+		if v, ok := strings.CutPrefix(f, "written="); ok {
+			written, _ = strconv.ParseInt(v, 10, 64)
+		}
+		if v, ok := strings.CutPrefix(f, "errno="); ok {
+			code = v
+		}
+	}
+	depth += int64(len(filepath.Join(d.Root(), nameOf(sb.ID()), diskMount, workDir)))
+	// The attack ran: files written where the host's path to them is
+	// longer than PATH_MAX.
+	if depth <= 4096 || written < 16<<20 {
+		t.Fatalf("the attack did not run as meant: path %d bytes, %d bytes written (%q %q)", depth, written, out, errs)
+	}
+	if written > 32<<20 || code != "ENOSPC" {
+		t.Fatalf("files past PATH_MAX hold %d MiB under disk_mib 32 (%s)", written>>20, code)
+	}
+	if res.ExitCode != 1 || !strings.Contains(errs, "disk_mib") {
+		b, i, tot := diskStat(t, d, sb)
+		t.Fatalf("exit %d, want the script's 1 and a note naming disk_mib: %q (%d %d %d)", res.ExitCode, errs, b, i, tot)
+	}
+	if used, _ := diskUsed(t, d, sb); used > 32<<20 {
+		t.Fatalf("the filesystem holds %d MiB under disk_mib 32", used>>20)
+	}
+	// The files stay, and so does the limit: the next command still fails
+	// to write, and still runs.
+	res, out, errs = run(t, sb, `echo running; head -c $((1 << 20)) /dev/zero > more`, time.Minute)
+	if out != "running\n" {
+		t.Fatalf("the command after: exit %d, %q", res.ExitCode, out)
+	}
+	checkDiskNote(t, res, errs)
+}
+
+// Issue 29: 8 files of 90 MiB, each unlinked while held open, used 720 MiB
+// of host disk under disk_mib 100; the walk saw none of them. On the
+// sandbox's filesystem their blocks count until the last close.
+func TestDiskLimitCountsUnlinkedOpenFiles(t *testing.T) {
+	d := newDiskDriver(t, 48, 0)
+	sb := create(t, d, sandbox.Spec{})
+	res, out, errs := run(t, sb, `python3 - <<'EOF'
+import errno, os, sys
+files, written = [], 0
+try:
+    for i in range(8):
+        f = open("held%d" % i, "wb", buffering=0)
+        os.unlink("held%d" % i)
+        files.append(f)
+        for _ in range(16):
+            written += f.write(b"x" * (1 << 20))
+except OSError as e:
+    print("written=%d errno=%s" % (written, errno.errorcode.get(e.errno)))
+    sys.exit(1)
+print("written=%d errno=none" % written)
+EOF`, time.Minute)
+	var written int64
+	var code string
+	fmt.Sscanf(strings.TrimSpace(out), "written=%d errno=%s", &written, &code)
+	// The attack ran: files written and unlinked while held open.
+	if written < 24<<20 {
+		t.Fatalf("the attack wrote only %d bytes: %q %q", written, out, errs)
+	}
+	if code != "ENOSPC" || written > 48<<20 {
+		t.Fatalf("unlinked open files took %d MiB under disk_mib 48 (%s); want ENOSPC before the limit", written>>20, code)
+	}
+	if res.ExitCode != 1 {
+		t.Fatalf("exit %d, want the script's 1: %q", res.ExitCode, errs)
+	}
+}
+
+// Issue 29: an unprivileged worker's walk could not enter a directory a
+// command had closed with chmod 000, which hid 360 MiB. Here the worker is
+// root (CI): the filesystem counts the closed directory's files. The
+// unprivileged worker is below.
+func TestDiskLimitCountsClosedDirectories(t *testing.T) {
+	d := newDiskDriver(t, 32, 0)
+	sb := create(t, d, sandbox.Spec{})
+	res, out, errs := run(t, sb, `mkdir hidden && head -c $((24 << 20)) /dev/zero > hidden/f && chmod 000 hidden && echo hid=$(ls -ld hidden | cut -c1-10)
+head -c $((24 << 20)) /dev/zero > visible`, time.Minute)
+	if !strings.Contains(out, "hid=d---------") {
+		t.Fatalf("the attack did not run as meant: %q %q", out, errs)
+	}
+	checkDiskNote(t, res, errs)
+	if used, _ := diskUsed(t, d, sb); used > 32<<20 || used < 24<<20 {
+		t.Fatalf("the filesystem holds %d MiB under disk_mib 32, want the hidden 24 MiB and no more than the limit", used>>20)
+	}
+	// Destroy removes what the closed directory holds, image and all.
+	if err := sb.Destroy(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(d.Root(), nameOf(sb.ID()))); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the destroyed sandbox is still there: %v", err)
+	}
+}
+
+// Issue 29: 300,000 empty files in 5 s counted as 8 MiB, and nothing
+// limited inodes. The sandbox's filesystem has a fixed number of them:
+// one per 16 KiB of disk_mib unless disk_inodes says otherwise.
+func TestDiskLimitCapsInodes(t *testing.T) {
+	for _, c := range []struct{ diskMiB, inodes, want int }{{64, 0, 64 << 20 / DefaultBytesPerInode}, {64, 2000, 2000}} {
+		d := newDiskDriver(t, c.diskMiB, c.inodes)
+		sb := create(t, d, sandbox.Spec{})
+		res, out, errs := run(t, sb, `python3 - <<'EOF'
+import errno, sys
+n = 0
+try:
+    while n < 300000:
+        open("e%d" % n, "w").close()
+        n += 1
+except OSError as e:
+    print("created=%d errno=%s" % (n, errno.errorcode.get(e.errno)))
+    sys.exit(1)
+print("created=%d errno=none" % n)
+EOF`, 5*time.Minute)
+		var n int
+		var code string
+		fmt.Sscanf(strings.TrimSpace(out), "created=%d errno=%s", &n, &code)
+		// The attack ran: files were created, up to the cap and not past it.
+		if code != "ENOSPC" || n < c.want/2 || n > c.want+c.want/8 {
+			t.Fatalf("disk_inodes %d: created %d empty files (%s), want ENOSPC near %d: %q", c.inodes, n, code, c.want, errs)
+		}
+		if !strings.Contains(errs, "disk_mib") || res.ExitCode != 1 {
+			t.Fatalf("disk_inodes %d: exit %d, want a note naming the limit: %q", c.inodes, res.ExitCode, errs)
+		}
+		// mkfs.ext4 rounds the count up to fill its last block group.
+		if _, inodes, total := diskStat(t, d, sb); inodes > total || total > uint64(c.want+c.want/8) {
+			t.Fatalf("disk_inodes %d: %d of %d inodes in use, want at most about %d", c.inodes, inodes, total, c.want)
+		}
+	}
+}
+
+// A worker that cannot mount a sandbox's filesystem refuses specs, saying
+// why and what to do, unless the operator turned the limit off; it never
+// runs them under a walk.
+func TestNoDiskLimitAvailableIsRefused(t *testing.T) {
+	d := newTestDriver(t)
+	d.mkfs, d.diskErr = "", errors.New("the worker lacks CAP_SYS_ADMIN")
+	_, err := sandbox.NewBackend(d).Create(t.Context(), sandbox.Spec{})
+	if !errors.Is(err, sandbox.ErrRefused) || !strings.Contains(err.Error(), "disk_mib") || !strings.Contains(err.Error(), "CAP_SYS_ADMIN") ||
+		!strings.Contains(err.Error(), DiskLimitEnv+"=off") {
+		t.Fatalf("want a refusal naming disk_mib, the reason and the way out, got %v", err)
+	}
+	t.Setenv(DiskLimitEnv, "sometimes")
+	if _, err := New(Options{Root: t.TempDir()}); err == nil || !strings.Contains(err.Error(), DiskLimitEnv) {
+		t.Fatalf("a nonsense %s was accepted: %v", DiskLimitEnv, err)
+	}
+}
+
+// The unprivileged worker of issue 29 (the chmod 000 directory hid 360 MiB
+// from its walk) cannot mount a filesystem: it refuses every spec, naming
+// disk_mib, until its operator turns the limit off; then sandboxes run, in
+// plain directories, and it says so.
+func TestDiskLimitAsUnprivilegedWorker(t *testing.T) {
+	if os.Getenv(helperRootEnv) != "" || !needRoot(t) {
+		return
+	}
+	out := runAsNobody(t, "TestUnprivilegedDiskHelper", []string{diskHelperEnv + "=1", DiskLimitEnv + "="}, "")
+	if !strings.Contains(out, "refused: ") || !strings.Contains(out, "disk_mib") || !strings.Contains(out, "CAP_SYS_ADMIN") {
+		t.Fatalf("the unprivileged worker should refuse, naming disk_mib and why:\n%s", out)
+	}
+	if !strings.Contains(out, "off: ran hidden=d---------") {
+		t.Fatalf("with %s=off the unprivileged worker should run the command:\n%s", DiskLimitEnv, out)
+	}
+}
+
+const diskHelperEnv = "LOCAL_TEST_DISK"
+
+// TestUnprivilegedDiskHelper is the unprivileged worker of the test above;
+// run on its own it has nothing to do.
+func TestUnprivilegedDiskHelper(t *testing.T) {
+	root := os.Getenv(helperRootEnv)
+	if root == "" || os.Getenv(diskHelperEnv) == "" {
+		return
+	}
+	d, err := New(Options{Root: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = sandbox.NewBackend(d).Create(t.Context(), sandbox.Spec{})
+	fmt.Printf("refused: %v\n", err)
+	d.Close()
+	t.Setenv(DiskLimitEnv, "off")
+	if d, err = New(Options{Root: root}); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	sb := create(t, d, sandbox.Spec{})
+	_, out, errs := run(t, sb, `mkdir hidden && chmod 000 hidden && echo hidden=$(ls -ld hidden | cut -c1-10)`, time.Minute)
+	fmt.Printf("off: ran %s %s\n", strings.TrimSpace(out), errs)
 }
 
 // The bundle config raises the defaults (backends.local or a task's
@@ -414,7 +676,7 @@ func TestBundleOptionsSetTheLimits(t *testing.T) {
 	if got := d.limitsOf(&meta{}); got.MemoryMiB != 4096 || got.DiskMiB != 20480 {
 		t.Fatalf("limits %+v, want 4096 and 20480 MiB", got)
 	}
-	for _, bad := range []string{`{"disk_mib": -1}`, `{"default_memory_mib": -5}`, `{"disk_mib": 9999999999999}`, `{"disk_mb": 10}`} {
+	for _, bad := range []string{`{"disk_inodes": -1}`, `{"disk_mib": -1}`, `{"default_memory_mib": -5}`, `{"disk_mib": 9999999999999}`, `{"disk_mb": 10}`} {
 		if _, err := configure([]byte(bad)); err == nil {
 			t.Errorf("%s was accepted", bad)
 		}

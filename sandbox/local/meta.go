@@ -16,9 +16,13 @@ import (
 // Layout of one sandbox directory under Options.Root:
 //
 //	<root>/<name>/meta.json  the spec (env included, hence 0600), tags, times
-//	<root>/<name>/work/      bound read-write at the spec's workdir
-//	<root>/<name>/tmp/       bound read-write at /tmp, so /tmp persists
+//	<root>/<name>/disk.img   its filesystem (disk.go), mounted at disk/
+//	<root>/<name>/disk/work/ bound read-write at the spec's workdir
+//	<root>/<name>/disk/tmp/  bound read-write at /tmp, so /tmp persists
 //	                         between commands as it does in a container
+//
+// Without a filesystem of its own (limits.DiskImage unset) work/ and tmp/
+// lie in <root>/<name>/ itself.
 const (
 	metaFile = "meta.json"
 	workDir  = "work"
@@ -45,6 +49,12 @@ type meta struct {
 type limits struct {
 	MemoryMiB int `json:"memory_mib"`
 	DiskMiB   int `json:"disk_mib"`
+	// DiskInodes caps the files and directories its filesystem holds.
+	DiskInodes int `json:"disk_inodes,omitempty"`
+	// DiskImage: its workdir and /tmp live on a filesystem of its own
+	// (disk.go), not in plain directories (the layout before it, or with
+	// the operator's DiskLimitEnv=off).
+	DiskImage bool `json:"disk_image,omitempty"`
 }
 
 func (m *meta) info() sandbox.Info {

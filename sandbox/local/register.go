@@ -38,6 +38,9 @@ type BundleOptions struct {
 	// DiskMiB bounds what a sandbox's workdir and /tmp hold
 	// (Options.DiskMiB; DefaultDiskMiB when unset).
 	DiskMiB int `json:"disk_mib,omitempty"`
+	// DiskInodes caps the files and directories a sandbox's filesystem
+	// holds (Options.DiskInodes; one per 16 KiB of disk_mib when unset).
+	DiskInodes int `json:"disk_inodes,omitempty"`
 }
 
 func configure(raw json.RawMessage) (registry.Config, error) {
@@ -48,6 +51,9 @@ func configure(raw json.RawMessage) (registry.Config, error) {
 	const most = 1 << 30 // 1 PiB
 	if o.DefaultMemoryMiB < 0 || o.DiskMiB < 0 || o.DefaultMemoryMiB > most || o.DiskMiB > most {
 		return nil, fmt.Errorf("default_memory_mib and disk_mib are sizes in MiB: give a positive number up to %d (or leave them out for %d and %d MiB), not %d and %d", most, DefaultMemoryMiB, DefaultDiskMiB, o.DefaultMemoryMiB, o.DiskMiB)
+	}
+	if o.DiskInodes < 0 || o.DiskInodes > 1<<32-1 {
+		return nil, fmt.Errorf("disk_inodes is how many files and directories a sandbox may hold: give a positive number up to %d (or leave it out for one per 16 KiB of disk_mib), not %d", 1<<32-1, o.DiskInodes)
 	}
 	return o, nil
 }
@@ -64,7 +70,7 @@ func (o BundleOptions) Open(_ context.Context, _ *connections.Connection, log hc
 	}
 	return New(Options{IgnoreImage: o.IgnoreImage, IgnoreCPU: o.IgnoreCPU, Logger: log,
 		ImageRoots: splitRoots(os.Getenv(ImageRootsEnv)), MaxProcesses: maxProcs, Host: os.Getenv(HostnameEnv),
-		DefaultMemoryMiB: o.DefaultMemoryMiB, DiskMiB: o.DiskMiB})
+		DefaultMemoryMiB: o.DefaultMemoryMiB, DiskMiB: o.DiskMiB, DiskInodes: o.DiskInodes})
 }
 
 // HostnameEnv names this worker host in local sandbox ids (default: the

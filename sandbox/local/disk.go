@@ -1,0 +1,270 @@
+package local
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// A sandbox's workdir and /tmp live on a filesystem of its own: an ext4
+// image of disk_mib, sparse on the host, loop-mounted at <dir>/disk. The
+// filesystem itself enforces the limit, so nothing a command does can
+// pass it: files unlinked while held open still hold their blocks,
+// directories too deep or too closed for a walk from the host still count,
+// and the image has a fixed number of inodes. A walk of the directories
+// (what the backend did before) missed all four. Mounting needs
+// CAP_SYS_ADMIN and the loop devices: a worker without them refuses specs
+// rather than run them unbounded, unless the operator turned the limit off
+// (DiskLimitEnv).
+const (
+	diskImage = "disk.img" // the image, beside meta.json
+	diskMount = "disk"     // its mount point; work/ and tmp/ lie in it
+)
+
+// DefaultBytesPerInode sizes a sandbox's inode table when the bundle
+// config sets no disk_inodes: one inode per 16 KiB of disk_mib, as
+// mkfs.ext4 does by default (262,144 for the 4096 MiB default).
+const DefaultBytesPerInode = 16 << 10
+
+// DiskLimitEnv is the operator's switch for a worker that cannot mount a
+// filesystem per sandbox (an unprivileged worker, a container without
+// CAP_SYS_ADMIN or loop devices): "off" runs sandboxes without a disk
+// limit, their workdir and /tmp plain directories under the sandbox root.
+// Unset, such a worker refuses every spec, saying why.
+const DiskLimitEnv = "AIRFLOW_GO_WORKER_LOCAL_DISK_LIMIT"
+
+// diskLimitOff reads DiskLimitEnv.
+func diskLimitOff() (bool, error) {
+	switch v := strings.TrimSpace(os.Getenv(DiskLimitEnv)); v {
+	case "":
+		return false, nil
+	case "off":
+		return true, nil
+	default:
+		return false, fmt.Errorf("%s=%q is not a setting; give off to run local sandboxes without a disk limit, or leave it unset", DiskLimitEnv, v)
+	}
+}
+
+// inodesFor is the inode count of a filesystem of diskMiB.
+func inodesFor(diskMiB, inodes int) int {
+	if inodes > 0 {
+		return inodes
+	}
+	return max(1024, int(int64(diskMiB)<<20/DefaultBytesPerInode))
+}
+
+// diskSupport says why this worker cannot mount a filesystem per sandbox,
+// nil when it can; mkfs is the mkfs.ext4 to use.
+func diskSupport() (mkfs string, err error) {
+	if !hasCapSysAdmin() {
+		return "", errors.New("the worker lacks CAP_SYS_ADMIN (it runs unprivileged, or in a container without it), so it cannot mount one")
+	}
+	ctl, err := os.OpenFile("/dev/loop-control", os.O_RDWR, 0)
+	if err != nil {
+		return "", fmt.Errorf("the loop devices are not available (%v)", err)
+	}
+	ctl.Close()
+	for _, p := range []string{"mkfs.ext4", "/usr/sbin/mkfs.ext4", "/sbin/mkfs.ext4"} {
+		if mkfs, err = exec.LookPath(p); err == nil {
+			return mkfs, nil
+		}
+	}
+	return "", errors.New("mkfs.ext4 is not installed (apt-get install e2fsprogs)")
+}
+
+// hasCapSysAdmin reads the worker's effective capabilities.
+func hasCapSysAdmin() bool {
+	raw, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			caps, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return err == nil && caps&(1<<unix.CAP_SYS_ADMIN) != 0
+		}
+	}
+	return false
+}
+
+// noDiskLimit says why this worker refuses specs.
+func (d *Driver) noDiskLimit() error {
+	return fmt.Errorf("disk: every local sandbox's workdir and /tmp are limited to disk_mib (%d MiB here) by a filesystem of its own, a loop-mounted ext4 image, and this worker cannot make one: %v; run the worker as root or with CAP_SYS_ADMIN and /dev/loop-control, or have the operator run sandboxes without a disk limit (%s=off)", d.diskMiB, d.diskErr, DiskLimitEnv)
+}
+
+// makeDisk creates the image of sandbox directory dir (still being made),
+// formats it and mounts it, with work/ and tmp/ in it.
+func (d *Driver) makeDisk(dir string, lim limits) error {
+	img := filepath.Join(dir, diskImage)
+	f, err := os.OpenFile(img, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("cannot create the sandbox's disk image: %v", err)
+	}
+	// The inode tables come on top of disk_mib, so files get all of it.
+	size := int64(lim.DiskMiB)<<20 + int64(lim.DiskInodes)*inodeSize
+	err = f.Truncate(size) // sparse: host disk is taken as files are written
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("cannot size the sandbox's disk image to %d MiB: %v", size>>20, err)
+	}
+	// No journal and no reserved blocks: the data lives as long as the
+	// sandbox, and every block is the sandbox's. A fresh sparse file reads
+	// as zeroes, so the inode tables need no zeroing now or later.
+	var out bytes.Buffer
+	cmd := exec.Command(d.mkfs, "-q", "-F", "-t", "ext4", "-O", "^has_journal", "-m", "0",
+		"-I", strconv.Itoa(inodeSize), "-N", strconv.Itoa(lim.DiskInodes),
+		"-E", "assume_storage_prezeroed=1,root_owner="+strconv.Itoa(os.Getuid())+":"+strconv.Itoa(os.Getgid()), img)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.Env = []string{"PATH=" + defaultPath}
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("cannot format the sandbox's disk image (%s: %v: %s); check that e2fsprogs is installed and working", d.mkfs, err, strings.TrimSpace(out.String()))
+	}
+	mnt := filepath.Join(dir, diskMount)
+	if err := os.Mkdir(mnt, 0o700); err != nil {
+		return err
+	}
+	if err := mountDisk(dir); err != nil {
+		return err
+	}
+	return nil
+}
+
+// inodeSize is the bytes of inode table each inode takes.
+const inodeSize = 256
+
+// ensureDisk mounts the filesystem of sandbox m (in dir) unless it is
+// mounted: after the host restarted, its image is all that is left.
+func ensureDisk(m *meta, dir string) error {
+	if !ownDisk(m) {
+		return nil
+	}
+	if ok, err := isMounted(dir); ok || err != nil {
+		return err
+	}
+	return mountDisk(dir)
+}
+
+// ownDisk reports whether sandbox m has a filesystem of its own.
+func ownDisk(m *meta) bool { return m.Limits != nil && m.Limits.DiskImage }
+
+// hostArea is the host directory behind the sandbox's workdir (workDir)
+// or /tmp (tmpDir).
+func hostArea(m *meta, dir, sub string) string {
+	if ownDisk(m) {
+		return filepath.Join(dir, diskMount, sub)
+	}
+	return filepath.Join(dir, sub)
+}
+
+// isMounted reports whether dir's disk mount point has a filesystem on it.
+func isMounted(dir string) (bool, error) {
+	var parent, mnt unix.Stat_t
+	if err := unix.Lstat(dir, &parent); err != nil {
+		return false, err
+	}
+	if err := unix.Lstat(filepath.Join(dir, diskMount), &mnt); err != nil {
+		return false, fmt.Errorf("the sandbox's disk mount point is missing (%v); destroy the sandbox and create it again", err)
+	}
+	return mnt.Dev != parent.Dev, nil
+}
+
+// mountDisk attaches dir's image to a free loop device and mounts it. The
+// image's lock keeps two workers from mounting it twice, which would
+// corrupt it. The loop device frees itself once the filesystem is
+// unmounted (LO_FLAGS_AUTOCLEAR).
+func mountDisk(dir string) error {
+	img, err := os.OpenFile(filepath.Join(dir, diskImage), os.O_RDWR|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return fmt.Errorf("cannot open the sandbox's disk image: %v; destroy the sandbox and create it again", err)
+	}
+	defer img.Close()
+	if err := unix.Flock(int(img.Fd()), unix.LOCK_EX); err != nil {
+		return fmt.Errorf("cannot lock the sandbox's disk image: %v", err)
+	}
+	if ok, err := isMounted(dir); ok || err != nil {
+		return err
+	}
+	ctl, err := os.OpenFile("/dev/loop-control", os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("cannot mount the sandbox's disk: %v", err)
+	}
+	defer ctl.Close()
+	for range 32 {
+		n, err := unix.IoctlRetInt(int(ctl.Fd()), unix.LOOP_CTL_GET_FREE)
+		if err != nil {
+			return fmt.Errorf("cannot get a free loop device for the sandbox's disk: %v", err)
+		}
+		dev := "/dev/loop" + strconv.Itoa(n)
+		loop, err := os.OpenFile(dev, os.O_RDWR, 0)
+		if err != nil {
+			return fmt.Errorf("cannot open %s for the sandbox's disk: %v", dev, err)
+		}
+		cfg := unix.LoopConfig{Fd: uint32(img.Fd())}
+		cfg.Info.Flags = unix.LO_FLAGS_AUTOCLEAR
+		copy(cfg.Info.File_name[:len(cfg.Info.File_name)-1], filepath.Join(dir, diskImage))
+		if err := unix.IoctlLoopConfigure(int(loop.Fd()), &cfg); errors.Is(err, unix.EBUSY) {
+			loop.Close() // another process took it first
+			continue
+		} else if err != nil {
+			loop.Close()
+			return fmt.Errorf("cannot attach the sandbox's disk image to %s: %v", dev, err)
+		}
+		// discard: what the sandbox deletes is freed in the host's image.
+		err = unix.Mount(dev, filepath.Join(dir, diskMount), "ext4", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOATIME, "discard,errors=remount-ro")
+		loop.Close() // the mount holds it now; on failure this frees it
+		if err != nil {
+			return fmt.Errorf("cannot mount the sandbox's disk (%s): %v", dev, err)
+		}
+		return nil
+	}
+	return errors.New("cannot get a free loop device for the sandbox's disk: every one was taken by others meanwhile; try again")
+}
+
+// unmountDisk detaches the filesystem of the sandbox directory dir, if
+// any, before the directory is removed: removing it mounted would fail on
+// the mount point. Commands still running elsewhere keep it until they end.
+func unmountDisk(dir string) error {
+	err := unix.Unmount(filepath.Join(dir, diskMount), unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW)
+	if err == nil || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EPERM) {
+		return nil // not mounted (EPERM: nor could this worker have mounted it)
+	}
+	return fmt.Errorf("cannot unmount the sandbox's disk: %v", err)
+}
+
+// diskFull reports whether the filesystem of sandbox m (in dir) has no
+// block or no inode left.
+func diskFull(m *meta, dir string) bool {
+	if !ownDisk(m) {
+		return false
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(filepath.Join(dir, diskMount), &st); err != nil {
+		return false
+	}
+	// ext4 fails a write while a little stays free (what a file's extent
+	// tree may need): under 1% or 1 MiB free is full.
+	return st.Bavail < max(st.Blocks/100, (1<<20)/uint64(st.Bsize)) || st.Ffree == 0
+}
+
+// diskReady mounts sandbox m's filesystem where needed before a command
+// runs or a file is written. A sandbox without one (made before the
+// backend had them, or while the operator had the limit off) would write
+// without a bound: it is refused while this worker enforces the limit.
+func (d *Driver) diskReady(m *meta, dir string) error {
+	if !ownDisk(m) && !d.diskOff {
+		return fmt.Errorf("disk: this sandbox has no filesystem of its own (it was created before the local backend enforced disk_mib with one, or while the operator had the limit off), so nothing would limit what it writes; its files can still be read: copy out what you need, then destroy it and create it again")
+	}
+	return ensureDisk(m, dir)
+}
+
+// isNoSpace reports whether err is a write's failure on a full filesystem.
+func isNoSpace(err error) bool {
+	return errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT)
+}
