@@ -6,6 +6,7 @@
 #                   and nsenter, with which the network tests run in a
 #                   network namespace of their own
 #   slirp4netns     the private network of an open-network local sandbox
+#   e2fsprogs       mkfs.ext4: each local sandbox's disk is an ext4 image
 #   iproute2        ip: the network tests make a stand-in internet (a veth
 #                   pair to a namespace of its own)
 #   python3-yaml    tests cross-check packed manifests with PyYAML (Airflow's
@@ -36,6 +37,7 @@ fi
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 command -v prlimit >/dev/null 2>&1 || need+=(util-linux)
 command -v slirp4netns >/dev/null 2>&1 || need+=(slirp4netns)
+{ command -v mkfs.ext4 || [ -x /usr/sbin/mkfs.ext4 ] || [ -x /sbin/mkfs.ext4 ]; } >/dev/null 2>&1 || need+=(e2fsprogs)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 /usr/bin/python3 -c 'import yaml' >/dev/null 2>&1 || need+=(python3 python3-yaml)
 if ! command -v azurite-blob >/dev/null 2>&1 && ! command -v npm >/dev/null 2>&1; then need+=(nodejs npm); fi

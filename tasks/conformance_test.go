@@ -1,8 +1,6 @@
 package tasks
 
 import (
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
@@ -22,8 +20,11 @@ func TestTestDriverConformance(t *testing.T) {
 		// against a server outside the worker.
 		OpenNetworkReachesHost: false,
 		HostWorkdir: func(id string) string {
-			name, _, _ := strings.Cut(id, "@") // the directory is the name
-			return filepath.Join(drv.Root(), name, "work")
+			work, _, err := drv.HostDirs(id)
+			if err != nil {
+				panic(err)
+			}
+			return work
 		},
 		BigFileSize: 32 << 20,
 	})

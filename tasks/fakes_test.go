@@ -185,14 +185,18 @@ func (d *dirDriver) Close() error {
 // host is the host path behind sandbox path p (under its workdir or /tmp).
 func (d *dirDriver) host(id, p string) string {
 	info, err := d.Driver.Info(context.Background(), id)
+	var work, tmp string
+	if err == nil {
+		work, tmp, err = d.HostDirs(id)
+	}
 	if err != nil {
 		panic(fmt.Sprintf("host(%s, %s): %v", id, p, err))
 	}
 	if rel, ok := strings.CutPrefix(p, "/tmp/"); ok {
-		return filepath.Join(d.Root(), info.Name, "tmp", filepath.FromSlash(rel))
+		return filepath.Join(tmp, filepath.FromSlash(rel))
 	}
 	rel := strings.TrimPrefix(strings.TrimPrefix(p, info.Workdir), "/")
-	return filepath.Join(d.Root(), info.Name, "work", filepath.FromSlash(rel))
+	return filepath.Join(work, filepath.FromSlash(rel))
 }
 
 func (d *dirDriver) alive() []string {

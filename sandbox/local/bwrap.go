@@ -166,8 +166,8 @@ func (d *Driver) bwrapArgs(m *meta, dir, cwd string, argv []string, fds *fdList)
 		// bound. / and /dev are made read-only below; /dev/shm gets a tmpfs
 		// of its own, no larger than the memory limit.
 		"--size", strconv.FormatInt(shmBytes(m.Spec), 10), "--perms", "1777", "--tmpfs", "/dev/shm",
-		"--bind", hostArea(m, dir, tmpDir), "/tmp", // before the workdir, which may lie under /tmp
-		"--bind", hostArea(m, dir, workDir), m.Spec.Workdir,
+		"--bind", d.hostArea(m, dir, tmpDir), "/tmp", // before the workdir, which may lie under /tmp
+		"--bind", d.hostArea(m, dir, workDir), m.Spec.Workdir,
 		// Last: every mount point exists by now.
 		"--remount-ro", "/", "--remount-ro", "/dev",
 		"--chdir", cwd,
@@ -540,12 +540,12 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 	}
 	blockW.Write([]byte{1}) // fails only if bwrap died; Wait reports that
 	blockW.Close()
-	full := watchFull(m, dir)
+	full := d.watchFull(m, dir)
 
 	waitErr := cmd.Wait()
 	timer.Stop()
 	res.Duration = time.Since(start)
-	diskWasFull := full.end(m, dir)
+	diskWasFull := full.end(d, m, dir)
 	status := <-statusc
 	d.mu.Lock()
 	lost := st.lost

@@ -3,7 +3,6 @@ package local
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
@@ -12,9 +11,11 @@ import (
 
 func TestConformance(t *testing.T) {
 	var root string
+	var d *Driver
 	conformance.Run(t, func(t *testing.T) sandbox.Driver {
 		root = t.TempDir()
-		d, err := New(Options{Root: root})
+		var err error
+		d, err = New(Options{Root: root})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -27,7 +28,7 @@ func TestConformance(t *testing.T) {
 		// TestOpenNetworkIsPrivate in sandbox/local is the positive control,
 		// against a server outside the worker.
 		OpenNetworkReachesHost: false,
-		HostWorkdir:            func(id string) string { return filepath.Join(root, nameOf(id), diskMount, workDir) },
+		HostWorkdir:            func(id string) string { w, _, _ := d.HostDirs(id); return w },
 		// Every directory counts, half-created ones included.
 		CountProvisioned: func(ctx context.Context, drv sandbox.Driver) (int, error) {
 			entries, err := os.ReadDir(root)

@@ -14,7 +14,11 @@ import (
 )
 
 // A sandbox's workdir and /tmp live on a filesystem of its own: an ext4
-// image of disk_mib, sparse on the host, loop-mounted at <dir>/disk. The
+// image of disk_mib, sparse on the host, loop-mounted at <dir>/mnt/<driver>
+// by each driver (each worker process) that uses it, and unmounted by its
+// Close: a sandbox left behind holds no mount, and a host restart loses
+// none. All of a sandbox's mounts share one loop device and so one
+// superblock (two would corrupt the image). The
 // filesystem itself enforces the limit, so nothing a command does can
 // pass it: files unlinked while held open still hold their blocks,
 // directories too deep or too closed for a walk from the host still count,
@@ -24,8 +28,8 @@ import (
 // rather than run them unbounded, unless the operator turned the limit off
 // (DiskLimitEnv).
 const (
-	diskImage = "disk.img" // the image, beside meta.json
-	diskMount = "disk"     // its mount point; work/ and tmp/ lie in it
+	diskImage  = "disk.img" // the image, beside meta.json
+	diskMounts = "mnt"      // a mount point per driver; work/ and tmp/ lie in each
 )
 
 // DefaultBytesPerInode sizes a sandbox's inode table when the bundle
@@ -126,60 +130,64 @@ func (d *Driver) makeDisk(dir string, lim limits) error {
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("cannot format the sandbox's disk image (%s: %v: %s); check that e2fsprogs is installed and working", d.mkfs, err, strings.TrimSpace(out.String()))
 	}
-	mnt := filepath.Join(dir, diskMount)
-	if err := os.Mkdir(mnt, 0o700); err != nil {
+	if err := os.Mkdir(filepath.Join(dir, diskMounts), 0o700); err != nil {
 		return err
 	}
-	if err := mountDisk(dir); err != nil {
-		return err
-	}
-	return nil
+	return d.mountDisk(dir)
 }
 
 // inodeSize is the bytes of inode table each inode takes.
 const inodeSize = 256
 
-// ensureDisk mounts the filesystem of sandbox m (in dir) unless it is
-// mounted: after the host restarted, its image is all that is left.
-func ensureDisk(m *meta, dir string) error {
+// ensureDisk mounts the filesystem of sandbox m (in dir) at this driver's
+// mount point unless it is mounted there.
+func (d *Driver) ensureDisk(m *meta, dir string) error {
 	if !ownDisk(m) {
 		return nil
 	}
-	if ok, err := isMounted(dir); ok || err != nil {
+	if ok, err := d.isMounted(dir); ok || err != nil {
 		return err
 	}
-	return mountDisk(dir)
+	return d.mountDisk(dir)
 }
 
 // ownDisk reports whether sandbox m has a filesystem of its own.
 func ownDisk(m *meta) bool { return m.Limits != nil && m.Limits.DiskImage }
 
+// mountPoint is where this driver mounts the filesystem of sandbox dir.
+func (d *Driver) mountPoint(dir string) string {
+	return filepath.Join(dir, diskMounts, strings.TrimSuffix(d.cgroupPrefix, "-"))
+}
+
 // hostArea is the host directory behind the sandbox's workdir (workDir)
 // or /tmp (tmpDir).
-func hostArea(m *meta, dir, sub string) string {
+func (d *Driver) hostArea(m *meta, dir, sub string) string {
 	if ownDisk(m) {
-		return filepath.Join(dir, diskMount, sub)
+		return filepath.Join(d.mountPoint(dir), sub)
 	}
 	return filepath.Join(dir, sub)
 }
 
-// isMounted reports whether dir's disk mount point has a filesystem on it.
-func isMounted(dir string) (bool, error) {
+// isMounted reports whether this driver's mount point in dir has the
+// filesystem on it.
+func (d *Driver) isMounted(dir string) (bool, error) {
 	var parent, mnt unix.Stat_t
-	if err := unix.Lstat(dir, &parent); err != nil {
-		return false, err
+	if err := unix.Lstat(filepath.Join(dir, diskMounts), &parent); err != nil {
+		return false, fmt.Errorf("the sandbox's disk mount points are missing (%v); destroy the sandbox and create it again", err)
 	}
-	if err := unix.Lstat(filepath.Join(dir, diskMount), &mnt); err != nil {
-		return false, fmt.Errorf("the sandbox's disk mount point is missing (%v); destroy the sandbox and create it again", err)
+	if err := unix.Lstat(d.mountPoint(dir), &mnt); errors.Is(err, unix.ENOENT) {
+		return false, nil
+	} else if err != nil {
+		return false, err
 	}
 	return mnt.Dev != parent.Dev, nil
 }
 
-// mountDisk attaches dir's image to a free loop device and mounts it. The
-// image's lock keeps two workers from mounting it twice, which would
-// corrupt it. The loop device frees itself once the filesystem is
-// unmounted (LO_FLAGS_AUTOCLEAR).
-func mountDisk(dir string) error {
+// mountDisk mounts dir's image at this driver's mount point, through the
+// loop device it is attached to, or a free one. The image's lock keeps two
+// workers from attaching it twice. The loop device frees itself once its
+// last mount is gone (LO_FLAGS_AUTOCLEAR).
+func (d *Driver) mountDisk(dir string) error {
 	img, err := os.OpenFile(filepath.Join(dir, diskImage), os.O_RDWR|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return fmt.Errorf("cannot open the sandbox's disk image: %v; destroy the sandbox and create it again", err)
@@ -188,64 +196,147 @@ func mountDisk(dir string) error {
 	if err := unix.Flock(int(img.Fd()), unix.LOCK_EX); err != nil {
 		return fmt.Errorf("cannot lock the sandbox's disk image: %v", err)
 	}
-	if ok, err := isMounted(dir); ok || err != nil {
+	if ok, err := d.isMounted(dir); ok || err != nil {
 		return err
 	}
+	mnt := d.mountPoint(dir)
+	if err := os.Mkdir(mnt, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("cannot make a mount point for the sandbox's disk: %v", err)
+	}
+	loop, err := findLoop(img)
+	if err == nil && loop == nil {
+		loop, err = attachLoop(filepath.Join(dir, diskImage))
+	}
+	if err != nil {
+		return err
+	}
+	// discard: what the sandbox deletes is freed in the host's image.
+	err = unix.Mount(loop.Name(), mnt, "ext4", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOATIME, "discard,errors=remount-ro")
+	loop.Close() // the mount holds it now; on failure this frees it
+	if err != nil {
+		return fmt.Errorf("cannot mount the sandbox's disk (%s): %v", loop.Name(), err)
+	}
+	return nil
+}
+
+// findLoop opens the loop device img is attached to, nil when none is.
+// The device is checked once open, which keeps it attached: one found
+// free meanwhile, or taken by another image, is passed over.
+func findLoop(img *os.File) (*os.File, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(img.Fd()), &st); err != nil {
+		return nil, err
+	}
+	names, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	for _, n := range names {
+		dev := "/dev/" + filepath.Base(filepath.Dir(filepath.Dir(n)))
+		f, err := os.OpenFile(dev, os.O_RDWR, 0)
+		if err != nil {
+			continue
+		}
+		info, err := unix.IoctlLoopGetStatus64(int(f.Fd()))
+		if err == nil && info.Inode == st.Ino && info.Device == st.Dev {
+			return f, nil
+		}
+		f.Close()
+	}
+	return nil, nil
+}
+
+// attachLoop attaches image name to a free loop device and returns it
+// open. The device gets an open file of its own, not the one mountDisk
+// locks: the device keeps its file as long as it is attached, and with it
+// would keep the lock, so the next worker to mount waited forever.
+func attachLoop(name string) (*os.File, error) {
+	img, err := os.OpenFile(name, os.O_RDWR|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, fmt.Errorf("cannot open the sandbox's disk image: %v; destroy the sandbox and create it again", err)
+	}
+	defer img.Close()
 	ctl, err := os.OpenFile("/dev/loop-control", os.O_RDWR, 0)
 	if err != nil {
-		return fmt.Errorf("cannot mount the sandbox's disk: %v", err)
+		return nil, fmt.Errorf("cannot mount the sandbox's disk: %v", err)
 	}
 	defer ctl.Close()
 	for range 32 {
 		n, err := unix.IoctlRetInt(int(ctl.Fd()), unix.LOOP_CTL_GET_FREE)
 		if err != nil {
-			return fmt.Errorf("cannot get a free loop device for the sandbox's disk: %v", err)
+			return nil, fmt.Errorf("cannot get a free loop device for the sandbox's disk: %v", err)
 		}
 		dev := "/dev/loop" + strconv.Itoa(n)
 		loop, err := os.OpenFile(dev, os.O_RDWR, 0)
 		if err != nil {
-			return fmt.Errorf("cannot open %s for the sandbox's disk: %v", dev, err)
+			return nil, fmt.Errorf("cannot open %s for the sandbox's disk: %v", dev, err)
 		}
 		cfg := unix.LoopConfig{Fd: uint32(img.Fd())}
 		cfg.Info.Flags = unix.LO_FLAGS_AUTOCLEAR
-		copy(cfg.Info.File_name[:len(cfg.Info.File_name)-1], filepath.Join(dir, diskImage))
-		if err := unix.IoctlLoopConfigure(int(loop.Fd()), &cfg); errors.Is(err, unix.EBUSY) {
-			loop.Close() // another process took it first
-			continue
-		} else if err != nil {
-			loop.Close()
-			return fmt.Errorf("cannot attach the sandbox's disk image to %s: %v", dev, err)
+		copy(cfg.Info.File_name[:len(cfg.Info.File_name)-1], name)
+		err = unix.IoctlLoopConfigure(int(loop.Fd()), &cfg)
+		if err == nil {
+			return loop, nil
 		}
-		// discard: what the sandbox deletes is freed in the host's image.
-		err = unix.Mount(dev, filepath.Join(dir, diskMount), "ext4", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOATIME, "discard,errors=remount-ro")
-		loop.Close() // the mount holds it now; on failure this frees it
-		if err != nil {
-			return fmt.Errorf("cannot mount the sandbox's disk (%s): %v", dev, err)
+		loop.Close()
+		if !errors.Is(err, unix.EBUSY) {
+			return nil, fmt.Errorf("cannot attach the sandbox's disk image to %s: %v", dev, err)
 		}
-		return nil
+		// Another process took it first: ask again.
 	}
-	return errors.New("cannot get a free loop device for the sandbox's disk: every one was taken by others meanwhile; try again")
+	return nil, errors.New("cannot get a free loop device for the sandbox's disk: every one was taken by others meanwhile; try again")
 }
 
-// unmountDisk detaches the filesystem of the sandbox directory dir, if
-// any, before the directory is removed: removing it mounted would fail on
-// the mount point. Commands still running elsewhere keep it until they end.
+// unmountDisk detaches every mount of the sandbox directory dir's
+// filesystem, any driver's, before the directory is removed: removing it
+// mounted would fail on the mount points. Commands still running keep
+// the filesystem until they end.
 func unmountDisk(dir string) error {
-	err := unix.Unmount(filepath.Join(dir, diskMount), unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW)
+	points, _ := filepath.Glob(filepath.Join(dir, diskMounts, "*"))
+	var errs []error
+	for _, p := range points {
+		if err := unmount(p); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// unmount detaches the filesystem at mount point p, if one is there.
+func unmount(p string) error {
+	err := unix.Unmount(p, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW)
 	if err == nil || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EPERM) {
 		return nil // not mounted (EPERM: nor could this worker have mounted it)
 	}
-	return fmt.Errorf("cannot unmount the sandbox's disk: %v", err)
+	return fmt.Errorf("cannot unmount the sandbox's disk at %s: %v", p, err)
+}
+
+// unmountAll detaches this driver's mounts, in every sandbox (and half-made
+// or half-removed one) under the root: Close calls it once no command of
+// this driver runs. Another worker's file access meanwhile mounts its own.
+func (d *Driver) unmountAll() {
+	if d.mkfs == "" {
+		return
+	}
+	entries, err := os.ReadDir(d.root)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		p := d.mountPoint(filepath.Join(d.root, e.Name()))
+		if err := unmount(p); err != nil {
+			d.log.Warn("a sandbox's disk stays mounted", "error", err)
+			continue
+		}
+		os.Remove(p)
+	}
 }
 
 // diskFull reports whether the filesystem of sandbox m (in dir) has no
 // block or no inode left.
-func diskFull(m *meta, dir string) bool {
+func (d *Driver) diskFull(m *meta, dir string) bool {
 	if !ownDisk(m) {
 		return false
 	}
 	var st unix.Statfs_t
-	if err := unix.Statfs(filepath.Join(dir, diskMount), &st); err != nil {
+	if err := unix.Statfs(d.mountPoint(dir), &st); err != nil {
 		return false
 	}
 	// ext4 fails a write while a little stays free (what a file's extent
@@ -261,10 +352,24 @@ func (d *Driver) diskReady(m *meta, dir string) error {
 	if !ownDisk(m) && !d.diskOff {
 		return fmt.Errorf("disk: this sandbox has no filesystem of its own (it was created before the local backend enforced disk_mib with one, or while the operator had the limit off), so nothing would limit what it writes; its files can still be read: copy out what you need, then destroy it and create it again")
 	}
-	return ensureDisk(m, dir)
+	return d.ensureDisk(m, dir)
 }
 
 // isNoSpace reports whether err is a write's failure on a full filesystem.
 func isNoSpace(err error) bool {
 	return errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT)
+}
+
+// HostDirs are the host directories behind sandbox id's workdir and /tmp
+// (on its filesystem, mounted here if it was not): for tests and for an
+// operator looking into a sandbox from the worker.
+func (d *Driver) HostDirs(id string) (workdir, tmp string, err error) {
+	m, dir, err := d.readMeta("locate", id)
+	if err == nil {
+		err = d.ensureDisk(m, dir)
+	}
+	if err != nil {
+		return "", "", err
+	}
+	return d.hostArea(m, dir, workDir), d.hostArea(m, dir, tmpDir), nil
 }

@@ -381,9 +381,18 @@ func (d *Driver) probe() error {
 	if !d.disableUserns {
 		d.log.Warn("bubblewrap is older than 0.8: sandboxed commands may create nested user namespaces", "version", strings.TrimSpace(string(out)))
 	}
+	// The host's system directories, as a command sees them, not all of
+	// /: binding / recursively remounts every mount under it, and another
+	// sandbox's filesystem unmounted meanwhile failed the probe.
+	args := []string{"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net"}
+	for _, p := range hostSystemDirs {
+		var err error
+		if args, err = mountEntry(args, p, p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("cannot read the host's %s for the sandboxes: %v", p, err)
+		}
+	}
 	var stderr strings.Builder
-	cmd := exec.Command(d.bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net",
-		"--ro-bind", "/", "/", "--proc", "/proc", "--", "/bin/true")
+	cmd := exec.Command(d.bwrap, append(args, "--proc", "/proc", "--", "true")...)
 	cmd.Env = []string{"PATH=" + defaultPath}
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
@@ -450,6 +459,7 @@ func (d *Driver) Close() error {
 	}
 	d.mu.Unlock()
 	d.active.Wait()
+	d.unmountAll()
 	return nil
 }
 
@@ -501,13 +511,13 @@ func (d *Driver) Create(ctx context.Context, name string, spec sandbox.Spec) (sa
 		}
 	}
 	for _, sub := range []string{workDir, tmpDir} {
-		if err := os.Mkdir(hostArea(m, staging, sub), 0o755); err != nil {
+		if err := os.Mkdir(d.hostArea(m, staging, sub), 0o755); err != nil {
 			return fail(err)
 		}
 	}
 	// /tmp is world-writable with the sticky bit, as programs expect. Go's
 	// sticky bit is os.ModeSticky: the octal 0o1777 would drop it.
-	if err := os.Chmod(hostArea(m, staging, tmpDir), os.ModeSticky|0o777); err != nil {
+	if err := os.Chmod(d.hostArea(m, staging, tmpDir), os.ModeSticky|0o777); err != nil {
 		return fail(err)
 	}
 	if m.Tags == nil {

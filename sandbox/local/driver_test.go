@@ -251,10 +251,10 @@ func TestRemoveExpiredClearsCrashLeftovers(t *testing.T) {
 	d := newTestDriver(t)
 	for _, name := range []string{".trash-airflow-sandbox-1", ".creating-airflow-sandbox-2-x", ".creating-airflow-sandbox-3-y"} {
 		// A read-only subdirectory, as a command might leave.
-		if err := os.MkdirAll(filepath.Join(d.Root(), name, diskMount, workDir, "ro"), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Join(d.Root(), name, diskMounts, "worker", workDir, "ro"), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		os.Chmod(filepath.Join(d.Root(), name, diskMount, workDir, "ro"), 0o500)
+		os.Chmod(filepath.Join(d.Root(), name, diskMounts, "worker", workDir, "ro"), 0o500)
 	}
 	old := time.Now().Add(-2 * time.Hour)
 	os.Chtimes(filepath.Join(d.Root(), ".creating-airflow-sandbox-2-x"), old, old)

@@ -35,11 +35,11 @@ type area struct {
 }
 
 // locate maps an absolute in-sandbox path to the area holding it.
-func locate(m *meta, dir, p string) (area, bool) {
+func (d *Driver) locate(m *meta, dir, p string) (area, bool) {
 	p = cleanPath(m, p)
 	for _, a := range []struct{ mount, host string }{
-		{m.Spec.Workdir, hostArea(m, dir, workDir)}, // first: it may lie under /tmp
-		{"/tmp", hostArea(m, dir, tmpDir)},
+		{m.Spec.Workdir, d.hostArea(m, dir, workDir)}, // first: it may lie under /tmp
+		{"/tmp", d.hostArea(m, dir, tmpDir)},
 	} {
 		if p == a.mount {
 			return area{host: a.host, rel: "."}, true
@@ -82,11 +82,11 @@ func (d *Driver) OpenFile(ctx context.Context, id, p string, maxBytes int64) (io
 	if err != nil {
 		return nil, 0, err
 	}
-	if err := ensureDisk(m, dir); err != nil {
+	if err := d.ensureDisk(m, dir); err != nil {
 		return nil, 0, &sandbox.Error{Op: "read", Sandbox: id, Err: err}
 	}
 	p = cleanPath(m, p)
-	a, ok := locate(m, dir, p)
+	a, ok := d.locate(m, dir, p)
 	if !ok {
 		return d.openInSandbox(ctx, id, m, dir, p, maxBytes)
 	}
@@ -150,7 +150,7 @@ func (d *Driver) WriteFile(ctx context.Context, id, p string, r io.Reader, mode 
 		return &sandbox.Error{Op: "write", Sandbox: id, Path: p, Err: err}
 	}
 	p = cleanPath(m, p)
-	a, ok := locate(m, dir, p)
+	a, ok := d.locate(m, dir, p)
 	if !ok || a.rel == "." {
 		return &sandbox.Error{Op: "write", Sandbox: id, Path: p,
 			Err: fmt.Errorf("only files under the workdir %s or /tmp can be written; the rest of the local sandbox is read-only", m.Spec.Workdir)}
@@ -226,11 +226,11 @@ func (d *Driver) Stat(ctx context.Context, id, p string) (sandbox.FileInfo, erro
 	if err != nil {
 		return sandbox.FileInfo{}, err
 	}
-	if err := ensureDisk(m, dir); err != nil {
+	if err := d.ensureDisk(m, dir); err != nil {
 		return sandbox.FileInfo{}, &sandbox.Error{Op: "stat", Sandbox: id, Err: err}
 	}
 	p = cleanPath(m, p)
-	a, ok := locate(m, dir, p)
+	a, ok := d.locate(m, dir, p)
 	if !ok {
 		return d.statInSandbox(ctx, id, m, dir, p)
 	}
@@ -259,11 +259,11 @@ func (d *Driver) List(ctx context.Context, id, p string) ([]sandbox.FileInfo, er
 	if err != nil {
 		return nil, err
 	}
-	if err := ensureDisk(m, dir); err != nil {
+	if err := d.ensureDisk(m, dir); err != nil {
 		return nil, &sandbox.Error{Op: "list", Sandbox: id, Err: err}
 	}
 	p = cleanPath(m, p)
-	a, ok := locate(m, dir, p)
+	a, ok := d.locate(m, dir, p)
 	if !ok {
 		return d.listInSandbox(ctx, id, m, dir, p)
 	}

@@ -84,7 +84,7 @@ type fullWatch struct {
 
 const fullLookEvery = 100 * time.Millisecond
 
-func watchFull(m *meta, dir string) *fullWatch {
+func (d *Driver) watchFull(m *meta, dir string) *fullWatch {
 	w := &fullWatch{stop: make(chan struct{}), done: make(chan struct{})}
 	if !ownDisk(m) {
 		close(w.done)
@@ -99,7 +99,7 @@ func watchFull(m *meta, dir string) *fullWatch {
 			case <-w.stop:
 				return
 			case <-t.C:
-				if diskFull(m, dir) {
+				if d.diskFull(m, dir) {
 					w.seen.Store(true)
 					return
 				}
@@ -111,8 +111,8 @@ func watchFull(m *meta, dir string) *fullWatch {
 
 // end stops the watch and reports whether the filesystem was full at any
 // look, or is now.
-func (w *fullWatch) end(m *meta, dir string) bool {
+func (w *fullWatch) end(d *Driver, m *meta, dir string) bool {
 	close(w.stop)
 	<-w.done
-	return w.seen.Load() || diskFull(m, dir)
+	return w.seen.Load() || d.diskFull(m, dir)
 }

@@ -1,6 +1,7 @@
 package local
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -26,7 +27,7 @@ func TestTmpKeepsStickyBit(t *testing.T) {
 	if strings.TrimSpace(out) != "1777" {
 		t.Fatalf("/tmp in the sandbox has mode %q, want 1777", out)
 	}
-	st, err := os.Stat(filepath.Join(d.Root(), nameOf(sb.ID()), diskMount, tmpDir))
+	st, err := os.Stat(hostDir(t, d, sb, tmpDir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -379,7 +380,7 @@ func diskUsed(t *testing.T, d *Driver, sb *sandbox.Sandbox) (bytes int64, inodes
 func diskStat(t *testing.T, d *Driver, sb *sandbox.Sandbox) (bytes int64, inodes, total uint64) {
 	t.Helper()
 	var st syscall.Statfs_t
-	mnt := filepath.Join(d.Root(), nameOf(sb.ID()), diskMount)
+	mnt := d.mountPoint(filepath.Join(d.Root(), nameOf(sb.ID())))
 	if err := syscall.Statfs(mnt, &st); err != nil {
 		t.Fatal(err)
 	}
@@ -418,7 +419,7 @@ func TestDiskLimit(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "does not fit") || !strings.Contains(err.Error(), "disk_mib") {
 		t.Fatalf("writing into a full sandbox: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(d.Root(), nameOf(sb.ID()), diskMount, workDir, "more.bin")); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(hostDir(t, d, sb, workDir), "more.bin")); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("the refused file was left behind: %v", err)
 	}
 	// A command may free space; then writes fit again.
@@ -477,7 +478,7 @@ EOF`, time.Minute)
 			code = v
 		}
 	}
-	depth += int64(len(filepath.Join(d.Root(), nameOf(sb.ID()), diskMount, workDir)))
+	depth += int64(len(hostDir(t, d, sb, workDir)))
 	// The attack ran: files written where the host's path to them is
 	// longer than PATH_MAX.
 	if depth <= 4096 || written < 16<<20 {
@@ -680,5 +681,62 @@ func TestBundleOptionsSetTheLimits(t *testing.T) {
 		if _, err := configure([]byte(bad)); err == nil {
 			t.Errorf("%s was accepted", bad)
 		}
+	}
+}
+
+// hostDir is the host directory behind sandbox sb's workdir (workDir) or
+// /tmp (tmpDir).
+func hostDir(t *testing.T, d *Driver, sb *sandbox.Sandbox, area string) string {
+	t.Helper()
+	work, tmp, err := d.HostDirs(sb.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if area == tmpDir {
+		return tmp
+	}
+	return work
+}
+
+// The task that creates a sandbox and the task that uses it next are two
+// worker processes, each mounting the sandbox's filesystem. The loop device
+// once kept the file the first worker locked, and with it the lock, so the
+// second worker's first command waited forever (CI: every handoff Dag's
+// collect hung until cancelled).
+func TestSecondWorkerUsesAMountedSandbox(t *testing.T) {
+	root := t.TempDir()
+	first, err := New(Options{Root: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	if first.mkfs == "" {
+		t.Fatalf("this worker cannot mount a sandbox's filesystem (%v): the disk tests run where it can, as root (CI)", first.diskErr)
+	}
+	sb := create(t, first, sandbox.Spec{})
+	if _, out, _ := run(t, sb, "echo one > mine; cat mine", time.Minute); out != "one\n" {
+		t.Fatalf("the first worker's command printed %q", out)
+	}
+	if ok, err := first.isMounted(filepath.Join(root, nameOf(sb.ID()))); !ok || err != nil {
+		t.Fatalf("the first worker has the sandbox's filesystem mounted: %v, %v", ok, err)
+	}
+	second, err := New(Options{Root: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	done := make(chan string, 1)
+	go func() {
+		var out bytes.Buffer
+		_, err := sandbox.NewBackend(second).Open(sb.ID()).Exec(t.Context(), "cat mine", sandbox.ExecOptions{Timeout: time.Minute, Stdout: &out})
+		done <- fmt.Sprint(out.String(), err)
+	}()
+	select {
+	case got := <-done:
+		if got != "one\n<nil>" {
+			t.Fatalf("the second worker read %q, want the first worker's file", got)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the second worker's command never started: it waits on the first worker's mount")
 	}
 }
