@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -382,17 +383,26 @@ func (e AssetEvent) fields() map[string]any {
 	}
 }
 
-// lookupPath walks a dotted path (extra.url, asset.uri) through maps.
+// lookupPath walks a dotted path (extra.url, asset.uri) through maps, and
+// through lists by index (extra.urls.0: an export's first file).
 func lookupPath(v any, path string) (any, bool) {
 	if path == "" {
 		return v, true
 	}
 	for _, seg := range strings.Split(path, ".") {
-		m, ok := v.(map[string]any)
-		if !ok {
-			return nil, false
-		}
-		if v, ok = m[seg]; !ok {
+		switch c := v.(type) {
+		case map[string]any:
+			var ok bool
+			if v, ok = c[seg]; !ok {
+				return nil, false
+			}
+		case []any:
+			i, err := strconv.Atoi(seg)
+			if err != nil || i < 0 || i >= len(c) {
+				return nil, false
+			}
+			v = c[i]
+		default:
 			return nil, false
 		}
 	}

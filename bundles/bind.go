@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"sort"
 	"strconv"
@@ -184,9 +185,15 @@ func (t *task) addSources(o taskOptions) error {
 	}
 	expanded := ""
 	for _, b := range o.bindings {
+		if err := b.splitEntry(); err != nil {
+			return err
+		}
 		i, ok := t.byFold[foldName(b.input)]
 		if !ok {
 			return fmt.Errorf("input %q (bound to %s) matches no input field (fields: %s)", b.input, b.describe(), t.fieldList())
+		}
+		if typ := t.fields[i].typ; b.entry != "" && (typ.Kind() != reflect.Map || typ.Key().Kind() != reflect.String) {
+			return fmt.Errorf("input %s[%s]: [%s] names an entry of a mapping, and %s is %s; bind the whole input (%s) instead", b.input, b.entry, b.entry, t.fields[i].name, jsonKind(typ), t.fields[i].name)
 		}
 		sources := 0
 		for _, set := range []bool{b.xcomTask != "", b.param != "", b.hasItems, b.asset != ""} {
@@ -214,7 +221,7 @@ func (t *task) addSources(o taskOptions) error {
 			expanded = b.input
 		}
 		if prev, dup := t.bound[i]; dup {
-			return fmt.Errorf("input %q is bound twice (%s and %s); keep one", t.fields[i].name, prev.describe(), b.describe())
+			return fmt.Errorf("input %q is bound twice (%s and %s); keep one (an input takes one binding, also when it names an entry)", t.fields[i].name, prev.describe(), b.describe())
 		}
 		if t.bound == nil {
 			t.bound = map[int]inputBinding{}
@@ -278,12 +285,21 @@ func (t *task) renderMapIndex(template string, values map[string]any) (string, e
 			return "", fmt.Errorf("map index template %q: an unclosed {", template)
 		}
 		name := rest[open+1 : open+end]
-		i, ok := t.byFold[foldName(name)]
+		// {field[entry]}: one entry of a mapping input.
+		b := inputBinding{input: name}
+		if err := b.splitEntry(); err != nil {
+			return "", fmt.Errorf("map index template %q: %w", template, err)
+		}
+		i, ok := t.byFold[foldName(b.input)]
 		if !ok {
 			return "", fmt.Errorf("map index template %q: {%s} names no input field (fields: %s)", template, name, t.fieldList())
 		}
 		out.WriteString(rest[:open])
-		switch v := values[t.fields[i].name].(type) {
+		v := values[t.fields[i].name]
+		if m, isMap := v.(map[string]any); isMap && b.entry != "" {
+			v = m[b.entry]
+		}
+		switch v := v.(type) {
 		case nil:
 		case string:
 			out.WriteString(v)
@@ -567,41 +583,73 @@ func (t *task) resolveBindings(ctx context.Context, src bindSources, passed map[
 			continue
 		}
 		name := t.fields[i].name
-		if b.param != "" {
-			if v, ok := src.conf[b.param]; ok {
-				values[i] = sourced{v, fmt.Sprintf("dag_run.conf[%q] (%s)", b.param, b.describe())}
-			}
-			continue
-		}
-		if b.asset != "" || b.hasItems || b.mapped {
-			sv, ok, err := t.resolveDataModel(ctx, src, b)
-			if err != nil {
-				return fmt.Errorf("input %q (bound to %s): %w", name, b.describe(), err)
-			}
-			if ok {
-				values[i] = sv
-			}
-			continue
-		}
-		v, err := src.xcom(ctx, b.xcomTask, b.xcomKey)
-		if errors.Is(err, ErrXComNotFound) {
-			// Typical in a teardown (or under all_done) after the upstream failed.
-			return fmt.Errorf("input %q is bound to %s, but task %q pushed no %s XCom in this run (did it fail or get skipped? see its log): %w", name, b.describe(), b.xcomTask, b.xcomKey, err)
-		}
+		sv, ok, err := t.resolveBinding(ctx, src, b, name)
 		if err != nil {
-			return fmt.Errorf("input %q (bound to %s): reading the %s XCom of task %q: %w", name, b.describe(), b.xcomKey, b.xcomTask, err)
+			return err
 		}
-		if b.expand {
-			sv, err := element(v, src.mapIndex, fmt.Sprintf("the %s XCom of %q", b.xcomKey, b.xcomTask))
-			if err != nil {
-				return fmt.Errorf("input %q (bound to %s): %w", name, b.describe(), err)
-			}
-			values[i] = sv
+		if !ok {
 			continue
 		}
-		values[i] = sourced{v, fmt.Sprintf("the %s XCom of %q (%s)", b.xcomKey, b.xcomTask, b.describe())}
+		if b.entry != "" {
+			if sv, err = withEntry(values[i], b.entry, sv); err != nil {
+				return fmt.Errorf("input %q (bound to %s): %w", name, b.describe(), err)
+			}
+		}
+		values[i] = sv
 	}
 	return nil
+}
+
+// resolveBinding resolves one input binding; ok is false when the run
+// leaves the input unset (a param the conf does not set, no event of the
+// asset).
+func (t *task) resolveBinding(ctx context.Context, src bindSources, b inputBinding, name string) (sourced, bool, error) {
+	if b.param != "" {
+		v, ok := src.conf[b.param]
+		return sourced{v, fmt.Sprintf("dag_run.conf[%q] (%s)", b.param, b.describe())}, ok, nil
+	}
+	if b.asset != "" || b.hasItems || b.mapped {
+		sv, ok, err := t.resolveDataModel(ctx, src, b)
+		if err != nil {
+			return sourced{}, false, fmt.Errorf("input %q (bound to %s): %w", name, b.describe(), err)
+		}
+		return sv, ok, nil
+	}
+	v, err := src.xcom(ctx, b.xcomTask, b.xcomKey)
+	if errors.Is(err, ErrXComNotFound) {
+		// Typical in a teardown (or under all_done) after the upstream failed.
+		return sourced{}, false, fmt.Errorf("input %q is bound to %s, but task %q pushed no %s XCom in this run (did it fail or get skipped? see its log): %w", name, b.describe(), b.xcomTask, b.xcomKey, err)
+	}
+	if err != nil {
+		return sourced{}, false, fmt.Errorf("input %q (bound to %s): reading the %s XCom of task %q: %w", name, b.describe(), b.xcomKey, b.xcomTask, err)
+	}
+	if b.expand {
+		sv, err := element(v, src.mapIndex, fmt.Sprintf("the %s XCom of %q", b.xcomKey, b.xcomTask))
+		if err != nil {
+			return sourced{}, false, fmt.Errorf("input %q (bound to %s): %w", name, b.describe(), err)
+		}
+		return sv, true, nil
+	}
+	return sourced{v, fmt.Sprintf("the %s XCom of %q (%s)", b.xcomKey, b.xcomTask, b.describe())}, true, nil
+}
+
+// withEntry is mapping base (the defaults', the conf's, or none) with its
+// entry key set to sv's value.
+func withEntry(base sourced, key string, sv sourced) (sourced, error) {
+	m := map[string]any{}
+	switch v := base.value.(type) {
+	case nil:
+	case map[string]any:
+		maps.Copy(m, v)
+	default:
+		return sourced{}, fmt.Errorf("[%s] sets an entry of a mapping, but %s gives the input a %s; give a mapping there, or bind the whole input", key, base.source, jsonKindOf(v))
+	}
+	m[key] = sv.value
+	source := fmt.Sprintf("entry %q from %s", key, sv.source)
+	if base.source != "" {
+		source = base.source + ", " + source
+	}
+	return sourced{m, source}, nil
 }
 
 // resolveDataModel resolves an expand-over-literal, mapped-upstream or

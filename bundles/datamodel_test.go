@@ -378,3 +378,62 @@ func TestRenderedFieldsKeepPlainTextWhole(t *testing.T) {
 		}
 	}
 }
+
+// An input named field[entry] sets one entry of a mapping input, beside
+// the defaults' entries: a mapped conversion stages its own object in as
+// in/data.csv, a report task the object the triggering event names.
+func TestBindingAnEntryOfAMapping(t *testing.T) {
+	type stageIn struct {
+		StageIn map[string]string `json:"stage_in"`
+	}
+	list := []any{"s3://b/a.csv", "s3://b/b.csv", "s3://b/c.csv"}
+	var got stageIn
+	s := runOne(t, func(in stageIn) error { got = in; return nil }, func(sd *protocol.StartupDetails) { sd.TI.MapIndex = 1 },
+		xcoms(t, map[string]any{"list_objects": list}, nil),
+		WithExpandXCom("stage_in[in/data.csv]", "list_objects"), WithDefaults(map[string]any{"stage_in": map[string]any{"in/schema.json": "s3://b/schema.json"}}),
+		WithMapIndexTemplate("convert {stage_in[in/data.csv]}"))
+	if want := map[string]string{"in/data.csv": "s3://b/b.csv", "in/schema.json": "s3://b/schema.json"}; !reflect.DeepEqual(got.StageIn, want) {
+		t.Fatalf("stage_in = %v, want the defaults' entry and this instance's element as in/data.csv: %v", got.StageIn, want)
+	}
+	if s.terminal.Body["rendered_map_index"] != "convert s3://b/b.csv" {
+		t.Fatalf("rendered map index %v, want the entry's value", s.terminal.Body["rendered_map_index"])
+	}
+	got = stageIn{}
+	runOne(t, func(in stageIn) error { got = in; return nil }, func(sd *protocol.StartupDetails) { sd.DagRun.ConsumedAssetEvents = events(time.Now()) },
+		nil, WithAssetEvent("stage_in[in/orders.jsonl]", "s3://bucket/incoming/", "extra.url"))
+	if want := map[string]string{"in/orders.jsonl": "s3://bucket/incoming/a.csv"}; !reflect.DeepEqual(got.StageIn, want) {
+		t.Fatalf("stage_in = %v, want %v (no defaults)", got.StageIn, want)
+	}
+
+	for _, c := range []struct {
+		opt  TaskOption
+		want string
+	}{
+		{WithExpandXCom("url[x]", "list"), `[x] names an entry of a mapping, and url is a string`},
+		{WithExpandXCom("stage_in[", "list"), "write field[entry]"},
+		{WithExpandXCom("stage_in[]", "list"), "write field[entry]"},
+		{WithExpandXCom("nope[x]", "list"), `input "nope" (bound to {xcom: list, expand: true}) matches no input field`},
+	} {
+		err := New().Add("d", "t", func(in struct {
+			URL     string            `json:"url"`
+			StageIn map[string]string `json:"stage_in"`
+		}) error {
+			return nil
+		}, c.opt)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("want an error containing %q, got %v", c.want, err)
+		}
+	}
+}
+
+// A field path walks lists by index: an export of two files puts them in
+// extra.urls, and a consumer takes the first.
+func TestFieldPathIndexesLists(t *testing.T) {
+	extra := map[string]any{"extra": map[string]any{"urls": []any{"s3://b/x.jsonl", "s3://b/x.jsonl.gz"}}}
+	for path, want := range map[string]any{"extra.urls.0": "s3://b/x.jsonl", "extra.urls.1": "s3://b/x.jsonl.gz", "extra.urls.2": nil, "extra.urls.-1": nil, "extra.urls.x": nil, "extra.urls.0.y": nil} {
+		got, ok := lookupPath(extra, path)
+		if ok != (want != nil) || got != want && want != nil {
+			t.Errorf("%s: got %v (%v), want %v", path, got, ok, want)
+		}
+	}
+}

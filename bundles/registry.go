@@ -32,6 +32,11 @@ type taskOptions struct {
 // triggered the run.
 type inputBinding struct {
 	input string
+	// entry, from an input named "field[entry]": the field is a mapping
+	// and the value becomes its entry of that key, beside the entries the
+	// defaults give it (stage_in[in/data.csv] for the one object a mapped
+	// instance converts).
+	entry string
 	// xcomTask and xcomKey name an XCom of the current run; param a
 	// dag_run.conf key; items a literal list; asset an asset (URI or
 	// name) whose triggering event the input reads. Exactly one of
@@ -48,6 +53,20 @@ type inputBinding struct {
 	asset, field   string
 	// all: every matching event's field (oldest first), not the latest.
 	all bool
+}
+
+// splitEntry takes the entry out of an input named "field[entry]".
+func (b *inputBinding) splitEntry() error {
+	name, rest, ok := strings.Cut(b.input, "[")
+	if !ok {
+		return nil
+	}
+	entry, ok := strings.CutSuffix(rest, "]")
+	if !ok || entry == "" || name == "" {
+		return fmt.Errorf("input %q: write field[entry] to bind one entry of a mapping (e.g. stage_in[in/data.csv]), or the field's name alone", b.input)
+	}
+	b.input, b.entry = name, entry
+	return nil
 }
 
 // describe names the binding for messages, in the bundle config's syntax.
