@@ -216,6 +216,27 @@ type taskState struct {
 	state string // "none" before the scheduler set one
 	try   int
 	host  string // the hostname of the worker its latest try ran on
+	// rendered is a mapped instance's rendered map index ("" when none).
+	rendered string
+}
+
+// instanceKey is a run's key of a task instance: its task id, with
+// "[map_index]" for a mapped instance (convert[2]).
+func instanceKey(taskID string, mapIndex int) string {
+	if mapIndex < 0 {
+		return taskID
+	}
+	return fmt.Sprintf("%s[%d]", taskID, mapIndex)
+}
+
+// splitInstanceKey undoes instanceKey: the task id and the query naming
+// its map index ("" for an unmapped task).
+func splitInstanceKey(key string) (taskID, query string) {
+	id, rest, ok := strings.Cut(key, "[")
+	if !ok {
+		return key, ""
+	}
+	return id, "?map_index=" + strings.TrimSuffix(rest, "]")
 }
 
 // taskIDs are the run's task ids, sorted.
@@ -248,10 +269,12 @@ func (c *apiClient) runState(ctx context.Context, r *dagRun) error {
 	}
 	var tis struct {
 		TaskInstances []struct {
-			TaskID    string  `json:"task_id"`
-			State     *string `json:"state"`
-			TryNumber int     `json:"try_number"`
-			Hostname  *string `json:"hostname"`
+			TaskID           string  `json:"task_id"`
+			MapIndex         int     `json:"map_index"`
+			RenderedMapIndex *string `json:"rendered_map_index"`
+			State            *string `json:"state"`
+			TryNumber        int     `json:"try_number"`
+			Hostname         *string `json:"hostname"`
 		} `json:"task_instances"`
 	}
 	if err := c.do(ctx, http.MethodGet, p+"/taskInstances", nil, &tis, ""); err != nil {
@@ -260,9 +283,60 @@ func (c *apiClient) runState(ctx context.Context, r *dagRun) error {
 	r.state = run.State
 	r.tasks = map[string]taskState{}
 	for _, ti := range tis.TaskInstances {
-		r.tasks[ti.TaskID] = newTaskState(ti.State, ti.TryNumber, ti.Hostname)
+		ts := newTaskState(ti.State, ti.TryNumber, ti.Hostname)
+		if ti.RenderedMapIndex != nil {
+			ts.rendered = *ti.RenderedMapIndex
+		}
+		r.tasks[instanceKey(ti.TaskID, ti.MapIndex)] = ts
 	}
 	return nil
+}
+
+// awaitRun waits for a run of dagID whose id begins with prefix (one the
+// scheduler starts, such as asset_triggered__) and returns its id.
+func (c *apiClient) awaitRun(ctx context.Context, dagID, prefix string, timeout time.Duration, alive func() error) (string, error) {
+	var id string
+	err := poll(ctx, timeout, 2*time.Second, "a run of "+dagID+" named "+prefix+"...", alive, func() (bool, string, error) {
+		var runs struct {
+			DagRuns []struct {
+				RunID string `json:"dag_run_id"`
+			} `json:"dag_runs"`
+		}
+		if err := c.do(ctx, http.MethodGet, "/api/v2/dags/"+url.PathEscape(dagID)+"/dagRuns", nil, &runs, ""); err != nil {
+			return false, err.Error(), nil
+		}
+		for _, r := range runs.DagRuns {
+			if strings.HasPrefix(r.RunID, prefix) {
+				id = r.RunID
+				return true, "", nil
+			}
+		}
+		return false, fmt.Sprintf("%d runs, none named %s...", len(runs.DagRuns), prefix), nil
+	})
+	return id, err
+}
+
+// assetEvent is one asset event that triggered a run, as the REST API
+// lists it.
+type assetEvent struct {
+	Name         string         `json:"name"`
+	URI          string         `json:"uri"`
+	Extra        map[string]any `json:"extra"`
+	SourceDagID  string         `json:"source_dag_id"`
+	SourceRunID  string         `json:"source_run_id"`
+	SourceTaskID string         `json:"source_task_id"`
+}
+
+// upstreamAssetEvents are the asset events that triggered run r.
+func (c *apiClient) upstreamAssetEvents(ctx context.Context, r *dagRun) ([]assetEvent, error) {
+	var evs struct {
+		AssetEvents []assetEvent `json:"asset_events"`
+	}
+	p := "/api/v2/dags/" + url.PathEscape(r.scenario.dagID) + "/dagRuns/" + url.PathEscape(r.runID) + "/upstreamAssetEvents"
+	if err := c.do(ctx, http.MethodGet, p, nil, &evs, ""); err != nil {
+		return nil, fmt.Errorf("the asset events that triggered %s: %w", r.runID, err)
+	}
+	return evs.AssetEvents, nil
 }
 
 func newTaskState(state *string, try int, host *string) taskState {
@@ -276,13 +350,15 @@ func newTaskState(state *string, try int, host *string) taskState {
 	return ts
 }
 
-// xcom reads a task's XCom value (the REST API gives it deserialized, as JSON).
+// xcom reads a task's XCom value (the REST API gives it deserialized, as
+// JSON); taskID may name a mapped instance (instanceKey).
 func (c *apiClient) xcom(ctx context.Context, r *dagRun, taskID, key string, out any) error {
 	var entry struct {
 		Value json.RawMessage `json:"value"`
 	}
+	id, query := splitInstanceKey(taskID)
 	p := "/api/v2/dags/" + url.PathEscape(r.scenario.dagID) + "/dagRuns/" + url.PathEscape(r.runID) +
-		"/taskInstances/" + url.PathEscape(taskID) + "/xcomEntries/" + url.PathEscape(key)
+		"/taskInstances/" + url.PathEscape(id) + "/xcomEntries/" + url.PathEscape(key) + query
 	if err := c.do(ctx, http.MethodGet, p, nil, &entry, ""); err != nil {
 		return fmt.Errorf("XCom %s of %s: %w", key, taskID, err)
 	}
@@ -295,7 +371,8 @@ func (c *apiClient) xcom(ctx context.Context, r *dagRun, taskID, key string, out
 // taskLog is the text of a task's log for one try, one event a line.
 func (c *apiClient) taskLog(ctx context.Context, r *dagRun, taskID string, try int) (string, error) {
 	var raw []byte
-	p := fmt.Sprintf("/api/v2/dags/%s/dagRuns/%s/taskInstances/%s/logs/%d", url.PathEscape(r.scenario.dagID), url.PathEscape(r.runID), url.PathEscape(taskID), try)
+	id, query := splitInstanceKey(taskID)
+	p := fmt.Sprintf("/api/v2/dags/%s/dagRuns/%s/taskInstances/%s/logs/%d%s", url.PathEscape(r.scenario.dagID), url.PathEscape(r.runID), url.PathEscape(id), try, query)
 	if err := c.do(ctx, http.MethodGet, p, nil, &raw, "application/x-ndjson"); err != nil {
 		return "", err
 	}

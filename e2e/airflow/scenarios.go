@@ -34,6 +34,10 @@ type scenario struct {
 	runSuffix string
 	wantState string
 	before    func(e *checkEnv, r *dagRun)
+	// awaitPrefix: the scheduler starts the run (the Dag is scheduled on an
+	// asset an earlier scenario's run updates); the driver waits for a run
+	// whose id begins with it instead of triggering one.
+	awaitPrefix string
 }
 
 // want is the run state the scenario expects Airflow to decide.
@@ -62,6 +66,16 @@ var scenarios = []*scenario{
 		dagID: "sandbox_conversion", example: "conversion",
 		proves: "convert staged orders.csv from S3, converted it in a Modal sandbox and wrote both outputs to S3; announce got its XCom",
 		check:  checkConversion,
+	},
+	{
+		dagID: "orders_report", example: "orders_report", awaitPrefix: "asset_triggered__",
+		proves: "sandbox_conversion's asset event started this run; report staged the object the event's extra named (the conversion's orders.jsonl), totalled it in a Modal sandbox and wrote totals.csv to S3",
+		check:  checkOrdersReport,
+	},
+	{
+		dagID: "mapped_conversion", example: "mapped_conversion",
+		proves: "convert, mapped over list_objects' three URLs, converted each object in a Modal sandbox of its own, each instance named by its object, and summarize got every instance's result in map-index order",
+		check:  checkMappedConversion,
 	},
 	{
 		dagID: "sandbox_pipeline", example: "sandbox_pipeline",
@@ -138,9 +152,18 @@ func runAll(ctx context.Context, e *checkEnv, list []*scenario, timeout time.Dur
 		if s.before != nil {
 			s.before(e, r)
 		}
-		step("triggering %s (run %s, no conf)", s.dagID, r.runID)
-		if err := api.trigger(ctx, s.dagID, r.runID); err != nil {
-			return runs, fmt.Errorf("triggering %s: %w", s.dagID, err)
+		if s.awaitPrefix != "" {
+			step("waiting for the scheduler to start a run of %s (%s...)", s.dagID, s.awaitPrefix)
+			id, err := api.awaitRun(ctx, s.dagID, s.awaitPrefix, time.Until(deadline), alive)
+			if err != nil {
+				return runs, err
+			}
+			r.runID = id
+		} else {
+			step("triggering %s (run %s, no conf)", s.dagID, r.runID)
+			if err := api.trigger(ctx, s.dagID, r.runID); err != nil {
+				return runs, fmt.Errorf("triggering %s: %w", s.dagID, err)
+			}
 		}
 		runs = append(runs, r)
 		if err := waitRun(ctx, api, r, time.Until(deadline), alive); err != nil {
@@ -322,6 +345,119 @@ func checkConversion(ctx context.Context, e *checkEnv, r *dagRun) []error {
 	}
 	errs = append(errs, noPartials(ctx, e, "converted/")...)
 	return append(errs, ranOnModal(e, r)...)
+}
+
+// checkOrdersReport: the run was started by sandbox_conversion's asset
+// event (its run id and the REST API's upstream events say so), and report
+// converted exactly the object that event's extra named.
+func checkOrdersReport(ctx context.Context, e *checkEnv, r *dagRun) []error {
+	errs := allSucceeded(r, "report")
+	evs, err := e.api.upstreamAssetEvents(ctx, r)
+	if err != nil {
+		return append(errs, err)
+	}
+	if len(evs) != 1 || evs[0].Name != "converted_orders" || evs[0].SourceDagID != "sandbox_conversion" || evs[0].SourceTaskID != "convert" {
+		return append(errs, fmt.Errorf("the run was triggered by asset events %+v, want one event of converted_orders from sandbox_conversion.convert", evs))
+	}
+	ev := evs[0]
+	// The extra convert reported: what its exports wrote.
+	jsonl := "s3://" + bucket + "/converted/" + ev.SourceRunID + "/orders.jsonl"
+	urls, _ := ev.Extra["urls"].([]any)
+	if len(urls) != 2 || urls[0] != jsonl || urls[1] != jsonl+".gz" {
+		errs = append(errs, fmt.Errorf("the event's extra.urls is %v, want [%s %s.gz]", ev.Extra["urls"], jsonl, jsonl))
+	}
+	if b, ok := ev.Extra["bytes"].(float64); !ok || b <= 0 {
+		errs = append(errs, fmt.Errorf("the event's extra.bytes is %v, want the bytes the exports wrote", ev.Extra["bytes"]))
+	}
+	if !strings.HasPrefix(ev.SourceRunID, "airflow_e2e__") {
+		errs = append(errs, fmt.Errorf("the event came from run %s, not this driver's sandbox_conversion run", ev.SourceRunID))
+	}
+	errs = append(errs, logSays(ctx, e, r, "report", "converted/"+ev.SourceRunID+"/orders.jsonl")...)
+	in, err := parseOrders(e.store.input)
+	if err != nil {
+		return append(errs, err)
+	}
+	key := "reports/" + r.runID + "/totals.csv"
+	var res struct {
+		URLs []string `json:"urls"`
+	}
+	if err := e.api.xcom(ctx, r, "report", "return_value", &res); err != nil {
+		errs = append(errs, err)
+	} else if want := []string{"s3://" + bucket + "/" + key}; !reflect.DeepEqual(res.URLs, want) {
+		errs = append(errs, fmt.Errorf("report returned urls %v, want %v", res.URLs, want))
+	}
+	if got, err := e.store.get(ctx, key); err != nil {
+		errs = append(errs, err)
+	} else if want := totalsCSV(in); string(got) != want {
+		errs = append(errs, fmt.Errorf("s3://%s/%s is %q, want the totals of the converted orders, %q", bucket, key, got, want))
+	}
+	errs = append(errs, noPartials(ctx, e, "reports/")...)
+	return append(errs, ranOnModal(e, r)...)
+}
+
+// checkMappedConversion: three mapped instances of convert, one per object
+// list_objects named, each converted its own object (in a sandbox of its
+// own) and is named by it in the UI; summarize got all results in order.
+func checkMappedConversion(ctx context.Context, e *checkEnv, r *dagRun) []error {
+	errs := allSucceeded(r, "list_objects", "summarize")
+	var listed []string
+	if err := e.api.xcom(ctx, r, "list_objects", "return_value", &listed); err != nil {
+		return append(errs, err)
+	}
+	if len(listed) < 3 {
+		return append(errs, fmt.Errorf("list_objects returned %v, want at least three objects", listed))
+	}
+	var wantURLs []string
+	for i, obj := range listed {
+		inst := instanceKey("convert", i)
+		ts, ok := r.tasks[inst]
+		if !ok || ts.state != "success" {
+			errs = append(errs, fmt.Errorf("mapped instance %s is %q, want success", inst, ts.state))
+			continue
+		}
+		if ts.rendered != obj {
+			errs = append(errs, fmt.Errorf("mapped instance %s is named %q in the UI, want its object %s", inst, ts.rendered, obj))
+		}
+		key := fmt.Sprintf("converted-batch/%s/%d.jsonl", r.runID, i)
+		wantURLs = append(wantURLs, "s3://"+bucket+"/"+key)
+		var res struct {
+			URLs []string `json:"urls"`
+		}
+		if err := e.api.xcom(ctx, r, inst, "return_value", &res); err != nil {
+			errs = append(errs, err)
+		} else if want := wantURLs[i : i+1]; !reflect.DeepEqual(res.URLs, want) {
+			errs = append(errs, fmt.Errorf("%s returned urls %v, want %v", inst, res.URLs, want))
+		}
+		src, err := e.store.get(ctx, strings.TrimPrefix(obj, "s3://"+bucket+"/"))
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		in, err := parseOrders(src)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %v", obj, err))
+			continue
+		}
+		got, err := e.store.get(ctx, key)
+		if err != nil {
+			errs = append(errs, err)
+		} else if n := strings.Count(string(got), "\n"); n != len(in.rows) || !strings.Contains(string(got), `"order_id":"`+in.rows[0][0]+`"`) {
+			errs = append(errs, fmt.Errorf("%s has %d lines, want its own object's %d orders (%s first): %q", key, n, len(in.rows), in.rows[0][0], got))
+		}
+	}
+	if _, ok := r.tasks[instanceKey("convert", len(listed))]; ok {
+		errs = append(errs, fmt.Errorf("convert has an instance %d, past list_objects' %d objects", len(listed), len(listed)))
+	}
+	var summarized []string
+	if err := e.api.xcom(ctx, r, "summarize", "return_value", &summarized); err != nil {
+		errs = append(errs, err)
+	} else if !reflect.DeepEqual(summarized, wantURLs) {
+		errs = append(errs, fmt.Errorf("summarize (Python) returned %v, want every instance's url in map-index order, %v", summarized, wantURLs))
+	}
+	if n := len(e.modal.createdFor(r.scenario.dagID, r.runID)); n != len(listed) {
+		errs = append(errs, fmt.Errorf("the fake Modal server created %d sandboxes for the run, want one per object (%d)", n, len(listed)))
+	}
+	return append(errs, noPartials(ctx, e, "converted-batch/")...)
 }
 
 func checkPipeline(ctx context.Context, e *checkEnv, r *dagRun) []error {

@@ -20,6 +20,9 @@ import (
 const (
 	bucket   = "airflow-artifacts"
 	inputKey = "incoming/orders.csv"
+	// regionsPrefix holds examples/mapped_conversion's *.csv, the objects
+	// its list_objects names.
+	regionsPrefix = "incoming/regions/"
 )
 
 // store is the S3 server the examples' aws_default connection points at.
@@ -50,6 +53,18 @@ func startStore(ctx context.Context, o options, w *workdir, host string) (*store
 	if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(inputKey), Body: bytes.NewReader(input)}); err != nil {
 		s.stop()
 		return nil, fmt.Errorf("uploading the input: %w", err)
+	}
+	// mapped_conversion's objects, one per region, under regionsPrefix.
+	regions, _ := filepath.Glob(filepath.Join(o.repo, "examples", "mapped_conversion", "*.csv"))
+	for _, f := range regions {
+		data, err := os.ReadFile(f)
+		if err == nil {
+			_, err = c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(regionsPrefix + filepath.Base(f)), Body: bytes.NewReader(data)})
+		}
+		if err != nil {
+			s.stop()
+			return nil, fmt.Errorf("uploading %s: %w", f, err)
+		}
 	}
 	return s, nil
 }

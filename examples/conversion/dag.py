@@ -7,6 +7,11 @@ S3 into it, runs the conversion with no network, streams the outputs back to
 S3 (all or nothing: nothing lands unless every output was written) and
 destroys the sandbox, also when something failed.
 
+``convert`` declares the asset ``converted_orders`` as its outlet (here and
+under ``outlets:`` in ``bundle.yaml``): when it succeeds, Airflow records an
+asset event whose ``extra`` lists what it wrote (``urls``, ``bytes``,
+``files``), and ``examples/orders_report`` runs on it.
+
 Connections (resolved by the Go task at run time, never stored in the Dag):
 
 * ``aws_default``: the S3 bucket holding the input and receiving the outputs.
@@ -23,10 +28,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from airflow.sdk import dag, task
+from airflow.sdk import Asset, dag, task
+
+# The same asset (name and URI) as examples/orders_report's schedule.
+converted_orders = Asset(name="converted_orders", uri="s3://airflow-artifacts/converted")
 
 
-@task.stub(queue="golang", retries=2, retry_delay=timedelta(minutes=1))
+@task.stub(queue="golang", retries=2, retry_delay=timedelta(minutes=1), outlets=[converted_orders])
 def convert(): ...
 
 
