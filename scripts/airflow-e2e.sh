@@ -7,12 +7,17 @@
 # e2e/airflow, which starts Airflow (scheduler, dag-processor, api-server;
 # LocalExecutor, SQLite), versitygw, the fake Modal server and a scripted
 # OpenAI-compatible model server on 127.0.0.1 in a temporary directory, runs
-# the four example Dags as shipped (on backend: modal, triggered without a
-# conf; agent_handoff's AgentOperator talks to the scripted model, and runs
-# a second time with the model down), prints `DAG_ID RUN_ID STATE` per run
+# the example Dags as shipped (on backend: modal, triggered without a
+# conf; orders_report is started by the scheduler, on the asset event
+# sandbox_conversion's run emits; mapped_conversion fans out over three
+# objects; sandbox_pipeline runs a second time with its middle task failed
+# and must end failed; agent_handoff's AgentOperator talks to the scripted
+# model, and runs a second time with the model down), prints
+# `DAG_ID RUN_ID STATE` per run
 # and stops everything it started. Extra arguments go to the driver (e.g.
 # -keep to keep the Airflow home and logs). Exit 0 only if every run ended
-# as expected (the model-down run failed, the others succeeded).
+# as expected (the failed-middle-task and model-down runs failed, the
+# others succeeded) and no sandbox was left.
 #
 # EXECUTOR=celery runs the driver's CeleryExecutor mode instead (e2e/airflow
 # celery.go; docs/deploying.md): PostgreSQL and Redis from Debian (installed
