@@ -528,9 +528,9 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 			st.kill() // never run the command without its limits
 		}
 	}
-	if started && limitErr == nil && !m.Spec.NetworkPolicy().Block && !d.shareNet {
+	if started && limitErr == nil && d.needsNetwork(m.Spec) {
 		var stopNet func()
-		if stopNet, limitErr = d.startNetwork(pid); limitErr != nil {
+		if stopNet, limitErr = d.startNetwork(pid, m.Spec); limitErr != nil {
 			st.kill()
 		} else {
 			// Like the cgroup's removal: off the command's path, finished

@@ -23,7 +23,8 @@ func TestConformance(t *testing.T) {
 		return d
 	}, conformance.Options{
 		SupportsTags: true,
-		RefusedSpec:  &sandbox.Spec{Network: &sandbox.NetworkPolicy{Block: true, AllowCIDRs: []string{"10.0.0.0/8"}}},
+		// CIDR allowlists are enforced (egress.go); host allowlists are not.
+		RefusedSpec: &sandbox.Spec{Network: &sandbox.NetworkPolicy{Block: true, AllowHosts: []string{"pypi.org"}}},
 		// An open network cannot reach the worker's 127.0.0.1 (issue 19):
 		// TestOpenNetworkIsPrivate in sandbox/local is the positive control,
 		// against a server outside the worker.

@@ -8,8 +8,10 @@
 //   - network: blocked (loopback only), or open: a network namespace of
 //     the sandbox's own, connected through slirp4netns, from which the
 //     worker's loopback and link-local addresses (the cloud metadata
-//     service's among them) cannot be reached (network.go); host/CIDR
-//     allowlists are refused, since nothing here filters traffic;
+//     service's among them) cannot be reached (network.go), nor the
+//     worker's own addresses and private ranges, unless the operator
+//     allows ranges (egress.go); allow_cidrs narrow a blocked network
+//     through the same filter; host allowlists are refused;
 //   - memory: memory_mib, else Options.DefaultMemoryMiB (DefaultMemoryMiB),
 //     as a memory cgroup per command (memory and swap, all its processes
 //     together) where the worker's cgroup lets it make one; elsewhere an
@@ -59,6 +61,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path"
@@ -144,12 +147,17 @@ type Options struct {
 
 // Driver implements sandbox.Driver with bubblewrap.
 type Driver struct {
-	root        string
-	bwrap       string
-	prlimit     string
-	slirp       string // "": open networks are refused, slirpErr says why
-	slirpErr    error
-	shareNet    bool // Options.ShareWorkerNetwork
+	root     string
+	bwrap    string
+	prlimit  string
+	slirp    string // "": open networks are refused, slirpErr says why
+	slirpErr error
+	shareNet bool // Options.ShareWorkerNetwork
+	// egressAllow are the blocked ranges the operator opens
+	// (EgressAllowEnv); egressOff allows open networks without the
+	// egress filter where it cannot be installed (EgressFilterEnv=off).
+	egressAllow []netip.Prefix
+	egressOff   bool
 	ignoreImage bool
 	ignoreCPU   bool
 	host        string // in every id this driver creates
@@ -294,6 +302,12 @@ func New(opts Options) (*Driver, error) {
 	if d.diskOff, err = diskLimitOff(); err != nil {
 		return nil, err
 	}
+	if d.egressAllow, err = egressAllowFromEnv(); err != nil {
+		return nil, err
+	}
+	if d.egressOff, err = egressFilterOff(); err != nil {
+		return nil, err
+	}
 	if d.mkfs, d.diskErr = diskSupport(); d.diskErr != nil && d.diskOff {
 		log.Warn("local sandboxes run without a disk limit (" + DiskLimitEnv + "=off): a command can fill the worker's disk")
 	}
@@ -408,8 +422,9 @@ func (d *Driver) probe() error {
 func (d *Driver) Backend() string { return Backend }
 
 // Capabilities: memory (through prlimit), a blocked or a private open network,
-// tags and listing; cpu only when configured to ignore it. No GPUs, no
-// allowlists (bubblewrap cannot filter traffic), and no server-side
+// CIDR allowlists (the egress filter, egress.go), tags and listing; cpu
+// only when configured to ignore it. No GPUs, no host allowlists (an
+// address filter cannot follow names), and no server-side
 // lifetime: an expired sandbox refuses commands and is removed by sweep (the
 // maintenance Dag routed to this host, or the sweep command), but nothing
 // ends it on its own.
@@ -417,19 +432,32 @@ func (d *Driver) Backend() string { return Backend }
 // does not offer one, and says how to get it.
 func (d *Driver) Capabilities() sandbox.Capabilities {
 	c := capabilities(d.ignoreCPU)
-	if d.slirp == "" && !d.shareNet {
-		c.OpenNetwork = false
+	switch {
+	case d.shareNet:
+		c.AllowCIDRs = false
+		c.Hints[driver.CapAllowCIDRs] = "this driver shares the worker's network with open sandboxes (a test emulator's setting), where nothing filters traffic"
+	case d.slirp == "":
+		c.OpenNetwork, c.AllowCIDRs = false, false
 		c.Hints[driver.CapOpenNetwork] = noNetworkHelper(d.slirpErr)
+		c.Hints[driver.CapAllowCIDRs] = noNetworkHelper(d.slirpErr)
+	default:
+		if err := d.egressSupport(); err != nil {
+			c.AllowCIDRs = false
+			c.Hints[driver.CapAllowCIDRs] = noEgressFilter(err)
+			if !d.egressOff {
+				c.OpenNetwork = false
+				c.Hints[driver.CapOpenNetwork] = noEgressFilter(err)
+			}
+		}
 	}
 	return c
 }
 
 func capabilities(ignoreCPU bool) sandbox.Capabilities {
-	return sandbox.Capabilities{CPU: ignoreCPU, Memory: true, BlockNetwork: true, OpenNetwork: true, Tags: true, List: true,
+	return sandbox.Capabilities{CPU: ignoreCPU, Memory: true, BlockNetwork: true, OpenNetwork: true, AllowCIDRs: true, Tags: true, List: true,
 		Hints: map[driver.Capability]string{
 			driver.CapCPU:        "bubblewrap cannot limit cpu; leave cpu unset for local runs, or set the local option ignore_cpu to run without a limit",
-			driver.CapAllowHosts: "the local backend has no egress filter; use block: true with no allowlist, or block: false for an open network",
-			driver.CapAllowCIDRs: "the local backend has no egress filter; use block: true with no allowlist, or block: false for an open network",
+			driver.CapAllowHosts: "the local backend filters a sandbox's traffic by address only, and a host's addresses are whatever DNS answers, so a host allowlist cannot be enforced; list the hosts' addresses in allow_cidrs, or use block: false for an open network",
 		}}
 }
 
@@ -571,15 +599,10 @@ func (d *Driver) checkSpec(spec sandbox.Spec) (string, error) {
 	if d.memCgroup.memory == "" && d.prlimit == "" {
 		errs = append(errs, fmt.Sprintf("memory: every local sandbox has a memory limit (memory_mib, else %d MiB), and this worker can enforce none: it may not make memory cgroups (%v) and prlimit(1) is not installed; install util-linux", d.defaultMemMiB, d.memErr))
 	}
+	for _, p := range staticProblems(spec, d.ignoreImage) {
+		errs = append(errs, p.String())
+	}
 	wd := spec.Workdir
-	if wd == "/" || wd == "/tmp" {
-		errs = append(errs, fmt.Sprintf("workdir: %q cannot be the local sandbox's workdir; use a directory such as /workspace", wd))
-	}
-	for _, sys := range systemDirs {
-		if wd == sys || strings.HasPrefix(wd, sys+"/") {
-			errs = append(errs, fmt.Sprintf("workdir: %q is inside the read-only system directory %s; use a directory such as /workspace", wd, sys))
-		}
-	}
 	rootfs := ""
 	switch img := spec.Image; {
 	case img == "":
@@ -591,8 +614,6 @@ func (d *Driver) checkSpec(spec sandbox.Spec) (string, error) {
 		rootfs = real
 	case d.ignoreImage:
 		d.log.Warn("local backend cannot pull images; running on the host's userland instead", "image", img)
-	default:
-		errs = append(errs, fmt.Sprintf("image: %q looks like a registry image, which the local backend cannot pull (it runs on the host's userland); leave image empty, give an unpacked root filesystem directory, or run with the local backend's ignore-image option", img))
 	}
 	if len(errs) > 0 {
 		return "", sandbox.Refused("the local backend refuses this spec: %s", strings.Join(errs, "; "))

@@ -56,9 +56,16 @@ const (
 // to the outside and returns once the sandbox's interface is configured;
 // stop ends slirp4netns (it also exits by itself when the worker dies:
 // its --exit-fd closes).
-func (d *Driver) startNetwork(pid int) (stop func(), err error) {
+func (d *Driver) startNetwork(pid int, spec sandbox.Spec) (stop func(), err error) {
 	if err := waitLoopback(pid); err != nil {
 		return nil, err
+	}
+	filter := d.egressSupport()
+	if filter != nil && (!d.egressOff || spec.NetworkPolicy().Block) {
+		return nil, errors.New(noEgressFilter(filter))
+	}
+	if filter != nil {
+		d.log.Warn("an open-network sandbox runs without the egress filter ("+EgressFilterEnv+"=off): it can reach the worker's own addresses and private network", "reason", filter)
 	}
 	readyR, readyW, err := os.Pipe()
 	if err != nil {
@@ -79,6 +86,20 @@ func (d *Driver) startNetwork(pid int) (stop func(), err error) {
 	}
 	defer netns.Close()
 	defer userns.Close()
+	if filter == nil {
+		// Before slirp4netns connects the namespace: no packet leaves
+		// it unfiltered.
+		plan, err := d.planFor(spec)
+		if err == nil {
+			err = d.installEgress(netns, userns, plan)
+		}
+		if err != nil {
+			readyW.Close()
+			exitR.Close()
+			exitW.Close()
+			return nil, err
+		}
+	}
 	diag := sandbox.NewTailBuffer(2048)
 	args := []string{"--configure", "--mtu=65520", "--disable-host-loopback", "--cidr=" + sandboxCIDR,
 		"--enable-seccomp", "--ready-fd=3", "--exit-fd=4",
