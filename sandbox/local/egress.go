@@ -58,16 +58,19 @@ const EgressFilterEnv = "AIRFLOW_GO_WORKER_LOCAL_EGRESS_FILTER"
 // blockedRanges are unreachable from a sandbox unless the operator
 // allows them: this host's and its neighbours' networks, never the
 // internet's.
-var blockedRanges = []netip.Prefix{
-	netip.MustParsePrefix("0.0.0.0/8"),      // "this host": 0.0.0.0 is the worker itself
-	netip.MustParsePrefix("10.0.0.0/8"),     // RFC 1918
-	netip.MustParsePrefix("100.64.0.0/10"),  // shared address space (carrier NAT, Tailscale)
-	netip.MustParsePrefix("127.0.0.0/8"),    // the worker's loopback
-	netip.MustParsePrefix("169.254.0.0/16"), // link-local: metadata services (slirp's DNS relay excepted)
-	netip.MustParsePrefix("172.16.0.0/12"),  // RFC 1918
-	netip.MustParsePrefix("192.168.0.0/16"), // RFC 1918
-	netip.MustParsePrefix("224.0.0.0/4"),    // multicast
-	netip.MustParsePrefix("240.0.0.0/4"),    // reserved, and the broadcast address
+// (A function, so no table is built at every task's start.)
+func blockedRanges() []netip.Prefix {
+	return []netip.Prefix{
+		netip.MustParsePrefix("0.0.0.0/8"),      // "this host": 0.0.0.0 is the worker itself
+		netip.MustParsePrefix("10.0.0.0/8"),     // RFC 1918
+		netip.MustParsePrefix("100.64.0.0/10"),  // shared address space (carrier NAT, Tailscale)
+		netip.MustParsePrefix("127.0.0.0/8"),    // the worker's loopback
+		netip.MustParsePrefix("169.254.0.0/16"), // link-local: metadata services (slirp's DNS relay excepted)
+		netip.MustParsePrefix("172.16.0.0/12"),  // RFC 1918
+		netip.MustParsePrefix("192.168.0.0/16"), // RFC 1918
+		netip.MustParsePrefix("224.0.0.0/4"),    // multicast
+		netip.MustParsePrefix("240.0.0.0/4"),    // reserved, and the broadcast address
+	}
 }
 
 // egressPlan is what the filter enforces in one sandbox's namespace: what
@@ -143,7 +146,7 @@ func (d *Driver) planFor(spec sandbox.Spec) (egressPlan, error) {
 	if err != nil {
 		return egressPlan{}, err
 	}
-	p := egressPlan{Worker: worker, Blocked: blockedRanges, Allowed: d.egressAllow, DNS: netip.MustParseAddr(sandboxDNS)}
+	p := egressPlan{Worker: worker, Blocked: blockedRanges(), Allowed: d.egressAllow, DNS: netip.MustParseAddr(sandboxDNS)}
 	if net := spec.NetworkPolicy(); net.Block {
 		p.OnlySet = true
 		if p.Only, err = parseCIDRs(strings.Join(net.AllowCIDRs, ",")); err != nil {
@@ -206,7 +209,7 @@ func noEgressFilter(why error) string {
 // own, as each sandbox's is: a kernel without nftables (or one refusing
 // it in user namespaces) fails here, not at a sandbox's first command.
 func probeEgress() error {
-	plan := egressPlan{Worker: []netip.Prefix{netip.MustParsePrefix("192.0.2.1/32")}, Blocked: blockedRanges,
+	plan := egressPlan{Worker: []netip.Prefix{netip.MustParsePrefix("192.0.2.1/32")}, Blocked: blockedRanges(),
 		Allowed: []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16")}, Only: []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")},
 		OnlySet: true, DNS: netip.MustParseAddr(sandboxDNS)}
 	cmd := exec.Command("/proc/self/exe", egressChildArg)
