@@ -195,7 +195,15 @@ func (d *Driver) egressSupport() error {
 			egressReady.err = fmt.Errorf("nsenter (util-linux) is not installed (%v); install util-linux", egressReady.err)
 			return
 		}
-		egressReady.err = probeEgress()
+		if err := probeEgress(); errors.Is(err, errChildNotStarted) {
+			// Not a verdict on nftables: this worker may not make user
+			// namespaces of its own (AppArmor lets bwrap alone, on
+			// Ubuntu 24.04), yet nsenter can join bwrap's. Each
+			// command's install is the guard: it fails closed.
+			d.log.Debug("cannot probe the egress filter in a namespace of its own; each open network's command installs it or does not run", "error", err)
+		} else {
+			egressReady.err = err
+		}
 	})
 	return egressReady.err
 }
@@ -239,13 +247,16 @@ func (d *Driver) installEgress(netns, userns *os.File, plan egressPlan) error {
 	cmd.ExtraFiles = []*os.File{userns, netns, exe}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := runEgressChild(cmd, plan); err != nil {
-		return fmt.Errorf("cannot install the sandbox's egress filter, so its command does not run: %v", err)
+		return fmt.Errorf("cannot install the sandbox's egress filter, which keeps it off the worker's own addresses and private network, so its command does not run (%v); use block: true, or have the operator set %s=off to allow open networks without it", err, EgressFilterEnv)
 	}
 	return nil
 }
 
 // egressChildTimeout bounds one install; it takes milliseconds.
 const egressChildTimeout = 30 * time.Second
+
+// errChildNotStarted: the egress child could not even start.
+var errChildNotStarted = errors.New("cannot start the egress filter's installer")
 
 // runEgressChild runs the egress child cmd with plan on its stdin.
 func runEgressChild(cmd *exec.Cmd, plan egressPlan) error {
@@ -260,7 +271,7 @@ func runEgressChild(cmd *exec.Cmd, plan egressPlan) error {
 	cmd.WaitDelay = time.Second
 	keepFdsFromChildren()
 	if err := cmd.Start(); err != nil {
-		return err
+		return fmt.Errorf("%w: %v", errChildNotStarted, err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()

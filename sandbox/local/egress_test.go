@@ -285,3 +285,34 @@ func TestNoEgressFilterRefusesNetworks(t *testing.T) {
 		t.Errorf("%s=off: the open network did not start: exit %d, %q %q", EgressFilterEnv, res.ExitCode, out, errs)
 	}
 }
+
+// An install that fails at a command (the probe could not tell) fails
+// that command before it runs: it never runs unfiltered, unless the
+// operator set EgressFilterEnv=off.
+func TestFailedEgressInstallStopsTheCommand(t *testing.T) {
+	d := newTestDriver(t)
+	if err := d.egressSupport(); err != nil {
+		t.Fatalf("this host cannot install the egress filter, so the test cannot break it: %v", err)
+	}
+	saved := egressReady.nsenter
+	egressReady.nsenter = "/nonexistent/nsenter"
+	t.Cleanup(func() { egressReady.nsenter = saved })
+	sb := create(t, d, sandbox.Spec{Network: &sandbox.NetworkPolicy{Block: false}})
+	_, err := sb.Exec(t.Context(), "touch ran", sandbox.ExecOptions{Timeout: time.Minute})
+	if err == nil || !strings.Contains(err.Error(), "egress filter") || !strings.Contains(err.Error(), EgressFilterEnv) {
+		t.Errorf("want the command refused for want of its filter, naming %s; got %v", EgressFilterEnv, err)
+	}
+	work, _, err := d.HostDirs(sb.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(work, "ran")); err == nil {
+		t.Errorf("the command ran without its egress filter")
+	}
+	t.Setenv(EgressFilterEnv, "off")
+	off := newTestDriver(t)
+	sbOff := create(t, off, sandbox.Spec{Network: &sandbox.NetworkPolicy{Block: false}})
+	if res, out, errs := run(t, sbOff, "touch ran && cat /proc/net/dev", time.Minute); res.ExitCode != 0 || !strings.Contains(out, "tap0") {
+		t.Errorf("%s=off: the open network did not start: exit %d, %q %q", EgressFilterEnv, res.ExitCode, out, errs)
+	}
+}

@@ -60,12 +60,18 @@ func (d *Driver) startNetwork(pid int, spec sandbox.Spec) (stop func(), err erro
 	if err := waitLoopback(pid); err != nil {
 		return nil, err
 	}
-	filter := d.egressSupport()
-	if filter != nil && (!d.egressOff || spec.NetworkPolicy().Block) {
-		return nil, errors.New(noEgressFilter(filter))
+	// unfiltered says whether the operator lets this sandbox run without
+	// the filter, which cannot be installed (why); otherwise it fails.
+	unfiltered := func(why error) bool {
+		if !d.egressOff || spec.NetworkPolicy().Block {
+			return false
+		}
+		d.log.Warn("an open-network sandbox runs without the egress filter ("+EgressFilterEnv+"=off): it can reach the worker's own addresses and private network", "reason", why)
+		return true
 	}
-	if filter != nil {
-		d.log.Warn("an open-network sandbox runs without the egress filter ("+EgressFilterEnv+"=off): it can reach the worker's own addresses and private network", "reason", filter)
+	filter := d.egressSupport()
+	if filter != nil && !unfiltered(filter) {
+		return nil, errors.New(noEgressFilter(filter))
 	}
 	readyR, readyW, err := os.Pipe()
 	if err != nil {
@@ -93,7 +99,7 @@ func (d *Driver) startNetwork(pid int, spec sandbox.Spec) (stop func(), err erro
 		if err == nil {
 			err = d.installEgress(netns, userns, plan)
 		}
-		if err != nil {
+		if err != nil && !unfiltered(err) {
 			readyW.Close()
 			exitR.Close()
 			exitW.Close()
