@@ -257,7 +257,7 @@ func Load(b *bundles.Bundle, data []byte, source string) error {
 			}
 			// b.Add checks each default, input and conf entry names an
 			// input field, and each default has its type.
-			if inDefaults, err := kind.add(b, dagID, taskID, defaults, opts...); inDefaults {
+			if inDefaults, err := kind.add(b, dagID, taskID, defaults, slices.Collect(maps.Keys(tc.Inputs)), opts...); inDefaults {
 				return fmt.Errorf("%s.defaults: %w", where, err)
 			} else if err != nil {
 				return fmt.Errorf("%s: %w", where, err)
@@ -378,12 +378,17 @@ func fileOrder(dags *yaml.Node) []orderedDag {
 // checkDefaults decodes the defaults strictly, so a misspelt key inside a
 // nested mapping (network: {blok: true}) is an error rather than silently
 // meaning the default (top-level keys and types were checked by
-// bundles.Add), and lets the input check itself against the backends and
-// stores this bundle links: a backend or a URL's store it does not link, a
-// misspelt backend option, or a setting the backend cannot provide (gpu on
-// local) fails here, when the bundle is packed or inspected, rather than at
-// a task.
-func checkDefaults(input reflect.Type, defaults map[string]any) error {
+// bundles.Add), and lets the input check itself as far as it can without
+// I/O: against the backends and stores this bundle links (a backend or a
+// URL's store it does not link, a misspelt backend option, a setting the
+// backend cannot provide such as gpu on local, or one its own rules refuse
+// such as a registry image on local), and against the rules of every
+// sandbox (a lifetime over 24h, a relative workdir). So such a config
+// fails when the bundle is packed, inspected or checked, rather than at a
+// task. Inputs bound at run time (an upstream's XCom, a Dag param) are not
+// known here: their defaults never apply and are not checked, and when the
+// backend itself is bound only the rules of every sandbox are.
+func checkDefaults(input reflect.Type, defaults map[string]any, bound []string) error {
 	data, err := json.Marshal(defaults)
 	if err != nil {
 		return fmt.Errorf("values must be plain YAML scalars, lists and mappings: %v", err)
@@ -396,17 +401,44 @@ func checkDefaults(input reflect.Type, defaults map[string]any) error {
 			return err
 		}
 	}
-	if c, ok := v.Elem().Interface().(interface {
-		Check(*registry.Registry) error
-	}); ok {
-		if err := c.Check(registry.Default); err != nil {
+	if len(bound) > 0 {
+		// What the task uses when it runs: the defaults of inputs no
+		// binding replaces.
+		if v, err = decodeUnbound(input, defaults, bound); err != nil {
 			return err
 		}
 	}
-	if c, ok := v.Elem().Interface().(interface{ CheckStores() error }); ok {
+	in := v.Elem().Interface()
+	backendBound := slices.Contains(bound, "backend") || slices.Contains(bound, "backend_options")
+	if c, ok := in.(interface {
+		Check(*registry.Registry) error
+	}); ok && !backendBound {
+		if err := c.Check(registry.Default); err != nil {
+			return err
+		}
+	} else if c, ok := in.(interface{ Validate() error }); ok {
+		if err := c.Validate(); err != nil {
+			return err
+		}
+	}
+	if c, ok := in.(interface{ CheckStores() error }); ok {
 		return c.CheckStores()
 	}
 	return nil
+}
+
+// decodeUnbound decodes the defaults but those of the bound inputs.
+func decodeUnbound(input reflect.Type, defaults map[string]any, bound []string) (reflect.Value, error) {
+	unbound := maps.Clone(defaults)
+	for _, name := range bound {
+		delete(unbound, name)
+	}
+	v := reflect.New(input)
+	data, err := json.Marshal(unbound)
+	if err == nil {
+		err = json.Unmarshal(data, v.Interface())
+	}
+	return v, err
 }
 
 // hasInput reports whether an input struct has a field (its own or an

@@ -118,7 +118,7 @@ func Add(b *bundles.Bundle, dagID, taskID, kind string, defaults map[string]any,
 	if err != nil {
 		return err
 	}
-	inDefaults, err := k.add(b, dagID, taskID, defaults, opts...)
+	inDefaults, err := k.add(b, dagID, taskID, defaults, nil, opts...)
 	if inDefaults {
 		return fmt.Errorf("task %s.%s defaults: %w", dagID, taskID, err)
 	}
@@ -127,15 +127,16 @@ func Add(b *bundles.Bundle, dagID, taskID, kind string, defaults map[string]any,
 
 // add registers k as (dagID, taskID) with defaults, then opts, and checks
 // each default against k's input and the backends the bundle links (what
-// b.Add cannot know); inDefaults says the error is a default's.
-func (k taskKind) add(b *bundles.Bundle, dagID, taskID string, defaults map[string]any, opts ...bundles.TaskOption) (inDefaults bool, err error) {
+// b.Add cannot know); bound names the inputs bound at run time, whose
+// defaults never apply. inDefaults says the error is a default's.
+func (k taskKind) add(b *bundles.Bundle, dagID, taskID string, defaults map[string]any, bound []string, opts ...bundles.TaskOption) (inDefaults bool, err error) {
 	if len(defaults) > 0 {
 		opts = append([]bundles.TaskOption{bundles.WithDefaults(defaults)}, opts...)
 	}
 	if err := b.Add(dagID, taskID, k.fn, opts...); err != nil {
 		return false, err
 	}
-	if err := checkDefaults(k.input, defaults); err != nil {
+	if err := checkDefaults(k.input, defaults, bound); err != nil {
 		return true, err
 	}
 	return false, nil

@@ -45,7 +45,7 @@ func registerSweepDag(b *bundles.Bundle, section map[string]any, backends map[st
 	if err := b.Add(SweepDagID, SweepTaskID, k.fn, bundles.WithDefaults(defaults), bundles.AllowConf("dry_run"), bundles.WithConfHint(sweepConfHint)); err != nil {
 		return err
 	}
-	if err := checkDefaults(reflect.TypeFor[tasks.SweepAllInput](), defaults); err != nil {
+	if err := checkDefaults(reflect.TypeFor[tasks.SweepAllInput](), defaults, nil); err != nil {
 		return fmt.Errorf("%w (write sweep: {backends: [{backend: modal, conn_id: modal_default}], storage: [s3://bucket/prefix/]})", err)
 	}
 	return nil

@@ -23,7 +23,7 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"env name with =", Spec{Env: map[string]string{"A=B": "x"}}, `env: "A=B"`},
 		{"empty env name", Spec{Env: map[string]string{"": "x"}}, `env: ""`},
 		{"env value with NUL", Spec{Env: map[string]string{"K": "a\x00b"}}, "env: value of K"},
-		{"allowlist on open network", Spec{Network: &NetworkPolicy{AllowHosts: []string{"x.org"}}}, "network:"},
+		{"allowlist on open network", Spec{Network: &NetworkPolicy{AllowHosts: []string{"x.org"}}}, "network.allow_hosts:"},
 		{"owner without run", Spec{Owner: "just-a-dag"}, `owner: "just-a-dag"`},
 		{"empty tag", Spec{Tags: map[string]string{"": "v"}}, "tags: empty tag name"},
 	}

@@ -154,23 +154,64 @@ func provision(ctx context.Context, d Deps, in ProvisionInput) (created, error) 
 }
 
 // Check parses the backend options with the backends r links and refuses
-// what the chosen backend cannot provide (gpu on local, say), naming the
-// field and the backend. The bundle config loader calls it with a task's
-// defaults, so such a config is refused when packed; provision calls it
-// again with the values a run bound.
+// what Validate refuses, what the chosen backend cannot provide (gpu on
+// local, say) and what its own I/O-free rules refuse (a registry image on
+// local), naming the input and the backend. The bundle config loader calls
+// it with a task's defaults, so such a config is refused when packed;
+// provision calls it again with the values a run bound.
 func (in ProvisionInput) Check(r *registry.Registry) error {
+	if err := in.Validate(); err != nil {
+		return err
+	}
 	cfg, err := CheckBackendOptions(r, in.BackendOptions)
 	if err != nil {
 		return err
 	}
-	return driver.CheckSpec(in.BackendOptions.name(), cfg.Capabilities(), in.shape().WithDefaults(), r.Able)
+	spec := in.checkedSpec()
+	if err := driver.CheckSpec(in.BackendOptions.name(), cfg.Capabilities(), spec, r.Able); err != nil {
+		return err
+	}
+	if ps := registry.SpecProblems(cfg, spec); len(ps) > 0 {
+		return refusedSpec("the %s backend refuses this sandbox: %s", in.BackendOptions.name(), driver.JoinProblems(ps, specInputNames))
+	}
+	return nil
+}
+
+// Validate refuses what no backend accepts (sandbox.Spec.Validate: a
+// negative cpu, a lifetime over 24h, a relative workdir, ...), naming the
+// inputs as a bundle config writes them. It needs no backend: the bundle
+// config loader calls it when the backend is bound at run time.
+func (in ProvisionInput) Validate() error {
+	if ps := in.checkedSpec().Problems(); len(ps) > 0 {
+		return refusedSpec("%s", driver.JoinProblems(ps, specInputNames))
+	}
+	return nil
+}
+
+// refusedSpec is a final refusal of a spec before anything is created, as
+// driver.CheckSpec's.
+func refusedSpec(format string, a ...any) error {
+	return &driver.Error{Op: "sandbox spec", Kind: driver.ErrRefused, Err: fmt.Errorf(format, a...)}
+}
+
+// specInputNames maps a sandbox spec's field names to the inputs that
+// set them, where they differ.
+var specInputNames = map[string]string{"timeout": "lifetime"}
+
+// checkedSpec is what Check and Validate check: the spec as far as it is
+// known before env_from is read and the owner defaults to the run.
+func (in ProvisionInput) checkedSpec() sandbox.Spec {
+	spec := in.shape()
+	spec.Owner, spec.Tags, spec.Env = in.Owner, in.Tags, in.Env
+	return spec.WithDefaults()
 }
 
 // shape is the spec's resource and network part, before env and owner.
+// The lifetime is rounded to seconds, which every backend counts in.
 func (in ProvisionInput) shape() sandbox.Spec {
 	return sandbox.Spec{
 		Image: in.Image, CPU: in.CPU, MemoryMiB: in.MemoryMiB, GPU: in.GPU,
-		Timeout: time.Duration(in.Lifetime), Workdir: in.Workdir, Network: in.Network.Policy(),
+		Timeout: time.Duration(in.Lifetime).Round(time.Second), Workdir: in.Workdir, Network: in.Network.Policy(),
 	}
 }
 
@@ -180,9 +221,6 @@ func buildSpec(ctx context.Context, d Deps, in ProvisionInput) (sandbox.Spec, []
 	spec.Owner, spec.Tags = in.Owner, in.Tags
 	if spec.Owner == "" {
 		spec.Owner = d.Run.Owner()
-	}
-	if spec.Timeout%time.Second != 0 {
-		spec.Timeout = spec.Timeout.Round(time.Second)
 	}
 	for _, k := range slices.Sorted(maps.Keys(in.Tags)) {
 		if strings.HasPrefix(k, sandbox.ReservedTagPrefix) {

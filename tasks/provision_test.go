@@ -156,7 +156,7 @@ func TestProvisionRefusesBadInputBeforeCreating(t *testing.T) {
 		{"env_from empty field", `{"env_from": {"X": {"connection": "svc", "field": "host"}}}`, []string{"env_from.X", "host", "empty"}},
 		{"env and env_from clash", `{"env": {"X": "1"}, "env_from": {"X": {"variable": "v"}}}`, []string{"env_from.X", "also set in env"}},
 		{"open network with allowlist", `{"network": {"block": false, "allow_hosts": ["pypi.org"]}}`, []string{"network"}},
-		{"lifetime too long", `{"lifetime": "48h"}`, []string{"timeout"}},
+		{"lifetime too long", `{"lifetime": "48h"}`, []string{"lifetime: 48h0m0s", "at most 24h"}},
 		{"missing storage conn", `{"storage_conn_id": "s3x"}`, []string{"storage_conn_id", `"s3x"`}},
 	}
 	for _, c := range cases {

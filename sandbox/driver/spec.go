@@ -74,45 +74,82 @@ func (s Spec) WithDefaults() Spec {
 	return s
 }
 
+// Problem is one thing a check finds wrong with a spec: the field at
+// fault, as the spec's JSON names it (timeout, workdir,
+// network.allow_hosts), and what is wrong and what to do instead. Callers
+// that show a spec under other names (a bundle config calls timeout
+// lifetime) rename the field with JoinProblems.
+type Problem struct {
+	Field string
+	Msg   string
+}
+
+func (p Problem) String() string { return p.Field + ": " + p.Msg }
+
+// JoinProblems writes problems as "field: msg; ...", each field renamed
+// as names maps it (nil: the spec's own names).
+func JoinProblems(ps []Problem, names map[string]string) string {
+	parts := make([]string, len(ps))
+	for i, p := range ps {
+		if n, ok := names[p.Field]; ok {
+			p.Field = n
+		}
+		parts[i] = p.String()
+	}
+	return strings.Join(parts, "; ")
+}
+
 // Validate checks the spec independent of any backend. Messages name the field.
 func (s Spec) Validate() error {
-	var errs []string
-	add := func(format string, a ...any) { errs = append(errs, fmt.Sprintf(format, a...)) }
+	if ps := s.Problems(); len(ps) > 0 {
+		return Refused("sandbox spec is invalid: %s", JoinProblems(ps, nil))
+	}
+	return nil
+}
+
+// Problems lists what Validate refuses, with no I/O, so a bundle config's
+// defaults can be checked when the config loads.
+func (s Spec) Problems() []Problem {
+	var ps []Problem
+	add := func(field, format string, a ...any) { ps = append(ps, Problem{field, fmt.Sprintf(format, a...)}) }
 	if s.CPU < 0 {
-		add("cpu: %v is negative; give a number of cores such as 0.5 or 2", s.CPU)
+		add("cpu", "%v is negative; give a number of cores such as 0.5 or 2, or leave cpu out for the backend's default", s.CPU)
 	}
 	if s.MemoryMiB < 0 {
-		add("memory_mib: %d is negative; give MiB such as 2048", s.MemoryMiB)
+		add("memory_mib", "%d is negative; give MiB such as 2048", s.MemoryMiB)
 	}
 	if s.Timeout < 0 {
-		add("timeout: %v is negative; give a lifetime such as 1h", s.Timeout)
+		add("timeout", "%v is negative; give a lifetime such as 1h", s.Timeout)
 	} else if s.Timeout > MaxTimeout {
-		add("timeout: %v is longer than the %v maximum; a sandbox must not outlive its job by days", s.Timeout, MaxTimeout)
+		add("timeout", "%v is longer than the %v maximum (a sandbox must not outlive its job by days); give at most 24h", s.Timeout, MaxTimeout)
 	} else if s.Timeout%time.Second != 0 {
-		add("timeout: %v is not a whole number of seconds", s.Timeout)
+		add("timeout", "%v is not a whole number of seconds", s.Timeout)
 	}
 	if s.Workdir != "" && (!path.IsAbs(s.Workdir) || path.Clean(s.Workdir) != s.Workdir) {
-		add("workdir: %q must be a clean absolute path such as /workspace", s.Workdir)
+		add("workdir", "%q must be a clean absolute path such as /workspace", s.Workdir)
 	}
 	if s.GPU != "" && strings.TrimSpace(s.GPU) != s.GPU {
-		add("gpu: %q has surrounding spaces", s.GPU)
+		add("gpu", "%q has surrounding spaces", s.GPU)
 	}
-	errs = append(errs, EnvProblems(s.Env)...)
+	for _, e := range EnvProblems(s.Env) {
+		add("env", "%s", strings.TrimPrefix(e, "env: "))
+	}
 	if n := s.Network; n != nil && !n.Block && (len(n.AllowHosts) > 0 || len(n.AllowCIDRs) > 0) {
-		add("network: allow_hosts/allow_cidrs only narrow a blocked network; set block: true to allow just those, or drop the lists for an open network")
+		field := "network.allow_hosts"
+		if len(n.AllowHosts) == 0 {
+			field = "network.allow_cidrs"
+		}
+		add(field, "an allowlist only narrows a blocked network; set network.block: true to allow just those, or drop allow_hosts and allow_cidrs for an open network")
 	}
 	if s.Owner != "" && !strings.Contains(s.Owner, "/") {
-		add("owner: %q is not of the form <dag_id>/<run_id>", s.Owner)
+		add("owner", "%q is not of the form <dag_id>/<run_id>; leave owner out for the Dag run's own", s.Owner)
 	}
 	for _, k := range slices.Sorted(maps.Keys(s.Tags)) {
 		if k == "" {
-			add("tags: empty tag name")
+			add("tags", "empty tag name")
 		}
 	}
-	if len(errs) > 0 {
-		return Refused("sandbox spec is invalid: %s", strings.Join(errs, "; "))
-	}
-	return nil
+	return ps
 }
 
 // EnvProblems lists what is wrong with an environment, naming variables but

@@ -337,11 +337,8 @@ func (d *Driver) reap(ctx context.Context, appName, name string) {
 // createParams maps the spec, refusing what Modal cannot enforce before any
 // RPC is made.
 func (d *Driver) createParams(name string, spec sandbox.Spec) (*modal.SandboxCreateParams, error) {
-	if spec.Timeout < MinTimeout {
-		return nil, sandbox.Refused("timeout: %v is shorter than Modal's %v minimum for an Airflow sandbox; give a lifetime of at least 2m", spec.Timeout, MinTimeout)
-	}
-	if spec.Timeout%time.Second != 0 {
-		return nil, sandbox.Refused("timeout: %v is not a whole number of seconds", spec.Timeout)
+	if ps := lifetimeProblems(spec); len(ps) > 0 {
+		return nil, sandbox.Refused("%s", driver.JoinProblems(ps, nil))
 	}
 	for _, k := range []string{sandbox.TagSandbox, sandbox.TagExpiresAt, sandbox.TagNetwork} {
 		if spec.Tags[k] == "" {

@@ -226,33 +226,15 @@ func fail(op, id, path string, kind, err error) error {
 // cannot enforce (or we cannot verify) before anything is provisioned.
 func (d *Driver) createRequest(name string, spec sandbox.Spec) (osdk.CreateSandboxRequest, error) {
 	var errs []string
-	if spec.Timeout < MinTimeout {
-		errs = append(errs, fmt.Sprintf("timeout: OpenSandbox needs a lifetime of at least %v (got %v)", MinTimeout, spec.Timeout))
-	}
-	if spec.GPU != "" {
-		errs = append(errs, fmt.Sprintf("gpu: this driver does not attach GPUs on OpenSandbox (asked for %q); remove gpu or use a backend with GPUs such as modal", spec.GPU))
+	for _, p := range specProblems(spec) {
+		errs = append(errs, p.String())
 	}
 	net := spec.NetworkPolicy()
-	if len(net.AllowCIDRs) > 0 {
-		errs = append(errs, "network: allow_cidrs cannot be used with OpenSandbox: its egress sidecar enforces CIDR rules only in dns+nft mode and the enforcement mode cannot be verified; allow host names instead")
-	}
-	for _, h := range net.AllowHosts {
-		// The sidecar takes IP and CIDR targets in the same list, with the
-		// same unverifiable enforcement as allow_cidrs; so they are refused
-		// here too, as are URLs and ports, which are no target at all.
-		if msg := hostTargetProblem(h); msg != "" {
-			errs = append(errs, fmt.Sprintf("network: allow_hosts entry %q %s", h, msg))
-		}
-	}
 	cpu := d.opts.DefaultCPU
-	if spec.CPU > 0 {
-		milli := math.Round(spec.CPU * 1000)
-		switch {
-		case milli < 1:
-			errs = append(errs, fmt.Sprintf("cpu: %v cores is below OpenSandbox's 0.001-core resolution", spec.CPU))
-		case math.Mod(milli, 1000) == 0:
+	if milli := math.Round(spec.CPU * 1000); spec.CPU > 0 && milli >= 1 {
+		if math.Mod(milli, 1000) == 0 {
 			cpu = fmt.Sprintf("%d", int64(milli/1000))
-		default:
+		} else {
 			cpu = fmt.Sprintf("%dm", int64(milli))
 		}
 	}

@@ -40,7 +40,9 @@ type Registration struct {
 	ConnOptional bool
 	// Configure parses the backend's options, a JSON object (nil when the
 	// config gives none), strictly: an unknown or ill-typed key is an error
-	// naming it. It must not do I/O: it runs when a bundle loads.
+	// naming it. It must not do I/O: it runs when a bundle loads. The
+	// Config may also be a SpecChecker, whose I/O-free rules then apply
+	// when a bundle loads too.
 	Configure func(options json.RawMessage) (Config, error)
 }
 
@@ -52,6 +54,26 @@ type Config interface {
 	// resolved (nil when the backend takes none, or an optional one is
 	// missing); its secrets are already registered with the masker.
 	Open(ctx context.Context, conn *connections.Connection, log hclog.Logger) (driver.Driver, error)
+}
+
+// SpecChecker is what a Config may implement besides: the backend's own
+// rules on a spec that need no I/O (no host probe, no server), beyond what
+// its capabilities say, such as the local backend refusing a registry
+// image. The bundle config loader applies them to each task's defaults, so
+// pack, inspect and check refuse such a config; the backend's Create
+// applies the same rules (the one function serves both) and what needs I/O.
+type SpecChecker interface {
+	// SpecProblems lists what the backend so configured refuses in spec
+	// (WithDefaults applied), naming the spec's fields.
+	SpecProblems(spec driver.Spec) []driver.Problem
+}
+
+// SpecProblems is cfg's SpecChecker answer, or none when it offers none.
+func SpecProblems(cfg Config, spec driver.Spec) []driver.Problem {
+	if c, ok := cfg.(SpecChecker); ok {
+		return c.SpecProblems(spec)
+	}
+	return nil
 }
 
 // Registry holds backends by name. The zero value is not usable; use New.
