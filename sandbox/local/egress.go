@@ -187,7 +187,7 @@ var egressReady struct {
 // egressSupport says why the filter cannot be installed here, or nil.
 func (d *Driver) egressSupport() error {
 	if !d.disableUserns {
-		return errors.New("bubblewrap is older than 0.8 (no --disable-userns), so the sandbox's processes would share the user namespace that owns their network, and the worker is not uid 0 there to install the filter; upgrade bubblewrap")
+		return errors.New("bubblewrap is older than 0.8 (no --disable-userns): the sandbox's processes would live in the user namespace that owns their network, where an unprivileged worker is not uid 0 to install the filter; upgrade bubblewrap")
 	}
 	egressReady.once.Do(func() {
 		egressReady.nsenter, egressReady.err = exec.LookPath("nsenter")
