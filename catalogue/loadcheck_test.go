@@ -23,6 +23,8 @@ func TestLoadRefusesSpecsNoSandboxCanHave(t *testing.T) {
 		{"allowlist on an open network", `network: {block: false, allow_hosts: [x.com]}`, []string{"network.allow_hosts:", "set network.block: true"}},
 		{"registry image on local", `image: "python:3.12-slim"`, []string{"local backend refuses", `image: "python:3.12-slim" looks like a registry image`, "ignore_image: true"}},
 		{"workdir /tmp on local", `workdir: /tmp`, []string{"local backend refuses", `workdir: "/tmp" cannot be`, "such as /workspace"}},
+		{"a forged ownership tag", `tags: {airflow_go_worker_owner: x/y}`, []string{"tags: airflow_go_worker_owner", "choose another name"}},
+		{"a variable in env and env_from", `env: {TOKEN: x}, env_from: {TOKEN: {variable: token}}`, []string{"env_from.TOKEN: TOKEN is also set in env", "set it in one place only"}},
 		{"modal lifetime under its minimum", `backend: modal, lifetime: 1m`, []string{"modal backend refuses", "lifetime: 1m0s is shorter than Modal's", "at least 2m"}},
 		{"opensandbox host allowlist of a URL", `backend: opensandbox, network: {block: true, allow_hosts: ["https://x.com"]}`, []string{"opensandbox backend refuses", `network: allow_hosts entry "https://x.com" is not a host name`, "give a name like pypi.org"}},
 		{"opensandbox lifetime under its minimum", `backend: opensandbox, lifetime: 30s`, []string{"opensandbox backend refuses", "lifetime: OpenSandbox needs a lifetime of at least 1m0s"}},

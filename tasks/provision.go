@@ -182,6 +182,9 @@ func (in ProvisionInput) Check(r *registry.Registry) error {
 // inputs as a bundle config writes them. It needs no backend: the bundle
 // config loader calls it when the backend is bound at run time.
 func (in ProvisionInput) Validate() error {
+	if err := in.checkTagsAndEnv(); err != nil {
+		return err
+	}
 	if ps := in.checkedSpec().Problems(); len(ps) > 0 {
 		return refusedSpec("%s", driver.JoinProblems(ps, specInputNames))
 	}
@@ -192,6 +195,26 @@ func (in ProvisionInput) Validate() error {
 // driver.CheckSpec's.
 func refusedSpec(format string, a ...any) error {
 	return &driver.Error{Op: "sandbox spec", Kind: driver.ErrRefused, Err: fmt.Errorf(format, a...)}
+}
+
+// checkTagsAndEnv refuses tags that forge the ones provision writes and a
+// variable set in both env and env_from; Validate and buildSpec both call
+// it, so a bundle config's defaults are refused when it loads.
+func (in ProvisionInput) checkTagsAndEnv() error {
+	for _, k := range slices.Sorted(maps.Keys(in.Tags)) {
+		if strings.HasPrefix(k, sandbox.ReservedTagPrefix) {
+			// Later tasks, sweep and the Python provider trust these to say
+			// who owns and holds the sandbox and what it holds; a tags input
+			// a Dag run may set must not forge them.
+			return final.Errorf("tags: %s: names starting with %s are reserved for the tags provision and the Python provider write (owner, holder, expiry, network, env_from, ...); choose another name", k, sandbox.ReservedTagPrefix)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(in.EnvFrom)) {
+		if _, dup := in.Env[name]; dup {
+			return final.Errorf("env_from.%s: %s is also set in env; set it in one place only", name, name)
+		}
+	}
+	return nil
 }
 
 // specInputNames maps a sandbox spec's field names to the inputs that
@@ -222,13 +245,8 @@ func buildSpec(ctx context.Context, d Deps, in ProvisionInput) (sandbox.Spec, []
 	if spec.Owner == "" {
 		spec.Owner = d.Run.Owner()
 	}
-	for _, k := range slices.Sorted(maps.Keys(in.Tags)) {
-		if strings.HasPrefix(k, sandbox.ReservedTagPrefix) {
-			// Later tasks, sweep and the Python provider trust these to say
-			// who owns and holds the sandbox and what it holds; a tags input
-			// a Dag run may set must not forge them.
-			return spec, nil, final.Errorf("tags: %s: names starting with %s are reserved for the tags provision and the Python provider write (owner, holder, expiry, network, env_from, ...); choose another name", k, sandbox.ReservedTagPrefix)
-		}
+	if err := in.checkTagsAndEnv(); err != nil {
+		return spec, nil, err
 	}
 	if tag := envFromTag(in.EnvFrom); tag != "" {
 		spec.Tags = withTag(spec.Tags, TagEnvFrom, tag)
@@ -240,9 +258,6 @@ func buildSpec(ctx context.Context, d Deps, in ProvisionInput) (sandbox.Spec, []
 		spec.Env[k] = v
 	}
 	for _, name := range slices.Sorted(maps.Keys(in.EnvFrom)) {
-		if _, dup := in.Env[name]; dup {
-			return spec, nil, final.Errorf("env_from.%s: %s is also set in env; set it in one place only", name, name)
-		}
 		v, err := resolveEnvSource(ctx, d, name, in.EnvFrom[name])
 		if err != nil {
 			return spec, nil, err
