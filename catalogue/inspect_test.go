@@ -37,6 +37,11 @@ func TestInspectRefusesAPackedConfigTheBackendsCannotServe(t *testing.T) {
 	if code, errs := inspect(`dags: {d: {tasks: {t: {kind: provision, defaults: {gpu: A10G}}}}}`); code == 0 || !strings.Contains(errs, "gpu: the local backend cannot provide GPUs") {
 		t.Fatalf("gpu on local: exit %d, %s", code, errs)
 	}
+	// Packed before pack checked it: the rules of every sandbox, in the
+	// config's keys.
+	if code, errs := inspect(`dags: {d: {tasks: {t: {kind: provision, defaults: {lifetime: 48h}}}}}`); code == 0 || !strings.Contains(errs, "lifetime: 48h0m0s is longer than the 24h0m0s maximum") {
+		t.Fatalf("lifetime over 24h: exit %d, %s", code, errs)
+	}
 	if code, errs := inspect(`dags: {d: {tasks: {t: {kind: provision, defaults: {backend: modal, gpu: A10G}}}}}`); code != 0 {
 		t.Fatalf("gpu on modal is fine: exit %d, %s", code, errs)
 	}
