@@ -13,7 +13,7 @@ BIN       := bin/airflow-go-worker
 BUNDLE    := dist/airflow-go-worker.bundle
 PKGS      := ./...
 
-.PHONY: all build test vet fmt-check demo pack bench fuzz tools venv clean
+.PHONY: all build test vet lint fmt-check demo pack bench fuzz tools venv clean
 
 all: build
 
@@ -58,11 +58,16 @@ venv:
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
-# The extras' files are vetted too (all_extras).
+# The extras' files are vetted too (all_extras); then staticcheck and
+# golangci-lint (.golangci.yml), pinned and installed by scripts/lint.sh.
 vet:
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags all_extras ./cmd/airflow-go-worker
 	$(GO) vet -tags arm64vm ./e2e/arm64vm
+	@./scripts/lint.sh
+
+lint:
+	@./scripts/lint.sh
 
 test: tools fmt-check vet
 	AIRFLOW_GO_WORKER_PYTHON=$$(./scripts/ensure-venv.sh) $(GO) test -count=1 -timeout 25m $(PKGS)

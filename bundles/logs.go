@@ -118,7 +118,7 @@ func (s *airflowSink) Connect(w io.Writer) error {
 	s.conn = w
 	s.w = bufio.NewWriter(w)
 	for _, line := range s.pending {
-		s.w.Write(line)
+		_, _ = s.w.Write(line) // a log that cannot be written has nowhere to say so
 	}
 	s.pending = nil
 	return s.w.Flush()
@@ -156,7 +156,7 @@ func (s *airflowSink) write(name, lvlName, msg string, args []any) {
 	rec := map[string]any{}
 	for i := 0; i < len(args); i += 2 {
 		key := fmt.Sprint(args[i])
-		var v any = hclog.MissingKey
+		var v any
 		if i+1 < len(args) {
 			v = args[i+1]
 		} else {
@@ -191,7 +191,7 @@ func (s *airflowSink) write(name, lvlName, msg string, args []any) {
 			return
 		}
 	}
-	s.fallback.Write(line)
+	_, _ = s.fallback.Write(line)
 }
 
 // redact masks the registered secrets in text.

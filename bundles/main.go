@@ -93,7 +93,10 @@ func RunMain(ctx context.Context, b *Bundle, args []string, stdout, stderr io.Wr
 			fmt.Fprintf(stderr, "airflow-go-worker: %v\n", err)
 			return ExitUsage
 		}
-		stdout.Write(out)
+		if _, err := stdout.Write(out); err != nil {
+			fmt.Fprintf(stderr, "airflow-go-worker: writing the output: %v\n", err)
+			return ExitFailure
+		}
 		return ExitOK
 	}
 	if err := b.Serve(ctx, opts.Comm, opts.Logs); err != nil {

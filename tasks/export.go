@@ -186,7 +186,7 @@ func stageOut(ctx context.Context, d Deps, sb *sandbox.Sandbox, exp Exporter, p,
 	log.Info("exporting", "from", p, "to", dest, "bytes", size)
 	pr := storage.StartProgress(log, ProgressEvery, "what", p+" -> "+dest, "of", size)
 	defer pr.Finish()
-	var r io.Reader = pr.Reader(rc)
+	r := pr.Reader(rc)
 	var h hash.Hash
 	if withSHA256 {
 		h = sha256.New()

@@ -49,12 +49,12 @@ func (t *outputTail) add(stream, text string, newline bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.inLine && t.last != stream {
-		io.WriteString(t.buf, "\n")
+		_, _ = io.WriteString(t.buf, "\n") // a buffer in memory
 	}
 	if newline {
 		text += "\n"
 	}
-	io.WriteString(t.buf, text)
+	_, _ = io.WriteString(t.buf, text)
 	t.last, t.inLine = stream, !newline
 }
 

@@ -223,13 +223,11 @@ func PutObject(ctx context.Context, d Deps, url string, r io.Reader, size int64,
 	}
 	x := d.storage().NewExport(creds, d.logger(), 1)
 	if _, err := x.Stage(ctx, url, r, size); err != nil {
-		x.Abort(context.WithoutCancel(ctx))
-		return "", err
+		return "", errors.Join(err, x.Abort(context.WithoutCancel(ctx)))
 	}
 	urls, err := x.Commit(ctx)
 	if err != nil {
-		x.Abort(context.WithoutCancel(ctx))
-		return "", err
+		return "", errors.Join(err, x.Abort(context.WithoutCancel(ctx)))
 	}
 	if len(urls) != 1 {
 		return "", fmt.Errorf("writing %s: the store reported %d objects written", storage.RedactURL(url), len(urls))

@@ -77,8 +77,10 @@ func ReadFrameWithin(r DeadlineReader, within time.Duration) ([]byte, error) {
 	if _, err := io.ReadFull(r, first[:]); err != nil {
 		return nil, err
 	}
-	r.SetReadDeadline(time.Now().Add(within))
-	defer r.SetReadDeadline(time.Time{})
+	// A deadline the connection cannot take leaves the read unbounded,
+	// which the caller's own timeout still ends.
+	_ = r.SetReadDeadline(time.Now().Add(within))
+	defer func() { _ = r.SetReadDeadline(time.Time{}) }()
 	p, err := ReadFrame(io.MultiReader(bytes.NewReader(first[:]), r))
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		return nil, fmt.Errorf("the peer stopped sending in the middle of a frame: the rest did not arrive within %s (%w)", within, err)

@@ -20,7 +20,7 @@ func (s *Supervisor) ParseTaskHandlers(ctx context.Context, file string) (map[st
 		return nil, fmt.Errorf("parsing task handlers: %w", err)
 	}
 	defer c.closeConns()
-	go io.Copy(io.Discard, c.logs)
+	go func() { _, _ = io.Copy(io.Discard, c.logs) }() // drained, not read
 	p, _ := protocol.EncodeReply(0, &protocol.TaskHandlerParseRequest{File: file, BundlePath: file, BundleName: "local"}, nil)
 	if err := protocol.WriteFrame(c.comm, p); err != nil {
 		c.kill()

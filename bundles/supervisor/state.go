@@ -174,8 +174,10 @@ func (s *Supervisor) PutXCom(dagID, runID, taskID, key string, value any) error 
 		return fmt.Errorf("XCom %s of %s: value is not JSON-encodable: %w", key, taskID, err)
 	}
 	if s.StateDir == "" {
-		var v any
-		json.Unmarshal(data, &v)
+		var v any // what Marshal just made decodes
+		if err := json.Unmarshal(data, &v); err != nil {
+			return fmt.Errorf("XCom %s of %s: %w", key, taskID, err)
+		}
 		s.memMu.Lock()
 		defer s.memMu.Unlock()
 		if s.mem == nil {

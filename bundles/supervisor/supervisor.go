@@ -356,14 +356,14 @@ func (c *child) closeConns() {
 }
 
 func (c *child) kill() {
-	c.cmd.Process.Kill()
+	_ = c.cmd.Process.Kill() // fails only once it has exited, which exited says
 	<-c.exited
 	c.closeConns()
 }
 
 // terminate sends SIGTERM, then SIGKILL after grace.
 func (c *child) terminate(grace time.Duration) {
-	c.cmd.Process.Signal(syscall.SIGTERM)
+	_ = c.cmd.Process.Signal(syscall.SIGTERM) // likewise
 	select {
 	case <-c.exited:
 	case <-time.After(grace):
@@ -573,7 +573,7 @@ func (s *Supervisor) serveComm(conn net.Conn, startup protocol.Body, schema stri
 			continue
 		}
 		body, errBody := s.handle(m, ti, forSchema(m.Body, schema), red, show, res)
-		var reply protocol.Body = body
+		reply := protocol.Body(body)
 		if body == nil && errBody != nil {
 			reply = errBody
 		}

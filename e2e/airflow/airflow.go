@@ -218,8 +218,6 @@ func (d *deployment) stop() {
 	}
 }
 
-func freePort() (string, error) { return freePortOn("127.0.0.1") }
-
 func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)

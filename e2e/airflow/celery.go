@@ -480,15 +480,6 @@ next:
 	return out
 }
 
-func (c *celeryRun) worker(host string) *hostWorker {
-	for _, cw := range c.workers {
-		if cw.host == host {
-			return cw
-		}
-	}
-	return nil
-}
-
 // finish prints the summary and turns the failed expectations into the
 // run's error.
 func (c *celeryRun) finish(err error) error {

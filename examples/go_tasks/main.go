@@ -146,7 +146,7 @@ func rankCustomers(ctx context.Context, d tasks.Deps, in RankInput) ([]string, e
 	if err != nil {
 		return nil, err
 	}
-	defer backend.Close()
+	defer backend.Close() //nolint:errcheck // it only releases the client
 	sb, err := backend.Create(ctx, sandbox.Spec{Owner: d.Run.Owner(), Timeout: 10 * time.Minute})
 	if err != nil {
 		return nil, err

@@ -410,7 +410,7 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 	}
 	args = append(args, more...)
 	go func(data []byte) {
-		envW.Write(data) // fails only if bwrap died; Wait reports that
+		_, _ = envW.Write(data) // fails only if bwrap died; Wait reports that
 		envW.Close()
 	}(envData)
 	prog := d.bwrap
@@ -538,7 +538,7 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 			defer d.afterCommand(stopNet)
 		}
 	}
-	blockW.Write([]byte{1}) // fails only if bwrap died; Wait reports that
+	_, _ = blockW.Write([]byte{1}) // fails only if bwrap died; Wait reports that
 	blockW.Close()
 	full := d.watchFull(m, dir)
 

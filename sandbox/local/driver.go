@@ -388,7 +388,8 @@ func (d *Driver) probe() error {
 		return fmt.Errorf("%s --version failed (%v); reinstall bubblewrap (apt-get install bubblewrap)", d.bwrap, err)
 	}
 	var major, minor int
-	fmt.Sscanf(strings.TrimPrefix(strings.TrimSpace(string(out)), "bubblewrap "), "%d.%d", &major, &minor)
+	// A version it cannot read counts as old: the checks below refuse then.
+	_, _ = fmt.Sscanf(strings.TrimPrefix(strings.TrimSpace(string(out)), "bubblewrap "), "%d.%d", &major, &minor)
 	// --disable-userns arrived in 0.8; older versions still isolate, only
 	// without forbidding nested user namespaces.
 	d.disableUserns = major > 0 || minor >= 8
@@ -521,7 +522,7 @@ func (d *Driver) Create(ctx context.Context, name string, spec sandbox.Spec) (sa
 		return sandbox.Info{}, &sandbox.Error{Op: "create", Sandbox: name, Err: fmt.Errorf("cannot create a directory under %s: %v", d.root, err)}
 	}
 	fail := func(err error) (sandbox.Info, error) {
-		unmountDisk(staging)
+		_ = unmountDisk(staging) // a mount left makes RemoveAll fail; the sweep retries
 		os.RemoveAll(staging)
 		return sandbox.Info{}, &sandbox.Error{Op: "create", Sandbox: name, Err: err}
 	}
@@ -840,9 +841,10 @@ func forceRemoveAll(dir string) error {
 		return nil
 	}
 	if root, err := os.OpenRoot(dir); err == nil {
-		fs.WalkDir(root.FS(), ".", func(p string, e fs.DirEntry, err error) error {
+		// Best effort: what stays closed fails the removal below, which says so.
+		_ = fs.WalkDir(root.FS(), ".", func(p string, e fs.DirEntry, err error) error {
 			if e != nil && e.IsDir() {
-				root.Chmod(p, 0o700)
+				_ = root.Chmod(p, 0o700)
 			}
 			return nil
 		})

@@ -280,7 +280,7 @@ func runEgressChild(cmd *exec.Cmd, plan egressPlan) error {
 	case <-time.After(egressChildTimeout):
 		cmd.Process.Kill()
 		err = fmt.Errorf("not done after %s", egressChildTimeout)
-		<-done
+		<-done //nolint:errcheck // drained: err says it timed out
 	}
 	if err != nil {
 		return fmt.Errorf("%v: %s", err, strings.TrimSpace(out.String()))

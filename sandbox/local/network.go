@@ -138,7 +138,7 @@ func (d *Driver) startNetwork(pid int, spec sandbox.Spec) (stop func(), err erro
 		return nil, fmt.Errorf("cannot start %s for the sandbox's network: %v", d.slirp, err)
 	}
 	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
+	go func() { _ = cmd.Wait(); close(exited) }() // its diagnostics are in diag
 	stop = func() {
 		exitW.Close()
 		select {

@@ -73,7 +73,7 @@ func kernelAtLeast(major, minor int) bool {
 		return false
 	}
 	var ma, mi int
-	fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &ma, &mi)
+	_, _ = fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &ma, &mi) // unreadable: counts as old
 	return ma > major || (ma == major && mi >= minor)
 }
 
@@ -204,7 +204,7 @@ func removeStaleCgroups(parent string, now time.Time) {
 			continue
 		}
 		if st, err := e.Info(); err == nil && now.Sub(st.ModTime()) > staleCgroup {
-			unix.Rmdir(filepath.Join(parent, e.Name())) // fails harmlessly while in use
+			_ = unix.Rmdir(filepath.Join(parent, e.Name())) // fails harmlessly while in use
 		}
 	}
 }

@@ -64,7 +64,7 @@ func (d *Driver) OpenFile(ctx context.Context, id, p string, maxBytes int64) (io
 		case code != 0:
 			pw.CloseWithError(fileExitErr("read", id, p, code, stderr.String(), maxBytes))
 		default:
-			pw.Close()
+			_ = pw.Close() // a pipe writer's Close never fails
 		}
 	}()
 	br := bufio.NewReaderSize(pr, 64<<10)

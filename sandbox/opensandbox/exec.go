@@ -141,6 +141,10 @@ func (o *outputStream) marker() error {
 	return o.err
 }
 
+// close is finish where the stream's end is already an error of its own,
+// which a failed write must not hide.
+func (o *outputStream) close() { _ = o.finish() }
+
 // finish pays an owed newline when no marker came (the command was
 // killed): the guess OutputLine describes. Nothing is written after it.
 func (o *outputStream) finish() error {
@@ -205,8 +209,8 @@ func (d *Driver) Exec(ctx context.Context, id string, req sandbox.ExecRequest) (
 		}
 	}
 	stdout, stderr := newOutputStream(req.Stdout), newOutputStream(req.Stderr)
-	defer stdout.finish()
-	defer stderr.finish()
+	defer stdout.close()
+	defer stderr.close()
 	marker := "__airflow_end_" + sandbox.RandomHex(8) + "__"
 
 	// execd enforces the timeout; the wall deadline only catches a server
@@ -292,8 +296,8 @@ func (d *Driver) Exec(ctx context.Context, id string, req sandbox.ExecRequest) (
 		}
 		return res, d.execStartError(ctx, id, callError("run command", err))
 	}
-	stdout.finish()
-	stderr.finish()
+	stdout.close()
+	stderr.close()
 	if err == nil {
 		err = io.ErrUnexpectedEOF // closed without a terminal event
 	}

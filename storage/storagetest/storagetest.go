@@ -241,7 +241,7 @@ func exportLandsAllAtCommit(t *testing.T, a Area) {
 	opt := a.Options
 	opt.SHA256 = true
 	e := storage.NewExport(opt)
-	defer e.Abort(ctx)
+	defer func() { _ = e.Abort(ctx) }() // after Commit, a no-op
 	for _, k := range slices.Sorted(maps.Keys(files)) {
 		w, err := e.Stage(ctx, a.URL(k), bytes.NewReader(files[k]), int64(len(files[k])))
 		if err != nil {

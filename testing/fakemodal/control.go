@@ -18,12 +18,12 @@ import (
 // fakeSandbox is one sandbox; its commands run in the exec driver's
 // sandbox execID.
 type fakeSandbox struct {
-	id, taskID, name, appID, envName string
-	execID                           string // the exec driver's sandbox id
-	created                          time.Time
-	timeout                          time.Duration
-	workdir                          string
-	env                              map[string]string
+	id, taskID, name, appID string
+	execID                  string // the exec driver's sandbox id
+	created                 time.Time
+	timeout                 time.Duration
+	workdir                 string
+	env                     map[string]string
 
 	// guarded by Server.mu
 	tags   map[string]string

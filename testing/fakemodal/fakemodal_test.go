@@ -257,8 +257,8 @@ func TestSDKFailCommands(t *testing.T) {
 		t.Fatalf("FailedCommands() = %+v, want the one picked command in %s", got, picked.SandboxID)
 	}
 	s.FailCommands(0, nil)
-	if _, _, code, err := run(t, picked, nil, "sh", "-c", cmd); err != nil || code != 0 {
-		t.Fatalf("after FailCommands(0, nil) the command exits %d %v; want it to run", code, err)
+	if _, errOut, code, err := run(t, picked, nil, "sh", "-c", cmd); err != nil || code != 0 {
+		t.Fatalf("after FailCommands(0, nil) the command exits %d %v (stderr %q); want it to run", code, err, errOut)
 	}
 }
 

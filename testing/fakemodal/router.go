@@ -167,14 +167,18 @@ func (s *Server) runCommand(ctx context.Context, sb *fakeSandbox, e *fakeExec, c
 	}
 	req.Command = cmd
 	res, err := s.exec.Exec(ctx, sb.execID, req)
+	dead := sb.isDone() || ctx.Err() != nil
+	if err != nil && !dead {
+		// Before stderr closes, or the reason is lost.
+		fmt.Fprintf(e.stderr, "fakemodal: %v\n", err)
+	}
 	e.closeStdin()
 	e.stdout.close()
 	e.stderr.close()
 	switch {
-	case sb.isDone() || ctx.Err() != nil:
+	case dead:
 		e.exit(nil, int32p(9)) // the sandbox died under the command
 	case err != nil:
-		fmt.Fprintf(e.stderr, "fakemodal: %v\n", err)
 		e.exit(int32p(126), nil)
 	case res.TimedOut:
 		e.exit(nil, int32p(9)) // Modal SIGKILLs a command past its timeout

@@ -14,8 +14,9 @@ import (
 
 // pollFd is struct pollfd.
 type pollFd struct {
-	fd              int32
-	events, revents int16
+	fd     int32
+	events int16
+	_      int16 // revents: the holder only waits, it reads nothing back
 }
 
 // parentExit is what the holder polls: it shares this process's memory
@@ -50,7 +51,8 @@ func Hold() (int, error) {
 		return 0, fmt.Errorf("starting the exit holder: %w", os.NewSyscallError("rt_sigprocmask", e))
 	}
 	pid, e := cloneHolder(unix.CLONE_VM|uintptr(unix.SIGCHLD), &parentExit)
-	syscall.RawSyscall6(syscall.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&old)), 0, 8, 0, 0)
+	// Restoring the mask the call above read cannot fail.
+	_, _, _ = syscall.RawSyscall6(syscall.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&old)), 0, 8, 0, 0)
 	if e != 0 {
 		return 0, fmt.Errorf("starting the exit holder: %w", os.NewSyscallError("clone", syscall.Errno(e)))
 	}

@@ -131,8 +131,8 @@ func main() {
 		line := strings.Repeat("0123456789abcdef", 64)
 		w := bufio.NewWriterSize(os.Stdout, 1<<20)
 		for i := 0; i < in.StdoutMiB<<10; i++ {
-			w.WriteString(line[:len(line)-1])
-			w.WriteByte('\n')
+			_, _ = w.WriteString(line[:len(line)-1]) // bufio: the error shows in Flush
+			_ = w.WriteByte('\n')
 		}
 		if err := w.Flush(); err != nil {
 			return err
