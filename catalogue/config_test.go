@@ -71,7 +71,7 @@ func TestLoadBundleConfigErrorsNameTheSpot(t *testing.T) {
 		{"unknown default key", `dags: {d: {tasks: {t: {kind: run, defaults: {comand: ls}}}}}`, []string{"dags.d.tasks.t", `default "comand"`, "command"}},
 		{"wrong default type", `dags: {d: {tasks: {t: {kind: provision, defaults: {cpu: lots}}}}}`, []string{"dags.d.tasks.t", `default "cpu"`, "lots"}},
 		{"bad duration", `dags: {d: {tasks: {t: {kind: provision, defaults: {lifetime: soon}}}}}`, []string{"dags.d.tasks.t", `default "lifetime"`, "soon"}},
-		{"misspelt nested key", `dags: {d: {tasks: {t: {kind: provision, defaults: {network: {blok: true}}}}}}`, []string{"dags.d.tasks.t.defaults", `"blok"`}},
+		{"misspelt nested key", `dags: {d: {tasks: {t: {kind: provision, defaults: {network: {blok: true}}}}}}`, []string{"dags.d.tasks.t", `default "network"`, `"blok"`, "block: true|false"}},
 		{"embedded key binds", `dags: {d: {tasks: {t: {kind: convert, defaults: {backend: 7}}}}}`, []string{"dags.d.tasks.t", `default "backend"`}},
 		{"unknown task key", `dags: {d: {tasks: {t: {kind: run, default: {}}}}}`, []string{"bundle.yaml", `unknown key "default" in a task (allowed: kind, defaults, inputs, conf, outlets, map_index, mapped_downstream)`}},
 		{"input names no field", `dags: {d: {tasks: {t: {kind: collect, inputs: {sandboxx: {xcom: provision}}}}}}`, []string{"dags.d.tasks.t", `input "sandboxx" (bound to {xcom: provision}) matches no input field`}},

@@ -118,7 +118,7 @@ func TestAgentHandoffExample(t *testing.T) {
 			if err != nil {
 				t.Fatalf("the agent cannot attach: %v", err)
 			}
-			if att.Workdir != "/workspace" || att.Network == nil || !att.Network.Block || att.ExpiresAt.Unix() != exp {
+			if att.Workdir != "/workspace" || att.Network == nil || att.Network.Open || att.ExpiresAt.Unix() != exp {
 				t.Fatalf("attachment %+v", att)
 			}
 			// The staged input is there, where the agent's prompt says.

@@ -25,7 +25,7 @@ func TestAttachAndRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got.ID() != sb.ID() || att.Owner != "dag/run" || att.Holder != h1 || att.Workdir != "/workspace" ||
-		att.Network == nil || !att.Network.Block || att.ExpiresAt.IsZero() {
+		att.Network == nil || att.Network.Open || att.ExpiresAt.IsZero() {
 		t.Errorf("attachment %+v", att)
 	}
 	if drv.boxes[sb.ID()].tags[TagHolder] != h1 {

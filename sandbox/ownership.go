@@ -70,7 +70,7 @@ type pyNetworkPolicy struct {
 // json.dumps(..., sort_keys=True, separators=(",", ":")) does: compact,
 // sorted keys, empty lists rather than null, non-ASCII as \uXXXX.
 func EncodeNetworkPolicy(p NetworkPolicy) string {
-	v := pyNetworkPolicy{AllowEgressTo: p.AllowHosts, AllowEgressToCIDRs: p.AllowCIDRs, BlockNetwork: p.Block}
+	v := pyNetworkPolicy{AllowEgressTo: p.AllowHosts, AllowEgressToCIDRs: p.AllowCIDRs, BlockNetwork: !p.Open}
 	if v.AllowEgressTo == nil {
 		v.AllowEgressTo = []string{}
 	}
@@ -114,7 +114,7 @@ func DecodeNetworkPolicy(s string) (NetworkPolicy, error) {
 	if err := dec.Decode(&v); err != nil {
 		return NetworkPolicy{}, fmt.Errorf("airflow_network tag %q is not a network policy: %v", s, err)
 	}
-	return NetworkPolicy{Block: v.BlockNetwork, AllowHosts: v.AllowEgressTo, AllowCIDRs: v.AllowEgressToCIDRs}, nil
+	return NetworkPolicy{Open: !v.BlockNetwork, AllowHosts: v.AllowEgressTo, AllowCIDRs: v.AllowEgressToCIDRs}, nil
 }
 
 // OwnershipTags are the tags Create stamps on a sandbox. Author tags are

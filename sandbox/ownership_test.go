@@ -13,21 +13,21 @@ func TestEncodeNetworkPolicyMatchesPython(t *testing.T) {
 		in   NetworkPolicy
 		want string // what Python's json.dumps(sort_keys=True, separators=(",", ":")) gives
 	}{
-		{"default blocked", NetworkPolicy{Block: true},
+		{"default blocked", NetworkPolicy{},
 			`{"allow_egress_to":[],"allow_egress_to_cidrs":[],"block_network":true}`},
-		{"open", NetworkPolicy{},
+		{"open", NetworkPolicy{Open: true},
 			`{"allow_egress_to":[],"allow_egress_to_cidrs":[],"block_network":false}`},
-		{"allowlists", NetworkPolicy{Block: true, AllowHosts: []string{"pypi.org", "files.pythonhosted.org"}, AllowCIDRs: []string{"10.0.0.0/8"}},
+		{"allowlists", NetworkPolicy{AllowHosts: []string{"pypi.org", "files.pythonhosted.org"}, AllowCIDRs: []string{"10.0.0.0/8"}},
 			`{"allow_egress_to":["pypi.org","files.pythonhosted.org"],"allow_egress_to_cidrs":["10.0.0.0/8"],"block_network":true}`},
 		// Non-ASCII as lowercase \uXXXX, astral runes as surrogate pairs,
 		// and <, >, & left alone: all as Python writes them.
-		{"non-ascii", NetworkPolicy{Block: true, AllowHosts: []string{"bücher.de", "\U0001F600<&>"}},
+		{"non-ascii", NetworkPolicy{AllowHosts: []string{"bücher.de", "\U0001F600<&>"}},
 			`{"allow_egress_to":["b\u00fccher.de","\ud83d\ude00<&>"],"allow_egress_to_cidrs":[],"block_network":true}`},
-		{"control chars", NetworkPolicy{Block: true, AllowHosts: []string{"a\"b\\c\n\x01"}},
+		{"control chars", NetworkPolicy{AllowHosts: []string{"a\"b\\c\n\x01"}},
 			`{"allow_egress_to":["a\"b\\c\n\u0001"],"allow_egress_to_cidrs":[],"block_network":true}`},
 		// DEL is ASCII but not printable: Python escapes it; \b, \f and
 		// U+2028 as Python writes them.
-		{"DEL and short escapes", NetworkPolicy{Block: true, AllowHosts: []string{"a\x7f\b\f\u2028\t"}},
+		{"DEL and short escapes", NetworkPolicy{AllowHosts: []string{"a\x7f\b\f\u2028\t"}},
 			`{"allow_egress_to":["a\u007f\b\f\u2028\t"],"allow_egress_to_cidrs":[],"block_network":true}`},
 	}
 	for _, c := range cases {
@@ -40,7 +40,7 @@ func TestEncodeNetworkPolicyMatchesPython(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if back.Block != c.in.Block || len(back.AllowHosts) != len(c.in.AllowHosts) || len(back.AllowCIDRs) != len(c.in.AllowCIDRs) {
+			if back.Open != c.in.Open || len(back.AllowHosts) != len(c.in.AllowHosts) || len(back.AllowCIDRs) != len(c.in.AllowCIDRs) {
 				t.Fatalf("decode(encode(%+v)) = %+v", c.in, back)
 			}
 			for i := range back.AllowHosts {
@@ -62,7 +62,7 @@ func TestOwnershipTags(t *testing.T) {
 	now := time.Unix(1_800_000_000, 500_000_000)
 	spec := Spec{
 		Timeout: 90 * time.Minute, Workdir: "/workspace", Owner: "etl/manual__2026",
-		Network: &NetworkPolicy{Block: true, AllowHosts: []string{"pypi.org"}},
+		Network: NetworkPolicy{AllowHosts: []string{"pypi.org"}},
 		Tags: map[string]string{
 			"team":       "data",
 			TagOwner:     "spoofed",

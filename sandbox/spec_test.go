@@ -23,7 +23,7 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"env name with =", Spec{Env: map[string]string{"A=B": "x"}}, `env: "A=B"`},
 		{"empty env name", Spec{Env: map[string]string{"": "x"}}, `env: ""`},
 		{"env value with NUL", Spec{Env: map[string]string{"K": "a\x00b"}}, "env: value of K"},
-		{"allowlist on open network", Spec{Network: &NetworkPolicy{AllowHosts: []string{"x.org"}}}, "network.allow_hosts:"},
+		{"allowlist on open network", Spec{Network: NetworkPolicy{Open: true, AllowHosts: []string{"x.org"}}}, "network.allow_hosts:"},
 		{"owner without run", Spec{Owner: "just-a-dag"}, `owner: "just-a-dag"`},
 		{"empty tag", Spec{Tags: map[string]string{"": "v"}}, "tags: empty tag name"},
 	}
@@ -57,7 +57,7 @@ func TestValidSpecs(t *testing.T) {
 		{},
 		Spec{}.WithDefaults(),
 		{CPU: 0.5, MemoryMiB: 2048, Timeout: 24 * time.Hour, Workdir: "/home/job", Env: map[string]string{"K": "v"},
-			Network: &NetworkPolicy{Block: true, AllowCIDRs: []string{"10.0.0.0/8"}}, Owner: "dag/run", Tags: map[string]string{"t": ""}},
+			Network: NetworkPolicy{AllowCIDRs: []string{"10.0.0.0/8"}}, Owner: "dag/run", Tags: map[string]string{"t": ""}},
 	} {
 		if err := s.Validate(); err != nil {
 			t.Errorf("%+v: %v", s, err)
@@ -70,7 +70,7 @@ func TestDefaults(t *testing.T) {
 	if s.Timeout != DefaultTimeout || s.Workdir != DefaultWorkdir {
 		t.Errorf("defaults: %+v", s)
 	}
-	if p := (Spec{}).NetworkPolicy(); !p.Block || len(p.AllowHosts)+len(p.AllowCIDRs) != 0 {
+	if p := (Spec{}).NetworkPolicy(); p.Open || len(p.AllowHosts)+len(p.AllowCIDRs) != 0 {
 		t.Errorf("the default network must be blocked with no allowlist: %+v", p)
 	}
 	kept := Spec{Timeout: time.Minute, Workdir: "/w"}.WithDefaults()

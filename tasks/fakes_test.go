@@ -150,8 +150,8 @@ func (d *dirDriver) Create(ctx context.Context, name string, spec sandbox.Spec) 
 	d.creates = append(d.creates, spec)
 	d.mu.Unlock()
 	spec.CPU, spec.GPU = 0, ""
-	if n := spec.Network; n != nil && (len(n.AllowHosts) > 0 || len(n.AllowCIDRs) > 0) {
-		spec.Network = &sandbox.NetworkPolicy{Block: true}
+	if n := spec.Network; len(n.AllowHosts) > 0 || len(n.AllowCIDRs) > 0 {
+		spec.Network = sandbox.NetworkPolicy{}
 	}
 	return d.Driver.Create(ctx, name, spec)
 }

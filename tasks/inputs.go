@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 )
 
 // Duration reads either a Go duration string ("90m", "1h30m") or a number of
@@ -71,26 +69,6 @@ func secondsToDuration(secs float64) (time.Duration, error) {
 		return 0, fmt.Errorf("%v is not a usable number of seconds; give a positive number such as 3600", secs)
 	}
 	return time.Duration(secs * float64(time.Second)), nil
-}
-
-// Network is the network policy as Dag authors write it. Block defaults to
-// true: a sandbox gets no network unless the author opens it.
-type Network struct {
-	Block      *bool    `json:"block,omitempty"`
-	AllowHosts []string `json:"allow_hosts,omitempty"`
-	AllowCIDRs []string `json:"allow_cidrs,omitempty"`
-}
-
-// Policy is the sandbox policy the author asked for.
-func (n *Network) Policy() *sandbox.NetworkPolicy {
-	if n == nil {
-		return nil
-	}
-	block := true
-	if n.Block != nil {
-		block = *n.Block
-	}
-	return &sandbox.NetworkPolicy{Block: block, AllowHosts: n.AllowHosts, AllowCIDRs: n.AllowCIDRs}
 }
 
 // EnvSource says where one sandbox variable's value comes from at run time:

@@ -62,21 +62,6 @@ func TestCommandsForms(t *testing.T) {
 	}
 }
 
-func TestNetworkDefaultsToBlocked(t *testing.T) {
-	var n *Network
-	if n.Policy() != nil {
-		t.Fatal("no network input should leave the spec default")
-	}
-	n = &Network{AllowHosts: []string{"pypi.org"}}
-	if p := n.Policy(); !p.Block || p.AllowHosts[0] != "pypi.org" {
-		t.Fatalf("allow_hosts without block must mean blocked except those: %+v", p)
-	}
-	f := false
-	if p := (&Network{Block: &f}).Policy(); p.Block {
-		t.Fatal("block: false must open the network")
-	}
-}
-
 func TestLineLogger(t *testing.T) {
 	var buf syncbuf.Buffer
 	l := newLineLogger(hclog.New(&hclog.LoggerOptions{Output: &buf}), "stdout", nil)

@@ -38,8 +38,8 @@ type ProvisionInput struct {
 	Env      map[string]string `json:"env,omitempty"`
 	// EnvFrom maps sandbox variables to connection fields or Airflow
 	// variables, read at run time and registered with the secret masker.
-	EnvFrom map[string]EnvSource `json:"env_from,omitempty"`
-	Network *Network             `json:"network,omitempty"`
+	EnvFrom map[string]EnvSource  `json:"env_from,omitempty"`
+	Network sandbox.NetworkPolicy `json:"network"`
 	// Owner defaults to the Dag run, "<dag_id>/<run_id>".
 	Owner string            `json:"owner,omitempty"`
 	Tags  map[string]string `json:"tags,omitempty"`
@@ -234,7 +234,7 @@ func (in ProvisionInput) checkedSpec() sandbox.Spec {
 func (in ProvisionInput) shape() sandbox.Spec {
 	return sandbox.Spec{
 		Image: in.Image, CPU: in.CPU, MemoryMiB: in.MemoryMiB, GPU: in.GPU,
-		Timeout: time.Duration(in.Lifetime).Round(time.Second), Workdir: in.Workdir, Network: in.Network.Policy(),
+		Timeout: time.Duration(in.Lifetime).Round(time.Second), Workdir: in.Workdir, Network: in.Network,
 	}
 }
 

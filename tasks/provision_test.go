@@ -271,7 +271,7 @@ func TestProvisionRefusesWhatTheBackendCannotDo(t *testing.T) {
 		t.Fatalf("gpu on a backend with GPUs: %v", err)
 	}
 	// Network refusals name the backends that could too (Has covers them).
-	_, err = Provision(context.Background(), e.deps, ProvisionInput{Network: &Network{AllowHosts: []string{"pypi.org"}}})
+	_, err = Provision(context.Background(), e.deps, ProvisionInput{Network: sandbox.NetworkPolicy{AllowHosts: []string{"pypi.org"}}})
 	if !errors.Is(err, sandbox.ErrRefused) || !strings.Contains(err.Error(), "network.allow_hosts: the local backend cannot provide host allowlists, which modal and opensandbox can") {
 		t.Fatalf("want a refusal naming allow_hosts, local and the able backends, got %v", err)
 	}

@@ -20,7 +20,7 @@ type Capabilities struct {
 	GPU    bool // Spec.GPU: attached GPUs
 
 	BlockNetwork bool // no network at all (the default spec)
-	OpenNetwork  bool // Network{Block: false}: the backend's open network
+	OpenNetwork  bool // Network{Open: true}: the backend's open network
 	AllowHosts   bool // a blocked network except for allow_hosts
 	AllowCIDRs   bool // a blocked network except for allow_cidrs
 
@@ -129,15 +129,15 @@ func Needs(spec Spec) []Capability {
 	}
 	net := spec.NetworkPolicy()
 	switch {
-	case !net.Block:
+	case net.Open:
 		out = append(out, CapOpenNetwork)
 	case len(net.AllowHosts) == 0 && len(net.AllowCIDRs) == 0:
 		out = append(out, CapBlockNetwork)
 	}
-	if net.Block && len(net.AllowHosts) > 0 {
+	if !net.Open && len(net.AllowHosts) > 0 {
 		out = append(out, CapAllowHosts)
 	}
-	if net.Block && len(net.AllowCIDRs) > 0 {
+	if !net.Open && len(net.AllowCIDRs) > 0 {
 		out = append(out, CapAllowCIDRs)
 	}
 	return out

@@ -39,7 +39,7 @@ func TestCheckSpecIsTheOneRefusal(t *testing.T) {
 		}
 		return nil
 	}
-	spec := Spec{MemoryMiB: 512, GPU: "A10G", Network: &NetworkPolicy{Block: false}}
+	spec := Spec{MemoryMiB: 512, GPU: "A10G", Network: NetworkPolicy{Open: true}}
 	if got := Needs(spec); !reflect.DeepEqual(got, []Capability{CapMemory, CapGPU, CapOpenNetwork}) {
 		t.Fatalf("Needs: %v", got)
 	}
@@ -57,7 +57,7 @@ func TestCheckSpecIsTheOneRefusal(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "network.block: the none backend cannot provide a blocked network") {
 		t.Fatalf("a backend without a blocked network: %v", err)
 	}
-	for _, net := range []*NetworkPolicy{{Block: true, AllowHosts: []string{"pypi.org"}}, {Block: true, AllowCIDRs: []string{"192.0.2.0/24"}}} {
+	for _, net := range []NetworkPolicy{{AllowHosts: []string{"pypi.org"}}, {AllowCIDRs: []string{"192.0.2.0/24"}}} {
 		if got := Needs(Spec{Network: net}); len(got) != 1 || got[0] == CapBlockNetwork {
 			t.Errorf("an allowlist needs the allowlist, not a plain blocked network: %v", got)
 		}

@@ -9,6 +9,8 @@
 package driver
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"path"
@@ -26,14 +28,44 @@ const (
 	MaxTimeout = 24 * time.Hour
 )
 
-// NetworkPolicy says what the sandbox may reach. Block with no allowlist
-// means no network at all (loopback only, DNS included). Block with
-// allowlists means deny everything except those hosts/CIDRs. Block=false is
-// the open network; allowlists are then meaningless and refused.
+// NetworkPolicy says what the sandbox may reach. The zero value is the
+// blocked network: no network at all (loopback only, DNS included).
+// Allowlists on a blocked network deny everything except those
+// hosts/CIDRs. Open is the open network; allowlists are then meaningless
+// and refused. On the wire (bundle configs, XCom, a sandbox's metadata) it
+// is {"block": bool, "allow_hosts": [...], "allow_cidrs": [...]}, as the
+// Python provider writes it, "block" true when left out.
 type NetworkPolicy struct {
-	Block      bool     `json:"block"`
+	Open       bool
+	AllowHosts []string
+	AllowCIDRs []string
+}
+
+// networkWire is NetworkPolicy as JSON.
+type networkWire struct {
+	Block      *bool    `json:"block,omitempty"`
 	AllowHosts []string `json:"allow_hosts,omitempty"`
 	AllowCIDRs []string `json:"allow_cidrs,omitempty"`
+}
+
+// MarshalJSON writes the wire form, block always given.
+func (p NetworkPolicy) MarshalJSON() ([]byte, error) {
+	block := !p.Open
+	return json.Marshal(networkWire{Block: &block, AllowHosts: p.AllowHosts, AllowCIDRs: p.AllowCIDRs})
+}
+
+// UnmarshalJSON reads the wire form; a policy that leaves block out is
+// blocked. Unknown keys are refused, naming the ones there are: a
+// misspelt block must not open nor close a network unnoticed.
+func (p *NetworkPolicy) UnmarshalJSON(data []byte) error {
+	var w networkWire
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&w); err != nil {
+		return fmt.Errorf("%v; a network is {block: true|false, allow_hosts: [...], allow_cidrs: [...]}", err)
+	}
+	*p = NetworkPolicy{Open: w.Block != nil && !*w.Block, AllowHosts: w.AllowHosts, AllowCIDRs: w.AllowCIDRs}
+	return nil
 }
 
 // Spec describes the sandbox to create. A driver that cannot enforce a field
@@ -49,19 +81,14 @@ type Spec struct {
 	Timeout time.Duration     `json:"timeout,omitempty"` // server-side lifetime; always set after WithDefaults
 	Workdir string            `json:"workdir,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
-	// Network nil means the default: blocked, no allowlist.
-	Network *NetworkPolicy    `json:"network,omitempty"`
+	// Network's zero value is the default: blocked, no allowlist.
+	Network NetworkPolicy     `json:"network"`
 	Owner   string            `json:"owner,omitempty"` // "<dag_id>/<run_id>" of the run that owns it
 	Tags    map[string]string `json:"tags,omitempty"`
 }
 
-// NetworkPolicy returns the effective policy (the default when unset).
-func (s Spec) NetworkPolicy() NetworkPolicy {
-	if s.Network == nil {
-		return NetworkPolicy{Block: true}
-	}
-	return *s.Network
-}
+// NetworkPolicy returns the sandbox's network policy.
+func (s Spec) NetworkPolicy() NetworkPolicy { return s.Network }
 
 // WithDefaults fills the timeout and workdir.
 func (s Spec) WithDefaults() Spec {
@@ -134,7 +161,7 @@ func (s Spec) Problems() []Problem {
 	for _, e := range EnvProblems(s.Env) {
 		add("env", "%s", strings.TrimPrefix(e, "env: "))
 	}
-	if n := s.Network; n != nil && !n.Block && (len(n.AllowHosts) > 0 || len(n.AllowCIDRs) > 0) {
+	if n := s.Network; n.Open && (len(n.AllowHosts) > 0 || len(n.AllowCIDRs) > 0) {
 		field := "network.allow_hosts"
 		if len(n.AllowHosts) == 0 {
 			field = "network.allow_cidrs"

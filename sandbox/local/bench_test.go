@@ -73,7 +73,7 @@ func BenchmarkOpenNetworkExec(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer blocked.Destroy(ctx)
-	open, err := sandbox.NewBackend(d).Create(ctx, sandbox.Spec{Network: &sandbox.NetworkPolicy{Block: false}})
+	open, err := sandbox.NewBackend(d).Create(ctx, sandbox.Spec{Network: sandbox.NetworkPolicy{Open: true}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -105,7 +105,7 @@ func (d *Driver) bwrapArgs(m *meta, dir, cwd string, argv []string, fds *fdList)
 	}
 	// A network namespace of its own: an open one is connected by
 	// slirp4netns once bwrap has made it (Driver.run).
-	open := !m.Spec.NetworkPolicy().Block
+	open := m.Spec.NetworkPolicy().Open
 	if !open || !d.shareNet {
 		args = append(args, "--unshare-net")
 	}

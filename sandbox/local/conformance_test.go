@@ -24,7 +24,7 @@ func TestConformance(t *testing.T) {
 	}, conformance.Options{
 		SupportsTags: true,
 		// CIDR allowlists are enforced (egress.go); host allowlists are not.
-		RefusedSpec: &sandbox.Spec{Network: &sandbox.NetworkPolicy{Block: true, AllowHosts: []string{"pypi.org"}}},
+		RefusedSpec: &sandbox.Spec{Network: sandbox.NetworkPolicy{AllowHosts: []string{"pypi.org"}}},
 		// An open network cannot reach the worker's 127.0.0.1 (issue 19):
 		// TestOpenNetworkIsPrivate in sandbox/local is the positive control,
 		// against a server outside the worker.

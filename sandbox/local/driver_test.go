@@ -81,7 +81,7 @@ func TestRefusals(t *testing.T) {
 		want string
 	}{
 		// CIDR allowlists are enforced (egress_test.go); names are not.
-		{"host allowlist", sandbox.Spec{Network: &sandbox.NetworkPolicy{Block: true, AllowHosts: []string{"pypi.org"}}}, "list the hosts' addresses in allow_cidrs"},
+		{"host allowlist", sandbox.Spec{Network: sandbox.NetworkPolicy{AllowHosts: []string{"pypi.org"}}}, "list the hosts' addresses in allow_cidrs"},
 		{"cpu", sandbox.Spec{CPU: 2}, "cannot limit cpu"},
 		{"registry image", sandbox.Spec{Image: "python:3.12-slim"}, "cannot pull"},
 		{"image not a dir", sandbox.Spec{Image: "/nonexistent/rootfs"}, "not a directory"},
@@ -444,7 +444,7 @@ func TestRootfsImage(t *testing.T) {
 
 func TestOpenNetworkReachesHost(t *testing.T) {
 	d := newTestDriver(t)
-	sb := create(t, d, sandbox.Spec{Network: &sandbox.NetworkPolicy{Block: false}})
+	sb := create(t, d, sandbox.Spec{Network: sandbox.NetworkPolicy{Open: true}})
 	res, out, _ := run(t, sb, "test -r /etc/resolv.conf && echo has-resolv", time.Minute)
 	if _, err := os.Stat("/etc/resolv.conf"); err == nil && (res.ExitCode != 0 || out != "has-resolv\n") {
 		t.Fatalf("open network sandbox lacks the host's resolv.conf: exit %d", res.ExitCode)

@@ -136,7 +136,7 @@ func egressFilterOff() (bool, error) {
 // blocked one with allow_cidrs).
 func (d *Driver) needsNetwork(spec sandbox.Spec) bool {
 	net := spec.NetworkPolicy()
-	return !d.shareNet && (!net.Block || len(net.AllowCIDRs) > 0)
+	return !d.shareNet && (net.Open || len(net.AllowCIDRs) > 0)
 }
 
 // planFor is the filter of a sandbox with this spec, with the worker's
@@ -147,7 +147,7 @@ func (d *Driver) planFor(spec sandbox.Spec) (egressPlan, error) {
 		return egressPlan{}, err
 	}
 	p := egressPlan{Worker: worker, Blocked: blockedRanges(), Allowed: d.egressAllow, DNS: netip.MustParseAddr(sandboxDNS)}
-	if net := spec.NetworkPolicy(); net.Block {
+	if net := spec.NetworkPolicy(); !net.Open {
 		p.OnlySet = true
 		if p.Only, err = parseCIDRs(strings.Join(net.AllowCIDRs, ",")); err != nil {
 			return egressPlan{}, fmt.Errorf("network.allow_cidrs: %v", err)

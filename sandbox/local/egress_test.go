@@ -90,7 +90,7 @@ func TestOpenNetworkCannotReachWorker(t *testing.T) {
 	}
 	w := newWorkerLAN(t)
 	d := newTestDriver(t)
-	open := create(t, d, sandbox.Spec{Network: &sandbox.NetworkPolicy{Block: false}})
+	open := create(t, d, sandbox.Spec{Network: sandbox.NetworkPolicy{Open: true}})
 	mine := w.workerAddrs()
 	expect(t, "open network", open, map[net.Addr]string{
 		w.public.Addr(): "connected", w.other.Addr(): "connected",
@@ -113,7 +113,7 @@ func TestEgressAllowOpensOperatorRanges(t *testing.T) {
 	w := newWorkerLAN(t)
 	t.Setenv(EgressAllowEnv, "10.77.0.0/16")
 	d := newTestDriver(t)
-	open := create(t, d, sandbox.Spec{Network: &sandbox.NetworkPolicy{Block: false}})
+	open := create(t, d, sandbox.Spec{Network: sandbox.NetworkPolicy{Open: true}})
 	mine := w.workerAddrs()
 	expect(t, "open network, 10.77.0.0/16 allowed", open, map[net.Addr]string{
 		w.public.Addr(): "connected", w.lan.Addr(): "connected", mine[0]: "refused", mine[1]: "refused",
@@ -129,7 +129,7 @@ func TestAllowCIDRsNarrowABlockedNetwork(t *testing.T) {
 	}
 	w := newWorkerLAN(t)
 	d := newTestDriver(t)
-	sb := create(t, d, sandbox.Spec{Network: &sandbox.NetworkPolicy{Block: true, AllowCIDRs: []string{"198.18.0.0/30", "10.77.0.0/16"}}})
+	sb := create(t, d, sandbox.Spec{Network: sandbox.NetworkPolicy{AllowCIDRs: []string{"198.18.0.0/30", "10.77.0.0/16"}}})
 	mine := w.workerAddrs()
 	expect(t, "blocked network with allow_cidrs", sb, map[net.Addr]string{
 		w.public.Addr(): "connected", w.other.Addr(): "refused",
@@ -138,7 +138,7 @@ func TestAllowCIDRsNarrowABlockedNetwork(t *testing.T) {
 	// With the operator's allowance, the spec's 10.77.0.0/16 passes.
 	t.Setenv(EgressAllowEnv, "10.0.0.0/8")
 	d2 := newTestDriver(t)
-	sb2 := create(t, d2, sandbox.Spec{Network: &sandbox.NetworkPolicy{Block: true, AllowCIDRs: []string{"10.77.0.0/16"}}})
+	sb2 := create(t, d2, sandbox.Spec{Network: sandbox.NetworkPolicy{AllowCIDRs: []string{"10.77.0.0/16"}}})
 	expect(t, "blocked network with allow_cidrs, 10.0.0.0/8 allowed", sb2, map[net.Addr]string{
 		w.lan.Addr(): "connected", w.public.Addr(): "refused", mine[1]: "refused",
 	})
@@ -157,7 +157,7 @@ func TestEgressFilterHoldsAgainstTheSandbox(t *testing.T) {
 	}
 	w := newWorkerLAN(t)
 	d := newTestDriver(t)
-	open := create(t, d, sandbox.Spec{Network: &sandbox.NetworkPolicy{Block: false}})
+	open := create(t, d, sandbox.Spec{Network: sandbox.NetworkPolicy{Open: true}})
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -248,7 +248,7 @@ func TestEgressSettings(t *testing.T) {
 // are offered where the filter can be installed.
 func TestAllowHostsRefused(t *testing.T) {
 	d := newTestDriver(t)
-	_, err := sandbox.NewBackend(d).Create(t.Context(), sandbox.Spec{Network: &sandbox.NetworkPolicy{Block: true, AllowHosts: []string{"pypi.org"}}})
+	_, err := sandbox.NewBackend(d).Create(t.Context(), sandbox.Spec{Network: sandbox.NetworkPolicy{AllowHosts: []string{"pypi.org"}}})
 	if err == nil || !strings.Contains(err.Error(), "allow_cidrs") {
 		t.Fatalf("want allow_hosts refused, pointing to allow_cidrs; got %v", err)
 	}
@@ -269,10 +269,10 @@ func TestNoEgressFilterRefusesNetworks(t *testing.T) {
 	saved := egressReady.err
 	egressReady.err = errors.New("nftables: not in this kernel (the test's stand-in)")
 	t.Cleanup(func() { egressReady.err = saved })
-	for _, net := range []*sandbox.NetworkPolicy{{Block: false}, {Block: true, AllowCIDRs: []string{"198.18.0.0/15"}}} {
+	for _, net := range []sandbox.NetworkPolicy{{Open: true}, {AllowCIDRs: []string{"198.18.0.0/15"}}} {
 		_, err := sandbox.NewBackend(d).Create(t.Context(), sandbox.Spec{Network: net})
 		if !errors.Is(err, sandbox.ErrRefused) || !strings.Contains(fmt.Sprint(err), "not in this kernel") || !strings.Contains(fmt.Sprint(err), EgressFilterEnv) {
-			t.Errorf("network %+v without the filter: want a refusal naming the reason and %s, got %v", *net, EgressFilterEnv, err)
+			t.Errorf("network %+v without the filter: want a refusal naming the reason and %s, got %v", net, EgressFilterEnv, err)
 		}
 	}
 	t.Setenv(EgressFilterEnv, "off")
@@ -280,7 +280,7 @@ func TestNoEgressFilterRefusesNetworks(t *testing.T) {
 	if c := off.Capabilities(); !c.OpenNetwork || c.AllowCIDRs {
 		t.Errorf("%s=off: want open networks offered and allow_cidrs not, got open %v, allow_cidrs %v", EgressFilterEnv, c.OpenNetwork, c.AllowCIDRs)
 	}
-	sb := create(t, off, sandbox.Spec{Network: &sandbox.NetworkPolicy{Block: false}})
+	sb := create(t, off, sandbox.Spec{Network: sandbox.NetworkPolicy{Open: true}})
 	if res, out, errs := run(t, sb, "cat /proc/net/dev", time.Minute); res.ExitCode != 0 || !strings.Contains(out, "tap0") {
 		t.Errorf("%s=off: the open network did not start: exit %d, %q %q", EgressFilterEnv, res.ExitCode, out, errs)
 	}
@@ -297,7 +297,7 @@ func TestFailedEgressInstallStopsTheCommand(t *testing.T) {
 	saved := egressReady.nsenter
 	egressReady.nsenter = "/nonexistent/nsenter"
 	t.Cleanup(func() { egressReady.nsenter = saved })
-	sb := create(t, d, sandbox.Spec{Network: &sandbox.NetworkPolicy{Block: false}})
+	sb := create(t, d, sandbox.Spec{Network: sandbox.NetworkPolicy{Open: true}})
 	_, err := sb.Exec(t.Context(), "touch ran", sandbox.ExecOptions{Timeout: time.Minute})
 	if err == nil || !strings.Contains(err.Error(), "egress filter") || !strings.Contains(err.Error(), EgressFilterEnv) {
 		t.Errorf("want the command refused for want of its filter, naming %s; got %v", EgressFilterEnv, err)
@@ -311,7 +311,7 @@ func TestFailedEgressInstallStopsTheCommand(t *testing.T) {
 	}
 	t.Setenv(EgressFilterEnv, "off")
 	off := newTestDriver(t)
-	sbOff := create(t, off, sandbox.Spec{Network: &sandbox.NetworkPolicy{Block: false}})
+	sbOff := create(t, off, sandbox.Spec{Network: sandbox.NetworkPolicy{Open: true}})
 	if res, out, errs := run(t, sbOff, "touch ran && cat /proc/net/dev", time.Minute); res.ExitCode != 0 || !strings.Contains(out, "tap0") {
 		t.Errorf("%s=off: the open network did not start: exit %d, %q %q", EgressFilterEnv, res.ExitCode, out, errs)
 	}

@@ -39,7 +39,7 @@ func TestWorkerDescriptorsNeverReachASandbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := newTestDriver(t)
-	for _, spec := range []sandbox.Spec{{}, {Network: &sandbox.NetworkPolicy{Block: false}}} {
+	for _, spec := range []sandbox.Spec{{}, {Network: sandbox.NetworkPolicy{Open: true}}} {
 		sb := create(t, d, spec)
 		// Every process of the sandbox: its init and the command's shell.
 		_, out, _ := run(t, sb, `for f in /proc/[0-9]*/fd/*; do printf '%s %s\n' "$f" "$(readlink "$f")"; done`, time.Minute)
@@ -47,7 +47,7 @@ func TestWorkerDescriptorsNeverReachASandbox(t *testing.T) {
 			t.Fatalf("listed no descriptors, so the check proves nothing:\n%s", out)
 		}
 		if strings.Contains(out, marker) {
-			t.Errorf("the worker's descriptor %s reached the sandbox (network open: %v):\n%s", marker, !spec.NetworkPolicy().Block, out)
+			t.Errorf("the worker's descriptor %s reached the sandbox (network open: %v):\n%s", marker, spec.NetworkPolicy().Open, out)
 		}
 	}
 }

@@ -63,7 +63,7 @@ func (d *Driver) startNetwork(pid int, spec sandbox.Spec) (stop func(), err erro
 	// unfiltered says whether the operator lets this sandbox run without
 	// the filter, which cannot be installed (why); otherwise it fails.
 	unfiltered := func(why error) bool {
-		if !d.egressOff || spec.NetworkPolicy().Block {
+		if !d.egressOff || !spec.NetworkPolicy().Open {
 			return false
 		}
 		d.log.Warn("an open-network sandbox runs without the egress filter ("+EgressFilterEnv+"=off): it can reach the worker's own addresses and private network", "reason", why)

@@ -240,7 +240,7 @@ func TestOpenNetworkIsPrivate(t *testing.T) {
 	}
 
 	d := newTestDriver(t)
-	open := create(t, d, sandbox.Spec{Network: &sandbox.NetworkPolicy{Block: false}})
+	open := create(t, d, sandbox.Spec{Network: sandbox.NetworkPolicy{Open: true}})
 	metadata := &net.TCPAddr{IP: net.IPv4(169, 254, 169, 254), Port: 80}
 	got := probe(t, open, public.Addr(), loopback.Addr(), linkLocal.Addr(), metadata)
 	if got[0] != "connected" {
@@ -320,7 +320,7 @@ func TestUnprivilegedNetworkHelper(t *testing.T) {
 		}
 		addrs = append(addrs, ta)
 	}
-	open := create(t, d, sandbox.Spec{Network: &sandbox.NetworkPolicy{Block: false}})
+	open := create(t, d, sandbox.Spec{Network: sandbox.NetworkPolicy{Open: true}})
 	fmt.Printf("probe=%s\n", strings.Join(probe(t, open, addrs...), ","))
 }
 
@@ -340,7 +340,7 @@ func TestOpenNetworkWithoutSlirpIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	_, err = sandbox.NewBackend(d).Create(t.Context(), sandbox.Spec{Network: &sandbox.NetworkPolicy{Block: false}})
+	_, err = sandbox.NewBackend(d).Create(t.Context(), sandbox.Spec{Network: sandbox.NetworkPolicy{Open: true}})
 	if !strings.Contains(fmt.Sprint(err), "apt-get install slirp4netns") {
 		t.Fatalf("want a refusal saying how to install slirp4netns, got %v", err)
 	}
@@ -383,7 +383,7 @@ func TestOpenNetworkLeavesHostMountsAlone(t *testing.T) {
 	}
 
 	d := newTestDriver(t)
-	sb := create(t, d, sandbox.Spec{Network: &sandbox.NetworkPolicy{Block: false}})
+	sb := create(t, d, sandbox.Spec{Network: sandbox.NetworkPolicy{Open: true}})
 	// tap0 is slirp4netns's interface: it ran.
 	if res, out, errs := run(t, sb, "cat /proc/net/dev", time.Minute); res.ExitCode != 0 || !strings.Contains(out, "tap0") {
 		t.Fatalf("the open-network command did not get slirp4netns's tap0: exit %d, %q %q", res.ExitCode, out, errs)

@@ -31,7 +31,7 @@ func TestConformance(t *testing.T) {
 		// against the default 64 MiB bound. 128 MiB still fails a driver that
 		// buffers the 256 MiB file whole.
 		MaxHeapGrowth: 128 << 20,
-		RefusedSpec:   &sandbox.Spec{Network: &sandbox.NetworkPolicy{Block: true, AllowHosts: []string{"example.com"}}},
+		RefusedSpec:   &sandbox.Spec{Network: sandbox.NetworkPolicy{AllowHosts: []string{"example.com"}}},
 		CountProvisioned: func(ctx context.Context, drv sandbox.Driver) (int, error) {
 			return len(fakes[len(fakes)-1].Creates()), nil
 		},

@@ -103,19 +103,19 @@ func TestCreateDefaultsAndPlacement(t *testing.T) {
 func TestNetworkMapping(t *testing.T) {
 	cases := []struct {
 		name    string
-		policy  *sandbox.NetworkPolicy
+		policy  sandbox.NetworkPolicy
 		sni     bool
 		mode    pb.NetworkAccess_NetworkAccessType
 		cidrs   []string
 		domains []string
 	}{
-		{"default blocks", nil, false, pb.NetworkAccess_BLOCKED, nil, nil},
-		{"open", &sandbox.NetworkPolicy{}, false, pb.NetworkAccess_OPEN, nil, nil},
-		{"cidrs", &sandbox.NetworkPolicy{Block: true, AllowCIDRs: []string{"10.1.0.0/16", "192.0.2.7"}}, false,
+		{"default blocks", sandbox.NetworkPolicy{}, false, pb.NetworkAccess_BLOCKED, nil, nil},
+		{"open", sandbox.NetworkPolicy{Open: true}, false, pb.NetworkAccess_OPEN, nil, nil},
+		{"cidrs", sandbox.NetworkPolicy{AllowCIDRs: []string{"10.1.0.0/16", "192.0.2.7"}}, false,
 			pb.NetworkAccess_ALLOWLIST, []string{"10.1.0.0/16", "192.0.2.7/32"}, nil},
-		{"hosts with sni", &sandbox.NetworkPolicy{Block: true, AllowHosts: []string{"API.example.com", "*.pypi.org"}}, true,
+		{"hosts with sni", sandbox.NetworkPolicy{AllowHosts: []string{"API.example.com", "*.pypi.org"}}, true,
 			pb.NetworkAccess_ALLOWLIST, nil, []string{"api.example.com", "*.pypi.org"}},
-		{"both with sni", &sandbox.NetworkPolicy{Block: true, AllowHosts: []string{"example.com"}, AllowCIDRs: []string{"203.0.113.0/24"}}, true,
+		{"both with sni", sandbox.NetworkPolicy{AllowHosts: []string{"example.com"}, AllowCIDRs: []string{"203.0.113.0/24"}}, true,
 			pb.NetworkAccess_ALLOWLIST, []string{"203.0.113.0/24"}, []string{"example.com"}},
 	}
 	for _, tc := range cases {
@@ -142,8 +142,8 @@ func TestNetworkMapping(t *testing.T) {
 }
 
 func TestRefusalsMakeNoRPC(t *testing.T) {
-	block := func(hosts, cidrs []string) *sandbox.NetworkPolicy {
-		return &sandbox.NetworkPolicy{Block: true, AllowHosts: hosts, AllowCIDRs: cidrs}
+	block := func(hosts, cidrs []string) sandbox.NetworkPolicy {
+		return sandbox.NetworkPolicy{AllowHosts: hosts, AllowCIDRs: cidrs}
 	}
 	cases := []struct {
 		name   string
@@ -242,7 +242,7 @@ func TestAttachReleaseThroughSDK(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.Workdir != "/workspace" || a.Network == nil || !a.Network.Block || time.Until(a.ExpiresAt) < 9*time.Minute {
+	if a.Workdir != "/workspace" || a.Network == nil || a.Network.Open || time.Until(a.ExpiresAt) < 9*time.Minute {
 		t.Errorf("attachment %+v", a)
 	}
 	var out bytes.Buffer

@@ -32,7 +32,7 @@ type egress struct {
 // mapNetwork turns the portable policy into Modal parameters, refusing
 // (terminally, before any RPC) whatever Modal cannot enforce.
 func mapNetwork(p sandbox.NetworkPolicy, enforcement string) (egress, error) {
-	if !p.Block {
+	if p.Open {
 		if len(p.AllowHosts) > 0 || len(p.AllowCIDRs) > 0 {
 			return egress{}, sandbox.Refused("network: allow lists only narrow a blocked network; set block: true, or drop the lists for an open network")
 		}

@@ -52,7 +52,7 @@ func runConformance(t *testing.T, fo fakeopensandbox.Options, proxy, bigFile boo
 	var srv *fakeopensandbox.Server
 	opts := conformance.Options{
 		SupportsTags: true,
-		RefusedSpec:  &sandbox.Spec{Network: &sandbox.NetworkPolicy{Block: true, AllowCIDRs: []string{"10.0.0.0/8"}}},
+		RefusedSpec:  &sandbox.Spec{Network: sandbox.NetworkPolicy{AllowCIDRs: []string{"10.0.0.0/8"}}},
 		// Count on the server, not through the driver under test.
 		CountProvisioned: func(context.Context, sandbox.Driver) (int, error) { return len(srv.Sandboxes()), nil },
 		// Without a policy the fake, like a server without an egress

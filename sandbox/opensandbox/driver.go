@@ -264,7 +264,7 @@ func (d *Driver) createRequest(name string, spec sandbox.Spec) (osdk.CreateSandb
 		Env:            spec.Env,
 		Metadata:       meta,
 	}
-	if net.Block {
+	if !net.Open {
 		// Always explicit: the sidecar reads a missing default as deny,
 		// the spec text says allow; never leave it to interpretation.
 		req.NetworkPolicy = &osdk.NetworkPolicy{DefaultAction: "deny"}
@@ -319,7 +319,7 @@ func (d *Driver) Create(ctx context.Context, name string, spec sandbox.Spec) (sa
 	if err != nil {
 		return abort(err)
 	}
-	if net := spec.NetworkPolicy(); net.Block {
+	if net := spec.NetworkPolicy(); !net.Open {
 		if err := d.verifyEgress(ctx, id, net.AllowHosts, deadline); err != nil {
 			return abort(err)
 		}

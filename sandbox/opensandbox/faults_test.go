@@ -135,7 +135,7 @@ func TestSlowCreate(t *testing.T) {
 func TestNetworkPolicyEnforcement(t *testing.T) {
 	t.Run("unenforced policy destroys the sandbox", func(t *testing.T) {
 		e := newEnv(t, fakeopensandbox.Options{IgnoreNetworkPolicy: true}, nil)
-		_, err := sandbox.NewBackend(e.drv).Create(ctxT(t), sandbox.Spec{Network: &sandbox.NetworkPolicy{Block: true, AllowHosts: []string{"pypi.org"}}})
+		_, err := sandbox.NewBackend(e.drv).Create(ctxT(t), sandbox.Spec{Network: sandbox.NetworkPolicy{AllowHosts: []string{"pypi.org"}}})
 		if !errors.Is(err, sandbox.ErrRefused) || sandbox.IsRetryable(err) || !strings.Contains(err.Error(), "did not enforce") || !strings.Contains(err.Error(), "egress sidecar") {
 			t.Fatalf("err = %v", err)
 		}
@@ -146,14 +146,14 @@ func TestNetworkPolicyEnforcement(t *testing.T) {
 	})
 	t.Run("open network needs no sidecar", func(t *testing.T) {
 		e := newEnv(t, fakeopensandbox.Options{IgnoreNetworkPolicy: true}, nil)
-		create(t, e, sandbox.Spec{Network: &sandbox.NetworkPolicy{Block: false}})
+		create(t, e, sandbox.Spec{Network: sandbox.NetworkPolicy{Open: true}})
 		if got := e.srv.Sandboxes(); got[0].NetworkPolicy != nil {
 			t.Fatalf("open network sent a policy: %+v", got[0].NetworkPolicy)
 		}
 	})
 	t.Run("allowlist is sent and verified", func(t *testing.T) {
 		e := newEnv(t, fakeopensandbox.Options{}, nil)
-		create(t, e, sandbox.Spec{Network: &sandbox.NetworkPolicy{Block: true, AllowHosts: []string{"pypi.org", "*.pythonhosted.org"}}})
+		create(t, e, sandbox.Spec{Network: sandbox.NetworkPolicy{AllowHosts: []string{"pypi.org", "*.pythonhosted.org"}}})
 		p := e.srv.Sandboxes()[0].NetworkPolicy
 		if p == nil || p.DefaultAction != "deny" || len(p.Egress) != 2 || p.Egress[1].Target != "*.pythonhosted.org" || p.Egress[1].Action != "allow" {
 			t.Fatalf("stored policy %+v", p)

@@ -12,7 +12,7 @@ import (
 
 func TestTagsRoundTripThroughLabelSafeMetadata(t *testing.T) {
 	spec := sandbox.Spec{Owner: "my_dag/manual__2026-11-29T15:58:40.123456+00:00", Timeout: time.Hour, Workdir: "/workspace",
-		Network: &sandbox.NetworkPolicy{Block: true, AllowHosts: []string{"pypi.org", "*.python.org"}}}
+		Network: sandbox.NetworkPolicy{AllowHosts: []string{"pypi.org", "*.python.org"}}}
 	tags := sandbox.OwnershipTags("airflow-sandbox-0123456789ab", spec, time.Unix(1767225600, 0))
 	tags[sandbox.TagHolder] = sandbox.HolderFor("my_dag", "manual__2026", "agent", 3)
 	tags["team"] = "data"
@@ -128,19 +128,19 @@ func TestCreateRequestMapping(t *testing.T) {
 	}{
 		{"short lifetime", func(s *sandbox.Spec) { s.Timeout = 59 * time.Second }, "at least 1m0s"},
 		{"cidr allowlist", func(s *sandbox.Spec) {
-			s.Network = &sandbox.NetworkPolicy{Block: true, AllowCIDRs: []string{"10.0.0.0/8"}}
+			s.Network = sandbox.NetworkPolicy{AllowCIDRs: []string{"10.0.0.0/8"}}
 		}, "allow_cidrs"},
 		{"ip in allow_hosts", func(s *sandbox.Spec) {
-			s.Network = &sandbox.NetworkPolicy{Block: true, AllowHosts: []string{"pypi.org", "10.1.2.3"}}
+			s.Network = sandbox.NetworkPolicy{AllowHosts: []string{"pypi.org", "10.1.2.3"}}
 		}, `"10.1.2.3" is an IP address`},
 		{"cidr in allow_hosts", func(s *sandbox.Spec) {
-			s.Network = &sandbox.NetworkPolicy{Block: true, AllowHosts: []string{"10.0.0.0/8"}}
+			s.Network = sandbox.NetworkPolicy{AllowHosts: []string{"10.0.0.0/8"}}
 		}, `"10.0.0.0/8" is an IP range`},
 		{"ipv6 in allow_hosts", func(s *sandbox.Spec) {
-			s.Network = &sandbox.NetworkPolicy{Block: true, AllowHosts: []string{"2001:db8::1"}}
+			s.Network = sandbox.NetworkPolicy{AllowHosts: []string{"2001:db8::1"}}
 		}, "is an IP"},
 		{"url in allow_hosts", func(s *sandbox.Spec) {
-			s.Network = &sandbox.NetworkPolicy{Block: true, AllowHosts: []string{"https://pypi.org/simple"}}
+			s.Network = sandbox.NetworkPolicy{AllowHosts: []string{"https://pypi.org/simple"}}
 		}, "is not a host name"},
 		{"bad tag key", func(s *sandbox.Spec) { s.Tags = map[string]string{"bad key": "v"} }, `"bad key"`},
 	}
@@ -159,12 +159,12 @@ func TestCreateRequestMapping(t *testing.T) {
 		t.Errorf("default network: %+v", req.NetworkPolicy)
 	}
 	spec := base
-	spec.Network = &sandbox.NetworkPolicy{Block: true, AllowHosts: []string{"pypi.org", "files.pythonhosted.org"}}
+	spec.Network = sandbox.NetworkPolicy{AllowHosts: []string{"pypi.org", "files.pythonhosted.org"}}
 	req, _ = d.createRequest("n", spec)
 	if p := req.NetworkPolicy; p == nil || len(p.Egress) != 2 || p.Egress[1].Action != "allow" || p.Egress[1].Target != "files.pythonhosted.org" {
 		t.Errorf("allowlist: %+v", req.NetworkPolicy)
 	}
-	spec.Network = &sandbox.NetworkPolicy{Block: false}
+	spec.Network = sandbox.NetworkPolicy{Open: true}
 	if req, _ = d.createRequest("n", spec); req.NetworkPolicy != nil {
 		t.Errorf("open network sent a policy: %+v", req.NetworkPolicy)
 	}

@@ -62,7 +62,7 @@ type Options struct {
 	// CountProvisioned counts what the backend has provisioned, for the
 	// refused-spec tests. Default: the number sandbox.Backend.List(ctx, nil) lists.
 	CountProvisioned func(ctx context.Context, drv sandbox.Driver) (int, error)
-	// OpenNetworkReachesHost: a sandbox with Network{Block: false} can
+	// OpenNetworkReachesHost: a sandbox with Network{Open: true} can
 	// connect to a listener on the test host's 127.0.0.1. When true, this
 	// positive control proves the no-network test's probe would notice a
 	// connection.
@@ -318,7 +318,7 @@ func (s *suite) testNoNetwork(t *testing.T, drv sandbox.Driver) {
 	}()
 	port := ln.Addr().(*net.TCPAddr).Port
 
-	sb := s.create(t, drv, func(sp *sandbox.Spec) { sp.Network = nil })
+	sb := s.create(t, drv, func(sp *sandbox.Spec) { sp.Network = sandbox.NetworkPolicy{} }) // the zero value: blocked
 	if got := s.mustSucceed(t, sb, tcpProbe(port)); got != "refused\n" {
 		t.Errorf("a default sandbox connected to the host's 127.0.0.1:%d (%q)", port, got)
 	}
@@ -327,7 +327,7 @@ func (s *suite) testNoNetwork(t *testing.T, drv sandbox.Driver) {
 		t.Errorf("a default sandbox resolved example.com: %q", o.stdout)
 	}
 	if s.opts.OpenNetworkReachesHost {
-		open := s.create(t, drv, func(sp *sandbox.Spec) { sp.Network = &sandbox.NetworkPolicy{Block: false} })
+		open := s.create(t, drv, func(sp *sandbox.Spec) { sp.Network = sandbox.NetworkPolicy{Open: true} })
 		if got := s.mustSucceed(t, open, tcpProbe(port)); got != "connected\n" {
 			t.Errorf("positive control: an open-network sandbox could not reach 127.0.0.1:%d (%q); the probe proves nothing", port, got)
 		}
@@ -719,7 +719,7 @@ func (s *suite) testAttach(t *testing.T, drv sandbox.Driver) {
 	if err != nil {
 		t.Fatalf("attach: %v", err)
 	}
-	if got.ID() != sb.ID() || att.Holder != h1 || att.Workdir != "/workspace" || att.Network == nil || !att.Network.Block || att.ExpiresAt.IsZero() {
+	if got.ID() != sb.ID() || att.Holder != h1 || att.Workdir != "/workspace" || att.Network == nil || att.Network.Open || att.ExpiresAt.IsZero() {
 		t.Errorf("attachment = %+v", att)
 	}
 	if _, _, err := sandbox.NewBackend(drv).Attach(ctx, sb.ID(), owner, h1); err != nil {
@@ -782,12 +782,12 @@ func (s *suite) testCapabilities(t *testing.T, drv sandbox.Driver) {
 		{"cpu", func(sp *sandbox.Spec) { sp.CPU = 1 }},
 		{"memory_mib", func(sp *sandbox.Spec) { sp.MemoryMiB = 512 }},
 		{"gpu", func(sp *sandbox.Spec) { sp.GPU = "A10G" }},
-		{"network.block", func(sp *sandbox.Spec) { sp.Network = &sandbox.NetworkPolicy{Block: false} }},
+		{"network.block", func(sp *sandbox.Spec) { sp.Network = sandbox.NetworkPolicy{Open: true} }},
 		{"network.allow_hosts", func(sp *sandbox.Spec) {
-			sp.Network = &sandbox.NetworkPolicy{Block: true, AllowHosts: []string{"pypi.org"}}
+			sp.Network = sandbox.NetworkPolicy{AllowHosts: []string{"pypi.org"}}
 		}},
 		{"network.allow_cidrs", func(sp *sandbox.Spec) {
-			sp.Network = &sandbox.NetworkPolicy{Block: true, AllowCIDRs: []string{"192.0.2.0/24"}}
+			sp.Network = sandbox.NetworkPolicy{AllowCIDRs: []string{"192.0.2.0/24"}}
 		}},
 	}
 	for _, p := range probes {

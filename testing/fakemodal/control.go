@@ -214,7 +214,7 @@ func (s *Server) create(ctx context.Context, v2 bool, appID string, def *pb.Sand
 	// least as strict as the allowlist asked for.
 	spec := sandbox.Spec{
 		Timeout: timeout, Workdir: def.GetWorkdir(), Env: env,
-		Network: &sandbox.NetworkPolicy{Block: def.GetNetworkAccess().GetNetworkAccessType() != pb.NetworkAccess_OPEN},
+		Network: sandbox.NetworkPolicy{Open: def.GetNetworkAccess().GetNetworkAccessType() == pb.NetworkAccess_OPEN},
 	}.WithDefaults()
 	execName := sandbox.NewName()
 	info, err := s.exec.Create(context.WithoutCancel(ctx), execName, spec)

@@ -660,7 +660,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 
 	id := randHex(16)
 	now := time.Now().UTC()
-	spec := sandbox.Spec{Env: body.Env, Workdir: s.opts.Workdir, Timeout: sandbox.MaxTimeout, Network: &sandbox.NetworkPolicy{Block: block}}
+	spec := sandbox.Spec{Env: body.Env, Workdir: s.opts.Workdir, Timeout: sandbox.MaxTimeout, Network: sandbox.NetworkPolicy{Open: !block}}
 	if body.Timeout != nil && time.Duration(*body.Timeout)*time.Second+time.Minute < sandbox.MaxTimeout {
 		spec.Timeout = time.Duration(*body.Timeout)*time.Second + time.Minute
 	}
