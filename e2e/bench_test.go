@@ -329,7 +329,7 @@ func BenchmarkExport(b *testing.B) {
 	}
 	defer drv.Close()
 	ctx := context.Background()
-	sb, err := sandbox.NewBackend(drv).Create(ctx, sandbox.Spec{Owner: "bench/run", Timeout: time.Hour})
+	sb, err := sandbox.NewBackend(drv).Create(ctx, sandbox.Spec{Owner: "bench/run", Lifetime: time.Hour})
 	if err != nil {
 		b.Fatal(err)
 	}

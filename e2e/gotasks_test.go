@@ -42,11 +42,11 @@ func TestGoTasksExample(t *testing.T) {
 	// sandbox), and nothing of another run.
 	drv := w.driverFor(backend)
 	ctx := context.Background()
-	left, err := sandbox.NewBackend(drv).Create(ctx, sandbox.Spec{Owner: dag + "/" + run, Timeout: 10 * time.Minute})
+	left, err := sandbox.NewBackend(drv).Create(ctx, sandbox.Spec{Owner: dag + "/" + run, Lifetime: 10 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := sandbox.NewBackend(drv).Create(ctx, sandbox.Spec{Owner: dag + "/manual__other", Timeout: 10 * time.Minute})
+	other, err := sandbox.NewBackend(drv).Create(ctx, sandbox.Spec{Owner: dag + "/manual__other", Lifetime: 10 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

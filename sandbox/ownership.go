@@ -126,7 +126,7 @@ func OwnershipTags(name string, spec Spec, now time.Time) map[string]string {
 	}
 	tags[TagSandbox] = name
 	tags[TagCreatedBy] = CreatedByValue
-	tags[TagExpiresAt] = strconv.FormatInt(now.Add(spec.Timeout).Unix(), 10)
+	tags[TagExpiresAt] = strconv.FormatInt(now.Add(spec.Lifetime).Unix(), 10)
 	tags[TagNetwork] = EncodeNetworkPolicy(spec.NetworkPolicy())
 	if spec.Workdir != "" {
 		tags[TagWorkdir] = spec.Workdir

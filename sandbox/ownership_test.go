@@ -61,7 +61,7 @@ func TestDecodeNetworkPolicyRejectsGarbage(t *testing.T) {
 func TestOwnershipTags(t *testing.T) {
 	now := time.Unix(1_800_000_000, 500_000_000)
 	spec := Spec{
-		Timeout: 90 * time.Minute, Workdir: "/workspace", Owner: "etl/manual__2026",
+		Lifetime: 90 * time.Minute, Workdir: "/workspace", Owner: "etl/manual__2026",
 		Network: NetworkPolicy{AllowHosts: []string{"pypi.org"}},
 		Tags: map[string]string{
 			"team":       "data",
@@ -100,7 +100,7 @@ func TestOwnershipTags(t *testing.T) {
 	}
 
 	// Without an owner, an author's airflow_owner tag is dropped, not kept.
-	noOwner := OwnershipTags("airflow-sandbox-0123456789ab", Spec{Timeout: time.Hour, Tags: map[string]string{TagOwner: "spoofed"}}, now)
+	noOwner := OwnershipTags("airflow-sandbox-0123456789ab", Spec{Lifetime: time.Hour, Tags: map[string]string{TagOwner: "spoofed"}}, now)
 	if _, ok := noOwner[TagOwner]; ok {
 		t.Errorf("author-set airflow_owner survived: %v", noOwner)
 	}

@@ -31,7 +31,7 @@ func TestCreateStampsTagsAndRefusesInvalidSpecs(t *testing.T) {
 	if tags[TagOwner] != "dag/run" || tags[TagSandbox] != info.Name || tags[TagCreatedBy] != CreatedByValue {
 		t.Errorf("tags = %v", tags)
 	}
-	if exp := ExpiresAt(tags); exp.Before(time.Now().Add(DefaultTimeout - time.Minute)) {
+	if exp := ExpiresAt(tags); exp.Before(time.Now().Add(DefaultLifetime - time.Minute)) {
 		t.Errorf("expiry %v is not the default lifetime away", exp)
 	}
 }
@@ -63,7 +63,7 @@ func TestExecCapsOutputAndReportsTruncation(t *testing.T) {
 func TestExecTimeoutDefaultsAndIsClippedToLifetime(t *testing.T) {
 	ctx := context.Background()
 	drv := newFake()
-	sb, _ := create(ctx, drv, Spec{Timeout: time.Hour})
+	sb, _ := create(ctx, drv, Spec{Lifetime: time.Hour})
 	res, _ := sb.Exec(ctx, "x", ExecOptions{})
 	if drv.lastExec.Timeout != DefaultExecTimeout || res.AppliedTimeout != DefaultExecTimeout {
 		t.Errorf("default exec timeout: sent %v, applied %v", drv.lastExec.Timeout, res.AppliedTimeout)

@@ -15,9 +15,9 @@ func TestValidateNamesTheField(t *testing.T) {
 	}{
 		{"negative cpu", Spec{CPU: -1}, "cpu:"},
 		{"negative memory", Spec{MemoryMiB: -5}, "memory_mib:"},
-		{"negative timeout", Spec{Timeout: -time.Second}, "timeout:"},
-		{"huge timeout", Spec{Timeout: 25 * time.Hour}, "timeout: 25h0m0s is longer than"},
-		{"fractional timeout", Spec{Timeout: 1500 * time.Millisecond}, "not a whole number of seconds"},
+		{"negative lifetime", Spec{Lifetime: -time.Second}, "lifetime:"},
+		{"huge lifetime", Spec{Lifetime: 25 * time.Hour}, "lifetime: 25h0m0s is longer than"},
+		{"fractional timeout", Spec{Lifetime: 1500 * time.Millisecond}, "not a whole number of seconds"},
 		{"relative workdir", Spec{Workdir: "work"}, `workdir: "work"`},
 		{"unclean workdir", Spec{Workdir: "/a/../b"}, `workdir: "/a/../b"`},
 		{"env name with =", Spec{Env: map[string]string{"A=B": "x"}}, `env: "A=B"`},
@@ -56,7 +56,7 @@ func TestValidSpecs(t *testing.T) {
 	for _, s := range []Spec{
 		{},
 		Spec{}.WithDefaults(),
-		{CPU: 0.5, MemoryMiB: 2048, Timeout: 24 * time.Hour, Workdir: "/home/job", Env: map[string]string{"K": "v"},
+		{CPU: 0.5, MemoryMiB: 2048, Lifetime: 24 * time.Hour, Workdir: "/home/job", Env: map[string]string{"K": "v"},
 			Network: NetworkPolicy{AllowCIDRs: []string{"10.0.0.0/8"}}, Owner: "dag/run", Tags: map[string]string{"t": ""}},
 	} {
 		if err := s.Validate(); err != nil {
@@ -67,14 +67,14 @@ func TestValidSpecs(t *testing.T) {
 
 func TestDefaults(t *testing.T) {
 	s := Spec{}.WithDefaults()
-	if s.Timeout != DefaultTimeout || s.Workdir != DefaultWorkdir {
+	if s.Lifetime != DefaultLifetime || s.Workdir != DefaultWorkdir {
 		t.Errorf("defaults: %+v", s)
 	}
 	if p := (Spec{}).NetworkPolicy(); p.Open || len(p.AllowHosts)+len(p.AllowCIDRs) != 0 {
 		t.Errorf("the default network must be blocked with no allowlist: %+v", p)
 	}
-	kept := Spec{Timeout: time.Minute, Workdir: "/w"}.WithDefaults()
-	if kept.Timeout != time.Minute || kept.Workdir != "/w" {
+	kept := Spec{Lifetime: time.Minute, Workdir: "/w"}.WithDefaults()
+	if kept.Lifetime != time.Minute || kept.Workdir != "/w" {
 		t.Errorf("WithDefaults overwrote set fields: %+v", kept)
 	}
 }

@@ -22,9 +22,9 @@ type (
 
 // Defaults applied by Spec.WithDefaults, and the longest lifetime.
 const (
-	DefaultTimeout = driver.DefaultTimeout
-	DefaultWorkdir = driver.DefaultWorkdir
-	MaxTimeout     = driver.MaxTimeout
+	DefaultLifetime = driver.DefaultLifetime
+	DefaultWorkdir  = driver.DefaultWorkdir
+	MaxLifetime     = driver.MaxLifetime
 )
 
 // Error kinds; match with errors.Is.

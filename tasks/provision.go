@@ -118,7 +118,7 @@ func provision(ctx context.Context, d Deps, in ProvisionInput) (created, error) 
 	if err != nil {
 		return created{}, err
 	}
-	log.Info("creating sandbox", "backend", req.Backend, "image", spec.Image, "owner", spec.Owner, "lifetime", spec.WithDefaults().Timeout)
+	log.Info("creating sandbox", "backend", req.Backend, "image", spec.Image, "owner", spec.Owner, "lifetime", spec.WithDefaults().Lifetime)
 	sb, err := drv.Create(ctx, spec)
 	if err != nil {
 		drv.Close()
@@ -172,7 +172,7 @@ func (in ProvisionInput) Check(r *registry.Registry) error {
 		return err
 	}
 	if ps := registry.SpecProblems(cfg, spec); len(ps) > 0 {
-		return refusedSpec("the %s backend refuses this sandbox: %s", in.BackendOptions.name(), driver.JoinProblems(ps, specInputNames))
+		return refusedSpec("the %s backend refuses this sandbox: %s", in.BackendOptions.name(), driver.JoinProblems(ps, nil))
 	}
 	return nil
 }
@@ -186,7 +186,7 @@ func (in ProvisionInput) Validate() error {
 		return err
 	}
 	if ps := in.checkedSpec().Problems(); len(ps) > 0 {
-		return refusedSpec("%s", driver.JoinProblems(ps, specInputNames))
+		return refusedSpec("%s", driver.JoinProblems(ps, nil))
 	}
 	return nil
 }
@@ -217,10 +217,6 @@ func (in ProvisionInput) checkTagsAndEnv() error {
 	return nil
 }
 
-// specInputNames maps a sandbox spec's field names to the inputs that
-// set them, where they differ.
-var specInputNames = map[string]string{"timeout": "lifetime"}
-
 // checkedSpec is what Check and Validate check: the spec as far as it is
 // known before env_from is read and the owner defaults to the run.
 func (in ProvisionInput) checkedSpec() sandbox.Spec {
@@ -234,7 +230,7 @@ func (in ProvisionInput) checkedSpec() sandbox.Spec {
 func (in ProvisionInput) shape() sandbox.Spec {
 	return sandbox.Spec{
 		Image: in.Image, CPU: in.CPU, MemoryMiB: in.MemoryMiB, GPU: in.GPU,
-		Timeout: time.Duration(in.Lifetime).Round(time.Second), Workdir: in.Workdir, Network: in.Network,
+		Lifetime: time.Duration(in.Lifetime).Round(time.Second), Workdir: in.Workdir, Network: in.Network,
 	}
 }
 

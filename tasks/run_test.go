@@ -170,7 +170,7 @@ func TestSweep(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now()
 	mk := func(owner string, life time.Duration, createdByUs bool) string {
-		spec := sandbox.Spec{Owner: owner, Timeout: life}.WithDefaults()
+		spec := sandbox.Spec{Owner: owner, Lifetime: life}.WithDefaults()
 		name := sandbox.NewName()
 		spec.Tags = sandbox.OwnershipTags(name, spec, now)
 		if !createdByUs {
@@ -189,7 +189,7 @@ func TestSweep(t *testing.T) {
 	// It never sweeps its own, so sweep does.
 	pyExpired := mk("d/r1", time.Minute, false)
 	// Anyone else's: no airflow tags at all. Never touched.
-	stranger, err := e.drv.Create(ctx, "someone-elses-sandbox", sandbox.Spec{Timeout: time.Minute, Tags: map[string]string{"team": "x"}}.WithDefaults())
+	stranger, err := e.drv.Create(ctx, "someone-elses-sandbox", sandbox.Spec{Lifetime: time.Minute, Tags: map[string]string{"team": "x"}}.WithDefaults())
 	if err != nil {
 		t.Fatal(err)
 	}

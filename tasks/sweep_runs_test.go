@@ -17,7 +17,7 @@ import (
 // none), that expires after life, and returns its id.
 func makeOwned(t *testing.T, e *env, owner string, life time.Duration, now time.Time) string {
 	t.Helper()
-	spec := sandbox.Spec{Timeout: life}.WithDefaults()
+	spec := sandbox.Spec{Lifetime: life}.WithDefaults()
 	name := sandbox.NewName()
 	spec.Tags = sandbox.OwnershipTags(name, spec, now)
 	// Set after validation: the Python provider checks no owner's form.

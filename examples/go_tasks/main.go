@@ -147,7 +147,7 @@ func rankCustomers(ctx context.Context, d tasks.Deps, in RankInput) ([]string, e
 		return nil, err
 	}
 	defer backend.Close() //nolint:errcheck // it only releases the client
-	sb, err := backend.Create(ctx, sandbox.Spec{Owner: d.Run.Owner(), Timeout: 10 * time.Minute})
+	sb, err := backend.Create(ctx, sandbox.Spec{Owner: d.Run.Owner(), Lifetime: 10 * time.Minute})
 	if err != nil {
 		return nil, err
 	}

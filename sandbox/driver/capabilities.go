@@ -30,7 +30,7 @@ type Capabilities struct {
 	// List: sandboxes can be found by tag (the driver is a Lister), so
 	// sweep can remove leftovers.
 	List bool
-	// Lifetime: the backend itself ends a sandbox when Spec.Timeout runs
+	// Lifetime: the backend itself ends a sandbox when Spec.Lifetime runs
 	// out, even if no one destroys it: the backstop when a task's cleanup
 	// is cut short.
 	Lifetime bool

@@ -21,11 +21,11 @@ import (
 
 // Defaults applied by Spec.WithDefaults.
 const (
-	DefaultTimeout = time.Hour
-	DefaultWorkdir = "/workspace"
-	// MaxTimeout bounds a sandbox's server-side lifetime: a lost sandbox must
+	DefaultLifetime = time.Hour
+	DefaultWorkdir  = "/workspace"
+	// MaxLifetime bounds a sandbox's server-side lifetime: a lost sandbox must
 	// not live (and bill) for days.
-	MaxTimeout = 24 * time.Hour
+	MaxLifetime = 24 * time.Hour
 )
 
 // NetworkPolicy says what the sandbox may reach. The zero value is the
@@ -77,10 +77,12 @@ type Spec struct {
 	MemoryMiB int     `json:"memory_mib,omitempty"` // 0 = backend default
 	// GPU is the backend's GPU type and count, e.g. "A10G" or "A100:2";
 	// "" = none.
-	GPU     string            `json:"gpu,omitempty"`
-	Timeout time.Duration     `json:"timeout,omitempty"` // server-side lifetime; always set after WithDefaults
-	Workdir string            `json:"workdir,omitempty"`
-	Env     map[string]string `json:"env,omitempty"`
+	GPU string `json:"gpu,omitempty"`
+	// Lifetime is the server-side lifetime, always set after WithDefaults
+	// ("timeout" on the wire, as sandboxes made before the name have it).
+	Lifetime time.Duration     `json:"timeout,omitempty"`
+	Workdir  string            `json:"workdir,omitempty"`
+	Env      map[string]string `json:"env,omitempty"`
 	// Network's zero value is the default: blocked, no allowlist.
 	Network NetworkPolicy     `json:"network"`
 	Owner   string            `json:"owner,omitempty"` // "<dag_id>/<run_id>" of the run that owns it
@@ -92,8 +94,8 @@ func (s Spec) NetworkPolicy() NetworkPolicy { return s.Network }
 
 // WithDefaults fills the timeout and workdir.
 func (s Spec) WithDefaults() Spec {
-	if s.Timeout == 0 {
-		s.Timeout = DefaultTimeout
+	if s.Lifetime == 0 {
+		s.Lifetime = DefaultLifetime
 	}
 	if s.Workdir == "" {
 		s.Workdir = DefaultWorkdir
@@ -145,12 +147,12 @@ func (s Spec) Problems() []Problem {
 	if s.MemoryMiB < 0 {
 		add("memory_mib", "%d is negative; give MiB such as 2048", s.MemoryMiB)
 	}
-	if s.Timeout < 0 {
-		add("timeout", "%v is negative; give a lifetime such as 1h", s.Timeout)
-	} else if s.Timeout > MaxTimeout {
-		add("timeout", "%v is longer than the %v maximum (a sandbox must not outlive its job by days); give at most 24h", s.Timeout, MaxTimeout)
-	} else if s.Timeout%time.Second != 0 {
-		add("timeout", "%v is not a whole number of seconds", s.Timeout)
+	if s.Lifetime < 0 {
+		add("lifetime", "%v is negative; give a lifetime such as 1h", s.Lifetime)
+	} else if s.Lifetime > MaxLifetime {
+		add("lifetime", "%v is longer than the %v maximum (a sandbox must not outlive its job by days); give at most 24h", s.Lifetime, MaxLifetime)
+	} else if s.Lifetime%time.Second != 0 {
+		add("lifetime", "%v is not a whole number of seconds", s.Lifetime)
 	}
 	if s.Workdir != "" && (!path.IsAbs(s.Workdir) || path.Clean(s.Workdir) != s.Workdir) {
 		add("workdir", "%q must be a clean absolute path such as /workspace", s.Workdir)

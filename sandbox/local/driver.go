@@ -529,7 +529,7 @@ func (d *Driver) Create(ctx context.Context, name string, spec sandbox.Spec) (sa
 	now := d.now()
 	m := &meta{
 		Name: name, Spec: spec, Rootfs: rootfs, Tags: cloneTags(spec.Tags), Host: d.host,
-		CreatedAt: now.UTC(), ExpiresAt: now.Add(spec.Timeout).UTC(),
+		CreatedAt: now.UTC(), ExpiresAt: now.Add(spec.Lifetime).UTC(),
 		// Fixed at creation, by whoever configured the creating task.
 		Limits: &limits{MemoryMiB: cmp.Or(spec.MemoryMiB, d.defaultMemMiB), DiskMiB: d.diskMiB,
 			DiskInodes: d.diskInodes, DiskImage: d.mkfs != ""},

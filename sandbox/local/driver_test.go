@@ -228,7 +228,7 @@ func (w writerFunc) Write(p []byte) (int, error) { w(p); return len(p), nil }
 
 func TestExpiredSandboxIsGoneAndSweepable(t *testing.T) {
 	d := newTestDriver(t)
-	sb := create(t, d, sandbox.Spec{Timeout: time.Hour})
+	sb := create(t, d, sandbox.Spec{Lifetime: time.Hour})
 	d.now = func() time.Time { return time.Now().Add(2 * time.Hour) }
 	_, err := d.Exec(context.Background(), sb.ID(), sandbox.ExecRequest{Command: "true", Timeout: time.Minute, Stdout: io.Discard, Stderr: io.Discard})
 	if !errors.Is(err, sandbox.ErrGone) || !sandbox.IsFinal(err) {

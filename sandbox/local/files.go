@@ -462,7 +462,7 @@ func (d *Driver) openInSandbox(ctx context.Context, id string, m *meta, dir, p s
 		var errb bytes.Buffer
 		res, err := d.run(runCtx, id, m, dir, runSpec{
 			argv: []string{"/bin/sh", "-c", `exec cat -- "$1"`, "sh", p}, cwd: "/",
-			stdout: pw, stderr: &errb, timeout: sandbox.MaxTimeout,
+			stdout: pw, stderr: &errb, timeout: sandbox.MaxLifetime,
 		})
 		if err == nil && (res.ExitCode != 0 || res.TimedOut || res.SandboxLost) {
 			err = &sandbox.Error{Op: "read", Sandbox: id, Path: p, Err: fmt.Errorf("reading inside the sandbox failed (exit %d): %s", res.ExitCode, strings.TrimSpace(errb.String()))}

@@ -31,7 +31,7 @@ func TestSandboxIDsNameTheirHost(t *testing.T) {
 	ctx := context.Background()
 	rootA := t.TempDir()
 	a, b := newDriverOn(t, rootA, "worker-a"), newDriverOn(t, t.TempDir(), "worker-b")
-	sb := create(t, a, sandbox.Spec{Timeout: time.Hour})
+	sb := create(t, a, sandbox.Spec{Lifetime: time.Hour})
 	id := sb.ID()
 	info, err := a.Info(ctx, id)
 	if err != nil || id != info.Name+"@worker-a" || info.Tags[sandbox.TagHost] != "worker-a" {

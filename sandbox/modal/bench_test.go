@@ -45,7 +45,7 @@ func BenchmarkOverhead(b *testing.B) {
 		name := sandbox.NewName()
 		spec := sandbox.Spec{}.WithDefaults()
 		sb, err := client.Sandboxes.Create(ctx, app, image, &modal.SandboxCreateParams{
-			Name: name, Timeout: spec.Timeout, Workdir: spec.Workdir, BlockNetwork: true,
+			Name: name, Timeout: spec.Lifetime, Workdir: spec.Workdir, BlockNetwork: true,
 			Tags: sandbox.OwnershipTags(name, spec, time.Now()),
 		})
 		if err != nil {

@@ -360,7 +360,7 @@ func (d *Driver) createParams(name string, spec sandbox.Spec) (*modal.SandboxCre
 	}
 	return &modal.SandboxCreateParams{
 		Name:      name,
-		Timeout:   spec.Timeout,
+		Timeout:   spec.Lifetime,
 		Workdir:   spec.Workdir,
 		Env:       maps.Clone(spec.Env),
 		CPU:       spec.CPU,

@@ -22,7 +22,7 @@ import (
 func TestCreateMapsSpec(t *testing.T) {
 	fake, drv := newFake(t, nil)
 	sb := mustCreate(t, drv, sandbox.Spec{
-		CPU: 1.5, MemoryMiB: 4096, Timeout: 600 * time.Second, Workdir: "/work",
+		CPU: 1.5, MemoryMiB: 4096, Lifetime: 600 * time.Second, Workdir: "/work",
 		Env: map[string]string{"FOO": "bar"}, Owner: "dag/run",
 	})
 	defer sb.Destroy(context.Background())
@@ -151,7 +151,7 @@ func TestRefusalsMakeNoRPC(t *testing.T) {
 		sni    bool
 		reason string
 	}{
-		{"short lifetime", sandbox.Spec{Timeout: 119 * time.Second}, false, "minimum"},
+		{"short lifetime", sandbox.Spec{Lifetime: 119 * time.Second}, false, "minimum"},
 		{"host bits", sandbox.Spec{Network: block(nil, []string{"10.0.0.1/8"})}, false, "host bits"},
 		{"whole internet", sandbox.Spec{Network: block(nil, []string{"0.0.0.0/0"})}, false, "whole internet"},
 		{"hostname as cidr", sandbox.Spec{Network: block(nil, []string{"example.com"})}, false, "IPv4"},
@@ -191,7 +191,7 @@ func TestOwnershipTagContract(t *testing.T) {
 	fake, drv := newFake(t, nil)
 	before := time.Now().Unix()
 	sb := mustCreate(t, drv, sandbox.Spec{
-		Timeout: 900 * time.Second, Owner: "my_dag/manual__2026-01-01",
+		Lifetime: 900 * time.Second, Owner: "my_dag/manual__2026-01-01",
 		Tags: map[string]string{"team": "data", sandbox.TagOwner: "someone-else", sandbox.TagHolder: "x", sandbox.TagSandbox: "fake"},
 	})
 	defer sb.Destroy(context.Background())
@@ -227,7 +227,7 @@ func TestOwnershipTagContract(t *testing.T) {
 func TestAttachReleaseThroughSDK(t *testing.T) {
 	fake, drv := newFake(t, nil)
 	owner := sandbox.OwnerFor("d", "r")
-	sb := mustCreate(t, drv, sandbox.Spec{Owner: owner, Timeout: 600 * time.Second})
+	sb := mustCreate(t, drv, sandbox.Spec{Owner: owner, Lifetime: 600 * time.Second})
 	if err := sb.WriteFile(context.Background(), "in.txt", strings.NewReader("staged"), 0); err != nil {
 		t.Fatal(err)
 	}

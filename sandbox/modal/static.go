@@ -29,10 +29,10 @@ func (o BundleOptions) SpecProblems(spec driver.Spec) []driver.Problem {
 // lifetimeProblems: Modal's bounds on a sandbox's lifetime.
 func lifetimeProblems(spec driver.Spec) []driver.Problem {
 	switch {
-	case spec.Timeout < MinTimeout:
-		return []driver.Problem{{Field: "timeout", Msg: fmt.Sprintf("%v is shorter than Modal's %v minimum for an Airflow sandbox; give a lifetime of at least 2m", spec.Timeout, MinTimeout)}}
-	case spec.Timeout%time.Second != 0:
-		return []driver.Problem{{Field: "timeout", Msg: fmt.Sprintf("%v is not a whole number of seconds", spec.Timeout)}}
+	case spec.Lifetime < MinTimeout:
+		return []driver.Problem{{Field: "lifetime", Msg: fmt.Sprintf("%v is shorter than Modal's %v minimum for an Airflow sandbox; give a lifetime of at least 2m", spec.Lifetime, MinTimeout)}}
+	case spec.Lifetime%time.Second != 0:
+		return []driver.Problem{{Field: "lifetime", Msg: fmt.Sprintf("%v is not a whole number of seconds", spec.Lifetime)}}
 	}
 	return nil
 }

@@ -51,7 +51,7 @@ func BenchmarkCreateExecDestroy(b *testing.B) {
 	cycle := func() {
 		c0 := processCPU()
 		t0 := time.Now()
-		sb, err := sandbox.NewBackend(drv).Create(ctx, sandbox.Spec{Timeout: 10 * time.Minute})
+		sb, err := sandbox.NewBackend(drv).Create(ctx, sandbox.Spec{Lifetime: 10 * time.Minute})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -113,7 +113,7 @@ func benchTransfer(b *testing.B, op func(ctx context.Context, sb *sandbox.Sandbo
 	size := benchSize(b)
 	_, drv := benchEnv(b)
 	ctx := context.Background()
-	sb, err := sandbox.NewBackend(drv).Create(ctx, sandbox.Spec{Timeout: 30 * time.Minute})
+	sb, err := sandbox.NewBackend(drv).Create(ctx, sandbox.Spec{Lifetime: 30 * time.Minute})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -255,7 +255,7 @@ func (d *Driver) createRequest(name string, spec sandbox.Spec) (osdk.CreateSandb
 	if image == "" {
 		image = d.opts.Image
 	}
-	secs := int(spec.Timeout / time.Second)
+	secs := int(spec.Lifetime / time.Second)
 	req := osdk.CreateSandboxRequest{
 		Image:          &osdk.ImageSpec{URI: image},
 		Entrypoint:     d.opts.Entrypoint,

@@ -101,7 +101,7 @@ func TestRoundTrip(t *testing.T) {
 func TestCreateSendsSpecToServer(t *testing.T) {
 	e := newEnv(t, fakeopensandbox.Options{}, nil)
 	create(t, e, sandbox.Spec{
-		CPU: 0.5, MemoryMiB: 512, Timeout: 90 * time.Second, Env: map[string]string{"A": "1"},
+		CPU: 0.5, MemoryMiB: 512, Lifetime: 90 * time.Second, Env: map[string]string{"A": "1"},
 		Network: sandbox.NetworkPolicy{AllowHosts: []string{"pypi.org"}}, Owner: "my_dag/manual__2026-11-29T15:58:40+00:00",
 	})
 	reqs := e.srv.CreateRequests()

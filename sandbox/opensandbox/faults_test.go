@@ -347,7 +347,7 @@ func TestDestroyAndExpiry(t *testing.T) {
 func TestRenew(t *testing.T) {
 	e := newEnv(t, fakeopensandbox.Options{}, nil)
 	ctx := ctxT(t)
-	sb := create(t, e, sandbox.Spec{Timeout: 2 * time.Minute})
+	sb := create(t, e, sandbox.Spec{Lifetime: 2 * time.Minute})
 	at, err := e.drv.Renew(ctx, sb.ID(), time.Hour)
 	if err != nil {
 		t.Fatal(err)

@@ -11,7 +11,7 @@ import (
 )
 
 func TestTagsRoundTripThroughLabelSafeMetadata(t *testing.T) {
-	spec := sandbox.Spec{Owner: "my_dag/manual__2026-11-29T15:58:40.123456+00:00", Timeout: time.Hour, Workdir: "/workspace",
+	spec := sandbox.Spec{Owner: "my_dag/manual__2026-11-29T15:58:40.123456+00:00", Lifetime: time.Hour, Workdir: "/workspace",
 		Network: sandbox.NetworkPolicy{AllowHosts: []string{"pypi.org", "*.python.org"}}}
 	tags := sandbox.OwnershipTags("airflow-sandbox-0123456789ab", spec, time.Unix(1767225600, 0))
 	tags[sandbox.TagHolder] = sandbox.HolderFor("my_dag", "manual__2026", "agent", 3)
@@ -88,7 +88,7 @@ func TestCreateRequestMapping(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := sandbox.Spec{Timeout: time.Hour, Workdir: "/workspace", Tags: map[string]string{"k": "v"}}
+	base := sandbox.Spec{Lifetime: time.Hour, Workdir: "/workspace", Tags: map[string]string{"k": "v"}}
 	cases := []struct {
 		cpu       float64
 		mem       int
@@ -126,7 +126,7 @@ func TestCreateRequestMapping(t *testing.T) {
 		edit func(*sandbox.Spec)
 		want string
 	}{
-		{"short lifetime", func(s *sandbox.Spec) { s.Timeout = 59 * time.Second }, "at least 1m0s"},
+		{"short lifetime", func(s *sandbox.Spec) { s.Lifetime = 59 * time.Second }, "at least 1m0s"},
 		{"cidr allowlist", func(s *sandbox.Spec) {
 			s.Network = sandbox.NetworkPolicy{AllowCIDRs: []string{"10.0.0.0/8"}}
 		}, "allow_cidrs"},

@@ -18,8 +18,8 @@ func specProblems(spec driver.Spec) []driver.Problem {
 	add := func(field, format string, a ...any) {
 		ps = append(ps, driver.Problem{Field: field, Msg: fmt.Sprintf(format, a...)})
 	}
-	if spec.Timeout < MinTimeout {
-		add("timeout", "OpenSandbox needs a lifetime of at least %v (got %v)", MinTimeout, spec.Timeout)
+	if spec.Lifetime < MinTimeout {
+		add("lifetime", "OpenSandbox needs a lifetime of at least %v (got %v)", MinTimeout, spec.Lifetime)
 	}
 	if spec.GPU != "" {
 		add("gpu", "this driver does not attach GPUs on OpenSandbox (asked for %q); remove gpu or use a backend with GPUs such as modal", spec.GPU)

@@ -192,7 +192,7 @@ func (s *suite) mustSucceed(t *testing.T, sb *sandbox.Sandbox, cmd string) strin
 
 func (s *suite) testInfo(t *testing.T, drv sandbox.Driver) {
 	before := time.Now()
-	sb := s.create(t, drv, func(sp *sandbox.Spec) { sp.Timeout = 10 * time.Minute; sp.Workdir = "/workspace" })
+	sb := s.create(t, drv, func(sp *sandbox.Spec) { sp.Lifetime = 10 * time.Minute; sp.Workdir = "/workspace" })
 	// A fresh handle asks the backend instead of the cached create result.
 	info, err := sandbox.NewBackend(drv).Open(sb.ID()).Info(s.ctx(t))
 	if err != nil {
@@ -662,7 +662,7 @@ func (s *suite) testTags(t *testing.T, drv sandbox.Driver) {
 	owner := sandbox.OwnerFor("conformance_dag", "run_"+sandbox.RandomHex(4))
 	sb := s.create(t, drv, func(sp *sandbox.Spec) {
 		sp.Owner = owner
-		sp.Timeout = 20 * time.Minute
+		sp.Lifetime = 20 * time.Minute
 		sp.Tags = map[string]string{"team": "data", sandbox.TagOwner: "spoofed", sandbox.TagHolder: "spoofed"}
 	})
 	tags, err := sb.Tags(ctx)

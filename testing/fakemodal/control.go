@@ -213,7 +213,7 @@ func (s *Server) create(ctx context.Context, v2 bool, appID string, def *pb.Sand
 	// anything other than OPEN is run with no network at all, which is at
 	// least as strict as the allowlist asked for.
 	spec := sandbox.Spec{
-		Timeout: timeout, Workdir: def.GetWorkdir(), Env: env,
+		Lifetime: timeout, Workdir: def.GetWorkdir(), Env: env,
 		Network: sandbox.NetworkPolicy{Open: def.GetNetworkAccess().GetNetworkAccessType() == pb.NetworkAccess_OPEN},
 	}.WithDefaults()
 	execName := sandbox.NewName()

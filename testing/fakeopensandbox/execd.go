@@ -315,7 +315,7 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request, b *sbx) {
 			return
 		}
 	}
-	timeout := sandbox.MaxTimeout
+	timeout := sandbox.MaxLifetime
 	if req.Timeout != nil && *req.Timeout > 0 {
 		timeout = time.Duration(*req.Timeout) * time.Millisecond
 	}

@@ -121,7 +121,7 @@ func (s *Server) startRealExecd(ctx context.Context, id string, blocked bool, en
 			quoted[i] = quote(a)
 		}
 		res, err := s.drv.Exec(runCtx, id, sandbox.ExecRequest{
-			Command: "exec " + strings.Join(quoted, " "), Timeout: sandbox.MaxTimeout, Workdir: s.opts.Workdir,
+			Command: "exec " + strings.Join(quoted, " "), Timeout: sandbox.MaxLifetime, Workdir: s.opts.Workdir,
 			Env: runEnv, Stdout: out, Stderr: out,
 		})
 		if runCtx.Err() == nil {

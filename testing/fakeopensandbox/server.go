@@ -660,9 +660,9 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 
 	id := randHex(16)
 	now := time.Now().UTC()
-	spec := sandbox.Spec{Env: body.Env, Workdir: s.opts.Workdir, Timeout: sandbox.MaxTimeout, Network: sandbox.NetworkPolicy{Open: !block}}
-	if body.Timeout != nil && time.Duration(*body.Timeout)*time.Second+time.Minute < sandbox.MaxTimeout {
-		spec.Timeout = time.Duration(*body.Timeout)*time.Second + time.Minute
+	spec := sandbox.Spec{Env: body.Env, Workdir: s.opts.Workdir, Lifetime: sandbox.MaxLifetime, Network: sandbox.NetworkPolicy{Open: !block}}
+	if body.Timeout != nil && time.Duration(*body.Timeout)*time.Second+time.Minute < sandbox.MaxLifetime {
+		spec.Lifetime = time.Duration(*body.Timeout)*time.Second + time.Minute
 	}
 	if _, err := s.drv.Create(r.Context(), id, spec); err != nil {
 		if errors.Is(err, sandbox.ErrRefused) {
