@@ -40,10 +40,10 @@ type BackendOptions struct {
 	Options map[string]json.RawMessage `json:"backend_options,omitempty"`
 }
 
-// DriverRequest is a resolved backend choice: the backend's options are
+// BackendRequest is a resolved backend choice: the backend's options are
 // parsed and its connection has been read from Airflow (Conn nil means
 // none: a backend without connections, or an optional one that is missing).
-type DriverRequest struct {
+type BackendRequest struct {
 	Backend string
 	ConnID  string // the connection actually used; "" when Conn is nil
 	Conn    *connections.Connection
@@ -77,17 +77,17 @@ func CheckBackendOptions(r *registry.Registry, opts BackendOptions) (registry.Co
 	return cfg, err
 }
 
-// resolveDriverRequest parses the backend's options and reads its
+// resolveBackendRequest parses the backend's options and reads its
 // connection. A missing default connection of a backend whose connection is
 // optional (Modal) means the backend's environment credentials; any other
 // missing connection is an error.
-func resolveDriverRequest(ctx context.Context, d Deps, opts BackendOptions) (DriverRequest, error) {
+func resolveBackendRequest(ctx context.Context, d Deps, opts BackendOptions) (BackendRequest, error) {
 	r := d.backends()
 	b, cfg, err := r.Configure(opts.name(), opts.Options[opts.name()])
 	if err != nil {
-		return DriverRequest{}, err
+		return BackendRequest{}, err
 	}
-	req := DriverRequest{Backend: b.Name, Options: opts.Options[b.Name], Config: cfg, Logger: d.logger()}
+	req := BackendRequest{Backend: b.Name, Options: opts.Options[b.Name], Config: cfg, Logger: d.logger()}
 	if b.DefaultConnID == "" {
 		if opts.ConnID != "" {
 			d.logger().Info("ignoring conn_id: the backend takes no connection", "backend", b.Name, "conn_id", opts.ConnID)
@@ -104,12 +104,12 @@ func resolveDriverRequest(ctx context.Context, d Deps, opts BackendOptions) (Dri
 		d.logger().Info("no "+id+" connection; the backend uses credentials from the worker's environment", "backend", b.Name)
 		return req, nil
 	case errors.Is(err, connections.ErrNotFound):
-		return DriverRequest{}, final.Errorf("the %s backend needs Airflow connection %q, which does not exist; create it or set conn_id to an existing one", b.Name, id)
+		return BackendRequest{}, final.Errorf("the %s backend needs Airflow connection %q, which does not exist; create it or set conn_id to an existing one", b.Name, id)
 	case err != nil:
-		return DriverRequest{}, fmt.Errorf("reading Airflow connection %q for the %s backend: %w", id, b.Name, err)
+		return BackendRequest{}, fmt.Errorf("reading Airflow connection %q for the %s backend: %w", id, b.Name, err)
 	}
 	if err := maskSecrets(ctx, d, id, map[string]string{"password": conn.Password}); err != nil {
-		return DriverRequest{}, err
+		return BackendRequest{}, err
 	}
 	req.ConnID = id
 	req.Conn = &conn
@@ -117,8 +117,8 @@ func resolveDriverRequest(ctx context.Context, d Deps, opts BackendOptions) (Dri
 }
 
 // openBackend resolves the request and opens the backend.
-func openBackend(ctx context.Context, d Deps, opts BackendOptions) (*sandbox.Backend, DriverRequest, error) {
-	req, err := resolveDriverRequest(ctx, d, opts)
+func openBackend(ctx context.Context, d Deps, opts BackendOptions) (*sandbox.Backend, BackendRequest, error) {
+	req, err := resolveBackendRequest(ctx, d, opts)
 	if err != nil {
 		return nil, req, err
 	}

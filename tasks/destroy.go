@@ -29,7 +29,7 @@ func Destroy(ctx context.Context, d Deps, in DestroyInput) (string, error) {
 	if err := d.check(); err != nil {
 		return "", err
 	}
-	sb, drv, tags, err := openRef(ctx, d, in.BackendOptions, in.Sandbox, in.Owner)
+	sb, backend, tags, err := openRef(ctx, d, in.BackendOptions, in.Sandbox, in.Owner)
 	if err != nil {
 		if errors.Is(err, sandbox.ErrGone) {
 			d.logger().Info("sandbox already gone", "id", in.Sandbox.ID)
@@ -37,7 +37,7 @@ func Destroy(ctx context.Context, d Deps, in DestroyInput) (string, error) {
 		}
 		return "", err
 	}
-	defer drv.Close()
+	defer backend.Close()
 	if h := tags[sandbox.TagHolder]; h != "" {
 		// Python never checks this either; say it, so that an agent failing
 		// on a vanished sandbox can be traced to this task.
@@ -74,7 +74,7 @@ func Collect(ctx context.Context, d Deps, in CollectInput) ([]string, error) {
 	if err := d.check(); err != nil {
 		return nil, err
 	}
-	sb, drv, tags, err := openRef(ctx, d, in.BackendOptions, in.Sandbox, in.Owner)
+	sb, backend, tags, err := openRef(ctx, d, in.BackendOptions, in.Sandbox, in.Owner)
 	if err != nil {
 		if errors.Is(err, sandbox.ErrGone) {
 			if len(in.Exports) == 0 {
@@ -90,7 +90,7 @@ func Collect(ctx context.Context, d Deps, in CollectInput) ([]string, error) {
 		// behind is a task that ended without releasing: go ahead.
 		d.logger().Info("the sandbox is still marked as held; its holder ended without releasing it, collecting anyway", "holder", h)
 	}
-	defer drv.Close()
+	defer backend.Close()
 	defer destroyQuietly(ctx, d, sb)
 	if len(in.Exports) == 0 {
 		return []string{}, nil

@@ -63,11 +63,11 @@ func Export(ctx context.Context, d Deps, in ExportInput) ([]string, error) {
 		return nil, err
 	}
 	plan.sha256 = in.SHA256
-	sb, drv, _, err := openRef(ctx, d, in.BackendOptions, in.Sandbox, in.Owner)
+	sb, backend, _, err := openRef(ctx, d, in.BackendOptions, in.Sandbox, in.Owner)
 	if err != nil {
 		return nil, err
 	}
-	defer drv.Close()
+	defer backend.Close()
 	return exportFrom(ctx, d, sb, plan)
 }
 

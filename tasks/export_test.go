@@ -342,7 +342,7 @@ func TestConnectionCredentialsAreMasked(t *testing.T) {
 	if _, err := resolveStorage(context.Background(), e.deps, "export_conn_id", "", urls); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := resolveDriverRequest(context.Background(), e.deps, BackendOptions{Backend: "modal"}); err != nil {
+	if _, err := resolveBackendRequest(context.Background(), e.deps, BackendOptions{Backend: "modal"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, secret := range []string{"aws-secret-123", "aws-session-456", "as-modal-789", "gcp-private-key-321", "azure-key-654"} {

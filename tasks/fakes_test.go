@@ -215,10 +215,10 @@ func (d *dirDriver) alive() []string {
 // opener returns the backends a test's tasks open: local, modal and
 // opensandbox, with the connection rules and capabilities of the real ones, all handing out
 // d and recording each request in reqs (when not nil).
-func (d *dirDriver) opener(reqs *[]DriverRequest) *registry.Registry { return backendsFor(d, reqs) }
+func (d *dirDriver) opener(reqs *[]BackendRequest) *registry.Registry { return backendsFor(d, reqs) }
 
 // backendsFor is opener for any driver (a wrapper around a dirDriver).
-func backendsFor(d driver.Driver, reqs *[]DriverRequest) *registry.Registry {
+func backendsFor(d driver.Driver, reqs *[]BackendRequest) *registry.Registry {
 	r := registry.New()
 	for _, b := range []registry.Registration{
 		{Name: "local", Configure: fakeConfigure(d, reqs, "local", sandbox.Capabilities{Memory: true, BlockNetwork: true, OpenNetwork: true, Tags: true, List: true})},
@@ -236,7 +236,7 @@ type fakeOptions struct {
 	Flag string `json:"flag,omitempty"`
 }
 
-func fakeConfigure(d driver.Driver, reqs *[]DriverRequest, name string, caps sandbox.Capabilities) func(json.RawMessage) (registry.Config, error) {
+func fakeConfigure(d driver.Driver, reqs *[]BackendRequest, name string, caps sandbox.Capabilities) func(json.RawMessage) (registry.Config, error) {
 	return func(raw json.RawMessage) (registry.Config, error) {
 		var o fakeOptions
 		if err := registry.DecodeOptions(raw, &o); err != nil {
@@ -248,7 +248,7 @@ func fakeConfigure(d driver.Driver, reqs *[]DriverRequest, name string, caps san
 
 type fakeBackend struct {
 	d    driver.Driver
-	reqs *[]DriverRequest
+	reqs *[]BackendRequest
 	name string
 	caps sandbox.Capabilities
 	raw  json.RawMessage
@@ -258,7 +258,7 @@ func (f fakeBackend) Capabilities() sandbox.Capabilities { return f.caps }
 
 func (f fakeBackend) Open(_ context.Context, conn *connections.Connection, _ hclog.Logger) (driver.Driver, error) {
 	if f.reqs != nil {
-		req := DriverRequest{Backend: f.name, Conn: conn, Options: f.raw}
+		req := BackendRequest{Backend: f.name, Conn: conn, Options: f.raw}
 		if conn != nil {
 			req.ConnID = conn.ConnID
 		}
@@ -393,7 +393,7 @@ type env struct {
 	drv  *dirDriver
 	st   *memStorage
 	log  *syncbuf.Buffer
-	reqs []DriverRequest
+	reqs []BackendRequest
 	deps Deps
 }
 

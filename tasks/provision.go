@@ -114,19 +114,19 @@ func provision(ctx context.Context, d Deps, in ProvisionInput) (created, error) 
 	if err := checkStorage(ctx, d, "stage_in", in.StageIn, true, creds); err != nil {
 		return created{}, err
 	}
-	drv, req, err := openBackend(ctx, d, in.BackendOptions)
+	backend, req, err := openBackend(ctx, d, in.BackendOptions)
 	if err != nil {
 		return created{}, err
 	}
 	log.Info("creating sandbox", "backend", req.Backend, "image", spec.Image, "owner", spec.Owner, "lifetime", spec.WithDefaults().Lifetime)
-	sb, err := drv.Create(ctx, spec)
+	sb, err := backend.Create(ctx, spec)
 	if err != nil {
-		drv.Close()
+		backend.Close()
 		return created{}, fmt.Errorf("creating a %s sandbox: %w", req.Backend, err)
 	}
 	fail := func(err error) (created, error) {
 		what := destroyQuietly(ctx, d, sb)
-		drv.Close()
+		backend.Close()
 		return created{}, fmt.Errorf("%w (%s)", err, what)
 	}
 	info, err := sb.Info(ctx)
@@ -150,7 +150,7 @@ func provision(ctx context.Context, d Deps, in ProvisionInput) (created, error) 
 	if !exp.IsZero() {
 		rec.ExpiresAt = exp.UTC().Format(time.RFC3339)
 	}
-	return created{sandbox: sb, backend: drv, record: rec, secrets: secrets}, nil
+	return created{sandbox: sb, backend: backend, record: rec, secrets: secrets}, nil
 }
 
 // Check parses the backend options with the backends r links and refuses

@@ -205,7 +205,7 @@ func TestBackendConnectionResolution(t *testing.T) {
 			for _, cn := range c.conns {
 				e.af.conns[cn.ConnID] = cn
 			}
-			req, err := resolveDriverRequest(context.Background(), e.deps, c.opts)
+			req, err := resolveBackendRequest(context.Background(), e.deps, c.opts)
 			if c.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
 					t.Fatalf("want error mentioning %s, got %v", c.wantErr, err)
@@ -243,7 +243,7 @@ func TestOnlyTheChosenBackendsOptionsApply(t *testing.T) {
 	e := newEnv(t)
 	opts := BackendOptions{Backend: "local", ConnID: "modal_default", Options: map[string]json.RawMessage{
 		"local": json.RawMessage(`{"flag": "mine"}`), "modal": json.RawMessage(`{"flag": "other"}`)}}
-	req, err := resolveDriverRequest(context.Background(), e.deps, opts)
+	req, err := resolveBackendRequest(context.Background(), e.deps, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -79,11 +79,11 @@ func RunCommands(ctx context.Context, d Deps, in RunInput) (RunResult, error) {
 	if len(in.Command) == 0 {
 		return RunResult{}, final.Errorf("command: nothing to run; give a command string or a list of them")
 	}
-	sb, drv, tags, err := openRef(ctx, d, in.BackendOptions, in.Sandbox, in.Owner)
+	sb, backend, tags, err := openRef(ctx, d, in.BackendOptions, in.Sandbox, in.Owner)
 	if err != nil {
 		return RunResult{}, err
 	}
-	defer drv.Close()
+	defer backend.Close()
 	if h := tags[sandbox.TagHolder]; h != "" {
 		d.logger().Warn("an agent task holds this sandbox; commands run alongside its work", "holder", h)
 	}
@@ -175,11 +175,11 @@ func openRef(ctx context.Context, d Deps, opts BackendOptions, ref SandboxRef, o
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	drv, _, err := openBackend(ctx, d, opts)
+	backend, _, err := openBackend(ctx, d, opts)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	sb := drv.Open(ref.ID)
+	sb := backend.Open(ref.ID)
 	if owner == "" {
 		owner = d.Run.Owner()
 	}
@@ -187,19 +187,19 @@ func openRef(ctx context.Context, d Deps, opts BackendOptions, ref SandboxRef, o
 	switch {
 	case errors.Is(err, sandbox.ErrUnsupported):
 	case errors.Is(err, sandbox.ErrOtherHost):
-		drv.Close()
+		backend.Close()
 		return nil, nil, nil, err // it says where the sandbox is, and what to do
 	case errors.Is(err, sandbox.ErrGone):
-		drv.Close()
+		backend.Close()
 		return nil, nil, nil, fmt.Errorf("sandbox %s no longer exists (destroyed or expired; provision a new one): %w", ref.ID, err)
 	case err != nil:
-		drv.Close()
+		backend.Close()
 		return nil, nil, nil, fmt.Errorf("reading the tags of sandbox %s: %w", ref.ID, err)
 	case tags[sandbox.TagOwner] != owner:
-		drv.Close()
+		backend.Close()
 		return nil, nil, nil, final.Errorf("sandbox %s belongs to %q, not %q; use the sandbox this Dag run provisioned, or set owner", ref.ID, tags[sandbox.TagOwner], owner)
 	}
-	return sb, drv, tags, nil
+	return sb, backend, tags, nil
 }
 
 // mergeRef takes the backend and connection from a Record, refusing a

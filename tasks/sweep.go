@@ -143,15 +143,15 @@ func sweepAt(ctx context.Context, d Deps, in SweepInput, now time.Time) (res Swe
 		defer func() { res.Storage = reports }()
 	}
 	log := d.logger()
-	drv, req, err := openBackend(ctx, d, in.BackendOptions)
+	backend, req, err := openBackend(ctx, d, in.BackendOptions)
 	if err != nil {
 		return SweepResult{}, err
 	}
-	defer drv.Close()
+	defer backend.Close()
 	// Unfiltered: the Python provider's sandboxes share no tag value a
 	// backend could filter on. Modal lists one app (app_name), which is the
 	// provider's default app too.
-	list, err := drv.List(ctx, nil)
+	list, err := backend.List(ctx, nil)
 	if err != nil {
 		return SweepResult{}, fmt.Errorf("listing %s sandboxes: %w", req.Backend, err)
 	}
@@ -199,7 +199,7 @@ func sweepAt(ctx context.Context, d Deps, in SweepInput, now time.Time) (res Swe
 			log.Info("would destroy", "id", s.ID, "owner", s.Owner, "creator", s.Creator, "reason", s.Reason, "run_state", s.RunState, "expires_at", s.ExpiresAt)
 			continue
 		}
-		if err := drv.Open(info.ID).Destroy(ctx); err != nil {
+		if err := backend.Open(info.ID).Destroy(ctx); err != nil {
 			log.Error("could not destroy", "id", s.ID, "error", err)
 			failed = append(failed, fmt.Sprintf("%s (%v)", s.ID, err))
 			continue
