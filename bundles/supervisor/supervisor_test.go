@@ -24,6 +24,7 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/selftest"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/makebuild"
+	"github.com/airflow-sandbox/airflow-go-worker/testing/syncbuf"
 )
 
 var bundleBin string
@@ -103,9 +104,9 @@ func helperMain(mode string, args []string) int {
 	return 3
 }
 
-func newSup(t *testing.T, env ...string) (*Supervisor, *syncBuffer) {
+func newSup(t *testing.T, env ...string) (*Supervisor, *syncbuf.Buffer) {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	return &Supervisor{
 		Executable: bundleBin,
 		Env:        append([]string{"PATH=" + os.Getenv("PATH")}, env...),
@@ -113,28 +114,6 @@ func newSup(t *testing.T, env ...string) (*Supervisor, *syncBuffer) {
 		Logs:       logs,
 		KillGrace:  5 * time.Second,
 	}, logs
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-	// onWrite, if set, sees every write (used to react to log lines).
-	onWrite func(string)
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.onWrite != nil {
-		b.onWrite(string(p))
-	}
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func run(t *testing.T, s *Supervisor, req TaskRequest) Result {
@@ -239,7 +218,7 @@ func TestSIGTERMMidTaskStillReportsOutcome(t *testing.T) {
 	started := make(chan struct{})
 	var once sync.Once
 	s, logs := newSup(t)
-	logs.onWrite = func(p string) {
+	logs.OnWrite = func(p string) {
 		if strings.Contains(p, "sleeping") {
 			once.Do(func() { close(started) })
 		}
@@ -623,7 +602,7 @@ func TestCancelKillsAChildThatIgnoresSIGTERM(t *testing.T) {
 	self, _ := os.Executable()
 	started := make(chan struct{})
 	var once sync.Once
-	logs := &syncBuffer{onWrite: func(p string) {
+	logs := &syncbuf.Buffer{OnWrite: func(p string) {
 		if strings.Contains(p, "ignoring SIGTERM") {
 			once.Do(func() { close(started) })
 		}
@@ -745,7 +724,7 @@ func TestSIGTERMOutcomeBeatsAirflowsKillEscalation(t *testing.T) {
 	var once sync.Once
 	s, logs := newSup(t)
 	s.KillGrace = 0 // DefaultKillGrace: Airflow's 5 s escalation delay
-	logs.onWrite = func(p string) {
+	logs.OnWrite = func(p string) {
 		if strings.Contains(p, "stubborn task started") {
 			once.Do(func() { close(started) })
 		}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/airflow-sandbox/airflow-go-worker/testing/memwatch"
+	"github.com/airflow-sandbox/airflow-go-worker/testing/syncbuf"
 )
 
 // The inner lines of the test bundle's multi-line secret (see testbundle).
@@ -86,7 +87,7 @@ func TestReadLogsSkipsAnOverlongRecordAndGoesOn(t *testing.T) {
 	in.WriteString(`{"event":"` + strings.Repeat("x", maxLogRecord) + `"}` + "\n")
 	in.WriteString("not json\n")
 	in.WriteString(`{"event":"last","level":"info"}`)
-	var shown syncBuffer
+	var shown syncbuf.Buffer
 	recs, dropped := readLogs(&in, newRedactor(), &shower{w: &shown})
 	if len(recs) != 2 || recs[0]["event"] != "first" || recs[1]["event"] != "last" || dropped != 0 {
 		t.Fatalf("got %d records (%d dropped)", len(recs), dropped)

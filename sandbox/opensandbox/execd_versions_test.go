@@ -16,6 +16,7 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/opensandbox"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/fakeopensandbox"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/syncbuf"
+	"github.com/airflow-sandbox/airflow-go-worker/testing/waitwriter"
 )
 
 // Behaviour that differs between real execd builds (docs/opensandbox-execd.md):
@@ -173,9 +174,9 @@ func TestCancelWaitsForTheInterrupt(t *testing.T) {
 		})
 		sb := create(t, e, sandbox.Spec{})
 		ctx, cancel := context.WithCancel(ctxT(t))
-		out := newLineSignal("started")
+		out := waitwriter.New("started")
 		go func() {
-			<-out.seen
+			<-out.Seen()
 			cancel()
 		}()
 		_, err := sb.Exec(ctx, "trap 'sleep 2; exit 7' TERM; echo started; sleep 60 & wait", sandbox.ExecOptions{Stdout: out, Timeout: 2 * time.Minute})

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/opensandbox"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/fakeopensandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/testing/waitwriter"
 )
 
 // waitFor polls cond until it holds or the deadline passes.
@@ -173,29 +173,6 @@ func TestNetworkPolicyEnforcement(t *testing.T) {
 	})
 }
 
-// lineSignal is a writer that reports when a line containing want arrives.
-type lineSignal struct {
-	mu   sync.Mutex
-	buf  bytes.Buffer
-	want string
-	seen chan struct{}
-	once sync.Once
-}
-
-func newLineSignal(want string) *lineSignal {
-	return &lineSignal{want: want, seen: make(chan struct{})}
-}
-
-func (l *lineSignal) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.buf.Write(p)
-	if strings.Contains(l.buf.String(), l.want) {
-		l.once.Do(func() { close(l.seen) })
-	}
-	return len(p), nil
-}
-
 func TestStreamDropIsRetryableAndInterrupts(t *testing.T) {
 	e := newEnv(t, fakeopensandbox.Options{}, nil)
 	sb := create(t, e, sandbox.Spec{})
@@ -236,9 +213,9 @@ func TestCancelInterruptsCommand(t *testing.T) {
 	e := newEnv(t, fakeopensandbox.Options{}, nil)
 	sb := create(t, e, sandbox.Spec{})
 	ctx, cancel := context.WithCancel(ctxT(t))
-	out := newLineSignal("started")
+	out := waitwriter.New("started")
 	go func() {
-		<-out.seen
+		<-out.Seen()
 		cancel()
 	}()
 	_, err := sb.Exec(ctx, "echo started; sleep 60", sandbox.ExecOptions{Stdout: out, Timeout: 2 * time.Minute})

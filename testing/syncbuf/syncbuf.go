@@ -9,6 +9,10 @@ import (
 
 // Buffer collects what is written to it; safe for concurrent use.
 type Buffer struct {
+	// OnWrite, when set, sees every write as it arrives (a test reacting
+	// to a log line), under the buffer's lock.
+	OnWrite func(string)
+
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
@@ -16,6 +20,9 @@ type Buffer struct {
 func (b *Buffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.OnWrite != nil {
+		b.OnWrite(string(p))
+	}
 	return b.buf.Write(p)
 }
 
