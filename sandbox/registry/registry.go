@@ -1,10 +1,10 @@
 // Package registry is where sandbox backends plug in. Each backend package
-// registers one Backend from its init function, so a bundle links exactly
+// registers one Registration from its init function, so a bundle links exactly
 // the backends its main package imports (one import line each):
 //
 //	import _ "github.com/airflow-sandbox/airflow-go-worker/sandbox/modal"
 //
-// A Backend says which Airflow connection it reads and parses its options
+// A Registration says which Airflow connection it reads and parses its options
 // (the backends: section of a bundle config, or backend_options of a task)
 // into a Config, which declares the backend's capabilities and opens its
 // driver. The tasks and the bundle config loader know backends only
