@@ -185,7 +185,8 @@ func (t *task) addSources(o taskOptions) error {
 	}
 	expanded := ""
 	for _, b := range o.bindings {
-		if err := b.splitEntry(); err != nil {
+		var err error
+		if b.input, b.entry, err = splitEntry(b.input); err != nil {
 			return err
 		}
 		i, ok := t.byFold[foldName(b.input)]
@@ -286,18 +287,18 @@ func (t *task) renderMapIndex(template string, values map[string]any) (string, e
 		}
 		name := rest[open+1 : open+end]
 		// {field[entry]}: one entry of a mapping input.
-		b := inputBinding{input: name}
-		if err := b.splitEntry(); err != nil {
+		field, entry, err := splitEntry(name)
+		if err != nil {
 			return "", fmt.Errorf("map index template %q: %w", template, err)
 		}
-		i, ok := t.byFold[foldName(b.input)]
+		i, ok := t.byFold[foldName(field)]
 		if !ok {
 			return "", fmt.Errorf("map index template %q: {%s} names no input field (fields: %s)", template, name, t.fieldList())
 		}
 		out.WriteString(rest[:open])
 		v := values[t.fields[i].name]
-		if m, isMap := v.(map[string]any); isMap && b.entry != "" {
-			v = m[b.entry]
+		if m, isMap := v.(map[string]any); isMap && entry != "" {
+			v = m[entry]
 		}
 		switch v := v.(type) {
 		case nil:

@@ -55,18 +55,18 @@ type inputBinding struct {
 	all bool
 }
 
-// splitEntry takes the entry out of an input named "field[entry]".
-func (b *inputBinding) splitEntry() error {
-	name, rest, ok := strings.Cut(b.input, "[")
+// splitEntry splits an input named "field[entry]" (one entry of a
+// mapping input) into its field and entry; a plain name has no entry.
+func splitEntry(name string) (field, entry string, err error) {
+	field, rest, ok := strings.Cut(name, "[")
 	if !ok {
-		return nil
+		return name, "", nil
 	}
-	entry, ok := strings.CutSuffix(rest, "]")
-	if !ok || entry == "" || name == "" {
-		return fmt.Errorf("input %q: write field[entry] to bind one entry of a mapping (e.g. stage_in[in/data.csv]), or the field's name alone", b.input)
+	entry, ok = strings.CutSuffix(rest, "]")
+	if !ok || entry == "" || field == "" {
+		return "", "", fmt.Errorf("input %q: write field[entry] to bind one entry of a mapping (e.g. stage_in[in/data.csv]), or the field's name alone", name)
 	}
-	b.input, b.entry = name, entry
-	return nil
+	return field, entry, nil
 }
 
 // describe names the binding for messages, in the bundle config's syntax.

@@ -46,13 +46,19 @@ const DiskLimitEnv = "AIRFLOW_GO_WORKER_LOCAL_DISK_LIMIT"
 
 // diskLimitOff reads DiskLimitEnv.
 func diskLimitOff() (bool, error) {
-	switch v := strings.TrimSpace(os.Getenv(DiskLimitEnv)); v {
+	return offSwitch(DiskLimitEnv, "run local sandboxes without a disk limit")
+}
+
+// offSwitch reads an operator's switch that turns a limit off: unset is
+// on, "off" is off, anything else an error saying what off would do.
+func offSwitch(env, offDoes string) (bool, error) {
+	switch v := strings.TrimSpace(os.Getenv(env)); v {
 	case "":
 		return false, nil
 	case "off":
 		return true, nil
 	default:
-		return false, fmt.Errorf("%s=%q is not a setting; give off to run local sandboxes without a disk limit, or leave it unset", DiskLimitEnv, v)
+		return false, fmt.Errorf("%s=%q is not a setting; give off to %s, or leave it unset", env, v, offDoes)
 	}
 }
 

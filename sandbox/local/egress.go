@@ -122,14 +122,7 @@ func egressAllowFromEnv() ([]netip.Prefix, error) {
 
 // egressFilterOff reads EgressFilterEnv.
 func egressFilterOff() (bool, error) {
-	switch v := strings.TrimSpace(os.Getenv(EgressFilterEnv)); v {
-	case "":
-		return false, nil
-	case "off":
-		return true, nil
-	default:
-		return false, fmt.Errorf("%s=%q is not a setting; give off to allow open networks without the egress filter where it cannot be installed, or leave it unset", EgressFilterEnv, v)
-	}
+	return offSwitch(EgressFilterEnv, "allow open networks without the egress filter where it cannot be installed")
 }
 
 // needsNetwork: the sandbox gets slirp4netns's network (an open one, or a

@@ -210,14 +210,7 @@ func TestOpenNetworkCannotReachWorkerAsUnprivilegedWorker(t *testing.T) {
 	w := newWorkerLAN(t)
 	mine := w.workerAddrs()
 	addrs := []string{w.public.Addr().String(), mine[0].String(), mine[1].String(), w.lan.Addr().String()}
-	tun := `mknod -m 0666 "$BASE/tun" c 10 200 && mount --bind "$BASE/tun" /dev/net/tun`
-	out := runAsNobody(t, "TestUnprivilegedNetworkHelper", []string{probeEnv + "=" + strings.Join(addrs, ",")}, tun)
-	var got string
-	for _, line := range strings.Split(out, "\n") {
-		if v, ok := strings.CutPrefix(line, "probe="); ok {
-			got = v
-		}
-	}
+	got, out := probeAsNobody(t, addrs)
 	if got != "connected,refused,refused,refused" {
 		t.Fatalf("from an unprivileged worker's open-network sandbox, %v: got %q, want connected,refused,refused,refused\n%s", addrs, got, out)
 	}

@@ -278,17 +278,7 @@ func TestOpenNetworkIsPrivateAsUnprivilegedWorker(t *testing.T) {
 	public := in.listen(t, in.public)
 	linkLocal := in.listen(t, in.linkLocal)
 	addrs := []string{public.Addr().String(), loopback.Addr().String(), linkLocal.Addr().String()}
-	// slirp4netns makes the sandbox's interface with /dev/net/tun, which
-	// Debian leaves open to every user (0666); some hosts (this test's
-	// CI among them) make it root's only. The helper gets Debian's.
-	tun := `mknod -m 0666 "$BASE/tun" c 10 200 && mount --bind "$BASE/tun" /dev/net/tun`
-	out := runAsNobody(t, "TestUnprivilegedNetworkHelper", []string{probeEnv + "=" + strings.Join(addrs, ",")}, tun)
-	var got string
-	for _, line := range strings.Split(out, "\n") {
-		if v, ok := strings.CutPrefix(line, "probe="); ok {
-			got = v
-		}
-	}
+	got, out := probeAsNobody(t, addrs)
 	if got != "connected,refused,refused" {
 		t.Fatalf("from an unprivileged worker's open-network sandbox, %v: got %q, want connected,refused,refused\n%s", addrs, got, out)
 	}
@@ -407,4 +397,22 @@ func mounted(t *testing.T, path string) bool {
 		}
 	}
 	return false
+}
+
+// probeAsNobody has TestUnprivilegedNetworkHelper, run as nobody, dial
+// addrs from an open-network sandbox; got is what it printed after
+// probe=, out all it printed. slirp4netns makes the sandbox's interface
+// with /dev/net/tun, which Debian leaves open to every user (0666); some
+// hosts (this test's CI among them) make it root's only. The helper gets
+// Debian's.
+func probeAsNobody(t *testing.T, addrs []string) (got, out string) {
+	t.Helper()
+	tun := `mknod -m 0666 "$BASE/tun" c 10 200 && mount --bind "$BASE/tun" /dev/net/tun`
+	out = runAsNobody(t, "TestUnprivilegedNetworkHelper", []string{probeEnv + "=" + strings.Join(addrs, ",")}, tun)
+	for _, line := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(line, "probe="); ok {
+			got = v
+		}
+	}
+	return got, out
 }
