@@ -58,8 +58,9 @@ venv:
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
-# The extras' files are vetted too (all_extras); then staticcheck and
-# golangci-lint (.golangci.yml), pinned and installed by scripts/lint.sh.
+# The extras' files are vetted too (all_extras); then golangci-lint with
+# staticcheck among its linters (.golangci.yml), pinned and installed by
+# scripts/lint.sh.
 vet:
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags all_extras ./cmd/airflow-go-worker

@@ -178,12 +178,10 @@ func directUpload(ctx context.Context, job benchJob) error {
 				RequestChecksumCalculation: aws.RequestChecksumCalculationWhenRequired,
 				ResponseChecksumValidation: aws.ResponseChecksumValidationWhenRequired,
 			})
-			//lint:ignore SA1019 the baseline is the SDK's upload manager most S3 code still uses
 			up := manager.NewUploader(client, func(u *manager.Uploader) {
 				u.PartSize, u.Concurrency = storage.PartSize, storage.UploadConcurrency
 			})
 			// A plain reader, as the export's stream is: no seeking.
-			//lint:ignore SA1019 as above
 			_, err = up.Upload(ctx, &s3.PutObjectInput{Bucket: aws.String(loc.Bucket), Key: aws.String(loc.Key), Body: struct{ io.Reader }{f}})
 			if err != nil {
 				return err

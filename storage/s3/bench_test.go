@@ -39,7 +39,6 @@ func BenchmarkPutS3(b *testing.B) {
 	srv := s3server.Start(b)
 	a := areaOn(b, srv)
 	ctx := context.Background()
-	//lint:ignore SA1019 the baseline is the SDK's upload manager most S3 code still uses
 	direct := manager.NewUploader(srv.Client(), func(u *manager.Uploader) {
 		u.PartSize = storage.PartSize
 		u.Concurrency = storage.UploadConcurrency
@@ -71,7 +70,6 @@ func BenchmarkPutS3(b *testing.B) {
 				syscall.Sync() // the previous upload's write-back must not slow this one
 				m := memwatch.Start()
 				t0 := time.Now()
-				//lint:ignore SA1019 as above
 				if _, err := direct.Upload(ctx, &s3.PutObjectInput{
 					Bucket: aws.String(bucket), Key: aws.String(k),
 					Body: storagetest.NewStream(size), ContentType: aws.String("application/octet-stream"),
