@@ -9,47 +9,22 @@ package bundles
 
 import (
 	"context"
-	"time"
 
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/internal/final"
 )
 
-// TaskInstance is the running task instance, from StartupDetails.ti.
-type TaskInstance struct {
-	ID           string
-	DagID        string
-	TaskID       string
-	RunID        string
-	TryNumber    int
-	MapIndex     int // -1 when the task is not mapped
-	DagVersionID string
-	Hostname     string
-	Queue        string
-	MaxTries     int
-}
+// TaskInstance is the running task instance (StartupDetails.ti): ids, try
+// number, map index (-1 when not mapped), host, queue and max tries. A task
+// function receives it by declaring a TaskInstance parameter.
+type TaskInstance = protocol.TaskInstance
 
-// DagRun is the Dag run the task belongs to, from StartupDetails.ti_context.dag_run.
-// Zero times mean Airflow sent null.
-type DagRun struct {
-	DagID             string
-	RunID             string
-	RunType           string
-	State             string
-	LogicalDate       time.Time
-	DataIntervalStart time.Time
-	DataIntervalEnd   time.Time
-	RunAfter          time.Time
-	StartDate         time.Time
-	EndDate           time.Time
-	Conf              map[string]any
-	// TriggeringAssetEvents are the asset events that triggered an
-	// asset-triggered run (ti_context.dag_run.consumed_asset_events),
-	// oldest first; empty for other runs.
-	TriggeringAssetEvents []AssetEvent
-	// PartitionKey is the run's partition key (partitioned assets), or "".
-	PartitionKey string
-}
+// DagRun is the Dag run the task belongs to (StartupDetails.ti_context.dag_run):
+// ids, run type, state, dates (zero when Airflow sent null), conf, the asset
+// events that triggered it (oldest first) and its partition key. A task
+// function receives it by declaring a DagRun parameter.
+type DagRun = protocol.DagRun
 
 // XComRef names one XCom. Empty DagID and RunID mean the current run; a nil
 // MapIndex means unmapped.
@@ -61,18 +36,22 @@ type XComRef struct {
 	MapIndex *int
 }
 
-// ReturnValueKey is the XCom key a task's result is pushed under.
-const ReturnValueKey = "return_value"
-
-// Client is what a task may ask of Airflow while it runs. Tasks should accept
-// the narrowest interface they need (for example just ConnectionGetter).
+// Client is what a task may ask of Airflow while it runs. A task function
+// may instead ask for any narrower interface of its own that Client
+// satisfies (say one with just GetConnection), which keeps it easy to test.
 type Client interface {
-	ConnectionGetter
+	// GetConnection returns ErrConnectionNotFound (wrapped, naming the id)
+	// when Airflow has no such connection.
+	GetConnection(ctx context.Context, connID string) (connections.Connection, error)
 	// GetVariable reads AIRFLOW_VAR_<KEY> from the environment first, then
 	// asks the supervisor. A missing variable is ErrVariableNotFound.
 	GetVariable(ctx context.Context, key string) (string, error)
 	// GetXCom returns the decoded JSON value, or ErrXComNotFound.
 	GetXCom(ctx context.Context, ref XComRef) (any, error)
+	// GetMappedXComs returns the values of key ("": return_value) pushed
+	// by the mapped instances of taskID in the current run, in map-index
+	// order.
+	GetMappedXComs(ctx context.Context, taskID, key string) ([]any, error)
 	// SetXCom pushes a value under key for the current task instance.
 	SetXCom(ctx context.Context, key string, value any) error
 	// MaskSecret asks Airflow to redact value from every log.
@@ -81,21 +60,10 @@ type Client interface {
 	// success, failed), or ErrDagRunNotFound. Airflow's supervisor relays
 	// it to the Execution API, so the task needs no credentials.
 	GetDagRunState(ctx context.Context, dagID, runID string) (string, error)
-}
-
-// MappedXComGetter reads the XComs of every mapped instance of a task (the
-// runtime client implements it; ask for it by type).
-type MappedXComGetter interface {
-	// GetMappedXComs returns the values of key pushed by the mapped
-	// instances of taskID in the current run, in map-index order.
-	GetMappedXComs(ctx context.Context, taskID, key string) ([]any, error)
-}
-
-// ConnectionGetter resolves Airflow connections at run time.
-type ConnectionGetter interface {
-	// GetConnection returns ErrConnectionNotFound (wrapped, naming the id)
-	// when Airflow has no such connection.
-	GetConnection(ctx context.Context, connID string) (connections.Connection, error)
+	// SetRenderedMapIndex names the running mapped task instance in the
+	// UI (its rendered map index; WithMapIndexTemplate does it from
+	// inputs). It is shown at once and kept with the task's outcome.
+	SetRenderedMapIndex(ctx context.Context, name string) error
 }
 
 // Typed not-found errors; match them with errors.Is. Each is final

@@ -2,9 +2,7 @@ package bundles
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,37 +12,16 @@ import (
 
 // Asset is an asset a task writes (an outlet) or reads (an inlet), as the
 // stub Dag declares it: Asset("s3://bucket/converted/") or Asset(name=...,
-// uri=...). Either may be empty, and then takes the other's value, as
+// uri=...). Either field may be empty, and then takes the other's value, as
 // Airflow's Asset does.
-type Asset struct {
-	Name string
-	URI  string
-}
+type Asset = protocol.AssetKey
 
-// key is the asset's unique key, with Airflow's defaults applied.
-func (a Asset) key() protocol.AssetKey {
-	k := protocol.AssetKey{Name: a.Name, URI: a.URI}
-	if k.Name == "" {
-		k.Name = k.URI
-	}
-	if k.URI == "" {
-		k.URI = k.Name
-	}
-	return k
-}
+// assetKey is a's unique key, with Airflow's defaults applied.
+func assetKey(a Asset) protocol.AssetKey { return a.Unique() }
 
-// String is the asset as a Dag author writes it.
-func (a Asset) String() string {
-	k := a.key()
-	if k.Name == k.URI {
-		return fmt.Sprintf("Asset(%q)", k.URI)
-	}
-	return fmt.Sprintf("Asset(name=%q, uri=%q)", k.Name, k.URI)
-}
-
-// matches reports whether ref (an asset URI or name) names a.
-func (a Asset) matches(ref string) bool {
-	k := a.key()
+// assetMatches reports whether ref (an asset URI or name) names a.
+func assetMatches(a Asset, ref string) bool {
+	k := a.Unique()
 	return ref == k.URI || ref == k.Name
 }
 
@@ -85,8 +62,8 @@ func WithMappedDownstream() TaskOption {
 // Outlets are the asset events a task emits when it succeeds: one for each
 // asset the task declares (WithOutlets, the bundle config's outlets:), with
 // the extra the task sets here, plus events through its asset aliases. A
-// task function receives it by declaring a *Outlets parameter, or reads it
-// with OutletsFrom(ctx). Safe for concurrent use.
+// task function receives it by declaring a *Outlets parameter. Safe for
+// concurrent use.
 type Outlets struct {
 	mu      sync.Mutex
 	assets  []Asset
@@ -152,7 +129,7 @@ func (o *Outlets) SetExtra(key string, value any) error {
 // Event is the event of the declared asset whose URI or name is asset.
 func (o *Outlets) Event(asset string) (*OutletEvent, error) {
 	for _, e := range o.events {
-		if e.asset.matches(asset) {
+		if assetMatches(e.asset, asset) {
 			return e, nil
 		}
 	}
@@ -176,7 +153,7 @@ func (o *Outlets) AliasEvent(alias string, asset Asset, extra map[string]any) er
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.alias = append(o.alias, protocol.OutletEvent{DestAssetKey: asset.key(), Extra: ex, SourceAliasName: alias, DestAssetExtra: map[string]any{}})
+	o.alias = append(o.alias, protocol.OutletEvent{DestAssetKey: assetKey(asset), Extra: ex, SourceAliasName: alias, DestAssetExtra: map[string]any{}})
 	return nil
 }
 
@@ -219,7 +196,7 @@ func (o *Outlets) terminal() ([]protocol.AssetProfile, []protocol.OutletEvent) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, e := range o.events {
-		k := e.asset.key()
+		k := assetKey(e.asset)
 		name, uri := k.Name, k.URI
 		profiles = append(profiles, protocol.AssetProfile{Name: &name, URI: &uri, Type: protocol.AssetTypeAsset})
 		switch {
@@ -272,28 +249,6 @@ type runState struct {
 	mapIndex *string
 }
 
-type runStateKey struct{}
-
-// OutletsFrom returns the Outlets of the task running under ctx, or nil
-// outside a task.
-func OutletsFrom(ctx context.Context) *Outlets {
-	if st, ok := ctx.Value(runStateKey{}).(*runState); ok {
-		return st.outlets
-	}
-	return nil
-}
-
-// SetRenderedMapIndex names the running mapped task instance in the UI
-// (its rendered map index; WithMapIndexTemplate does it from inputs). It is
-// shown at once and kept with the task's outcome.
-func SetRenderedMapIndex(ctx context.Context, name string) error {
-	st, ok := ctx.Value(runStateKey{}).(*runState)
-	if !ok {
-		return errors.New("SetRenderedMapIndex: not called from a running task's context")
-	}
-	return st.setMapIndex(ctx, name)
-}
-
 // maxMapIndexName is the length of Airflow's rendered_map_index column.
 const maxMapIndexName = 250
 
@@ -321,37 +276,15 @@ func (st *runState) renderedMapIndex() *string {
 
 // AssetEvent is an asset event that triggered the Dag run
 // (DagRun.TriggeringAssetEvents).
-type AssetEvent struct {
-	Asset        Asset
-	AssetExtra   map[string]any
-	Extra        map[string]any
-	SourceDagID  string
-	SourceRunID  string
-	SourceTaskID string
-	// SourceMapIndex is the emitting task instance's map index, -1 when
-	// it was not mapped.
-	SourceMapIndex int
-	SourceAliases  []string
-	Timestamp      string // RFC 3339
-	PartitionKey   string
-}
+type AssetEvent = protocol.AssetEvent
 
-func assetEventsFrom(in []protocol.AssetEvent) []AssetEvent {
-	out := make([]AssetEvent, 0, len(in))
-	for _, e := range in {
-		ts := ""
-		if !e.Timestamp.IsZero() {
-			ts = e.Timestamp.UTC().Format("2006-01-02T15:04:05.999999Z07:00")
-		}
-		out = append(out, AssetEvent{
-			Asset: Asset{Name: e.AssetName, URI: e.AssetURI}, AssetExtra: jsonMap(e.AssetExtra), Extra: jsonMap(e.Extra),
-			SourceDagID: e.SourceDagID, SourceRunID: e.SourceRunID, SourceTaskID: e.SourceTaskID,
-			SourceMapIndex: e.SourceMapIndex, SourceAliases: e.SourceAliases, Timestamp: ts, PartitionKey: e.PartitionKey,
-		})
+// jsonEvents gives the events' extras the values a JSON decode would
+// (int64, float64, []any, map[string]any), as every other input has.
+func jsonEvents(events []AssetEvent) {
+	for i := range events {
+		events[i].AssetExtra = jsonMap(events[i].AssetExtra)
+		events[i].Extra = jsonMap(events[i].Extra)
 	}
-	// Oldest first: the binding's "latest" is the last.
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Timestamp < out[j].Timestamp })
-	return out
 }
 
 func jsonMap(m map[string]any) map[string]any {
@@ -362,10 +295,14 @@ func jsonMap(m map[string]any) map[string]any {
 	return out
 }
 
-// fields is the event as the paths of an {asset_event: ..., field: ...}
+// eventFields is the event as the paths of an {asset_event: ..., field: ...}
 // binding see it.
-func (e AssetEvent) fields() map[string]any {
-	k := e.Asset.key()
+func eventFields(e AssetEvent) map[string]any {
+	k := e.Asset.Unique()
+	ts := ""
+	if !e.Timestamp.IsZero() {
+		ts = e.Timestamp.UTC().Format("2006-01-02T15:04:05.999999Z07:00")
+	}
 	aliases := make([]any, len(e.SourceAliases))
 	for i, a := range e.SourceAliases {
 		aliases[i] = a
@@ -378,7 +315,7 @@ func (e AssetEvent) fields() map[string]any {
 		"source_task_id":   e.SourceTaskID,
 		"source_map_index": int64(e.SourceMapIndex),
 		"source_aliases":   aliases,
-		"timestamp":        e.Timestamp,
+		"timestamp":        ts,
 		"partition_key":    e.PartitionKey,
 	}
 }

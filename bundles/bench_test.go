@@ -12,7 +12,7 @@ import (
 // routing to the waiter, ConnectionResult decoding.
 func BenchmarkGetConnection(b *testing.B) {
 	bb := New()
-	bb.Register("d", "conn", func(ctx context.Context, c ConnectionGetter) error {
+	bb.Register("d", "conn", func(ctx context.Context, c connectionGetter) error {
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
 			if _, err := c.GetConnection(ctx, "bench"); err != nil {

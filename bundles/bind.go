@@ -250,10 +250,10 @@ func (t *task) addDataModel(o taskOptions) error {
 		if a.Name == "" && a.URI == "" {
 			return errors.New("an outlet asset needs a uri or a name")
 		}
-		if seen[a.key()] {
+		if seen[assetKey(a)] {
 			return fmt.Errorf("outlet %s is declared twice", a)
 		}
-		seen[a.key()] = true
+		seen[assetKey(a)] = true
 	}
 	for _, a := range o.aliases {
 		if a == "" {
@@ -368,7 +368,7 @@ func (t *task) fieldList() string {
 
 // bindSources are where input values come from, in priority order.
 type bindSources struct {
-	ref         TaskRef // for messages that say where to allow a conf key
+	ref         taskRef // for messages that say where to allow a conf key
 	argBindings []protocol.ArgBinding
 	conf        map[string]any
 	// xcom resolves an XCom of another task in the current run; mapped
@@ -446,7 +446,7 @@ func (t *task) bindInput(ctx context.Context, src bindSources) (reflect.Value, e
 		case protocol.BindLiteral:
 			values[i] = sourced{ab.Value, fmt.Sprintf("argument %q", name)}
 		case protocol.BindXCom:
-			v, err := src.xcom(ctx, up, ReturnValueKey)
+			v, err := src.xcom(ctx, up, protocol.ReturnValueKey)
 			if errors.Is(err, ErrXComNotFound) {
 				// Typical in a teardown (or under all_done) after the upstream failed.
 				return reflect.Value{}, fmt.Errorf("argument %q: upstream task %q pushed no return_value in this run (did it fail or get skipped?): %w", name, up, err)
@@ -505,20 +505,20 @@ func (t *task) bindConf(src bindSources, values map[int]sourced) error {
 	for n, k := range refused {
 		fields[n] = t.fields[t.byFold[foldName(k)]].name
 	}
-	return &ConfNotAllowedError{Task: src.ref, Keys: refused, Inputs: fields, Hint: t.confHint}
+	return &confNotAllowedError{Task: src.ref, Keys: refused, Inputs: fields, Hint: t.confHint}
 }
 
-// ConfNotAllowedError is a dag_run.conf that tries to set inputs the task
+// confNotAllowedError is a dag_run.conf that tries to set inputs the task
 // does not let a run set. The task fails before it runs.
-type ConfNotAllowedError struct {
-	Task   TaskRef
+type confNotAllowedError struct {
+	Task   taskRef
 	Keys   []string // the conf keys, as written
 	Inputs []string // the input fields they name
 	// Hint replaces the advice to list the inputs under conf: (WithConfHint).
 	Hint string
 }
 
-func (e *ConfNotAllowedError) Error() string {
+func (e *confNotAllowedError) Error() string {
 	quoted := make([]string, len(e.Keys))
 	for i, k := range e.Keys {
 		quoted[i] = strconv.Quote(k)
@@ -671,10 +671,10 @@ func (t *task) resolveDataModel(ctx context.Context, src bindSources, b inputBin
 	var picked []any
 	from := ""
 	for _, e := range src.events {
-		if !e.Asset.matches(b.asset) {
+		if !assetMatches(e.Asset, b.asset) {
 			continue
 		}
-		v, ok := lookupPath(e.fields(), b.field)
+		v, ok := lookupPath(eventFields(e), b.field)
 		if !ok {
 			return sourced{}, false, FailNoRetry(fmt.Errorf("the triggering event of %s (from %s/%s) has no %s; its extra has keys [%s]", e.Asset, e.SourceDagID, e.SourceRunID, b.field, strings.Join(sortedKeys(e.Extra), ", ")))
 		}

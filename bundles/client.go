@@ -180,6 +180,9 @@ type client struct {
 	lookupEnv func(string) (string, bool)
 	// onSecret lets the log sink redact what the task asked Airflow to mask.
 	onSecret func(string)
+	// state is the running task's (rendered map index, outlets); set
+	// before the task function is called.
+	state *runState
 }
 
 var _ Client = (*client)(nil)
@@ -345,7 +348,7 @@ func (c *client) xcomTarget(ref XComRef) protocol.XComTarget {
 
 func (c *client) GetXCom(ctx context.Context, ref XComRef) (any, error) {
 	if ref.Key == "" {
-		ref.Key = ReturnValueKey
+		ref.Key = protocol.ReturnValueKey
 	}
 	target := c.xcomTarget(ref)
 	m, err := c.rpc.call(ctx, &protocol.GetXCom{XComTarget: target})
@@ -395,7 +398,7 @@ func (c *client) setXCom(ctx context.Context, key string, value any, withLength 
 
 func (c *client) GetMappedXComs(ctx context.Context, taskID, key string) ([]any, error) {
 	if key == "" {
-		key = ReturnValueKey
+		key = protocol.ReturnValueKey
 	}
 	m, err := c.rpc.call(ctx, &protocol.GetXComSequenceSlice{Key: key, DagID: c.ti.DagID, RunID: c.ti.RunID, TaskID: taskID})
 	name := fmt.Sprintf("the %s XComs of mapped task %s", key, taskID)
@@ -413,6 +416,13 @@ func (c *client) GetMappedXComs(ctx context.Context, taskID, key string) ([]any,
 	default:
 		return nil, fmt.Errorf("getting %s: the reply's root is a %T, not a list", name, root)
 	}
+}
+
+func (c *client) SetRenderedMapIndex(ctx context.Context, name string) error {
+	if c.state == nil {
+		return errors.New("SetRenderedMapIndex: the client belongs to no running task")
+	}
+	return c.state.setMapIndex(ctx, name)
 }
 
 func (c *client) MaskSecret(ctx context.Context, value, name string) error {

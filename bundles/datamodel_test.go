@@ -51,9 +51,6 @@ func TestOutletsAndTheirEventsEndTheTask(t *testing.T) {
 		if _, err := o.Event("s3://elsewhere/"); err == nil || !strings.Contains(err.Error(), "not an outlet") {
 			t.Errorf("an undeclared asset must be refused, got %v", err)
 		}
-		if OutletsFrom(ctx) != o {
-			t.Error("OutletsFrom(ctx) must be the injected Outlets")
-		}
 		return o.AliasEvent("by_object", Asset{URI: "s3://bucket/converted/a.jsonl"}, map[string]any{"url": "s3://bucket/converted/a.jsonl"})
 	}, nil, nil, WithOutlets(converted, named), WithOutletAliases("by_object"))
 	if s.terminal.Type() != protocol.TypeSucceedTask {
@@ -111,7 +108,7 @@ func TestOutletRegistrationChecked(t *testing.T) {
 		{WithMapIndexTemplate("{nope}"), "names no input field"},
 		{WithExpandXCom("url", "list"), ""},
 	} {
-		err := b.Add("d", "t"+string(rune('a'+len(b.Tasks()))), func(in convertIn) error { return nil }, c.opt)
+		err := b.Add("d", "t"+string(rune('a'+len(b.refs()))), func(in convertIn) error { return nil }, c.opt)
 		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
 			t.Errorf("want %q, got %v", c.want, err)
 		}
@@ -125,7 +122,7 @@ func TestOutletRegistrationChecked(t *testing.T) {
 func events(ts ...time.Time) []protocol.AssetEvent {
 	var out []protocol.AssetEvent
 	for i, at := range ts {
-		out = append(out, protocol.AssetEvent{AssetName: "s3://bucket/incoming/", AssetURI: "s3://bucket/incoming/",
+		out = append(out, protocol.AssetEvent{Asset: Asset{Name: "s3://bucket/incoming/", URI: "s3://bucket/incoming/"},
 			Extra: map[string]any{"url": "s3://bucket/incoming/" + string(rune('a'+i)) + ".csv"}, SourceDagID: "producer",
 			SourceRunID: "manual__1", SourceTaskID: "export", SourceMapIndex: -1, Timestamp: at})
 	}
@@ -142,7 +139,7 @@ func TestAssetEventBinding(t *testing.T) {
 	}
 	var dr DagRun
 	s := runOne(t, func(in convertIn, d DagRun) error { got, dr = in, d; return nil }, func(sd *protocol.StartupDetails) {
-		sd.DagRun.ConsumedAssetEvents = evs
+		sd.DagRun.TriggeringAssetEvents = evs
 		sd.DagRun.RunID = "asset_triggered__2026"
 	}, nil, WithAssetEvent("url", "s3://bucket/incoming/", "extra.url"))
 	if s.terminal.Type() != protocol.TypeSucceedTask || got.URL != "s3://bucket/incoming/a.csv" {
@@ -151,7 +148,7 @@ func TestAssetEventBinding(t *testing.T) {
 	if len(dr.TriggeringAssetEvents) != 2 || dr.TriggeringAssetEvents[1].Extra["url"] != "s3://bucket/incoming/a.csv" || dr.TriggeringAssetEvents[0].SourceTaskID != "export" {
 		t.Fatalf("DagRun.TriggeringAssetEvents = %+v, want both, oldest first", dr.TriggeringAssetEvents)
 	}
-	src := s.rendered[0].Body["rendered_fields"].(map[string]any)[SourcesField].(map[string]any)["url"].(string)
+	src := s.rendered[0].Body["rendered_fields"].(map[string]any)[protocol.SourcesField].(map[string]any)["url"].(string)
 	if !strings.Contains(src, "asset event") {
 		t.Fatalf("the rendered source of url is %q", src)
 	}
@@ -161,7 +158,7 @@ func TestAssetEventBinding(t *testing.T) {
 	}) error {
 		all.URLs = in.URLs
 		return nil
-	}, func(sd *protocol.StartupDetails) { sd.DagRun.ConsumedAssetEvents = evs }, nil, WithAssetEvents("urls", "s3://bucket/incoming/", "extra.url"))
+	}, func(sd *protocol.StartupDetails) { sd.DagRun.TriggeringAssetEvents = evs }, nil, WithAssetEvents("urls", "s3://bucket/incoming/", "extra.url"))
 	if !reflect.DeepEqual(all.URLs, []string{"s3://bucket/incoming/b.csv", "s3://bucket/incoming/a.csv"}) {
 		t.Fatalf("all events: %q, want both, oldest first", all.URLs)
 	}
@@ -177,7 +174,7 @@ func TestAssetEventBinding(t *testing.T) {
 	// An event without the field fails the task, naming what it has.
 	ran := false
 	s = runOne(t, func(in convertIn) error { ran = true; return nil }, func(sd *protocol.StartupDetails) {
-		sd.DagRun.ConsumedAssetEvents = evs
+		sd.DagRun.TriggeringAssetEvents = evs
 		sd.ShouldRetry = true
 	}, nil, WithAssetEvent("url", "s3://bucket/incoming/", "extra.object"))
 	if ran || s.terminal.Type() != protocol.TypeTaskState || s.terminal.Body["state"] != "failed" {
@@ -315,7 +312,7 @@ func TestRenderedFieldsMaskAndMarkSources(t *testing.T) {
 	if n, _ := asInt(f["timeout"]); n != 30 {
 		t.Fatalf("timeout = %v", f["timeout"])
 	}
-	src := f[SourcesField].(map[string]any)
+	src := f[protocol.SourcesField].(map[string]any)
 	if src["timeout"] != `dag_run.conf["timeout"]` || src["url"] != "bundle defaults" {
 		t.Fatalf("sources = %v, want timeout marked as set by dag_run.conf", src)
 	}
@@ -399,7 +396,7 @@ func TestBindingAnEntryOfAMapping(t *testing.T) {
 		t.Fatalf("rendered map index %v, want the entry's value", s.terminal.Body["rendered_map_index"])
 	}
 	got = stageIn{}
-	runOne(t, func(in stageIn) error { got = in; return nil }, func(sd *protocol.StartupDetails) { sd.DagRun.ConsumedAssetEvents = events(time.Now()) },
+	runOne(t, func(in stageIn) error { got = in; return nil }, func(sd *protocol.StartupDetails) { sd.DagRun.TriggeringAssetEvents = events(time.Now()) },
 		nil, WithAssetEvent("stage_in[in/orders.jsonl]", "s3://bucket/incoming/", "extra.url"))
 	if want := map[string]string{"in/orders.jsonl": "s3://bucket/incoming/a.csv"}; !reflect.DeepEqual(got.StageIn, want) {
 		t.Fatalf("stage_in = %v, want %v (no defaults)", got.StageIn, want)
@@ -435,5 +432,30 @@ func TestFieldPathIndexesLists(t *testing.T) {
 		if ok != (want != nil) || got != want && want != nil {
 			t.Errorf("%s: got %v (%v), want %v", path, got, ok, want)
 		}
+	}
+}
+
+// A task names its mapped instance itself through the client: the name is
+// sent at once and kept in the terminal frame, cut to Airflow's column.
+func TestClientSetsTheRenderedMapIndex(t *testing.T) {
+	long := strings.Repeat("x", maxMapIndexName+10)
+	s := runOne(t, func(ctx context.Context, c Client) error {
+		if err := c.SetRenderedMapIndex(ctx, "first"); err != nil {
+			return err
+		}
+		return c.SetRenderedMapIndex(ctx, long)
+	}, func(sd *protocol.StartupDetails) { sd.TI.MapIndex = 1 }, nil)
+	var sent []any
+	for _, r := range s.requests {
+		if r.Type() == protocol.TypeSetRenderedMapIndex {
+			sent = append(sent, r.Body["rendered_map_index"])
+		}
+	}
+	cut := strings.Repeat("x", maxMapIndexName-1) + "…"
+	if len(sent) != 2 || sent[0] != "first" || sent[1] != cut {
+		t.Fatalf("SetRenderedMapIndex requests %q, want first then the cut name", sent)
+	}
+	if s.terminal.Type() != protocol.TypeSucceedTask || s.terminal.Body["rendered_map_index"] != cut {
+		t.Fatalf("terminal %v: want SucceedTask keeping the last name", s.terminal.Body)
 	}
 }

@@ -36,7 +36,7 @@ func ExampleBundle_Register() {
 		bundles.AllowConf("format"),                                              // a trigger may set format
 	)
 
-	m := b.Manifest("v0.0.0", bundles.Schema33)
+	m := b.Manifest("v0.0.0", "") // "": the default supervisor schema
 	for _, dag := range slices.Sorted(maps.Keys(m.Dags)) {
 		fmt.Printf("dag %s: tasks %s\n", dag, strings.Join(m.Dags[dag].Tasks, ", "))
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
+	"github.com/airflow-sandbox/airflow-go-worker/connections"
 )
 
 // session is what a fake supervisor saw during one serve call.
@@ -152,10 +153,9 @@ func startupFrame(t testing.TB, dagID, taskID string, mutate func(sd *protocol.S
 	t.Helper()
 	sd := protocol.StartupDetails{
 		TI: protocol.TaskInstance{ID: "0195c1f2-0000-7000-8000-000000000001", DagID: dagID, TaskID: taskID,
-			RunID: "manual__2026-11-29", TryNumber: 1, MapIndex: -1, Queue: "default"},
+			RunID: "manual__2026-11-29", TryNumber: 1, MapIndex: -1, Queue: "default", MaxTries: 1},
 		StartDate: time.Now().UTC(),
 		DagRun:    protocol.DagRun{DagID: dagID, RunID: "manual__2026-11-29", RunType: "manual", Conf: map[string]any{}},
-		MaxTries:  1,
 	}
 	if mutate != nil {
 		mutate(&sd)
@@ -173,4 +173,10 @@ func rawOrNil(m map[string]any) protocol.Body {
 		return nil
 	}
 	return protocol.Raw(m)
+}
+
+// connectionGetter is a narrow interface of a task's own, which the runtime
+// client satisfies: tasks may ask for one instead of Client.
+type connectionGetter interface {
+	GetConnection(ctx context.Context, connID string) (connections.Connection, error)
 }

@@ -25,9 +25,9 @@ const (
 	levelCritical = 50
 )
 
-// ParseLogLevel reads an Airflow level name (NOTSET, DEBUG, INFO,
+// parseLogLevel reads an Airflow level name (NOTSET, DEBUG, INFO,
 // WARN/WARNING, ERROR, CRITICAL/FATAL), case-insensitively.
-func ParseLogLevel(s string) (int, error) {
+func parseLogLevel(s string) (int, error) {
 	switch strings.ToUpper(strings.TrimSpace(s)) {
 	case "NOTSET":
 		return levelNotSet, nil
@@ -45,22 +45,22 @@ func ParseLogLevel(s string) (int, error) {
 	return 0, fmt.Errorf("unknown log level %q (want NOTSET, DEBUG, INFO, WARNING, ERROR or CRITICAL)", s)
 }
 
-// LogFilter decides which records reach the logs socket, as Airflow's
+// logFilter decides which records reach the logs socket, as Airflow's
 // runtimes must (the supervisor records every line it gets).
-type LogFilter struct {
+type logFilter struct {
 	Default    int
 	Namespaces map[string]int // dotted logger-name prefix -> level
 }
 
-// LogFilterFromEnv reads AIRFLOW__LOGGING__LOGGING_LEVEL (default INFO) and
+// logFilterFromEnv reads AIRFLOW__LOGGING__LOGGING_LEVEL (default INFO) and
 // AIRFLOW__LOGGING__NAMESPACE_LEVELS ("name=LEVEL" separated by commas or
 // spaces). Bad entries are skipped and reported in the returned warnings,
 // because a typo in logging config should not stop a task.
-func LogFilterFromEnv(getenv func(string) string) (LogFilter, []string) {
-	f := LogFilter{Default: levelInfo, Namespaces: map[string]int{}}
+func logFilterFromEnv(getenv func(string) string) (logFilter, []string) {
+	f := logFilter{Default: levelInfo, Namespaces: map[string]int{}}
 	var warnings []string
 	if s := getenv("AIRFLOW__LOGGING__LOGGING_LEVEL"); s != "" {
-		if lvl, err := ParseLogLevel(s); err == nil {
+		if lvl, err := parseLogLevel(s); err == nil {
 			f.Default = lvl
 		} else {
 			warnings = append(warnings, "AIRFLOW__LOGGING__LOGGING_LEVEL: "+err.Error()+"; using INFO")
@@ -69,7 +69,7 @@ func LogFilterFromEnv(getenv func(string) string) (LogFilter, []string) {
 	spec := getenv("AIRFLOW__LOGGING__NAMESPACE_LEVELS")
 	for _, item := range strings.FieldsFunc(spec, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '\n' }) {
 		name, lvlName, ok := strings.Cut(item, "=")
-		lvl, err := ParseLogLevel(lvlName)
+		lvl, err := parseLogLevel(lvlName)
 		if !ok || name == "" || err != nil {
 			warnings = append(warnings, fmt.Sprintf("AIRFLOW__LOGGING__NAMESPACE_LEVELS: ignoring %q (want name=LEVEL)", item))
 			continue
@@ -81,7 +81,7 @@ func LogFilterFromEnv(getenv func(string) string) (LogFilter, []string) {
 
 // Threshold is the level for logger name: the longest dotted prefix in
 // Namespaces that matches, else Default.
-func (f LogFilter) Threshold(name string) int {
+func (f logFilter) Threshold(name string) int {
 	best, bestLen := f.Default, -1
 	for ns, lvl := range f.Namespaces {
 		if (name == ns || strings.HasPrefix(name, ns+".")) && len(ns) > bestLen {
@@ -96,7 +96,7 @@ func (f LogFilter) Threshold(name string) int {
 // Connect, so nothing logged during start-up is lost.
 type airflowSink struct {
 	mu      sync.Mutex
-	filter  LogFilter
+	filter  logFilter
 	w       *bufio.Writer
 	conn    io.Writer
 	pending [][]byte
@@ -107,7 +107,7 @@ type airflowSink struct {
 	fallback io.Writer
 }
 
-func newAirflowSink(filter LogFilter) *airflowSink {
+func newAirflowSink(filter logFilter) *airflowSink {
 	return &airflowSink{filter: filter, secrets: redact.New(), now: time.Now, fallback: os.Stderr}
 }
 

@@ -19,13 +19,13 @@ var ErrFailNoRetry = final.Err
 // FailNoRetry returns err marked with ErrFailNoRetry; its message is err's.
 func FailNoRetry(err error) error { return final.Mark(err) }
 
-// SkipError ends a task skipped: Airflow records skipped, and the reason is
-// in the task log. Return Skip(reason) (or wrap a *SkipError).
-type SkipError struct{ Reason string }
+// skipError ends a task skipped: Airflow records skipped, and the reason is
+// in the task log. Return Skip(reason) (or wrap a *skipError).
+type skipError struct{ Reason string }
 
-func (e *SkipError) Error() string { return "skipped: " + e.Reason }
+func (e *skipError) Error() string { return "skipped: " + e.Reason }
 
 // Skip returns an error that ends the task skipped, saying why.
 func Skip(format string, args ...any) error {
-	return &SkipError{Reason: fmt.Sprintf(format, args...)}
+	return &skipError{Reason: fmt.Sprintf(format, args...)}
 }

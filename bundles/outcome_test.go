@@ -105,16 +105,16 @@ func TestCleanupWithinOrCutByTheGrace(t *testing.T) {
 
 func TestCancelGraceFromEnv(t *testing.T) {
 	env := func(v string) func(string) (string, bool) {
-		return func(k string) (string, bool) { return v, k == CancelGraceEnv && v != "" }
+		return func(k string) (string, bool) { return v, k == cancelGraceEnv && v != "" }
 	}
-	if d, w := cancelGraceFromEnv(env("")); d != CancelGrace || w != "" {
+	if d, w := cancelGraceFromEnv(env("")); d != cancelGrace || w != "" {
 		t.Errorf("unset: %v %q", d, w)
 	}
 	if d, w := cancelGraceFromEnv(env("90s")); d != 90*time.Second || w != "" {
 		t.Errorf("90s: %v %q", d, w)
 	}
 	for _, bad := range []string{"soon", "100ms", "-1s"} {
-		if d, w := cancelGraceFromEnv(env(bad)); d != CancelGrace || !strings.Contains(w, CancelGraceEnv) {
+		if d, w := cancelGraceFromEnv(env(bad)); d != cancelGrace || !strings.Contains(w, cancelGraceEnv) {
 			t.Errorf("%q: %v %q", bad, d, w)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/internal/onep"
+	"github.com/airflow-sandbox/airflow-go-worker/internal/exitorder"
 )
 
 // defaultProcs is the runtime's own GOMAXPROCS for this machine, and puts
@@ -66,15 +67,15 @@ func TestRestoreKeepsTheTasksOwnGOMAXPROCS(t *testing.T) {
 // A process that started on one P and goes on after serving (a test, an
 // embedding program) is not left on one P when serving ends before any
 // task ran.
-func TestRunMainRestoresWhenNoTaskRan(t *testing.T) {
+func TestRunRestoresWhenNoTaskRan(t *testing.T) {
 	def := defaultProcs(t)
 	runtime.GOMAXPROCS(1)
 	startedLowered = func() bool { return true }
 	t.Cleanup(func() { startedLowered = onep.Lowered })
-	if code := RunMain(context.Background(), New(), []string{"--comm=127.0.0.1:1", "--logs=127.0.0.1:1"}, &bytes.Buffer{}, &bytes.Buffer{}); code != ExitFailure {
-		t.Fatalf("dial failure: exit %d, want %d", code, ExitFailure)
+	if code := New().Run(context.Background(), []string{"--comm=127.0.0.1:1", "--logs=127.0.0.1:1"}, &bytes.Buffer{}, &bytes.Buffer{}); code != exitorder.Failure {
+		t.Fatalf("dial failure: exit %d, want %d", code, exitorder.Failure)
 	}
 	if got := runtime.GOMAXPROCS(0); got != def {
-		t.Errorf("GOMAXPROCS = %d after RunMain, want the default %d", got, def)
+		t.Errorf("GOMAXPROCS = %d after Run, want the default %d", got, def)
 	}
 }

@@ -2,12 +2,16 @@ package bundles
 
 import (
 	"fmt"
+	"iter"
 	"strings"
 	"sync"
+
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/internal/taskinfo"
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
 )
 
-// TaskRef names one registered task.
-type TaskRef struct {
+// taskRef names one registered task.
+type taskRef struct {
 	DagID  string
 	TaskID string
 }
@@ -87,7 +91,7 @@ func (b inputBinding) describe() string {
 		return s + "}"
 	}
 	s := fmt.Sprintf("{xcom: %s", b.xcomTask)
-	if b.xcomKey != ReturnValueKey {
+	if b.xcomKey != protocol.ReturnValueKey {
 		s += ", key: " + b.xcomKey
 	}
 	if b.expand {
@@ -107,7 +111,7 @@ func (b inputBinding) describe() string {
 // pushes the list with its length, from which the scheduler expands.
 func WithExpandXCom(input, taskID string) TaskOption {
 	return func(o *taskOptions) {
-		o.bindings = append(o.bindings, inputBinding{input: input, xcomTask: taskID, xcomKey: ReturnValueKey, expand: true})
+		o.bindings = append(o.bindings, inputBinding{input: input, xcomTask: taskID, xcomKey: protocol.ReturnValueKey, expand: true})
 	}
 }
 
@@ -126,7 +130,7 @@ func WithExpandItems(input string, items ...any) TaskOption {
 // collects a mapped task's results), read with one GetXComSequenceSlice.
 func WithMappedXCom(input, taskID string) TaskOption {
 	return func(o *taskOptions) {
-		o.bindings = append(o.bindings, inputBinding{input: input, xcomTask: taskID, xcomKey: ReturnValueKey, mapped: true})
+		o.bindings = append(o.bindings, inputBinding{input: input, xcomTask: taskID, xcomKey: protocol.ReturnValueKey, mapped: true})
 	}
 }
 
@@ -170,7 +174,7 @@ func WithDefaults(defaults map[string]any) TaskOption {
 // Airflow 3.3, which drops a stub call's arguments, as on 3.4, where an
 // argument passed in the stub call (arg_bindings) takes precedence.
 func WithXCom(input, taskID string) TaskOption {
-	return WithXComKey(input, taskID, ReturnValueKey)
+	return WithXComKey(input, taskID, protocol.ReturnValueKey)
 }
 
 // WithXComKey is WithXCom for an XCom key other than return_value.
@@ -214,13 +218,13 @@ func WithConfHint(hint string) TaskOption {
 // Bundle is a registry of (dag_id, task_id) -> Go function.
 type Bundle struct {
 	mu    sync.RWMutex
-	order []TaskRef
-	tasks map[TaskRef]*task
+	order []taskRef
+	tasks map[taskRef]*task
 }
 
 // New returns an empty bundle.
 func New() *Bundle {
-	return &Bundle{tasks: map[TaskRef]*task{}}
+	return &Bundle{tasks: map[taskRef]*task{}}
 }
 
 // validID is Airflow's rule for dag and task ids: 1-250 letters, digits,
@@ -256,7 +260,7 @@ func (b *Bundle) Add(dagID, taskID string, fn any, opts ...TaskOption) error {
 	if err != nil {
 		return fmt.Errorf("task %s.%s: %w", dagID, taskID, err)
 	}
-	ref := TaskRef{DagID: dagID, TaskID: taskID}
+	ref := taskRef{DagID: dagID, TaskID: taskID}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if _, dup := b.tasks[ref]; dup {
@@ -272,7 +276,7 @@ func (b *Bundle) Add(dagID, taskID string, fn any, opts ...TaskOption) error {
 //
 // A task function may take, in any order: context.Context, TaskInstance or
 // *TaskInstance, DagRun or *DagRun, hclog.Logger, Client or any interface the
-// runtime client satisfies (e.g. ConnectionGetter), and at most one input
+// runtime client satisfies (e.g. one with just GetConnection), and at most one input
 // struct (or pointer to struct) whose fields bind by name. It returns error
 // or (T, error); a nil-error T is pushed as XCom return_value.
 func (b *Bundle) Register(dagID, taskID string, fn any, opts ...TaskOption) *Bundle {
@@ -282,11 +286,17 @@ func (b *Bundle) Register(dagID, taskID string, fn any, opts ...TaskOption) *Bun
 	return b
 }
 
-// Tasks lists the registered tasks in registration order.
-func (b *Bundle) Tasks() []TaskRef {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	return append([]TaskRef(nil), b.order...)
+// Tasks yields the registered tasks' (dag_id, task_id) in registration
+// order.
+func (b *Bundle) Tasks() iter.Seq2[string, string] {
+	refs := b.refs()
+	return func(yield func(dagID, taskID string) bool) {
+		for _, ref := range refs {
+			if !yield(ref.DagID, ref.TaskID) {
+				return
+			}
+		}
+	}
 }
 
 // InputFields lists the input names a task accepts (json names, in field
@@ -332,27 +342,18 @@ func (b *Bundle) Outlets(dagID, taskID string) (assets []Asset, aliases []string
 	return append([]Asset(nil), t.outlets...), append([]string(nil), t.aliases...), true
 }
 
-// Expansion is how a mapped task's input takes its element: of the list
-// upstream task XComTask returned, or of Items.
-type Expansion struct {
-	XComTask string `json:"xcom,omitempty"`
-	Items    []any  `json:"items,omitempty"`
-	// Literal says Items is the list (possibly empty).
-	Literal bool `json:"literal,omitempty"`
-}
-
 // Expansions lists the inputs a task takes its mapped element into
 // (WithExpandXCom, WithExpandItems), by input name. ok is false for an
 // unknown task. check compares them with the stub's .expand().
-func (b *Bundle) Expansions(dagID, taskID string) (exp map[string]Expansion, ok bool) {
+func (b *Bundle) Expansions(dagID, taskID string) (exp map[string]taskinfo.Expansion, ok bool) {
 	t := b.lookup(dagID, taskID)
 	if t == nil {
 		return nil, false
 	}
-	exp = map[string]Expansion{}
+	exp = map[string]taskinfo.Expansion{}
 	for i, src := range t.bound {
 		if src.expand {
-			exp[t.fields[i].name] = Expansion{XComTask: src.xcomTask, Items: src.items, Literal: src.hasItems}
+			exp[t.fields[i].name] = taskinfo.Expansion{XComTask: src.xcomTask, Items: src.items, Literal: src.hasItems}
 		}
 	}
 	return exp, true
@@ -391,10 +392,17 @@ func (b *Bundle) feedsMapping(dagID, taskID string, t *task) bool {
 	return false
 }
 
+// refs lists the registered tasks in registration order.
+func (b *Bundle) refs() []taskRef {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return append([]taskRef(nil), b.order...)
+}
+
 func (b *Bundle) lookup(dagID, taskID string) *task {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	return b.tasks[TaskRef{DagID: dagID, TaskID: taskID}]
+	return b.tasks[taskRef{DagID: dagID, TaskID: taskID}]
 }
 
 // foldName matches input names case- and underscore-insensitively, so

@@ -10,6 +10,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
+	"github.com/airflow-sandbox/airflow-go-worker/internal/exitorder"
+	"github.com/airflow-sandbox/airflow-go-worker/internal/schema"
 )
 
 type dupIn struct {
@@ -109,14 +111,14 @@ func TestManifestAndMetadata(t *testing.T) {
 	b.Register("a", "x", func() error { return nil })
 	b.Register("z", "first", func() error { return nil })
 	m := b.Manifest("v1.2.3", "")
-	if m.SDK.SupervisorSchemaVersion != SupervisorSchemaVersion || m.SDK.Language != "go" || m.MetadataVersion != "1.0" {
+	if m.SDK.SupervisorSchemaVersion != schema.Default || m.SDK.Language != "go" || m.MetadataVersion != "1.0" {
 		t.Fatalf("%+v", m)
 	}
 	if got := m.Dags["z"].Tasks; len(got) != 2 || got[0] != "second" || got[1] != "first" {
 		t.Fatalf("tasks must keep registration order: %v", got)
 	}
 	var out, errOut bytes.Buffer
-	if code := RunMain(context.Background(), b, []string{"--airflow-metadata"}, &out, &errOut); code != 0 {
+	if code := b.Run(context.Background(), []string{"--airflow-metadata"}, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
 	var y map[string]any
@@ -124,7 +126,7 @@ func TestManifestAndMetadata(t *testing.T) {
 		t.Fatalf("yaml manifest: %v %v", err, out.String())
 	}
 	out.Reset()
-	if code := RunMain(context.Background(), b, []string{"--airflow-metadata", "--format", "json"}, &out, &errOut); code != 0 {
+	if code := b.Run(context.Background(), []string{"--airflow-metadata", "--format", "json"}, &out, &errOut); code != 0 {
 		t.Fatal(code)
 	}
 	var j struct {
@@ -135,8 +137,8 @@ func TestManifestAndMetadata(t *testing.T) {
 	}
 }
 
-func TestParseServeArgs(t *testing.T) {
-	a, err := ParseServeArgs([]string{"--comm", "127.0.0.1:1", "--logs=127.0.0.1:2"})
+func TestServeArgs(t *testing.T) {
+	a, err := parseServeArgs([]string{"--comm", "127.0.0.1:1", "--logs=127.0.0.1:2"})
 	if err != nil || a.Comm != "127.0.0.1:1" || a.Logs != "127.0.0.1:2" {
 		t.Fatalf("%+v %v", a, err)
 	}
@@ -149,23 +151,23 @@ func TestParseServeArgs(t *testing.T) {
 		"--airflow-metadata --comm=a --logs=b": "cannot be combined",
 		"--comm":                               "flag --comm needs a value",
 	} {
-		_, err := ParseServeArgs(strings.Fields(args))
+		_, err := parseServeArgs(strings.Fields(args))
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: want %q, got %v", args, want, err)
 		}
 	}
 	var errOut bytes.Buffer
-	if code := RunMain(context.Background(), New(), []string{"--nope"}, &bytes.Buffer{}, &errOut); code != ExitUsage || !strings.Contains(errOut.String(), "--nope") {
+	if code := New().Run(context.Background(), []string{"--nope"}, &bytes.Buffer{}, &errOut); code != exitorder.Usage || !strings.Contains(errOut.String(), "--nope") {
 		t.Fatalf("bad flag: exit %d, %q", code, errOut.String())
 	}
 	// A dial failure is a protocol error: exit 1, no hang.
-	if code := RunMain(context.Background(), New(), []string{"--comm=127.0.0.1:1", "--logs=127.0.0.1:1"}, &bytes.Buffer{}, &errOut); code != ExitFailure {
+	if code := New().Run(context.Background(), []string{"--comm=127.0.0.1:1", "--logs=127.0.0.1:1"}, &bytes.Buffer{}, &errOut); code != exitorder.Failure {
 		t.Fatalf("dial failure: exit %d", code)
 	}
 }
 
 func TestLogFilterThreshold(t *testing.T) {
-	f, warns := LogFilterFromEnv(func(k string) string {
+	f, warns := logFilterFromEnv(func(k string) string {
 		return map[string]string{"AIRFLOW__LOGGING__LOGGING_LEVEL": "warn", "AIRFLOW__LOGGING__NAMESPACE_LEVELS": "a=DEBUG,a.b=ERROR a.bc=critical"}[k]
 	})
 	if len(warns) != 0 {

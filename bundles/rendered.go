@@ -13,11 +13,6 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/redact"
 )
 
-// SourcesField is the rendered field that says where each input's value
-// came from ("dag_run.conf[\"timeout\"]", "bundle defaults", an XCom, an
-// asset event), so a value a run's conf set stands out in the UI.
-const SourcesField = "_sources"
-
 // maskedValue replaces what the rendered fields must not show.
 const maskedValue = "***"
 
@@ -56,7 +51,7 @@ func inputValues(input reflect.Value) map[string]any {
 
 // renderedFields is what SetRenderedFields carries: each input, masked
 // (known secrets, URL credentials, and values under names that look
-// secret, as Airflow's masker hides them), and SourcesField.
+// secret, as Airflow's masker hides them), and protocol.SourcesField.
 func renderedFields(values map[string]any, sources map[string]string, mask func(string) string) map[string]any {
 	out := make(map[string]any, len(values)+1)
 	for k, v := range values {
@@ -66,7 +61,7 @@ func renderedFields(values map[string]any, sources map[string]string, mask func(
 	for k, s := range sources {
 		src[k] = s
 	}
-	out[SourcesField] = src
+	out[protocol.SourcesField] = src
 	return out
 }
 

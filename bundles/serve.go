@@ -16,6 +16,8 @@ import (
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/cleanup"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
+	"github.com/airflow-sandbox/airflow-go-worker/internal/exitorder"
+	"github.com/airflow-sandbox/airflow-go-worker/internal/schema"
 )
 
 const (
@@ -29,31 +31,31 @@ const (
 	// 60 s there (make airflow-e2e), and it kills us itself if that call
 	// fails. So the bound only catches a peer that is not Airflow at all.
 	firstFrameTimeout = 15 * time.Minute
-	// CancelGrace is how long a cancelled task may take to return (and
+	// cancelGrace is how long a cancelled task may take to return (and
 	// clean up, see package cleanup) before the runtime reports it failed
 	// anyway, so SIGTERM always yields an outcome. Airflow's supervisor
 	// escalates SIGTERM to SIGKILL after 5 s (escalation_delay) when it
 	// kills a task, so the default ends well before that, or the outcome is
 	// lost to the kill. CancelGraceEnv overrides it.
-	CancelGrace = 4 * time.Second
-	// CancelGraceEnv names the environment variable that sets the cancel
+	cancelGrace = 4 * time.Second
+	// cancelGraceEnv names the environment variable that sets the cancel
 	// grace (a Go duration such as "4s"), for workers that give tasks
 	// longer between SIGTERM and SIGKILL.
-	CancelGraceEnv = "AIRFLOW_GO_WORKER_CANCEL_GRACE"
+	cancelGraceEnv = "AIRFLOW_GO_WORKER_CANCEL_GRACE"
 	// terminalWriteTimeout bounds writing the terminal frame.
 	terminalWriteTimeout = 30 * time.Second
 )
 
-// ProtocolError is a failure to speak the coordinator protocol. Serve
+// protocolError is a failure to speak the coordinator protocol. Serve
 // returns it without sending a terminal frame, and the process must exit
 // non-zero so Airflow records failed or up_for_retry.
-type ProtocolError struct{ Err error }
+type protocolError struct{ Err error }
 
-func (e *ProtocolError) Error() string { return "coordinator protocol: " + e.Err.Error() }
-func (e *ProtocolError) Unwrap() error { return e.Err }
+func (e *protocolError) Error() string { return "coordinator protocol: " + e.Err.Error() }
+func (e *protocolError) Unwrap() error { return e.Err }
 
 func protoErr(format string, args ...any) error {
-	return &ProtocolError{Err: fmt.Errorf(format, args...)}
+	return &protocolError{Err: fmt.Errorf(format, args...)}
 }
 
 // serveConfig holds what tests replace.
@@ -81,7 +83,7 @@ type serveConfig struct {
 // run for parallelismDelay (package onep, procs.go); Serve gives it the
 // runtime's default back then, or when it returns before a task ran.
 func (b *Bundle) Serve(ctx context.Context, commAddr, logsAddr string) error {
-	served.Store(true)
+	exitorder.MarkServed()
 	cfg := processConfig()
 	cfg.oneP = startedOnOneP()
 	err := b.serve(ctx, commAddr, logsAddr, cfg)
@@ -92,30 +94,30 @@ func (b *Bundle) Serve(ctx context.Context, commAddr, logsAddr string) error {
 // processConfig is how a task process serves: the real environment,
 // signals, and the cancel grace and schema it declares.
 func processConfig() serveConfig {
-	schema, warning := declaredSchema()
+	version, warning := schema.DeclaredWithWarning()
 	grace, graceWarning := cancelGraceFromEnv(os.LookupEnv)
 	if graceWarning != "" {
 		warning = strings.TrimPrefix(warning+"; "+graceWarning, "; ")
 	}
-	return serveConfig{lookupEnv: os.LookupEnv, signals: true, cancelGrace: grace, schema: schema, schemaWarning: warning}
+	return serveConfig{lookupEnv: os.LookupEnv, signals: true, cancelGrace: grace, schema: version, schemaWarning: warning}
 }
 
 // cancelGraceFromEnv reads CancelGraceEnv; a bad value keeps the default
 // and says so.
 func cancelGraceFromEnv(lookup func(string) (string, bool)) (time.Duration, string) {
-	v, ok := lookup(CancelGraceEnv)
+	v, ok := lookup(cancelGraceEnv)
 	if !ok || v == "" {
-		return CancelGrace, ""
+		return cancelGrace, ""
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d <= cleanup.Reserve {
-		return CancelGrace, fmt.Sprintf("%s=%q is not a duration above %s such as \"4s\"; using %s", CancelGraceEnv, v, cleanup.Reserve, CancelGrace)
+		return cancelGrace, fmt.Sprintf("%s=%q is not a duration above %s such as \"4s\"; using %s", cancelGraceEnv, v, cleanup.Reserve, cancelGrace)
 	}
 	return d, ""
 }
 
 func (b *Bundle) serve(ctx context.Context, commAddr, logsAddr string, cfg serveConfig) error {
-	filter, warnings := LogFilterFromEnv(func(k string) string { v, _ := cfg.lookupEnv(k); return v })
+	filter, warnings := logFilterFromEnv(func(k string) string { v, _ := cfg.lookupEnv(k); return v })
 	sink := newAirflowSink(filter)
 	runtimeLog := newTaskLogger(sink, "airflow_go_worker")
 	for _, w := range warnings {
@@ -125,7 +127,7 @@ func (b *Bundle) serve(ctx context.Context, commAddr, logsAddr string, cfg serve
 		runtimeLog.Warn(cfg.schemaWarning)
 	}
 	if cfg.schema == "" {
-		cfg.schema = SupervisorSchemaVersion
+		cfg.schema = schema.Default
 	}
 	// Handle SIGTERM/SIGINT from the very start, so a signal during
 	// start-up is a clean protocol exit rather than an abrupt kill, and one
@@ -235,7 +237,7 @@ func (b *Bundle) answerParse(ctx context.Context, r *rpc, id int64, req protocol
 	for _, d := range req.DagIDs {
 		want[d] = true
 	}
-	for _, ref := range b.Tasks() {
+	for _, ref := range b.refs() {
 		if req.DagIDs != nil && !want[ref.DagID] {
 			continue
 		}
@@ -264,24 +266,14 @@ type outcome struct {
 }
 
 func (b *Bundle) runTask(ctx context.Context, r *rpc, startupID int64, sd protocol.StartupDetails, sink *airflowSink, cfg serveConfig) error {
-	ti := TaskInstance{
-		ID: sd.TI.ID, DagID: sd.TI.DagID, TaskID: sd.TI.TaskID, RunID: sd.TI.RunID,
-		TryNumber: sd.TI.TryNumber, MapIndex: sd.TI.MapIndex, DagVersionID: sd.TI.DagVersionID,
-		Hostname: sd.TI.Hostname, Queue: sd.TI.Queue, MaxTries: sd.MaxTries,
-	}
+	ti, dr := sd.TI, sd.DagRun
 	if ti.Hostname == "" {
 		// Airflow's scheduler sends the task instance before any host ran
 		// it (hostname null); its Python task runner fills in the host it
 		// runs on, and so do we.
 		ti.Hostname, _ = os.Hostname()
 	}
-	dr := DagRun{
-		DagID: sd.DagRun.DagID, RunID: sd.DagRun.RunID, RunType: sd.DagRun.RunType, State: sd.DagRun.State,
-		LogicalDate: sd.DagRun.LogicalDate, DataIntervalStart: sd.DagRun.DataIntervalStart,
-		DataIntervalEnd: sd.DagRun.DataIntervalEnd, RunAfter: sd.DagRun.RunAfter,
-		StartDate: sd.DagRun.StartDate, EndDate: sd.DagRun.EndDate, Conf: sd.DagRun.Conf,
-		TriggeringAssetEvents: assetEventsFrom(sd.DagRun.ConsumedAssetEvents), PartitionKey: sd.DagRun.PartitionKey,
-	}
+	jsonEvents(dr.TriggeringAssetEvents)
 	log := newTaskLogger(sink, "task").With("dag_id", ti.DagID, "task_id", ti.TaskID, "try_number", ti.TryNumber)
 	cl := &client{rpc: r, ti: ti, lookupEnv: cfg.lookupEnv, onSecret: sink.AddSecret}
 
@@ -302,7 +294,7 @@ func (b *Bundle) runTask(ctx context.Context, r *rpc, startupID int64, sd protoc
 	t := b.lookup(ti.DagID, ti.TaskID)
 	switch {
 	case t == nil:
-		log.Error("task is not registered in this bundle; reporting it removed", "registered", len(b.Tasks()))
+		log.Error("task is not registered in this bundle; reporting it removed", "registered", len(b.refs()))
 		out.removed = true
 	case !validUUID(ti.ID):
 		// As Airflow's Go SDK does: a TI id that is not a UUID cannot be
@@ -402,11 +394,11 @@ func (b *Bundle) execute(ctx context.Context, t *task, ti TaskInstance, dr DagRu
 		}
 		out.state = st
 	}()
-	ctx = context.WithValue(ctx, runStateKey{}, st)
+	cl.state = st
 	readFailed := false
 	var sources map[string]string
 	input, err := t.bindInput(ctx, bindSources{
-		ref:         TaskRef{DagID: ti.DagID, TaskID: ti.TaskID},
+		ref:         taskRef{DagID: ti.DagID, TaskID: ti.TaskID},
 		argBindings: sd.ArgBindings,
 		conf:        dr.Conf,
 		xcom: func(ctx context.Context, taskID, key string) (any, error) {
@@ -446,7 +438,7 @@ func (b *Bundle) execute(ctx context.Context, t *task, ti TaskInstance, dr DagRu
 		return outcome{err: FailNoRetry(errors.New("a mapped task expands over this task's return value, but the task returned none; return the list to map over"))}
 	}
 	if has {
-		if err := cl.setXCom(ctx, ReturnValueKey, result, feeds); err != nil {
+		if err := cl.setXCom(ctx, protocol.ReturnValueKey, result, feeds); err != nil {
 			// Downstream tasks depend on this value; a task whose result was
 			// lost has not succeeded.
 			return outcome{err: fmt.Errorf("pushing the return value: %w", err)}
@@ -465,10 +457,10 @@ func (b *Bundle) execute(ctx context.Context, t *task, ti TaskInstance, dr DagRu
 // error this module knows retrying cannot fix) failed even with retries
 // left. Both are TaskState messages, which Airflow honours because the
 // process exits 0. This is the one place an error becomes an outcome.
-func terminalBody(out outcome, shouldRetry bool, schema string, log hclog.Logger, redact func(string) string) protocol.Body {
+func terminalBody(out outcome, shouldRetry bool, version string, log hclog.Logger, redact func(string) string) protocol.Body {
 	now := time.Now().UTC()
 	mapIndex := out.state.renderedMapIndex()
-	var skip *SkipError
+	var skip *skipError
 	noRetry := errors.Is(out.err, ErrFailNoRetry)
 	switch {
 	case out.removed:
@@ -486,7 +478,7 @@ func terminalBody(out outcome, shouldRetry bool, schema string, log hclog.Logger
 		}
 		log.Error(msg, "error", out.err.Error())
 		body := &protocol.TaskState{State: "failed", EndDate: now, RenderedMapIndex: mapIndex}
-		if schemaAtLeast(schema, Schema34) {
+		if schema.AtLeast(version, schema.V34) {
 			reason := redact(out.err.Error())
 			body.RetryReason = &reason
 		}

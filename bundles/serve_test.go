@@ -238,7 +238,7 @@ func TestServeClient(t *testing.T) {
 	emptyErr := errors.New("not called")
 	var xv any
 	b := New()
-	b.Register("d", "client", func(ctx context.Context, c Client, g ConnectionGetter, log hclog.Logger) error {
+	b.Register("d", "client", func(ctx context.Context, c Client, g connectionGetter, log hclog.Logger) error {
 		var err error
 		gotConn, err = g.GetConnection(ctx, "mine")
 		if err != nil {
@@ -443,7 +443,7 @@ func TestServeBadFirstFrames(t *testing.T) {
 	}
 	for name, tc := range cases {
 		s := runFake(t, testBundle(), tc.frame, nil, serveConfig{})
-		var pe *ProtocolError
+		var pe *protocolError
 		if !errors.As(s.err, &pe) || !strings.Contains(s.err.Error(), tc.want) {
 			t.Errorf("%s: want a ProtocolError containing %q, got %v", name, tc.want, s.err)
 		}
@@ -462,7 +462,7 @@ func must(b []byte, err error) []byte {
 
 func TestConnectionPasswordNeverLoggedOrInRetryReason(t *testing.T) {
 	b := New()
-	b.Register("d", "t", func(ctx context.Context, g ConnectionGetter, log hclog.Logger) error {
+	b.Register("d", "t", func(ctx context.Context, g connectionGetter, log hclog.Logger) error {
 		c, err := g.GetConnection(ctx, "db")
 		if err != nil {
 			return err
@@ -517,7 +517,7 @@ func TestServeBrokenReplyMidTaskIsAProtocolError(t *testing.T) {
 			s := runFake(t, b, startupFrame(t, "d", "t", nil), func(m protocol.Message) (map[string]any, map[string]any) {
 				return map[string]any{rawReplyKey: tc.raw}, nil
 			}, serveConfig{cancelGrace: 5 * time.Second})
-			var pe *ProtocolError
+			var pe *protocolError
 			if !errors.As(s.err, &pe) || !strings.Contains(s.err.Error(), tc.want) {
 				t.Fatalf("want a ProtocolError containing %q, got %v", tc.want, s.err)
 			}

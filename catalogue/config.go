@@ -42,6 +42,7 @@ import (
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/footer"
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/selftest"
 	"github.com/airflow-sandbox/airflow-go-worker/internal/yamlnode"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/registry"
@@ -147,7 +148,7 @@ func (in inputConfig) option(name string) (bundles.TaskOption, error) {
 		return bundles.WithAssetEvents(name, in.AssetEvent, in.Field), nil
 	case in.AssetEvent != "":
 		return bundles.WithAssetEvent(name, in.AssetEvent, in.Field), nil
-	case in.XCom != "" && (expandXCom || in.Mapped) && in.Key != "" && in.Key != bundles.ReturnValueKey:
+	case in.XCom != "" && (expandXCom || in.Mapped) && in.Key != "" && in.Key != protocol.ReturnValueKey:
 		return nil, fmt.Errorf("inputs.%s: expand and mapped read the upstream's return_value; leave key out", name)
 	case in.XCom != "" && expandXCom && in.Mapped:
 		return nil, fmt.Errorf("inputs.%s: expand: true (this task is mapped over the list) and mapped: true (the upstream is mapped) exclude each other", name)
@@ -158,7 +159,7 @@ func (in inputConfig) option(name string) (bundles.TaskOption, error) {
 	case in.XCom != "":
 		key := in.Key
 		if key == "" {
-			key = bundles.ReturnValueKey
+			key = protocol.ReturnValueKey
 		}
 		return bundles.WithXComKey(name, in.XCom, key), nil
 	case in.Key != "":

@@ -47,8 +47,8 @@ func TestLoadBundleConfigRegistersExactlyItsTasks(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []string
-	for _, r := range b.Tasks() {
-		got = append(got, r.DagID+"."+r.TaskID)
+	for dagID, taskID := range b.Tasks() {
+		got = append(got, dagID+"."+taskID)
 	}
 	// In file order: a whole-Dag `run` runs provision before collect.
 	want := []string{"sandbox_conversion.convert", "agent_handoff.provision", "agent_handoff.collect"}
@@ -251,9 +251,9 @@ func TestBundleConfigOptsIntoSelftest(t *testing.T) {
 			t.Fatal(err)
 		}
 		var dags []string
-		for _, r := range b.Tasks() {
-			if !slices.Contains(dags, r.DagID) {
-				dags = append(dags, r.DagID)
+		for dagID := range b.Tasks() {
+			if !slices.Contains(dags, dagID) {
+				dags = append(dags, dagID)
 			}
 		}
 		want := []string{"d"}

@@ -28,8 +28,11 @@ func TestLoadBundleConfigWithManyDags(t *testing.T) {
 	if err := Load(b, manyDags(n), "big.yaml"); err != nil {
 		t.Fatal(err)
 	}
-	refs := b.Tasks()
-	if len(refs) != 2*n || refs[0].DagID != "dag_000000" || refs[0].TaskID != "provision" || refs[2*n-1] != (bundles.TaskRef{DagID: "dag_099999", TaskID: "collect"}) {
+	var refs []string
+	for dagID, taskID := range b.Tasks() {
+		refs = append(refs, dagID+"."+taskID)
+	}
+	if len(refs) != 2*n || refs[0] != "dag_000000.provision" || refs[2*n-1] != "dag_099999.collect" {
 		t.Fatalf("registered %d tasks, first %v, last %v", len(refs), refs[0], refs[len(refs)-1])
 	}
 }

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/airflow-sandbox/airflow-go-worker/bundles"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/footer"
+	"github.com/airflow-sandbox/airflow-go-worker/internal/schema"
 )
 
 // inspect refuses a packed bundle config asking a backend for what it
@@ -22,7 +22,7 @@ func TestInspectRefusesAPackedConfigTheBackendsCannotServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := footer.Manifest{MetadataVersion: footer.MetadataVersion, Source: "bundle.yaml",
-		SDK:  footer.SDK{Language: "go", Version: "v0", SupervisorSchemaVersion: bundles.Schema33},
+		SDK:  footer.SDK{Language: "go", Version: "v0", SupervisorSchemaVersion: schema.V33},
 		Dags: map[string]footer.Dag{"d": {Tasks: []string{"t"}}}}
 	inspect := func(cfg string) (int, string) {
 		out := filepath.Join(dir, "b.bundle")

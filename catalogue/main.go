@@ -12,6 +12,7 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/bundles"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/cli"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/selftest"
+	"github.com/airflow-sandbox/airflow-go-worker/internal/exitorder"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/registry"
 	"github.com/airflow-sandbox/airflow-go-worker/storage"
 )
@@ -26,7 +27,7 @@ takes its config as --config, and inspect, sweep and version take none.
 // has every bundle command plus sweep. The main package imports the
 // sandbox backends and storage drivers it links.
 func Main() {
-	bundles.Exit(Run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	exitorder.Exit(Run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }
 
 // Run is Main's command line, returning the exit code.
@@ -42,21 +43,21 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	rest, configPath, err := extractBundleConfig(args)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
-		return bundles.ExitUsage
+		return exitorder.Usage
 	}
 	if len(rest) > 0 {
 		switch rest[0] {
 		case "pack", "inspect", "version", SweepCommand.Name:
 			// Only reachable with --bundle-config in front of the command.
 			fmt.Fprintf(stderr, "%s: %s does not take --bundle-config (pack takes --config instead); drop it\n", name, rest[0])
-			return bundles.ExitUsage
+			return exitorder.Usage
 		}
 	}
 	if configPath != "" {
 		abs, err := filepath.Abs(configPath)
 		if err != nil {
 			fmt.Fprintf(stderr, "%s: --bundle-config: %v\n", name, err)
-			return bundles.ExitUsage
+			return exitorder.Usage
 		}
 		prog.ForkArgs = []string{"--bundle-config", abs}
 	}

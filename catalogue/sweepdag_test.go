@@ -21,8 +21,8 @@ func TestSweepSectionAddsTheMaintenanceDag(t *testing.T) {
 			t.Fatalf("%s: %v", cfg, err)
 		}
 		var got []string
-		for _, r := range b.Tasks() {
-			got = append(got, r.DagID+"."+r.TaskID)
+		for dagID, taskID := range b.Tasks() {
+			got = append(got, dagID+"."+taskID)
 		}
 		if !slices.Contains(got, SweepDagID+"."+SweepTaskID) {
 			t.Fatalf("%s registered %v, no %s.%s", cfg, got, SweepDagID, SweepTaskID)

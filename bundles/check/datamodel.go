@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles"
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/internal/taskinfo"
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
 )
 
 // The kinds of data-model finding: what a stub Dag declares about assets
@@ -43,9 +45,9 @@ type argSource struct {
 }
 
 // describeDataModel adds a task's outlets and mapping to its description.
-func describeDataModel(b *bundles.Bundle, ref bundles.TaskRef, td *TaskDescription) {
+func describeDataModel(b *bundles.Bundle, dagID, taskID string, td *TaskDescription) {
 	td.DataModel = true
-	assets, aliases, _ := b.Outlets(ref.DagID, ref.TaskID)
+	assets, aliases, _ := b.Outlets(dagID, taskID)
 	for _, a := range assets {
 		name, uri := a.Name, a.URI
 		if name == "" {
@@ -59,10 +61,10 @@ func describeDataModel(b *bundles.Bundle, ref bundles.TaskRef, td *TaskDescripti
 	for _, a := range aliases {
 		td.Outlets = append(td.Outlets, OutletDescription{Type: "AssetAlias", Name: a})
 	}
-	if exp, _ := b.Expansions(ref.DagID, ref.TaskID); len(exp) > 0 {
+	if exp, _ := b.Expansions(dagID, taskID); len(exp) > 0 {
 		td.Expansions = exp
 	}
-	td.FeedsMapping, _ = b.FeedsMapping(ref.DagID, ref.TaskID)
+	td.FeedsMapping, _ = b.FeedsMapping(dagID, taskID)
 }
 
 func (a assetFacts) String() string {
@@ -164,7 +166,7 @@ func (c *checker) checkDataModel(d dagFacts, t taskFacts, td TaskDescription, bu
 		case src.Unsupported != "":
 			finding(MappingUnsupported, fmt.Sprintf("the stub expands %s over a %s, which the bundle cannot read (Airflow does not render expand inputs for executables)", name, src.Unsupported),
 				"expand over an upstream task's return value or a literal list, and do any mapping in the upstream task")
-		case src.XCom != "" && src.Key != bundles.ReturnValueKey:
+		case src.XCom != "" && src.Key != protocol.ReturnValueKey:
 			finding(MappingUnsupported, fmt.Sprintf("the stub expands %s over XCom %s of %s; the bundle reads an upstream's return_value", name, src.Key, src.XCom),
 				fmt.Sprintf("return the list from %s (its return_value)", src.XCom))
 		case upstreamMapped:
@@ -193,7 +195,7 @@ func (c *checker) checkDataModel(d dagFacts, t taskFacts, td TaskDescription, bu
 	}
 }
 
-func describeExpansion(e bundles.Expansion) string {
+func describeExpansion(e taskinfo.Expansion) string {
 	if e.Literal {
 		return jsonText(e.Items)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles"
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/internal/taskinfo"
 )
 
 // Description is what a bundle's describe command prints: every task and
@@ -29,7 +30,7 @@ type TaskDescription struct {
 	Outlets []OutletDescription `json:"outlets,omitempty"`
 	// Expansions map an input to the list whose element a mapped
 	// instance takes (an upstream's XCom, or literal items).
-	Expansions map[string]bundles.Expansion `json:"expansions,omitempty"`
+	Expansions map[string]taskinfo.Expansion `json:"expansions,omitempty"`
 	// FeedsMapping says the task pushes its return value with its length,
 	// for a mapped task that expands over it.
 	FeedsMapping bool `json:"feeds_mapping,omitempty"`
@@ -51,17 +52,17 @@ type XComInput struct {
 // Describe describes b.
 func Describe(b *bundles.Bundle) Description {
 	d := Description{Dags: map[string]map[string]TaskDescription{}}
-	for _, ref := range b.Tasks() {
-		bound, _ := b.XComBindings(ref.DagID, ref.TaskID)
+	for dagID, taskID := range b.Tasks() {
+		bound, _ := b.XComBindings(dagID, taskID)
 		td := TaskDescription{XComInputs: map[string]XComInput{}}
 		for input, x := range bound {
 			td.XComInputs[input] = XComInput{Task: x.TaskID, Key: x.Key}
 		}
-		describeDataModel(b, ref, &td)
-		if d.Dags[ref.DagID] == nil {
-			d.Dags[ref.DagID] = map[string]TaskDescription{}
+		describeDataModel(b, dagID, taskID, &td)
+		if d.Dags[dagID] == nil {
+			d.Dags[dagID] = map[string]TaskDescription{}
 		}
-		d.Dags[ref.DagID][ref.TaskID] = td
+		d.Dags[dagID][taskID] = td
 	}
 	return d
 }

@@ -32,6 +32,9 @@ import (
 	"strings"
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles"
+	"github.com/airflow-sandbox/airflow-go-worker/internal/buildinfo"
+	"github.com/airflow-sandbox/airflow-go-worker/internal/exitorder"
+	"github.com/airflow-sandbox/airflow-go-worker/internal/schema"
 )
 
 // Command is an extra subcommand a program adds (the catalogue's sweep).
@@ -68,7 +71,7 @@ type Program struct {
 
 // Main runs b's command line and exits with its code.
 func Main(b *bundles.Bundle) {
-	bundles.Exit(Program{Bundle: func() (*bundles.Bundle, error) { return b, nil }}.Run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	exitorder.Exit(Program{Bundle: func() (*bundles.Bundle, error) { return b, nil }}.Run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }
 
 func (p Program) name() string {
@@ -107,14 +110,14 @@ func (p Program) Run(ctx context.Context, args []string, stdout, stderr io.Write
 	n := p.name()
 	if len(args) == 0 {
 		fmt.Fprintf(stderr, "%s: no arguments\n\n%s", n, p.Usage())
-		return bundles.ExitUsage
+		return exitorder.Usage
 	}
 	report := func(err error) int {
 		if err == nil {
-			return bundles.ExitOK
+			return exitorder.OK
 		}
 		fmt.Fprintf(stderr, "%s: %v\n", n, err)
-		return bundles.ExitFailure
+		return exitorder.Failure
 	}
 	switch args[0] {
 	case "pack":
@@ -124,16 +127,16 @@ func (p Program) Run(ctx context.Context, args []string, stdout, stderr io.Write
 	case "version":
 		if len(args) > 1 {
 			fmt.Fprintf(stderr, "%s: version takes no arguments, got %q\n", n, args[1])
-			return bundles.ExitUsage
+			return exitorder.Usage
 		}
 		printVersion(stdout, n)
 		if p.Links != nil {
 			fmt.Fprintf(stdout, "links %s\n", formatLinks(p.Links()))
 		}
-		return bundles.ExitOK
+		return exitorder.OK
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, p.Usage())
-		return bundles.ExitOK
+		return exitorder.OK
 	case "run":
 		return p.runCommand(ctx, args[1:], stdout, stderr)
 	case "describe":
@@ -148,20 +151,20 @@ func (p Program) Run(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	if !strings.HasPrefix(args[0], "-") {
 		fmt.Fprintf(stderr, "%s: unknown command %q\n\n%s", n, args[0], p.Usage())
-		return bundles.ExitUsage
+		return exitorder.Usage
 	}
 	b, err := p.Bundle()
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", n, err)
-		return bundles.ExitUsage
+		return exitorder.Usage
 	}
-	return bundles.RunMain(ctx, b, args, stdout, stderr)
+	return b.Run(ctx, args, stdout, stderr)
 }
 
 func printVersion(w io.Writer, name string) {
-	fmt.Fprintf(w, "%s %s\n", name, bundles.Version())
+	fmt.Fprintf(w, "%s %s\n", name, buildinfo.Version())
 	fmt.Fprintf(w, "go %s %s/%s\n", strings.TrimPrefix(runtime.Version(), "go"), runtime.GOOS, runtime.GOARCH)
-	fmt.Fprintf(w, "supervisor schema %s (declared; speaks %s)\n", bundles.DeclaredSchemaVersion(), bundles.KnownSchemaVersions())
+	fmt.Fprintf(w, "supervisor schema %s (declared; speaks %s)\n", schema.Declared(), schema.Known())
 }
 
 // formatLinks renders Links as "backends: local; stores: file, s3".
@@ -185,11 +188,11 @@ type dagTasks struct {
 
 func tasksOfBundle(b *bundles.Bundle) dagTasks {
 	d := dagTasks{tasks: map[string][]string{}}
-	for _, ref := range b.Tasks() {
-		if _, ok := d.tasks[ref.DagID]; !ok {
-			d.order = append(d.order, ref.DagID)
+	for dagID, taskID := range b.Tasks() {
+		if _, ok := d.tasks[dagID]; !ok {
+			d.order = append(d.order, dagID)
 		}
-		d.tasks[ref.DagID] = append(d.tasks[ref.DagID], ref.TaskID)
+		d.tasks[dagID] = append(d.tasks[dagID], taskID)
 	}
 	return d
 }

@@ -3,7 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
-	"debug/buildinfo"
+	gobuildinfo "debug/buildinfo"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -16,13 +16,14 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/airflow-sandbox/airflow-go-worker/bundles"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/footer"
+	"github.com/airflow-sandbox/airflow-go-worker/internal/buildinfo"
+	"github.com/airflow-sandbox/airflow-go-worker/internal/schema"
 )
 
 // defaultAirflow is the Airflow release pack targets by default: the
 // released one (3.3 knows only schema 2026-06-16 and rejects any other).
-const defaultAirflow = bundles.DefaultAirflow
+const defaultAirflow = schema.DefaultAirflow
 
 // Bounds on running the executable for its manifest: it must only print
 // metadata, so a minute and a few MiB are generous.
@@ -56,12 +57,12 @@ func runPack(args []string, stdout, stderr io.Writer) error {
 	output := fs.String("output", "", "where to write the bundle (default: dist/<executable name>.bundle)")
 	sourcePath := fs.String("source", "", "file to embed as the source region (shown to Airflow as the bundle's source)")
 	configPath := fs.String("config", "", "YAML bundle config: its tasks are registered (--bundle-config) and it is embedded as the source region, which the packed bundle reads at run time")
-	airflow := fs.String("airflow", defaultAirflow, "Airflow release the bundle targets: 3.3 (schema "+bundles.Schema33+") or 3.4 (schema "+bundles.Schema34+"); it decides the supervisor schema version the bundle declares")
-	schema := fs.String("supervisor-schema-version", "", "declare this supervisor schema version instead of --airflow's (one of: "+bundles.KnownSchemaVersions()+")")
+	airflow := fs.String("airflow", defaultAirflow, "Airflow release the bundle targets: 3.3 (schema "+schema.V33+") or 3.4 (schema "+schema.V34+"); it decides the supervisor schema version the bundle declares")
+	schemaFlag := fs.String("supervisor-schema-version", "", "declare this supervisor schema version instead of --airflow's (one of: "+schema.Known()+")")
 	if help, err := ParseFlags(fs, args); help || err != nil {
 		return err
 	}
-	target, err := packSchema(fs, *airflow, *schema)
+	target, err := packSchema(fs, *airflow, *schemaFlag)
 	if err != nil {
 		return fmt.Errorf("pack: %w", err)
 	}
@@ -235,23 +236,23 @@ type schemaTarget struct {
 // packSchema resolves --airflow and --supervisor-schema-version. An
 // explicit version must be one this runtime speaks; with an explicit
 // --airflow too, both must agree.
-func packSchema(fs *flag.FlagSet, airflow, schema string) (schemaTarget, error) {
+func packSchema(fs *flag.FlagSet, airflow, version string) (schemaTarget, error) {
 	airflowSet := false
 	fs.Visit(func(f *flag.Flag) { airflowSet = airflowSet || f.Name == "airflow" })
-	forAirflow, err := bundles.SchemaForAirflow(airflow)
+	forAirflow, err := schema.ForAirflow(airflow)
 	if err != nil {
 		return schemaTarget{}, fmt.Errorf("--airflow: %w", err)
 	}
-	if schema == "" {
+	if version == "" {
 		return schemaTarget{version: forAirflow, explicit: airflowSet, from: "--airflow " + airflow}, nil
 	}
-	if err := checkSchemaVersion(schema); err != nil {
+	if err := checkSchemaVersion(version); err != nil {
 		return schemaTarget{}, fmt.Errorf("--supervisor-schema-version: %w", err)
 	}
-	if airflowSet && schema != forAirflow {
-		return schemaTarget{}, fmt.Errorf("--airflow %s declares supervisor schema %s, but --supervisor-schema-version says %s; pass one of them", airflow, forAirflow, schema)
+	if airflowSet && version != forAirflow {
+		return schemaTarget{}, fmt.Errorf("--airflow %s declares supervisor schema %s, but --supervisor-schema-version says %s; pass one of them", airflow, forAirflow, version)
 	}
-	return schemaTarget{version: schema, explicit: true, from: "--supervisor-schema-version " + schema}, nil
+	return schemaTarget{version: version, explicit: true, from: "--supervisor-schema-version " + version}, nil
 }
 
 // fillManifest completes what the executable printed with what only the
@@ -278,25 +279,25 @@ func fillManifest(m *footer.Manifest, exe string, target schemaTarget, stderr io
 		if err := checkSchemaVersion(declared); err != nil {
 			return fmt.Errorf("it declares supervisor_schema_version %q: %v; pack it for a schema it speaks with --supervisor-schema-version", declared, err)
 		}
-		return fmt.Errorf("it declares supervisor_schema_version %s, the schema it speaks, but pack targets %s (%s); pass --airflow or --supervisor-schema-version for the Airflow it was built for (schemas: %s)", declared, target.version, target.from, bundles.KnownSchemaVersions())
+		return fmt.Errorf("it declares supervisor_schema_version %s, the schema it speaks, but pack targets %s (%s); pass --airflow or --supervisor-schema-version for the Airflow it was built for (schemas: %s)", declared, target.version, target.from, schema.Known())
 	}
 	m.SDK.SupervisorSchemaVersion = target.version
 	return nil
 }
 
 // speaksEverySchema reports whether exe was built with this module's bundle
-// runtime, which speaks every version in bundles.SchemaVersions and reads
+// runtime, which speaks every version in schema.All and reads
 // the declared one from its own footer at start-up.
 func speaksEverySchema(exe string) bool {
-	bi, err := buildinfo.ReadFile(exe)
+	bi, err := gobuildinfo.ReadFile(exe)
 	if err != nil {
 		return false
 	}
-	if bi.Main.Path == bundles.ModulePath {
+	if bi.Main.Path == buildinfo.ModulePath {
 		return true
 	}
 	for _, d := range bi.Deps {
-		if d.Path == bundles.ModulePath {
+		if d.Path == buildinfo.ModulePath {
 			return true
 		}
 	}
@@ -306,7 +307,7 @@ func speaksEverySchema(exe string) bool {
 // buildVersion reads the main module version from a Go executable's build
 // info without running it.
 func buildVersion(exe string) string {
-	bi, err := buildinfo.ReadFile(exe)
+	bi, err := gobuildinfo.ReadFile(exe)
 	if err != nil || bi.Main.Version == "" {
 		return "(devel)"
 	}
@@ -317,9 +318,9 @@ func buildVersion(exe string) string {
 // those are otherwise.
 func checkSchemaVersion(v string) error {
 	if _, err := time.Parse("2006-01-02", v); err != nil || len(v) != len("2006-01-02") {
-		return fmt.Errorf("%q is not a date in the form YYYY-MM-DD; known versions: %s", v, bundles.KnownSchemaVersions())
+		return fmt.Errorf("%q is not a date in the form YYYY-MM-DD; known versions: %s", v, schema.Known())
 	}
-	return bundles.CheckSchemaVersion(v)
+	return schema.Check(v)
 }
 
 // cappedBuffer keeps at most max bytes, so a runaway executable cannot
@@ -380,7 +381,7 @@ func inspect(args []string, stdout, stderr io.Writer, checkSource func(name stri
 	if *format != "yaml" && *format != "json" {
 		return fmt.Errorf("inspect: --format %q: use yaml or json", *format)
 	}
-	accepted, err := bundles.AirflowSchemaVersions(*airflow)
+	accepted, err := schema.AirflowKnows(*airflow)
 	if err != nil {
 		return fmt.Errorf("inspect: --airflow: %w", err)
 	}
@@ -448,7 +449,7 @@ func coordinatorRefusal(b *footer.Bundle, airflow string, accepted []string) err
 		}
 	}
 	hint := "pack it again with --airflow " + airflow
-	if newer, err := bundles.SchemaForAirflow("3.4"); err == nil && v == newer && airflow != "3.4" {
+	if newer, err := schema.ForAirflow("3.4"); err == nil && v == newer && airflow != "3.4" {
 		hint += ", or check it with inspect --airflow 3.4 if it is meant for Airflow 3.4"
 	}
 	return fmt.Errorf("%s: Airflow %s's coordinator rejects this bundle: \"Version '%s' not found in supervisor schema bundle\" (it knows %s), so its tasks fail with \"cannot find executable bundle with usable supervisor_schema_version\"; %s", b.Path, airflow, v, strings.Join(accepted, ", "), hint)

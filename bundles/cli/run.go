@@ -16,11 +16,12 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/airflow-sandbox/airflow-go-worker/bundles"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/footer"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/supervisor"
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
+	"github.com/airflow-sandbox/airflow-go-worker/internal/exitorder"
+	"github.com/airflow-sandbox/airflow-go-worker/internal/schema"
 )
 
 const runUsage = `usage: %s run --dag D [--task T] [--bundle FILE] [flags]
@@ -53,19 +54,19 @@ func (p Program) runCommand(ctx context.Context, args []string, stdout, stderr i
 	connFile := fs.String("connections", "", "connections file (YAML or JSON, conn_id -> URI or object)")
 	runID := fs.String("run-id", "", "Dag run id (default manual__<now>)")
 	retry := fs.Bool("retry", false, "report failures as up_for_retry (ti_context.should_retry)")
-	airflow := fs.String("airflow", bundles.DefaultAirflow, "Airflow release to behave as: 3.3 or 3.4 (refuses a bundle whose schema that release does not know)")
+	airflow := fs.String("airflow", schema.DefaultAirflow, "Airflow release to behave as: 3.3 or 3.4 (refuses a bundle whose schema that release does not know)")
 	var runStates runStateFlags
 	fs.Var(&runStates, "dag-run-state", "answer GetDagRunState for another Dag run, as DAG_ID/RUN_ID=STATE (queued, running, success or failed; repeatable); runs this command runs are recorded in --state")
 	argJSON := fs.String("arg-bindings", "", "Airflow 3.4 only: the stub call's arguments as a JSON list, e.g. '[{\"name\": \"sandbox\", \"kind\": \"xcom\", \"task_id\": \"provision\"}]'")
 	if help, err := ParseFlags(fs, args); help {
-		return bundles.ExitOK
+		return exitorder.OK
 	} else if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", p.name(), err)
-		return bundles.ExitUsage
+		return exitorder.Usage
 	}
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "%s run: %s\n", p.name(), fmt.Sprintf(format, a...))
-		return bundles.ExitUsage
+		return exitorder.Usage
 	}
 	var conf map[string]any
 	if *confJSON != "" {
@@ -117,17 +118,17 @@ func (p Program) runCommand(ctx context.Context, args []string, stdout, stderr i
 		Logs:            stderr,
 		Airflow:         *airflow,
 	}
-	schema, err := sup.BundleSchema()
+	version, err := sup.BundleSchema()
 	if err != nil {
 		return fail("%v", err)
 	}
-	if argBindings != nil && schema < bundles.Schema34 {
-		return fail("--arg-bindings: this bundle declares supervisor schema %s (Airflow 3.3), which has no arg_bindings; pack it with --airflow 3.4 and run the packed bundle with --airflow 3.4, or bind the input with inputs: in the bundle config", schema)
+	if argBindings != nil && !schema.AtLeast(version, schema.V34) {
+		return fail("--arg-bindings: this bundle declares supervisor schema %s (Airflow 3.3), which has no arg_bindings; pack it with --airflow 3.4 and run the packed bundle with --airflow 3.4, or bind the input with inputs: in the bundle config", version)
 	}
 	ctx, interrupted, stop := cancelOnSignal(ctx)
 	defer stop()
 
-	code := bundles.ExitOK
+	code := exitorder.OK
 	for _, t := range taskIDs {
 		res, err := sup.RunTask(ctx, supervisor.TaskRequest{DagID: *dagID, TaskID: t, RunID: *runID, Conf: conf, ArgBindings: argBindings, ShouldRetry: *retry, MaxTries: 1})
 		line := fmt.Sprintf("%s.%s (run %s): %s", *dagID, t, *runID, res.State)
@@ -139,15 +140,15 @@ func (p Program) runCommand(ctx context.Context, args []string, stdout, stderr i
 		}
 		fmt.Fprintln(stdout, line)
 		if res.State != supervisor.StateSuccess {
-			code = bundles.ExitFailure
+			code = exitorder.Failure
 			break
 		}
-		if v, ok, _ := sup.GetXCom(*dagID, *runID, t, bundles.ReturnValueKey); ok {
+		if v, ok, _ := sup.GetXCom(*dagID, *runID, t, protocol.ReturnValueKey); ok {
 			data, _ := json.Marshal(v)
 			fmt.Fprintf(stdout, "  return_value: %s\n", data)
 		}
 		if ctx.Err() != nil {
-			code = bundles.ExitFailure
+			code = exitorder.Failure
 			break
 		}
 	}
@@ -155,7 +156,7 @@ func (p Program) runCommand(ctx context.Context, args []string, stdout, stderr i
 	// succeed; a run of one task (--task) may go on with the next.
 	if *taskID == "" {
 		end := supervisor.DagRunSuccess
-		if code != bundles.ExitOK {
+		if code != exitorder.OK {
 			end = supervisor.DagRunFailed
 		}
 		if err := sup.SetDagRunState(*dagID, *runID, end); err != nil {

@@ -100,7 +100,7 @@ func (e AssetEvent) body() assetEventBody {
 		return m
 	}
 	b := assetEventBody{
-		Asset:        assetRefBody{Name: e.AssetName, URI: e.AssetURI, Extra: orEmpty(e.AssetExtra)},
+		Asset:        assetRefBody{Name: e.Asset.Name, URI: e.Asset.URI, Extra: orEmpty(e.AssetExtra)},
 		Extra:        orEmpty(e.Extra),
 		SourceTaskID: str(e.SourceTaskID), SourceDagID: str(e.SourceDagID), SourceRunID: str(e.SourceRunID),
 		SourceAliases: []aliasRefBody{}, Timestamp: e.Timestamp, PartitionKey: str(e.PartitionKey),
@@ -148,11 +148,11 @@ func (sd StartupDetails) Body(withArgBindings bool) Body {
 				StartDate: ts(sd.DagRun.StartDate), EndDate: ts(sd.DagRun.EndDate),
 				RunType: sd.DagRun.RunType, State: sd.DagRun.State, Conf: conf, ConsumedAssetEvents: []assetEventBody{},
 			},
-			MaxTries: sd.MaxTries, Variables: []any{}, Connections: []any{}, XComKeysToClear: []any{},
+			MaxTries: sd.TI.MaxTries, Variables: []any{}, Connections: []any{}, XComKeysToClear: []any{},
 			ShouldRetry: sd.ShouldRetry, StartDate: ts(sd.StartDate),
 		},
 	}
-	for _, e := range sd.DagRun.ConsumedAssetEvents {
+	for _, e := range sd.DagRun.TriggeringAssetEvents {
 		body.TIContext.DagRun.ConsumedAssetEvents = append(body.TIContext.DagRun.ConsumedAssetEvents, e.body())
 	}
 	if sd.DagRun.PartitionKey != "" {

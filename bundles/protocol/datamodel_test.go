@@ -18,14 +18,14 @@ import (
 func TestStartupDetailsCarriesTriggeringAssetEvents(t *testing.T) {
 	at := time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC)
 	want := []AssetEvent{{
-		AssetName: "incoming", AssetURI: "s3://bucket/incoming/", AssetExtra: map[string]any{},
+		Asset: AssetKey{Name: "incoming", URI: "s3://bucket/incoming/"}, AssetExtra: map[string]any{},
 		Extra:       map[string]any{"url": "s3://bucket/incoming/a.csv", "sha256": "ab12"},
 		SourceDagID: "producer", SourceRunID: "manual__1", SourceTaskID: "export", SourceMapIndex: 2,
 		SourceAliases: []string{"objects"}, Timestamp: at, PartitionKey: "2026-12-06",
 	}}
 	sd := StartupDetails{
 		TI:     TaskInstance{ID: "0195c1f2-0000-7000-8000-000000000001", DagID: "d", TaskID: "t", RunID: "asset_triggered__1", TryNumber: 1, MapIndex: 1},
-		DagRun: DagRun{DagID: "d", RunID: "asset_triggered__1", RunType: "asset_triggered", ConsumedAssetEvents: want, PartitionKey: "2026-12-06"},
+		DagRun: DagRun{DagID: "d", RunID: "asset_triggered__1", RunType: "asset_triggered", TriggeringAssetEvents: want, PartitionKey: "2026-12-06"},
 	}
 	p, err := EncodeReply(0, sd.Body(false), nil)
 	if err != nil {
@@ -42,8 +42,8 @@ func TestStartupDetailsCarriesTriggeringAssetEvents(t *testing.T) {
 	if got.TI.MapIndex != 1 || got.DagRun.PartitionKey != "2026-12-06" {
 		t.Fatalf("map index %d, partition key %q", got.TI.MapIndex, got.DagRun.PartitionKey)
 	}
-	if !reflect.DeepEqual(got.DagRun.ConsumedAssetEvents, want) {
-		t.Fatalf("consumed_asset_events:\n got %#v\nwant %#v", got.DagRun.ConsumedAssetEvents, want)
+	if !reflect.DeepEqual(got.DagRun.TriggeringAssetEvents, want) {
+		t.Fatalf("consumed_asset_events:\n got %#v\nwant %#v", got.DagRun.TriggeringAssetEvents, want)
 	}
 	// A malformed entry is named, not skipped.
 	m.Body["ti_context"].(map[string]any)["dag_run"].(map[string]any)["consumed_asset_events"] = []any{map[string]any{"extra": map[string]any{}}}

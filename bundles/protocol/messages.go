@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"bytes"
+	"fmt"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -149,10 +150,33 @@ type OutletEvent struct {
 	DestAssetExtra  map[string]any `msgpack:"dest_asset_extra,omitempty"`
 }
 
-// AssetKey is an asset's unique key: Airflow's AssetUniqueKey.
+// AssetKey names an asset by name and URI: Airflow's AssetUniqueKey on the
+// wire, and bundles.Asset (where either may be empty, taking the other's
+// value, as Airflow's Asset does: Unique applies that).
 type AssetKey struct {
 	Name string `msgpack:"name"`
 	URI  string `msgpack:"uri"`
+}
+
+// Unique is k with Airflow's defaults applied: an empty name or URI takes
+// the other's value.
+func (k AssetKey) Unique() AssetKey {
+	if k.Name == "" {
+		k.Name = k.URI
+	}
+	if k.URI == "" {
+		k.URI = k.Name
+	}
+	return k
+}
+
+// String is the asset as a Dag author writes it.
+func (k AssetKey) String() string {
+	u := k.Unique()
+	if u.Name == u.URI {
+		return fmt.Sprintf("Asset(%q)", u.URI)
+	}
+	return fmt.Sprintf("Asset(name=%q, uri=%q)", u.Name, u.URI)
 }
 
 type RetryTask struct {

@@ -175,12 +175,11 @@ func mustMarshal(t testing.TB, v any) []byte {
 func sampleStartup() StartupDetails {
 	return StartupDetails{
 		TI: TaskInstance{ID: "0195c1f2-0000-7000-8000-000000000001", DagID: "d", TaskID: "t", RunID: "manual__1",
-			TryNumber: 2, MapIndex: -1, DagVersionID: "0195c1f2-0000-7000-8000-000000000002", Queue: "golang"},
+			TryNumber: 2, MapIndex: -1, DagVersionID: "0195c1f2-0000-7000-8000-000000000002", Queue: "golang", MaxTries: 3},
 		BundleName: "dags",
 		StartDate:  time.Date(2026, 11, 29, 12, 0, 0, 123000000, time.UTC),
 		DagRun: DagRun{DagID: "d", RunID: "manual__1", RunType: "manual", State: "running",
 			LogicalDate: time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC), Conf: map[string]any{"n": int64(3)}},
-		MaxTries:    3,
 		ShouldRetry: true,
 		ArgBindings: []ArgBinding{{Name: "x", Kind: BindLiteral, Value: "v"}},
 	}
@@ -203,7 +202,7 @@ func TestStartupDetailsRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.TI != want.TI || got.MaxTries != 3 || !got.ShouldRetry || !got.StartDate.Equal(want.StartDate) ||
+	if got.TI != want.TI || got.TI.MaxTries != 3 || !got.ShouldRetry || !got.StartDate.Equal(want.StartDate) ||
 		!got.DagRun.LogicalDate.Equal(want.DagRun.LogicalDate) || got.DagRun.Conf["n"] != int64(3) ||
 		len(got.ArgBindings) != 1 || got.ArgBindings[0].Value != "v" || !got.DagRun.EndDate.IsZero() {
 		t.Fatalf("round trip mismatch:\n got %+v\nwant %+v", got, want)

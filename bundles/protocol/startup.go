@@ -3,6 +3,7 @@ package protocol
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -32,40 +33,60 @@ const (
 	TypeSetRenderedMapIndex      = "SetRenderedMapIndex"
 )
 
-// TaskInstance is StartupDetails.ti.
+// TaskInstance is the running task instance: StartupDetails.ti, plus
+// ti_context.max_tries. It is the one type from the frame to the task
+// function (bundles.TaskInstance is this type).
 type TaskInstance struct {
-	ID, DagID, TaskID, RunID string
-	TryNumber                int
-	MapIndex                 int // -1 when unmapped
-	DagVersionID             string
-	Hostname                 string
-	Queue                    string
+	ID           string
+	DagID        string
+	TaskID       string
+	RunID        string
+	TryNumber    int
+	MapIndex     int // -1 when the task is not mapped
+	DagVersionID string
+	// Hostname is the host running the task (the runtime fills in its own
+	// when Airflow sends null, as Airflow's Python task runner does).
+	Hostname string
+	Queue    string
+	MaxTries int // ti_context.max_tries
 }
 
-// DagRun is StartupDetails.ti_context.dag_run. Zero times mean null.
+// DagRun is the Dag run the task belongs to: StartupDetails.ti_context.dag_run.
+// Zero times mean Airflow sent null. bundles.DagRun is this type.
 type DagRun struct {
-	DagID, RunID, RunType, State                    string
-	LogicalDate, DataIntervalStart, DataIntervalEnd time.Time
-	RunAfter, StartDate, EndDate                    time.Time
-	Conf                                            map[string]any
-	// ConsumedAssetEvents are the asset events that triggered the run
-	// (empty unless it is asset-triggered).
-	ConsumedAssetEvents []AssetEvent
-	PartitionKey        string
+	DagID             string
+	RunID             string
+	RunType           string
+	State             string
+	LogicalDate       time.Time
+	DataIntervalStart time.Time
+	DataIntervalEnd   time.Time
+	RunAfter          time.Time
+	StartDate         time.Time
+	EndDate           time.Time
+	Conf              map[string]any
+	// TriggeringAssetEvents are the asset events that triggered an
+	// asset-triggered run (consumed_asset_events), oldest first; empty for
+	// other runs.
+	TriggeringAssetEvents []AssetEvent
+	// PartitionKey is the run's partition key (partitioned assets), or "".
+	PartitionKey string
 }
 
-// AssetEvent is one of ti_context.dag_run.consumed_asset_events.
+// AssetEvent is one asset event that triggered the run (one of
+// ti_context.dag_run.consumed_asset_events). bundles.AssetEvent is this
+// type.
 type AssetEvent struct {
-	AssetName, AssetURI string
-	AssetExtra          map[string]any
-	Extra               map[string]any
-	SourceDagID         string
-	SourceRunID         string
-	SourceTaskID        string
-	SourceMapIndex      int // -1 when unmapped or unknown
-	SourceAliases       []string
-	Timestamp           time.Time
-	PartitionKey        string
+	Asset          AssetKey       // the asset the event is for
+	AssetExtra     map[string]any // the asset's own extra
+	Extra          map[string]any // the event's extra (what its producer set)
+	SourceDagID    string
+	SourceRunID    string
+	SourceTaskID   string
+	SourceMapIndex int // -1 when unmapped or unknown
+	SourceAliases  []string
+	Timestamp      time.Time
+	PartitionKey   string
 }
 
 // StartupDetails is the first frame of a task run, decoded tolerantly:
@@ -77,7 +98,6 @@ type StartupDetails struct {
 	BundleName  string
 	StartDate   time.Time
 	DagRun      DagRun
-	MaxTries    int
 	ShouldRetry bool
 	// ArgBindings is ti_context.arg_bindings (nil for older schemas).
 	ArgBindings []ArgBinding
@@ -124,7 +144,7 @@ func ParseStartupDetails(body map[string]any) (StartupDetails, error) {
 		return sd, f.err
 	}
 	cf := fields{prefix: "StartupDetails.ti_context"}
-	sd.MaxTries = cf.int(ctx, "max_tries", false, 0)
+	sd.TI.MaxTries = cf.int(ctx, "max_tries", false, 0)
 	sd.ShouldRetry = cf.bool(ctx, "should_retry")
 	if dr := cf.mapField(ctx, "dag_run", false); dr != nil {
 		df := fields{prefix: "StartupDetails.ti_context.dag_run"}
@@ -149,7 +169,7 @@ func ParseStartupDetails(body map[string]any) (StartupDetails, error) {
 		if err != nil {
 			return sd, err
 		}
-		sd.DagRun.ConsumedAssetEvents = events
+		sd.DagRun.TriggeringAssetEvents = events
 	}
 	if v, ok := ctx["arg_bindings"]; ok && v != nil {
 		list, ok := v.([]any)
@@ -176,8 +196,8 @@ func ParseStartupDetails(body map[string]any) (StartupDetails, error) {
 	return sd, f.err
 }
 
-// assetEvents reads consumed_asset_events, naming the entry and field at
-// fault.
+// assetEvents reads consumed_asset_events, oldest first, naming the entry
+// and field at fault.
 func assetEvents(v any) ([]AssetEvent, error) {
 	const at = "StartupDetails.ti_context.dag_run.consumed_asset_events"
 	if v == nil {
@@ -197,8 +217,7 @@ func assetEvents(v any) ([]AssetEvent, error) {
 		asset := f.mapField(m, "asset", true)
 		af := fields{prefix: f.prefix + ".asset"}
 		e := AssetEvent{
-			AssetName:      af.str(asset, "name", false),
-			AssetURI:       af.str(asset, "uri", false),
+			Asset:          AssetKey{Name: af.str(asset, "name", false), URI: af.str(asset, "uri", false)},
 			AssetExtra:     af.mapField(asset, "extra", false),
 			Extra:          f.mapField(m, "extra", false),
 			SourceDagID:    f.str(m, "source_dag_id", false),
@@ -225,6 +244,9 @@ func assetEvents(v any) ([]AssetEvent, error) {
 		}
 		out = append(out, e)
 	}
+	// Oldest first, whatever order Airflow sent them in: a binding's
+	// "latest" is the last.
+	slices.SortStableFunc(out, func(a, b AssetEvent) int { return a.Timestamp.Compare(b.Timestamp) })
 	return out, nil
 }
 

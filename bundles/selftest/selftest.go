@@ -14,6 +14,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles"
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
+	"github.com/airflow-sandbox/airflow-go-worker/internal/buildinfo"
+	"github.com/airflow-sandbox/airflow-go-worker/internal/schema"
 	"github.com/airflow-sandbox/airflow-go-worker/redact"
 )
 
@@ -57,7 +60,7 @@ type PingResult struct {
 
 // Ping proves the protocol path works and says what is deployed.
 func Ping(ti bundles.TaskInstance, log hclog.Logger) (PingResult, error) {
-	r := PingResult{BundleVersion: bundles.Version(), GoVersion: runtime.Version(), SupervisorSchemaVersion: bundles.DeclaredSchemaVersion(), Hostname: ti.Hostname}
+	r := PingResult{BundleVersion: buildinfo.Version(), GoVersion: runtime.Version(), SupervisorSchemaVersion: schema.Declared(), Hostname: ti.Hostname}
 	log.Info("pong", "bundle_version", r.BundleVersion, "go_version", r.GoVersion)
 	return r, nil
 }
@@ -123,8 +126,8 @@ type XComInput struct {
 // XComRoundTrip pushes a value, reads it back through the supervisor and
 // returns what came back.
 func XComRoundTrip(ctx context.Context, c bundles.Client, ti bundles.TaskInstance, in XComInput) (any, error) {
-	if in.Key == "" || in.Key == bundles.ReturnValueKey {
-		return nil, fmt.Errorf("input key %q is not allowed: use a key other than %q", in.Key, bundles.ReturnValueKey)
+	if in.Key == "" || in.Key == protocol.ReturnValueKey {
+		return nil, fmt.Errorf("input key %q is not allowed: use a key other than %q", in.Key, protocol.ReturnValueKey)
 	}
 	if err := c.SetXCom(ctx, in.Key, in.Value); err != nil {
 		return nil, err

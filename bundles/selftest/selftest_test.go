@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles"
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
 )
 
@@ -43,6 +44,12 @@ func (f *fakeClient) GetXCom(_ context.Context, ref bundles.XComRef) (any, error
 		return nil, bundles.ErrXComNotFound
 	}
 	return v, nil
+}
+func (f *fakeClient) GetMappedXComs(context.Context, string, string) ([]any, error) {
+	return nil, bundles.ErrXComNotFound // the selftest reads no mapped XComs
+}
+func (f *fakeClient) SetRenderedMapIndex(context.Context, string) error {
+	return errors.New("the selftest names no map index")
 }
 func (f *fakeClient) SetXCom(_ context.Context, key string, v any) error {
 	f.xcoms["xcom_roundtrip/"+key] = v
@@ -132,7 +139,7 @@ func TestXComRoundTripAndSleepCancellation(t *testing.T) {
 	if err != nil || got != 7 {
 		t.Fatalf("%v %v", got, err)
 	}
-	if _, err := XComRoundTrip(context.Background(), c, bundles.TaskInstance{}, XComInput{Key: bundles.ReturnValueKey}); err == nil {
+	if _, err := XComRoundTrip(context.Background(), c, bundles.TaskInstance{}, XComInput{Key: protocol.ReturnValueKey}); err == nil {
 		t.Fatal("return_value must be refused as a key")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -153,8 +160,8 @@ func TestRegisterOrder(t *testing.T) {
 	b := bundles.New()
 	Register(b)
 	var ids []string
-	for _, r := range b.Tasks() {
-		ids = append(ids, r.TaskID)
+	for _, taskID := range b.Tasks() {
+		ids = append(ids, taskID)
 	}
 	if strings.Join(ids, ",") != "ping,connection,xcom_roundtrip,variable,fail,sleep" {
 		t.Fatal(ids)

@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/airflow-sandbox/airflow-go-worker/bundles"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/footer"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
+	"github.com/airflow-sandbox/airflow-go-worker/internal/schema"
 )
 
 // BundleSchema is the schema version the bundle speaks, refused as the
@@ -14,29 +14,29 @@ import (
 func (s *Supervisor) BundleSchema() (string, error) {
 	release := s.Airflow
 	if release == "" {
-		release = bundles.DefaultAirflow
+		release = schema.DefaultAirflow
 	}
-	accepted, err := bundles.AirflowSchemaVersions(release)
+	accepted, err := schema.AirflowKnows(release)
 	if err != nil {
 		return "", err
 	}
-	schema := s.SchemaVersion
-	if schema == "" {
+	version := s.SchemaVersion
+	if version == "" {
 		m, ok, err := footer.ReadManifest(s.Executable)
 		if err != nil {
 			return "", fmt.Errorf("reading the bundle's manifest: %w", err)
 		}
-		schema = bundles.SupervisorSchemaVersion
+		version = schema.Default
 		if ok && m.SDK.SupervisorSchemaVersion != "" {
-			schema = m.SDK.SupervisorSchemaVersion
+			version = m.SDK.SupervisorSchemaVersion
 		}
 	}
 	for _, a := range accepted {
-		if a == schema {
-			return schema, nil
+		if a == version {
+			return version, nil
 		}
 	}
-	return "", fmt.Errorf("Airflow %s's coordinator would reject %s: \"Version '%s' not found in supervisor schema bundle\" (it knows %s); pack the bundle with --airflow %s, or run it as the Airflow it was packed for", release, s.Executable, schema, strings.Join(accepted, ", "), release)
+	return "", fmt.Errorf("Airflow %s's coordinator would reject %s: \"Version '%s' not found in supervisor schema bundle\" (it knows %s); pack the bundle with --airflow %s, or run it as the Airflow it was packed for", release, s.Executable, version, strings.Join(accepted, ", "), release)
 }
 
 // StartupBody is the StartupDetails body Airflow's supervisor sends a bundle
@@ -44,6 +44,6 @@ func (s *Supervisor) BundleSchema() (string, error) {
 // Airflow's schema migrator does. 2026-06-16 (Airflow 3.3) has no
 // ti_context.arg_bindings, so a 3.3 bundle never sees a stub call's
 // arguments.
-func StartupBody(sd protocol.StartupDetails, schema string) protocol.Body {
-	return sd.Body(schema >= bundles.Schema34)
+func StartupBody(sd protocol.StartupDetails, version string) protocol.Body {
+	return sd.Body(schema.AtLeast(version, schema.V34))
 }

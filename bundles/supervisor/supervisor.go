@@ -21,8 +21,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/airflow-sandbox/airflow-go-worker/bundles"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
+	"github.com/airflow-sandbox/airflow-go-worker/internal/schema"
 )
 
 // Task states, as Airflow names them.
@@ -78,12 +78,12 @@ type Supervisor struct {
 	// (DefaultKillGrace when zero).
 	KillGrace time.Duration
 	// Airflow is the release whose supervisor this one plays: "3.3"
-	// (bundles.DefaultAirflow, when empty) or "3.4". Like that release's coordinator, it refuses a
+	// (schema.DefaultAirflow, when empty) or "3.4". Like that release's coordinator, it refuses a
 	// bundle whose schema version it does not know.
 	Airflow string
 	// SchemaVersion is the supervisor schema version the bundle speaks;
 	// empty reads the one Executable's footer declares (a plain build
-	// declares none and speaks bundles.SupervisorSchemaVersion). Only
+	// declares none and speaks schema.Default). Only
 	// 2026-10-30 carries a TaskRequest's ArgBindings.
 	SchemaVersion string
 
@@ -418,13 +418,13 @@ func (s *Supervisor) RunTask(ctx context.Context, req TaskRequest) (Result, erro
 	if req.ShouldRetry {
 		failedState = StateUpForRetry
 	}
-	schema, err := s.BundleSchema()
+	version, err := s.BundleSchema()
 	if err != nil {
 		return Result{State: failedState, ExitCode: -1}, fmt.Errorf("task %s.%s: %w", req.DagID, req.TaskID, err)
 	}
 	args := req.ArgBindings
-	if len(args) > 0 && schema < bundles.Schema34 {
-		show.line("supervisor", fmt.Sprintf("schema %s (Airflow 3.3) has no arg_bindings: the stub call's %d argument(s) are dropped, as Airflow 3.3 drops them", schema, len(args)))
+	if len(args) > 0 && !schema.AtLeast(version, schema.V34) {
+		show.line("supervisor", fmt.Sprintf("schema %s (Airflow 3.3) has no arg_bindings: the stub call's %d argument(s) are dropped, as Airflow 3.3 drops them", version, len(args)))
 		args = nil
 	}
 	// Airflow's run is running while any of its tasks runs.
@@ -447,13 +447,12 @@ func (s *Supervisor) RunTask(ctx context.Context, req TaskRequest) (Result, erro
 	// fills in the host it runs on.
 	sd := protocol.StartupDetails{
 		TI: protocol.TaskInstance{ID: newUUID(), DagID: req.DagID, TaskID: req.TaskID, RunID: req.RunID,
-			TryNumber: req.TryNumber, MapIndex: mapIndex, DagVersionID: newUUID(), Queue: "default"},
+			TryNumber: req.TryNumber, MapIndex: mapIndex, DagVersionID: newUUID(), Queue: "default", MaxTries: req.MaxTries},
 		DagRelPath: "local",
 		BundleName: "local",
 		StartDate:  now,
 		DagRun: protocol.DagRun{DagID: req.DagID, RunID: req.RunID, RunType: runType(req), State: "running",
-			LogicalDate: now, RunAfter: now, StartDate: now, Conf: req.Conf, ConsumedAssetEvents: req.AssetEvents},
-		MaxTries:    req.MaxTries,
+			LogicalDate: now, RunAfter: now, StartDate: now, Conf: req.Conf, TriggeringAssetEvents: req.AssetEvents},
 		ShouldRetry: req.ShouldRetry,
 		ArgBindings: args,
 	}
@@ -471,7 +470,7 @@ func (s *Supervisor) RunTask(ctx context.Context, req TaskRequest) (Result, erro
 	commDone := make(chan struct{})
 	go func() {
 		defer close(commDone)
-		s.serveComm(c.comm, StartupBody(sd, schema), schema, sd.TI, red, show, &res)
+		s.serveComm(c.comm, StartupBody(sd, version), version, sd.TI, red, show, &res)
 	}()
 	select {
 	case <-commDone:

@@ -20,9 +20,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/airflow-sandbox/airflow-go-worker/bundles"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/selftest"
+	"github.com/airflow-sandbox/airflow-go-worker/internal/schema"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/makebuild"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/syncbuf"
 )
@@ -266,7 +266,7 @@ func TestConnectionNotFound(t *testing.T) {
 
 func TestConnectionFromEnvIsMaskedInLogs(t *testing.T) {
 	s, logs := newSup(t, `AIRFLOW_CONN_MY_HTTP={"conn_type": "http", "host": "example.internal", "port": 8443, "login": "bob", "password": "pa55word-xyz"}`)
-	s.Airflow, s.SchemaVersion = "3.4", bundles.Schema34 // the stub call passes conn_id
+	s.Airflow, s.SchemaVersion = "3.4", schema.V34 // the stub call passes conn_id
 	res := run(t, s, TaskRequest{DagID: selftest.DagID, TaskID: "connection", ArgBindings: []protocol.ArgBinding{{Name: "conn_id", Kind: "literal", Value: "my_http"}}, RunID: "r"})
 	if res.State != StateSuccess {
 		t.Fatalf("state %s\n%s", res.State, logs)
@@ -312,7 +312,7 @@ func TestSecretsRedactedFromShownLogsAndOutput(t *testing.T) {
 
 func TestXComRoundTripAndBindingAcrossTasks(t *testing.T) {
 	s, logs := newSup(t)
-	s.Airflow, s.SchemaVersion = "3.4", bundles.Schema34 // arg_bindings are a 3.4 feature
+	s.Airflow, s.SchemaVersion = "3.4", schema.V34 // arg_bindings are a 3.4 feature
 	res := run(t, s, TaskRequest{DagID: selftest.DagID, TaskID: "xcom_roundtrip", RunID: "r2"})
 	if res.State != StateSuccess {
 		t.Fatalf("state %s\n%s", res.State, logs)
@@ -754,7 +754,7 @@ func TestAirflow33DropsArgBindingsAndRefusesSchema34(t *testing.T) {
 	if !strings.Contains(logs.String(), "argument(s) are dropped, as Airflow 3.3 drops them") {
 		t.Errorf("dropping the arguments must be said:\n%s", logs)
 	}
-	s.SchemaVersion = bundles.Schema34
+	s.SchemaVersion = schema.V34
 	res, err := s.RunTask(context.Background(), TaskRequest{DagID: selftest.DagID, TaskID: "ping"})
 	if err == nil || res.State != StateFailed || !strings.Contains(err.Error(), "Version '2026-10-30' not found in supervisor schema bundle") {
 		t.Fatalf("a 2026-10-30 bundle under Airflow 3.3: state %s, %v", res.State, err)
@@ -821,7 +821,7 @@ func TestAssetsAndMappingThroughTheSupervisor(t *testing.T) {
 		if len(res.Outlets) != 1 || res.Outlets[0]["uri"] != "file:///converted/" || len(res.OutletEvents) != 1 {
 			t.Fatalf("convert[%d]: outlets %v, events %v", mi, res.Outlets, res.OutletEvents)
 		}
-		if src := res.RenderedFields[bundles.SourcesField].(map[string]any)["url"]; !strings.Contains(src.(string), fmt.Sprintf("element %d", mi)) {
+		if src := res.RenderedFields[protocol.SourcesField].(map[string]any)["url"]; !strings.Contains(src.(string), fmt.Sprintf("element %d", mi)) {
 			t.Fatalf("convert[%d]: the rendered source of url is %v", mi, src)
 		}
 		events = append(events, res.OutletEvents[0])
@@ -833,7 +833,7 @@ func TestAssetsAndMappingThroughTheSupervisor(t *testing.T) {
 	}
 	extra := events[0]["extra"].(map[string]any)
 	res = run(t, s, TaskRequest{DagID: "assets", TaskID: "consume", RunID: "asset_triggered__1", AssetEvents: []protocol.AssetEvent{{
-		AssetName: "file:///converted/", AssetURI: "file:///converted/", Extra: extra,
+		Asset: protocol.AssetKey{Name: "file:///converted/", URI: "file:///converted/"}, Extra: extra,
 		SourceDagID: "assets", SourceRunID: runID, SourceTaskID: "convert", SourceMapIndex: 2, Timestamp: time.Now().UTC(),
 	}}})
 	got, _, _ = s.GetXCom("assets", "asset_triggered__1", "consume", "return_value")

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/airflow-sandbox/airflow-go-worker/bundles"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
+	"github.com/airflow-sandbox/airflow-go-worker/internal/schema"
 )
 
 // airflowRequestTypes are the request types Airflow 3.3's supervisor
@@ -220,8 +220,8 @@ func contains(list []string, s string) bool {
 // forSchema drops what the bundle's schema version does not define from a
 // terminal body, as Airflow's validation does: 2026-06-16's TaskState has no
 // retry_reason (pydantic ignores it there).
-func forSchema(body map[string]any, schema string) map[string]any {
-	if body["type"] == protocol.TypeTaskState && schema < bundles.Schema34 {
+func forSchema(body map[string]any, version string) map[string]any {
+	if body["type"] == protocol.TypeTaskState && !schema.AtLeast(version, schema.V34) {
 		delete(body, "retry_reason")
 	}
 	return body

@@ -10,17 +10,17 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/airflow-sandbox/airflow-go-worker/bundles"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/selftest"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/supervisor"
+	"github.com/airflow-sandbox/airflow-go-worker/internal/exitorder"
 )
 
 // A task process of the real binary ends through bundles.Exit, which
-// leaves an exit holder (bundles/internal/exitorder) so that Airflow's
+// leaves an exit holder (internal/exitorder) so that Airflow's
 // supervisor sees the exit no later than the end of the output. The holder
 // outlives the task process and is adopted by its nearest subreaper: this
 // test, which reaps it to see that it ran and ended. An operator whose
-// init does not reap orphans turns the holder off (bundles.ExitHolderEnv),
+// init does not reap orphans turns the holder off (exitorder.HolderEnv),
 // and then the task process leaves nothing to adopt.
 func TestBuiltBinaryExitsThroughAHolder(t *testing.T) {
 	bin := buildReal(t)
@@ -48,10 +48,10 @@ func TestBuiltBinaryExitsThroughAHolder(t *testing.T) {
 		}
 	})
 	t.Run("turned off", func(t *testing.T) {
-		ping(t, []string{bundles.ExitHolderEnv + "=off"})
+		ping(t, []string{exitorder.HolderEnv + "=off"})
 		var ws unix.WaitStatus
 		if pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil); !errors.Is(err, unix.ECHILD) {
-			t.Fatalf("with %s=off the task process left a child to adopt (pid %d, %v, %v)", bundles.ExitHolderEnv, pid, ws, err)
+			t.Fatalf("with %s=off the task process left a child to adopt (pid %d, %v, %v)", exitorder.HolderEnv, pid, ws, err)
 		}
 	})
 }

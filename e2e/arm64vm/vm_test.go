@@ -2,7 +2,7 @@
 
 // Package arm64vm boots an emulated arm64 Linux (QEMU, Debian's kernel) and
 // runs the arm64 build there: the exit holder is assembly of its own on
-// each architecture (bundles/internal/exitorder), and this machine is
+// each architecture (internal/exitorder), and this machine is
 // amd64. `make test-arm64` runs it (scripts/ensure-arm64-vm.sh gets QEMU
 // and the kernel); `make test` does not, as the build tag keeps it out.
 //
@@ -29,9 +29,9 @@ import (
 	"github.com/cavaliergopher/cpio"
 	"golang.org/x/sys/unix"
 
-	"github.com/airflow-sandbox/airflow-go-worker/bundles"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/selftest"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/supervisor"
+	"github.com/airflow-sandbox/airflow-go-worker/internal/exitorder"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/makebuild"
 )
 
@@ -63,7 +63,7 @@ func TestExitHolderOnArm64(t *testing.T) {
 	root := t.TempDir()
 	arm64 := []string{"GOARCH=arm64"}
 	makebuild.Build{Pkg: "../../cmd/airflow-go-worker", Env: arm64}.Must(t, filepath.Join(root, "airflow-go-worker"))
-	goTestC(t, "../../bundles/internal/exitorder", filepath.Join(root, "exitorder.test"))
+	goTestC(t, "../../internal/exitorder", filepath.Join(root, "exitorder.test"))
 	goTestC(t, ".", filepath.Join(root, "init"), "-tags", "arm64vm")
 	initrd := filepath.Join(t.TempDir(), "initrd.gz")
 	writeInitramfs(t, root, initrd)
@@ -186,7 +186,7 @@ func runInit() {
 		env []string
 	}{
 		{"holder on", nil},
-		{"holder off", []string{bundles.ExitHolderEnv + "=off"}},
+		{"holder off", []string{exitorder.HolderEnv + "=off"}},
 	} {
 		ok, held := 0, 0
 		for range pings {

@@ -201,7 +201,7 @@ func (r *result) ranCleanExiting(t *testing.T, code int) {
 		}
 	}
 	if r.IdleWaits > 0 {
-		t.Errorf("%s: the supervisor saw every socket at EOF before it could see the process exit, and slept its whole wait (min_heartbeat_interval, 5 s) %d time(s) (the task took %.3f s): the bundle's exit holder (bundles.Exit, bundles/internal/exitorder) did not keep its output open until then; task log: %v", r.Name, r.IdleWaits, r.Seconds, r.Logs)
+		t.Errorf("%s: the supervisor saw every socket at EOF before it could see the process exit, and slept its whole wait (min_heartbeat_interval, 5 s) %d time(s) (the task took %.3f s): the bundle's exit holder (bundles.Exit, internal/exitorder) did not keep its output open until then; task log: %v", r.Name, r.IdleWaits, r.Seconds, r.Logs)
 	}
 }
 

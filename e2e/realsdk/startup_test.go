@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/airflow-sandbox/airflow-go-worker/bundles"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/supervisor"
+	"github.com/airflow-sandbox/airflow-go-worker/internal/schema"
 )
 
 // startupShapeMatches compares the StartupDetails Airflow 3.3 sent (the
@@ -21,12 +21,11 @@ func startupShapeMatches(t *testing.T, r *result) {
 		t.Fatalf("the first frame Airflow sent is not StartupDetails: %v", r.Replies)
 	}
 	body := supervisor.StartupBody(protocol.StartupDetails{
-		TI:       protocol.TaskInstance{ID: "x", DagID: "d", TaskID: "t", RunID: "r", TryNumber: 1, MapIndex: -1},
-		DagRun:   protocol.DagRun{DagID: "d", RunID: "r", RunAfter: time.Now()},
-		MaxTries: 1,
+		TI:     protocol.TaskInstance{ID: "x", DagID: "d", TaskID: "t", RunID: "r", TryNumber: 1, MapIndex: -1, MaxTries: 1},
+		DagRun: protocol.DagRun{DagID: "d", RunID: "r", RunAfter: time.Now()},
 		// arg_bindings exist only from 2026-10-30: a 2026-06-16 startup has none.
 		ArgBindings: []protocol.ArgBinding{{Name: "x", Kind: "literal", Value: 1}},
-	}, bundles.Schema33)
+	}, schema.V33)
 	ours, err := protocol.AsRaw(body)
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/cleanup"
+	"github.com/airflow-sandbox/airflow-go-worker/internal/exitorder"
 )
 
 // variant names this build; each task returns it, so a test can tell which
@@ -87,9 +88,9 @@ func main() {
 	}, bundles.AllowConf("runs"))
 	// Succeeds (SucceedTask is sent), then the process exits 3.
 	b.Register("bindings", "succeed_then_crash", func() error { exitCode = 3; return nil })
-	code := bundles.RunMain(context.Background(), b, os.Args[1:], os.Stdout, os.Stderr)
-	if code == bundles.ExitOK {
+	code := b.Run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)
+	if code == exitorder.OK {
 		code = exitCode
 	}
-	bundles.Exit(code)
+	exitorder.Exit(code)
 }

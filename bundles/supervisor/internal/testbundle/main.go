@@ -16,6 +16,7 @@ import (
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/selftest"
+	"github.com/airflow-sandbox/airflow-go-worker/connections"
 )
 
 // multiLineSecret stands for a PEM key: masked whole, printed line by line.
@@ -142,7 +143,7 @@ func main() {
 		}
 		return nil
 	}, bundles.AllowConf("stdout_mib", "log_mib"))
-	b.Register("e2e", "print_password", func(ctx context.Context, c bundles.ConnectionGetter) error {
+	b.Register("e2e", "print_password", func(ctx context.Context, c connectionGetter) error {
 		conn, err := c.GetConnection(ctx, "db")
 		if err != nil {
 			return err
@@ -155,4 +156,10 @@ func main() {
 		select {}
 	})
 	bundles.Main(b)
+}
+
+// connectionGetter is the narrow interface print_password asks for: the
+// runtime hands any interface its client satisfies.
+type connectionGetter interface {
+	GetConnection(ctx context.Context, connID string) (connections.Connection, error)
 }

@@ -1,4 +1,4 @@
-package bundles
+package exitorder
 
 import (
 	"strings"
@@ -20,14 +20,14 @@ func TestExitHolderWanted(t *testing.T) {
 		{value: "0", set: true, on: false, warning: `"0" is neither on nor off`},
 	} {
 		lookup := func(name string) (string, bool) {
-			if name != ExitHolderEnv {
+			if name != HolderEnv {
 				t.Fatalf("looked up %s", name)
 			}
 			return tc.value, tc.set
 		}
-		on, warning := exitHolderWanted(lookup)
+		on, warning := holderWanted(lookup)
 		if on != tc.on || (tc.warning == "") != (warning == "") || !strings.Contains(warning, tc.warning) {
-			t.Errorf("%s=%q (set %v): on %v, warning %q; want on %v, warning containing %q", ExitHolderEnv, tc.value, tc.set, on, warning, tc.on, tc.warning)
+			t.Errorf("%s=%q (set %v): on %v, warning %q; want on %v, warning containing %q", HolderEnv, tc.value, tc.set, on, warning, tc.on, tc.warning)
 		}
 	}
 }
