@@ -20,6 +20,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/airflow-sandbox/airflow-go-worker/internal/buildinfo"
 )
 
 // Options says what to check.
@@ -63,15 +65,16 @@ type Kind string
 
 // The kinds of finding.
 const (
-	ImportError       Kind = "import_error"        // Airflow cannot parse a Dag file
-	RoutingError      Kind = "routing_error"       // the [sdk] coordinator settings are wrong
-	QueueNotRouted    Kind = "queue_not_routed"    // a stub on a queue no coordinator serves
-	NotAStub          Kind = "not_a_stub"          // a Python task on a Go queue
-	DagNotInAnyBundle Kind = "dag_not_in_a_bundle" // a Dag with Go tasks no bundle lists
-	DagInTwoBundles   Kind = "dag_in_two_bundles"  // a Dag more than one bundle lists
-	TaskNotRegistered Kind = "task_not_registered" // a Go task the serving bundle lacks
-	XComNotUpstream   Kind = "xcom_not_upstream"   // an input bound to a task that is not upstream
-	XComUnknownTask   Kind = "xcom_unknown_task"   // an input bound to a task the Dag lacks
+	ImportError       Kind = "import_error"         // Airflow cannot parse a Dag file
+	RoutingError      Kind = "routing_error"        // the [sdk] coordinator settings are wrong
+	QueueNotRouted    Kind = "queue_not_routed"     // a stub on a queue no coordinator serves
+	NotAStub          Kind = "not_a_stub"           // a Python task on a Go queue
+	DagNotInAnyBundle Kind = "dag_not_in_a_bundle"  // a Dag with Go tasks no bundle lists
+	DagInTwoBundles   Kind = "dag_in_two_bundles"   // a Dag more than one bundle lists
+	TaskNotRegistered Kind = "task_not_registered"  // a Go task the serving bundle lacks
+	XComNotUpstream   Kind = "xcom_not_upstream"    // an input bound to a task that is not upstream
+	XComUnknownTask   Kind = "xcom_unknown_task"    // an input bound to a task the Dag lacks
+	BundleDoesNotLoad Kind = "bundle_does_not_load" // a bundle of this module that cannot load its own tasks
 )
 
 func (f Finding) String() string {
@@ -412,7 +415,16 @@ func (c *checker) describe(path string) *described {
 	d, err := describeBundle(c.ctx, path)
 	r := &described{d: d, err: err}
 	c.descriptions[path] = r
-	if err != nil {
+	switch {
+	case err == nil:
+	case buildinfo.BuiltWithThisModule(path):
+		// Its describe loads what a task process loads at start-up (the
+		// standard bundle: its packed config, with every load-time
+		// check), so every task it serves would fail the same way.
+		c.add(Finding{Kind: BundleDoesNotLoad, File: path,
+			Problem: fmt.Sprintf("the bundle cannot load its own tasks, so every task Airflow runs with it fails before it starts: %v", err),
+			Fix:     "fix what the error names (in the standard bundle, a key of its bundle config), then pack it again with pack --config, which refuses such a config, and install the new file"})
+	default:
 		c.note("XCom bindings of %s not checked (a bundle not built with airflow-go-worker, or built before describe): %v", path, err)
 	}
 	return r

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/footer"
+	"github.com/airflow-sandbox/airflow-go-worker/internal/schema"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/pyenv"
 )
 
@@ -399,5 +401,58 @@ func TestCheckComparesOutletsAndMapping(t *testing.T) {
 	}
 	if f := findingOf(r, MappingMismatch, "dm_mapping", "feeder"); !strings.Contains(f.Problem, "python_mapped") || !strings.Contains(f.Fix, "mapped_downstream: true") {
 		t.Errorf("feeder: %s", f)
+	}
+}
+
+// A bundle packed by hand (not by pack, which refuses a bad config) with a
+// config its own load-time checks refuse is a finding: every task it
+// serves would fail at start-up. The same Dag served by the packed good
+// config has none, so the finding is the config's.
+func TestCheckFindsABundleThatCannotLoadItsConfig(t *testing.T) {
+	python := pyenv.Python(t)
+	bin := build(t, "cmd/airflow-go-worker", "")
+	dags, err := filepath.Abs("testdata/loads")
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := func(lifetime string) string {
+		return "dags:\n  loads:\n    tasks:\n      make:\n        kind: provision\n        defaults: {backend: local, lifetime: " + lifetime + "}\n"
+	}
+	check := func(roots string) Report {
+		t.Helper()
+		r, err := Run(context.Background(), Options{Dags: []string{dags}, Roots: []string{roots}, Queues: []string{"golang"}, Python: python, Env: airflowEnv(t, "", "")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range r.Findings {
+			t.Logf("%s", f)
+		}
+		return r
+	}
+
+	good := t.TempDir()
+	goodConfig := filepath.Join(t.TempDir(), "bundle.yaml")
+	if err := os.WriteFile(goodConfig, []byte(config("1h")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pack(t, bin, goodConfig, filepath.Join(good, "loads.bundle"))
+	if r := check(good); len(r.Findings) != 0 || r.Dags != 1 {
+		t.Fatalf("the packed good config: %d Dags, findings %v; want 1 Dag and none", r.Dags, kinds(r))
+	}
+
+	bad := t.TempDir()
+	m := footer.Manifest{MetadataVersion: footer.MetadataVersion, Source: "bundle.yaml",
+		SDK:  footer.SDK{Language: "go", Version: "hand-made", SupervisorSchemaVersion: schema.Default},
+		Dags: map[string]footer.Dag{"loads": {Tasks: []string{"make"}}}}
+	if _, err := footer.Pack(filepath.Join(bad, "loads.bundle"), bin, []byte(config("48h")), m); err != nil {
+		t.Fatal(err)
+	}
+	r := check(bad)
+	if got := kinds(r); !slices.Equal(got, []found{{"bundle_does_not_load", "", ""}}) {
+		t.Fatalf("findings %v, want one bundle_does_not_load", got)
+	}
+	f := r.Findings[0]
+	if f.File != filepath.Join(bad, "loads.bundle") || !strings.Contains(f.Problem, "lifetime") || !strings.Contains(f.Fix, "pack --config") {
+		t.Fatalf("the finding must name the bundle, the key and the fix: %s", f)
 	}
 }

@@ -286,23 +286,9 @@ func fillManifest(m *footer.Manifest, exe string, target schemaTarget, stderr io
 }
 
 // speaksEverySchema reports whether exe was built with this module's bundle
-// runtime, which speaks every version in schema.All and reads
-// the declared one from its own footer at start-up.
-func speaksEverySchema(exe string) bool {
-	bi, err := gobuildinfo.ReadFile(exe)
-	if err != nil {
-		return false
-	}
-	if bi.Main.Path == buildinfo.ModulePath {
-		return true
-	}
-	for _, d := range bi.Deps {
-		if d.Path == buildinfo.ModulePath {
-			return true
-		}
-	}
-	return false
-}
+// runtime, which speaks every version in schema.All and reads the declared
+// one from its own footer at start-up.
+func speaksEverySchema(exe string) bool { return buildinfo.BuiltWithThisModule(exe) }
 
 // buildVersion reads the main module version from a Go executable's build
 // info without running it.
