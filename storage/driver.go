@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/internal/final"
@@ -44,6 +45,25 @@ type Driver interface {
 	// the credentials cannot reach it; it changes nothing.
 	Check(ctx context.Context) error
 	Close() error
+}
+
+// Lister is a Driver that can list its objects by key prefix, for List
+// (the list task: "convert each object under this prefix"). Every store
+// this module ships implements it.
+type Lister interface {
+	// List calls each, in any order, for every object whose key starts
+	// with prefix ("" for all), until each returns false; it returns the
+	// first error of the listing itself. It lists objects only: no
+	// directory placeholders (keys ending in "/"), no uploads that are not
+	// complete. A missing bucket is an error wrapping ErrNoBucket.
+	List(ctx context.Context, prefix string, each func(Object) bool) error
+}
+
+// Object is one object a listing found.
+type Object struct {
+	Key      string
+	Size     int64
+	Modified time.Time
 }
 
 // Pending is an upload whose bytes are sent but which is not visible yet.
