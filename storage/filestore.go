@@ -41,10 +41,8 @@ func parseFileURL(u *url.URL) (Location, error) {
 	if u.RawQuery != "" || u.Fragment != "" {
 		return Location{}, errors.New("has a query or fragment; remove the part after ? or #")
 	}
-	if strings.HasSuffix(u.Path, "/") {
-		return Location{}, errors.New("ends with /, so it names a directory; give a file name")
-	}
-	// Not path.Clean: "a/../b" would silently write elsewhere than the
+	// A trailing "/" names a directory: checkKey refuses it for an object,
+	// a listing's prefix may have it. Not path.Clean: "a/../b" would silently write elsewhere than the
 	// URL reads, and with {run_id} filled in from a Dag run it could climb
 	// out of the directory the author chose. checkKey refuses . and ..
 	// segments, as it does for S3 keys.
@@ -293,3 +291,57 @@ func (fileStore) Exists(_ context.Context, key string) (bool, error) {
 }
 
 func (fileStore) Close() error { return nil }
+
+// List walks the directory prefix names up to its last "/", and below it
+// only the directories that can hold a match. Walking through the root
+// never leaves it: symlinked directories are not followed, a path that
+// resolves outside is refused, and only regular files are objects. A
+// directory that does not exist holds nothing.
+func (fileStore) List(ctx context.Context, prefix string, each func(Object) bool) error {
+	dir := prefix[:strings.LastIndex(prefix, "/")+1]
+	root, rel, err := at(strings.TrimSuffix(dir, "/"))
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	err = fs.WalkDir(root.FS(), rel, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) && p == rel {
+				return fs.SkipAll
+			}
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if p == rel {
+			return nil
+		}
+		sub := p
+		if rel != "." {
+			sub = strings.TrimPrefix(p, rel+"/")
+		}
+		key := dir + sub
+		switch {
+		case d.IsDir():
+			if !strings.HasPrefix(key+"/", prefix) && !strings.HasPrefix(prefix, key+"/") {
+				return fs.SkipDir
+			}
+			return nil
+		case !d.Type().IsRegular() || !strings.HasPrefix(key, prefix):
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return nil // gone meanwhile
+		}
+		if !each(Object{Key: key, Size: fi.Size(), Modified: fi.ModTime()}) {
+			return fs.SkipAll
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("walking /%s: %v", dir, unwrapPath(err))
+	}
+	return nil
+}

@@ -97,7 +97,11 @@ func parseURL(raw string) (Location, error) {
 // parseLocation is parseURL's work: the URL's scheme chooses the driver,
 // which reads the rest; every key is then held to what every store keeps
 // verbatim (checkKey).
-func parseLocation(raw string) (Location, error) {
+func parseLocation(raw string) (Location, error) { return parseChecked(raw, checkKey) }
+
+// parseChecked is parseLocation with the key held to check: checkKey for
+// an object, checkPrefix for a listing.
+func parseChecked(raw string, check func(string) error) (Location, error) {
 	shown := redactURL(raw)
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -116,7 +120,7 @@ func parseLocation(raw string) (Location, error) {
 		return Location{}, fmt.Errorf("%q %v", shown, err)
 	}
 	loc.Scheme, loc.form = d.Scheme, form
-	if err := checkKey(loc.Key); err != nil {
+	if err := check(loc.Key); err != nil {
 		return Location{}, fmt.Errorf("%q: %v", shown, err)
 	}
 	return loc, nil
@@ -173,6 +177,15 @@ func checkKey(key string) error {
 		if r < 0x20 || r == 0x7f {
 			return fmt.Errorf("contains a control character; rename the object")
 		}
+	}
+	return nil
+}
+
+// checkPrefix holds a listing's key prefix to what checkKey allows, except
+// that it may be empty (the whole bucket) or end with "/" (a directory).
+func checkPrefix(prefix string) error {
+	if p := strings.TrimSuffix(prefix, "/"); p != "" {
+		return checkKey(p)
 	}
 	return nil
 }

@@ -64,7 +64,7 @@ func TestParseURL(t *testing.T) {
 		{"file:///data/reports/../../etc/x", "empty, . or .."},
 		{"file:///tmp/./b", "empty, . or .."},
 		{"file:///tmp//b", "empty, . or .."},
-		{"file:///", "names a directory"},
+		{"file:///", "no object key or file name"},
 	}
 	for _, tt := range bad {
 		_, err := parseURL(tt.in)
