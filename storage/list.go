@@ -42,9 +42,9 @@ func List(ctx context.Context, prefix, match string, max int, opt Options) ([]Li
 			return nil, final.Errorf("listing %s: match %q is not a shell pattern (%v); write it as path.Match does, e.g. *.csv", redactURL(prefix), match, err)
 		}
 	}
-	loc, err := parseChecked(prefix, checkPrefix)
+	loc, err := ParsePrefix(prefix)
 	if err != nil {
-		return nil, final.Mark(err)
+		return nil, err
 	}
 	if err := checkConn(loc, opt); err != nil {
 		return nil, err

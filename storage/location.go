@@ -87,6 +87,13 @@ func SupportedURLs() string {
 // ParseURL checks a storage URL and explains what is wrong with it.
 func ParseURL(raw string) (Location, error) { return parseURL(raw) }
 
+// ParsePrefix checks a listing's prefix URL (s3://bucket/incoming/, whose
+// key may be empty or end with "/") and explains what is wrong with it.
+func ParsePrefix(raw string) (Location, error) {
+	loc, err := parseChecked(raw, checkPrefix)
+	return loc, final.Mark(err)
+}
+
 // parseURL checks a destination or source URL and explains what is wrong
 // with it; its errors are final, as the URL will not change.
 func parseURL(raw string) (Location, error) {

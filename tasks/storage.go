@@ -55,11 +55,17 @@ type Exporter interface {
 // one transfer runs with one identity per store, and guessing would write
 // with the wrong one. A store with no connection uses its default chain.
 func resolveStorage(ctx context.Context, d Deps, field, connID string, urls map[string]string) (StorageCreds, error) {
+	return resolveStorageWith(ctx, d, field, connID, urls, storage.ParseURL)
+}
+
+// resolveStorageWith is resolveStorage for URLs that parse reads
+// (storage.ParsePrefix: a listing's prefixes).
+func resolveStorageWith(ctx context.Context, d Deps, field, connID string, urls map[string]string, parse func(string) (storage.Location, error)) (StorageCreds, error) {
 	byScheme := map[string]string{} // store -> connection id
 	namedBy := map[string]string{}  // store -> the URL or field that chose it
 	for _, p := range slices.Sorted(maps.Keys(urls)) {
 		raw := urls[p]
-		loc, err := storage.ParseURL(raw)
+		loc, err := parse(raw)
 		if err == nil {
 			err = storage.RequireLinked(raw)
 		}
