@@ -92,6 +92,7 @@ var taskKinds = map[string]taskKind{
 	"collect":   adapt(tasks.Collect),
 	"destroy":   adapt(tasks.Destroy),
 	"convert":   adapt(tasks.Convert),
+	"list":      adapt(tasks.List),
 	"sweep":     adapt(tasks.Sweep),
 }
 

@@ -68,8 +68,11 @@ func TestShippedExamplesRefuseBackendFromConf(t *testing.T) {
 		for dagID, tasks := range g.tasks {
 			for _, task := range tasks {
 				key := "backend"
-				if dagID == catalogue.SweepDagID {
+				switch {
+				case dagID == catalogue.SweepDagID:
 					key = "backends"
+				case g.kind[task] == "list":
+					key = "prefix" // a list task opens no sandbox: what it may read is its prefix
 				}
 				targets = append(targets, target{dagID, task, key,
 					self, []string{"--bundle-config", abs, "run"}, []string{asStandardBundleEnv + "=1"}})

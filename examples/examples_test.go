@@ -70,6 +70,7 @@ type goSide struct {
 	connIDs map[string][]string // id -> keys it is given under (conn_id, export_conn_id, ...)
 	backend map[string]string   // task -> backend default
 	conn    map[string]string   // task -> conn_id default
+	kind    map[string]string   // task -> kind
 	subset  bool                // the stub Dag may leave some of the Go tasks out
 }
 
@@ -100,7 +101,7 @@ func readBundleConfig(t *testing.T, path string) goSide {
 	if err := yaml.Unmarshal(data, &cfg); err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
-	g := goSide{tasks: map[string][]string{}, connIDs: map[string][]string{}, backend: map[string]string{}, conn: map[string]string{}}
+	g := goSide{tasks: map[string][]string{}, connIDs: map[string][]string{}, backend: map[string]string{}, conn: map[string]string{}, kind: map[string]string{}}
 	for dagID, dag := range cfg.Dags {
 		for taskID, task := range dag.Tasks {
 			g.tasks[dagID] = append(g.tasks[dagID], taskID)
@@ -111,6 +112,7 @@ func readBundleConfig(t *testing.T, path string) goSide {
 			}
 			g.backend[taskID], _ = task.Defaults["backend"].(string)
 			g.conn[taskID], _ = task.Defaults["conn_id"].(string)
+			g.kind[taskID] = task.Kind
 		}
 		sort.Strings(g.tasks[dagID])
 	}

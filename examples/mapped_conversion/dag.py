@@ -4,10 +4,10 @@ of its own, in parallel, and collect the results.
 
     list_objects >> convert (mapped, one instance per object) >> summarize
 
-* ``list_objects`` returns the S3 URLs to convert. Here it names the three
-  regional files the demo ships; in your Dag it lists a prefix (e.g. with
-  ``S3Hook(aws_conn_id="aws_default").list_keys(...)`` or
-  ``ObjectStoragePath``).
+* ``list_objects`` (``kind: list``) is a Go task too: it lists the CSVs under
+  ``s3://airflow-artifacts/incoming/regions/`` and returns their URLs,
+  sorted, leaving out an export still in flight. Any upstream returning a
+  list of URLs does instead (a Python ``@task``, ``S3ListOperator``).
 * ``convert`` (``kind: convert`` in ``bundle.yaml``) is mapped over that list
   with ``.expand(stage_in=...)``. Airflow does not hand an executable task its
   element, so the bundle config binds it: ``stage_in[in/data.csv]: {xcom:
@@ -24,8 +24,8 @@ before a run.
 
 Connections (resolved by the Go task at run time, never stored in the Dag):
 
-* ``aws_default``: the S3 bucket holding the inputs and receiving the
-  outputs.
+* ``aws_default``: the S3 bucket listed, holding the inputs and receiving
+  the outputs.
 * ``modal_default``: the Modal workspace the sandboxes run in.
 """
 
@@ -36,9 +36,8 @@ from datetime import timedelta
 from airflow.sdk import dag, task
 
 
-@task()
-def list_objects() -> list[str]:
-    return [f"s3://airflow-artifacts/incoming/regions/{region}.csv" for region in ("north", "south", "west")]
+@task.stub(queue="golang")
+def list_objects(): ...
 
 
 @task.stub(queue="golang", retries=2, retry_delay=timedelta(minutes=1))
