@@ -12,7 +12,7 @@ import (
 func TestAttachAndRelease(t *testing.T) {
 	ctx := context.Background()
 	drv := newFake()
-	sb, _ := create(ctx, drv, Spec{Owner: "dag/run", Workdir: "/workspace"})
+	sb, _ := NewBackend(drv).Create(ctx, Spec{Owner: "dag/run", Workdir: "/workspace"})
 	h1, h2 := HolderFor("dag", "run", "a", -1), HolderFor("dag", "run", "b", 2)
 
 	if _, _, err := attach(ctx, drv, sb.ID(), "dag/other", h1); err == nil || !strings.Contains(err.Error(), "not owned by") {
@@ -62,7 +62,7 @@ func TestAttachAndRelease(t *testing.T) {
 func TestAttachLosesARace(t *testing.T) {
 	ctx := context.Background()
 	drv := newFake()
-	sb, _ := create(ctx, drv, Spec{Owner: "dag/run"})
+	sb, _ := NewBackend(drv).Create(ctx, Spec{Owner: "dag/run"})
 	// Another task's claim lands right after ours.
 	drv.onSetTags = func(b *fakeBox) { b.tags[TagHolder] = "dag/run/rival" }
 	_, _, err := attach(ctx, drv, sb.ID(), "dag/run", "dag/run/me")
@@ -74,7 +74,7 @@ func TestAttachLosesARace(t *testing.T) {
 func TestAttachToleratesAMalformedNetworkTag(t *testing.T) {
 	ctx := context.Background()
 	drv := newFake()
-	sb, _ := create(ctx, drv, Spec{Owner: "dag/run"})
+	sb, _ := NewBackend(drv).Create(ctx, Spec{Owner: "dag/run"})
 	drv.boxes[sb.ID()].tags[TagNetwork] = "garbage"
 	_, att, err := attach(ctx, drv, sb.ID(), "dag/run", "dag/run/t")
 	if err != nil || att.Network != nil {
@@ -85,7 +85,7 @@ func TestAttachToleratesAMalformedNetworkTag(t *testing.T) {
 func TestAttachRefusesAnEmptyOwnerOrHolder(t *testing.T) {
 	ctx := context.Background()
 	drv := newFake()
-	sb, _ := create(ctx, drv, Spec{}) // no owner: never meant to be handed over
+	sb, _ := NewBackend(drv).Create(ctx, Spec{}) // no owner: never meant to be handed over
 	if _, _, err := attach(ctx, drv, sb.ID(), "", "dag/run/t"); err == nil || !IsFinal(err) {
 		t.Errorf("an empty owner matched an unowned sandbox: %v", err)
 	}
@@ -100,7 +100,7 @@ func TestAttachRefusesAnEmptyOwnerOrHolder(t *testing.T) {
 func TestAttachRefusesAnExpiredSandbox(t *testing.T) {
 	ctx := context.Background()
 	drv := newFake()
-	sb, _ := create(ctx, drv, Spec{Owner: "dag/run"})
+	sb, _ := NewBackend(drv).Create(ctx, Spec{Owner: "dag/run"})
 	drv.boxes[sb.ID()].tags[TagExpiresAt] = strconv.FormatInt(time.Now().Add(-time.Minute).Unix(), 10)
 	_, _, err := attach(ctx, drv, sb.ID(), "dag/run", "dag/run/t")
 	if !errors.Is(err, ErrGone) || !IsFinal(err) || !strings.Contains(err.Error(), "expired") {

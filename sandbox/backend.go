@@ -13,10 +13,30 @@ import (
 // driver a backend package built with NewBackend.
 type Backend struct {
 	drv driver.Driver
+	// able names the other backends that offer a capability this one
+	// lacks, for Create's refusal (nil: none named).
+	able func(Capability) []string
+}
+
+// BackendOption tunes a Backend made by NewBackend.
+type BackendOption func(*Backend)
+
+// SuggestBackends has Create's refusal name, for each capability the spec
+// asks and this backend lacks, the backends able lists as having it
+// (sandbox/registry's Able): "gpu: the local backend cannot provide GPUs,
+// which modal can".
+func SuggestBackends(able func(Capability) []string) BackendOption {
+	return func(b *Backend) { b.able = able }
 }
 
 // NewBackend wraps a driver in the portable type.
-func NewBackend(drv driver.Driver) *Backend { return &Backend{drv: drv} }
+func NewBackend(drv driver.Driver, opts ...BackendOption) *Backend {
+	b := &Backend{drv: drv}
+	for _, o := range opts {
+		o(b)
+	}
+	return b
+}
 
 // Name is the backend's name ("local", "modal", ...).
 func (b *Backend) Name() string { return b.drv.Backend() }
@@ -25,10 +45,12 @@ func (b *Backend) Name() string { return b.drv.Backend() }
 func (b *Backend) Capabilities() Capabilities { return b.drv.Capabilities() }
 
 // Create validates spec, applies defaults, refuses what the backend's
-// Capabilities do not cover, stamps the ownership tags and provisions the
-// sandbox. A refused or invalid spec fails before anything is provisioned.
+// Capabilities do not cover and what its own rules (SpecProblems) refuse,
+// stamps the ownership tags and provisions the sandbox. A refused or
+// invalid spec fails before anything is provisioned. This is where a spec
+// is refused at run time; drivers refuse only what they alone can find out.
 func (b *Backend) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
-	return create(ctx, b.drv, spec)
+	return create(ctx, b.drv, spec, b.able)
 }
 
 // Open returns a handle on an existing sandbox without contacting the

@@ -8,6 +8,8 @@ import (
 	"maps"
 	"sync"
 	"time"
+
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 )
 
 // fakeDriver is an in-memory Driver for testing the portable layer: it
@@ -182,5 +184,14 @@ func (f *fakeDriver) Destroy(ctx context.Context, id string) error {
 		return &Error{Op: "destroy", Sandbox: id, Kind: ErrGone}
 	}
 	delete(f.boxes, id)
+	return nil
+}
+
+// SpecProblems: the fake's own rule, so tests see the portable layer
+// apply a driver's rules.
+func (f *fakeDriver) SpecProblems(spec Spec) []driver.Problem {
+	if spec.Image == "refused:latest" {
+		return []driver.Problem{{Field: "image", Msg: "the fake backend refuses this image"}}
+	}
 	return nil
 }

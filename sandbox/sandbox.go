@@ -30,14 +30,12 @@ type Sandbox struct {
 }
 
 // create validates spec, applies defaults, refuses what the backend's
-// Capabilities do not cover, stamps the ownership tags and provisions the
-// sandbox. A refused or invalid spec fails before anything is provisioned.
-func create(ctx context.Context, drv Driver, spec Spec) (*Sandbox, error) {
-	spec = spec.WithDefaults()
-	if err := spec.Validate(); err != nil {
-		return nil, err
-	}
-	if err := driver.CheckSpec(drv.Backend(), drv.Capabilities(), spec, nil); err != nil {
+// Capabilities do not cover and what its rules refuse (check), stamps the
+// ownership tags and provisions the sandbox. A refused or invalid spec
+// fails before anything is provisioned.
+func create(ctx context.Context, drv Driver, spec Spec, able func(Capability) []string) (*Sandbox, error) {
+	spec, err := check(drv, spec, able)
+	if err != nil {
 		return nil, err
 	}
 	name := NewName()
@@ -50,6 +48,32 @@ func create(ctx context.Context, drv Driver, spec Spec) (*Sandbox, error) {
 		info.Backend = drv.Backend()
 	}
 	return &Sandbox{drv: drv, id: info.ID, info: &info, now: time.Now}, nil
+}
+
+// check is the one refusal of a spec at run time: defaults, Validate, then
+// driver.CheckBackend with the driver's capabilities and rules. It returns
+// the spec with defaults applied.
+func check(drv Driver, spec Spec, able func(Capability) []string) (Spec, error) {
+	spec = spec.WithDefaults()
+	if err := spec.Validate(); err != nil {
+		return spec, err
+	}
+	return spec, driver.CheckBackend(drv.Backend(), drv.Capabilities(), drv, spec, able)
+}
+
+// CheckUnstamped is for a driver's Create, which the portable layer calls
+// only after check passed and OwnershipTags stamped the spec with name.
+// A spec without that stamp came from a direct caller of the driver (the
+// test emulators back a remote backend's API with the local driver, a Go
+// user may call a driver's Create): it gets the same refusal here, so no
+// caller is given a weaker sandbox than it asked for. A caller that stamps
+// the tags itself takes the portable layer's part, this check included.
+func CheckUnstamped(drv Driver, name string, spec Spec) error {
+	if spec.Tags[TagSandbox] == name {
+		return nil
+	}
+	_, err := check(drv, spec, nil)
+	return err
 }
 
 // open returns a handle on an existing sandbox without contacting the

@@ -8,18 +8,20 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 )
 
 func TestCreateStampsTagsAndRefusesInvalidSpecs(t *testing.T) {
 	ctx := context.Background()
 	drv := newFake()
-	if _, err := create(ctx, drv, Spec{CPU: -1}); !errors.Is(err, ErrRefused) {
+	if _, err := NewBackend(drv).Create(ctx, Spec{CPU: -1}); !errors.Is(err, ErrRefused) {
 		t.Fatalf("invalid spec: want ErrRefused, got %v", err)
 	}
 	if len(drv.boxes) != 0 {
 		t.Fatal("an invalid spec reached the driver")
 	}
-	sb, err := create(ctx, drv, Spec{Owner: "dag/run"})
+	sb, err := NewBackend(drv).Create(ctx, Spec{Owner: "dag/run"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +42,7 @@ func TestExecCapsOutputAndReportsTruncation(t *testing.T) {
 	ctx := context.Background()
 	drv := newFake()
 	drv.execOut = "0123456789"
-	sb, _ := create(ctx, drv, Spec{})
+	sb, _ := NewBackend(drv).Create(ctx, Spec{})
 	var out, errb bytes.Buffer
 	res, err := sb.Exec(ctx, "x", ExecOptions{Stdout: &out, Stderr: &errb, MaxOutputBytes: 4})
 	if err != nil {
@@ -63,7 +65,7 @@ func TestExecCapsOutputAndReportsTruncation(t *testing.T) {
 func TestExecTimeoutDefaultsAndIsClippedToLifetime(t *testing.T) {
 	ctx := context.Background()
 	drv := newFake()
-	sb, _ := create(ctx, drv, Spec{Lifetime: time.Hour})
+	sb, _ := NewBackend(drv).Create(ctx, Spec{Lifetime: time.Hour})
 	res, _ := sb.Exec(ctx, "x", ExecOptions{})
 	if drv.lastExec.Timeout != DefaultExecTimeout || res.AppliedTimeout != DefaultExecTimeout {
 		t.Errorf("default exec timeout: sent %v, applied %v", drv.lastExec.Timeout, res.AppliedTimeout)
@@ -88,7 +90,7 @@ func TestExecTimeoutDefaultsAndIsClippedToLifetime(t *testing.T) {
 func TestPathsResolveAgainstWorkdir(t *testing.T) {
 	ctx := context.Background()
 	drv := newFake()
-	sb, _ := create(ctx, drv, Spec{Workdir: "/home/job"})
+	sb, _ := NewBackend(drv).Create(ctx, Spec{Workdir: "/home/job"})
 	if err := sb.WriteFile(ctx, "out/a.txt", strings.NewReader("a"), 0); err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +119,7 @@ func TestPathsResolveAgainstWorkdir(t *testing.T) {
 func TestOpenFileStopsAGrowingFile(t *testing.T) {
 	ctx := context.Background()
 	drv := newFake()
-	sb, _ := create(ctx, drv, Spec{})
+	sb, _ := NewBackend(drv).Create(ctx, Spec{})
 	sb.WriteFile(ctx, "f", strings.NewReader("12345"), 0)
 	drv.extraOnRead = 100 // the file grows to 105 bytes while read
 	rc, size, err := sb.OpenFile(ctx, "f", 10)
@@ -149,7 +151,7 @@ func TestOpenFileStopsAGrowingFile(t *testing.T) {
 func TestDestroyIsIdempotent(t *testing.T) {
 	ctx := context.Background()
 	drv := newFake()
-	sb, _ := create(ctx, drv, Spec{})
+	sb, _ := NewBackend(drv).Create(ctx, Spec{})
 	if err := sb.Destroy(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +166,7 @@ func TestDestroyIsIdempotent(t *testing.T) {
 func TestExecRefusesAnInvalidEnvironment(t *testing.T) {
 	ctx := context.Background()
 	drv := newFake()
-	sb, _ := create(ctx, drv, Spec{})
+	sb, _ := NewBackend(drv).Create(ctx, Spec{})
 	for name, env := range map[string]map[string]string{
 		"NUL in a value": {"TOKEN": "s3cret\x00--bind\x00/\x00/host"},
 		"NUL in a name":  {"A\x00B": "v"},
@@ -190,15 +192,60 @@ func TestExecRefusesAnInvalidEnvironment(t *testing.T) {
 // before the driver is called, naming each field and the backend.
 func TestCreateRefusesWhatTheBackendCannotDo(t *testing.T) {
 	drv := newFake()
-	_, err := create(context.Background(), drv, Spec{GPU: "A10G", CPU: 2})
+	_, err := NewBackend(drv).Create(context.Background(), Spec{GPU: "A10G", CPU: 2})
 	if !errors.Is(err, ErrRefused) || !IsFinal(err) || !strings.Contains(err.Error(), "gpu: the fake backend cannot provide GPUs") {
 		t.Fatalf("want a terminal refusal naming gpu and the backend, got %v", err)
 	}
 	if drv.creates != 0 {
 		t.Fatalf("the driver was asked to create %d sandboxes", drv.creates)
 	}
-	if _, err := create(context.Background(), drv, Spec{CPU: 2}); err != nil {
+	if _, err := NewBackend(drv).Create(context.Background(), Spec{CPU: 2}); err != nil {
 		t.Fatalf("cpu is within the fake's capabilities: %v", err)
+	}
+}
+
+// Create applies the driver's own rules (SpecProblems) as it does the
+// capabilities, before the driver is called, and names the backends that
+// could give what this one lacks when it was given them (SuggestBackends).
+func TestCreateRefusesByTheDriversRulesAndSuggestsBackends(t *testing.T) {
+	drv := newFake()
+	_, err := NewBackend(drv).Create(context.Background(), Spec{Image: "refused:latest"})
+	if !errors.Is(err, ErrRefused) || !IsFinal(err) || !strings.Contains(err.Error(), "the fake backend refuses this sandbox: image: the fake backend refuses this image") {
+		t.Fatalf("want the driver's rule as a terminal refusal, got %v", err)
+	}
+	able := func(c Capability) []string {
+		if c == driver.CapGPU {
+			return []string{"modal"}
+		}
+		return nil
+	}
+	_, err = NewBackend(drv, SuggestBackends(able)).Create(context.Background(), Spec{GPU: "A10G"})
+	if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "gpu: the fake backend cannot provide GPUs, which modal can") {
+		t.Fatalf("want the refusal to name the able backend, got %v", err)
+	}
+	if drv.creates != 0 {
+		t.Fatalf("the driver was asked to create %d sandboxes", drv.creates)
+	}
+}
+
+// CheckUnstamped lets the portable layer's stamped spec through and gives a
+// direct caller's spec the portable layer's refusal.
+func TestCheckUnstampedChecksWhatThePortableLayerDidNot(t *testing.T) {
+	drv := newFake()
+	for _, spec := range []Spec{{GPU: "A10G"}, {Image: "refused:latest"}, {CPU: -1}} {
+		if err := CheckUnstamped(drv, "n", spec); !errors.Is(err, ErrRefused) {
+			t.Errorf("%+v, unstamped: want a refusal, got %v", spec, err)
+		}
+	}
+	if err := CheckUnstamped(drv, "n", Spec{}); err != nil {
+		t.Fatalf("a plain spec: %v", err)
+	}
+	stamped := Spec{GPU: "A10G", Tags: map[string]string{TagSandbox: "n"}}
+	if err := CheckUnstamped(drv, "n", stamped); err != nil {
+		t.Fatalf("a spec the portable layer stamped (and so checked): %v", err)
+	}
+	if err := CheckUnstamped(drv, "other", stamped); !errors.Is(err, ErrRefused) {
+		t.Fatalf("a stamp for another name is no stamp: %v", err)
 	}
 }
 

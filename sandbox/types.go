@@ -10,6 +10,7 @@ import (
 type (
 	Driver        = driver.Driver
 	Capabilities  = driver.Capabilities
+	Capability    = driver.Capability
 	Spec          = driver.Spec
 	NetworkPolicy = driver.NetworkPolicy
 	Info          = driver.Info

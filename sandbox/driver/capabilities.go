@@ -192,6 +192,38 @@ func CheckSpec(backend string, caps Capabilities, spec Spec, able func(Capabilit
 		Err: fmt.Errorf("%s; remove the setting or choose another backend", strings.Join(parts, "; "))}
 }
 
+// SpecChecker is a backend's own rules on a spec that need no I/O (no host
+// probe, no server), beyond what its capabilities say: the local backend
+// refusing a registry image, Modal a lifetime under its minimum. A driver
+// implements it for the portable layer, which applies it before Create; a
+// backend's registry.Config implements it for the bundle config loader,
+// which applies it when a bundle loads. One function of the backend's
+// serves both.
+type SpecChecker interface {
+	// SpecProblems lists what the backend refuses in spec (WithDefaults
+	// applied), naming the spec's fields as a bundle config does.
+	SpecProblems(spec Spec) []Problem
+}
+
+// CheckBackend is the one refusal of a spec by a backend: CheckSpec (what
+// caps lack), then what rules (nil: none) list, as ErrRefused naming the
+// backend. The portable layer calls it before Create with the driver's
+// capabilities and rules; tasks call it with a registry.Config's when a
+// bundle config loads, so both refuse in the same words.
+func CheckBackend(backend string, caps Capabilities, rules SpecChecker, spec Spec, able func(Capability) []string) error {
+	if err := CheckSpec(backend, caps, spec, able); err != nil {
+		return err
+	}
+	if rules == nil {
+		return nil
+	}
+	if ps := rules.SpecProblems(spec); len(ps) > 0 {
+		return &Error{Op: "sandbox spec", Kind: ErrRefused,
+			Err: fmt.Errorf("the %s backend refuses this sandbox: %s", backend, JoinProblems(ps, nil))}
+	}
+	return nil
+}
+
 // String lists the capabilities that are set, for logs and docs.
 func (c Capabilities) String() string {
 	var on []string

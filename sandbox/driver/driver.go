@@ -8,9 +8,10 @@ import (
 )
 
 // Driver is what a backend implements. The portable sandbox package
-// validates input, checks the spec against Capabilities, applies ownership
-// tags and byte limits, and calls a Driver; drivers only translate to their
-// backend. All methods must be safe for concurrent use.
+// validates input, refuses what the spec asks beyond Capabilities and
+// SpecProblems (CheckBackend), applies ownership tags and byte limits, and
+// calls a Driver; drivers only translate to their backend, and refuse what
+// only they can find out. All methods must be safe for concurrent use.
 //
 // Features not every backend has are the small optional interfaces below
 // (Tagger, Lister, Renewer), which a driver implements exactly when its
@@ -23,10 +24,19 @@ type Driver interface {
 	// layer refuses anything else before calling Create.
 	Capabilities() Capabilities
 
+	// SpecChecker: SpecProblems lists the backend's own I/O-free rules on
+	// a spec (nil: none), the same function its registry.Config offers the
+	// bundle config loader. The portable layer refuses what it lists
+	// before calling Create. A method of every driver, not an optional
+	// interface, so a wrapper that embeds a Driver keeps the rules.
+	SpecChecker
+
 	// Create provisions a sandbox named name from spec (already validated,
-	// defaults applied, ownership tags merged into spec.Tags). It refuses
-	// (ErrRefused) anything it cannot enforce before provisioning anything,
-	// and never leaves a half-created sandbox behind when it fails.
+	// defaults applied, refused by CheckBackend if the backend cannot give
+	// it, ownership tags merged into spec.Tags). It refuses (ErrRefused)
+	// what only it can find out it cannot enforce (the host's limits, an
+	// image directory) before provisioning anything, and never leaves a
+	// half-created sandbox behind when it fails.
 	Create(ctx context.Context, name string, spec Spec) (Info, error)
 
 	// Info describes an existing sandbox; ErrGone when it no longer exists.

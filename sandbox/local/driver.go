@@ -495,15 +495,19 @@ func (d *Driver) Close() error {
 // errClosed refuses a command on a closed driver.
 var errClosed = errors.New("the local sandbox driver is closed (the worker is shutting down), so no command starts; run it from a task whose backend is open")
 
-// Create refuses what it cannot enforce, then builds the sandbox directory
-// under a temporary name and renames it into place, so a failed create
-// leaves nothing behind and a sandbox is either complete or absent.
+// Create refuses what this host cannot enforce, then builds the sandbox
+// directory under a temporary name and renames it into place, so a failed
+// create leaves nothing behind and a sandbox is either complete or absent.
+// What the spec asks beyond the capabilities and the static rules the
+// portable layer has refused already; a direct caller of the driver (the
+// test emulators back Modal's and OpenSandbox's APIs with it) gets the same
+// refusal from CheckUnstamped.
 func (d *Driver) Create(ctx context.Context, name string, spec sandbox.Spec) (sandbox.Info, error) {
-	spec = spec.WithDefaults()
-	if err := spec.Validate(); err != nil {
+	spec = spec.WithDefaults() // for direct callers; the portable layer's spec has them
+	if err := sandbox.CheckUnstamped(d, name, spec); err != nil {
 		return sandbox.Info{}, err
 	}
-	rootfs, err := d.checkSpec(spec)
+	rootfs, err := d.checkHost(spec)
 	if err != nil {
 		return sandbox.Info{}, err
 	}
@@ -577,16 +581,11 @@ func (d *Driver) noProcLimit() error {
 // kernel filesystems), so bubblewrap could not mount the workdir there.
 var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/proc", "/dev", "/sys"}
 
-// checkSpec refuses what bubblewrap cannot enforce. It returns the host
-// directory to use as the root filesystem ("" = the host's userland).
-func (d *Driver) checkSpec(spec sandbox.Spec) (string, error) {
-	// What the spec asks beyond the capabilities is refused the one way
-	// every backend's is (the portable layer has checked already; a
-	// direct caller of the driver gets the same answer).
-	if err := driver.CheckSpec(Backend, d.Capabilities(), spec, nil); err != nil {
-		return "", err
-	}
-	if spec.CPU > 0 {
+// checkHost refuses what this host cannot enforce: what no capability
+// and no static rule says (its limits, an image directory). It returns the
+// host directory to use as the root filesystem ("" = the host's userland).
+func (d *Driver) checkHost(spec sandbox.Spec) (string, error) {
+	if spec.CPU > 0 { // only with ignore_cpu, which the capabilities require
 		d.log.Warn("local backend cannot limit cpu; running without a cpu limit", "cpu", spec.CPU)
 	}
 	// What no capability says: this host's limits, the workdir, the image.
@@ -599,9 +598,6 @@ func (d *Driver) checkSpec(spec sandbox.Spec) (string, error) {
 	}
 	if d.memCgroup.memory == "" && d.prlimit == "" {
 		errs = append(errs, fmt.Sprintf("memory: every local sandbox has a memory limit (memory_mib, else %d MiB), and this worker can enforce none: it may not make memory cgroups (%v) and prlimit(1) is not installed; install util-linux", d.defaultMemMiB, d.memErr))
-	}
-	for _, p := range staticProblems(spec, d.ignoreImage) {
-		errs = append(errs, p.String())
 	}
 	wd := spec.Workdir
 	rootfs := ""

@@ -10,10 +10,17 @@ import (
 
 // SpecProblems: what the local backend refuses in any spec on any host
 // (registry.SpecChecker), so a bundle config asking for it fails when it
-// loads; Create refuses the same (checkSpec), and what depends on this
-// host (limits it cannot enforce, image directories) besides.
+// loads; the driver offers the same rules to the portable layer, and
+// Create refuses what depends on this host (limits it cannot enforce,
+// image directories) besides.
 func (o BundleOptions) SpecProblems(spec driver.Spec) []driver.Problem {
 	return staticProblems(spec, o.IgnoreImage)
+}
+
+// SpecProblems: the rules BundleOptions.SpecProblems lists, with this
+// driver's ignore_image, which the portable layer applies before Create.
+func (d *Driver) SpecProblems(spec driver.Spec) []driver.Problem {
+	return staticProblems(spec, d.ignoreImage)
 }
 
 // staticProblems are the local backend's rules that need no I/O: where the

@@ -334,12 +334,11 @@ func (d *Driver) reap(ctx context.Context, appName, name string) {
 	sb.Detach() //nolint:errcheck
 }
 
-// createParams maps the spec, refusing what Modal cannot enforce before any
-// RPC is made.
+// createParams maps the spec before any RPC is made. What Modal refuses in
+// a spec (SpecProblems) the portable layer has refused already; a spec it
+// did not stamp with the ownership tags is refused here, so a direct caller
+// of the driver cannot skip that check.
 func (d *Driver) createParams(name string, spec sandbox.Spec) (*modal.SandboxCreateParams, error) {
-	if ps := lifetimeProblems(spec); len(ps) > 0 {
-		return nil, sandbox.Refused("%s", driver.JoinProblems(ps, nil))
-	}
 	for _, k := range []string{sandbox.TagSandbox, sandbox.TagExpiresAt, sandbox.TagNetwork} {
 		if spec.Tags[k] == "" {
 			return nil, &sandbox.Error{Op: "create", Kind: sandbox.ErrRefused, Err: fmt.Errorf("ownership tag %s is missing; create sandboxes through sandbox.Create, which stamps them", k)}

@@ -12,7 +12,8 @@ import (
 
 // SpecProblems: what Modal refuses in any spec with these options
 // (registry.SpecChecker), so a bundle config asking for it fails when it
-// loads; createParams refuses the same before any RPC.
+// loads; the driver offers the same rules to the portable layer, which
+// refuses them before Create.
 func (o BundleOptions) SpecProblems(spec driver.Spec) []driver.Problem {
 	ps := lifetimeProblems(spec)
 	if _, err := mapNetwork(spec.NetworkPolicy(), o.EgressEnforcement); err != nil {
@@ -24,6 +25,11 @@ func (o BundleOptions) SpecProblems(spec driver.Spec) []driver.Problem {
 		ps = append(ps, driver.Problem{Field: "network", Msg: strings.TrimPrefix(msg, "network: ")})
 	}
 	return ps
+}
+
+// SpecProblems: BundleOptions.SpecProblems with this driver's options.
+func (d *Driver) SpecProblems(spec driver.Spec) []driver.Problem {
+	return BundleOptions{EgressEnforcement: d.opts.EgressEnforcement}.SpecProblems(spec)
 }
 
 // lifetimeProblems: Modal's bounds on a sandbox's lifetime.

@@ -222,13 +222,15 @@ func fail(op, id, path string, kind, err error) error {
 	return e
 }
 
-// createRequest maps a spec onto the create body, refusing what OpenSandbox
-// cannot enforce (or we cannot verify) before anything is provisioned.
+// createRequest maps a spec onto the create body. What OpenSandbox cannot
+// enforce (or we cannot verify) in a spec (SpecProblems) the portable layer
+// has refused already, before anything is provisioned; a direct caller of
+// the driver gets the same refusal from CheckUnstamped.
 func (d *Driver) createRequest(name string, spec sandbox.Spec) (osdk.CreateSandboxRequest, error) {
-	var errs []string
-	for _, p := range specProblems(spec) {
-		errs = append(errs, p.String())
+	if err := sandbox.CheckUnstamped(d, name, spec); err != nil {
+		return osdk.CreateSandboxRequest{}, err
 	}
+	var errs []string
 	net := spec.NetworkPolicy()
 	cpu := d.opts.DefaultCPU
 	if milli := math.Round(spec.CPU * 1000); spec.CPU > 0 && milli >= 1 {
@@ -279,10 +281,7 @@ func (d *Driver) createRequest(name string, spec sandbox.Spec) (osdk.CreateSandb
 // verifies a blocked network is enforced, and creates the workdir. Any
 // failure after the server accepted the sandbox deletes it.
 func (d *Driver) Create(ctx context.Context, name string, spec sandbox.Spec) (sandbox.Info, error) {
-	spec = spec.WithDefaults()
-	if err := spec.Validate(); err != nil {
-		return sandbox.Info{}, err
-	}
+	spec = spec.WithDefaults() // for direct callers; the portable layer's spec has them
 	req, err := d.createRequest(name, spec)
 	if err != nil {
 		return sandbox.Info{}, err

@@ -8,11 +8,14 @@ import (
 )
 
 // SpecProblems: what OpenSandbox refuses in any spec (registry.SpecChecker),
-// so a bundle config asking for it fails when it loads; createRequest
-// refuses the same before anything is provisioned.
+// so a bundle config asking for it fails when it loads; the driver offers
+// the same rules to the portable layer, which refuses them before Create.
 func (o BundleOptions) SpecProblems(spec driver.Spec) []driver.Problem { return specProblems(spec) }
 
-// specProblems are the rules of createRequest that need no server.
+// SpecProblems: the same rules, for the portable layer.
+func (d *Driver) SpecProblems(spec driver.Spec) []driver.Problem { return specProblems(spec) }
+
+// specProblems are OpenSandbox's rules on a spec that need no server.
 func specProblems(spec driver.Spec) []driver.Problem {
 	var ps []driver.Problem
 	add := func(field, format string, a ...any) {

@@ -57,21 +57,25 @@ type Config interface {
 }
 
 // SpecChecker is what a Config may implement besides: the backend's own
-// rules on a spec that need no I/O (no host probe, no server), beyond what
-// its capabilities say, such as the local backend refusing a registry
-// image. The bundle config loader applies them to each task's defaults, so
-// pack, inspect and check refuse such a config; the backend's Create
-// applies the same rules (the one function serves both) and what needs I/O.
-type SpecChecker interface {
-	// SpecProblems lists what the backend so configured refuses in spec
-	// (WithDefaults applied), naming the spec's fields.
-	SpecProblems(spec driver.Spec) []driver.Problem
-}
+// rules on a spec that need no I/O (driver.SpecChecker). The bundle config
+// loader applies them to each task's defaults, so pack, inspect and check
+// refuse such a config; the backend's driver offers the same rules (the one
+// function serves both), which the portable layer applies before Create.
+type SpecChecker = driver.SpecChecker
 
 // SpecProblems is cfg's SpecChecker answer, or none when it offers none.
 func SpecProblems(cfg Config, spec driver.Spec) []driver.Problem {
 	if c, ok := cfg.(SpecChecker); ok {
 		return c.SpecProblems(spec)
+	}
+	return nil
+}
+
+// Rules is cfg's SpecChecker, or nil when it offers none, for
+// driver.CheckBackend.
+func Rules(cfg Config) driver.SpecChecker {
+	if c, ok := cfg.(SpecChecker); ok {
+		return c
 	}
 	return nil
 }
