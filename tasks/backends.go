@@ -14,6 +14,7 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/internal/final"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/registry"
 )
 
@@ -60,53 +61,87 @@ func (o BackendOptions) name() string {
 	return DefaultBackend
 }
 
+// resolvedBackend is a task's BackendOptions resolved once: the chosen
+// backend's registration and its parsed options, which both the check of a
+// spec (Check, when a bundle config loads) and the opening of the backend
+// (open, when the task runs) use, so a task parses its options once.
+type resolvedBackend struct {
+	reg    registry.Registration
+	config registry.Config
+	opts   BackendOptions
+	// able names the linked backends that have a capability, for
+	// refusals (registry.Able).
+	able func(driver.Capability) []string
+}
+
+// resolveBackend parses the chosen backend's options with the backends r
+// links. It does no I/O.
+func resolveBackend(r *registry.Registry, opts BackendOptions) (resolvedBackend, error) {
+	reg, cfg, err := r.Configure(opts.name(), opts.Options[opts.name()])
+	if err != nil {
+		return resolvedBackend{}, err
+	}
+	return resolvedBackend{reg: reg, config: cfg, opts: opts, able: r.Able}, nil
+}
+
+// Check refuses what the backend so configured refuses in spec (defaults
+// applied): what its capabilities lack and its own I/O-free rules, in the
+// words the portable layer's Create uses at run time (driver.CheckBackend).
+func (b resolvedBackend) Check(spec sandbox.Spec) error {
+	return driver.CheckBackend(b.reg.Name, b.config.Capabilities(), registry.Rules(b.config), spec, b.able)
+}
+
 // CheckBackendOptions parses every backend's entry of opts.Options with the
 // backends r links, and the chosen backend itself, so that a bundle config
 // with a misspelt option or a backend this bundle does not link fails when
 // it loads. It returns the chosen backend's configuration.
 func CheckBackendOptions(r *registry.Registry, opts BackendOptions) (registry.Config, error) {
-	for _, name := range slices.Sorted(maps.Keys(opts.Options)) {
-		if _, ok := r.Lookup(name); !ok {
-			return nil, fmt.Errorf("backend_options.%s: %w", name, r.Unknown(name))
-		}
-		if _, _, err := r.Configure(name, opts.Options[name]); err != nil {
-			return nil, err
-		}
-	}
-	_, cfg, err := r.Configure(opts.name(), opts.Options[opts.name()])
-	return cfg, err
+	b, err := checkBackendOptions(r, opts)
+	return b.config, err
 }
 
-// resolveBackendRequest parses the backend's options and reads its
-// connection. A missing default connection of a backend whose connection is
-// optional (Modal) means the backend's environment credentials; any other
-// missing connection is an error.
-func resolveBackendRequest(ctx context.Context, d Deps, opts BackendOptions) (BackendRequest, error) {
-	r := d.backends()
-	b, cfg, err := r.Configure(opts.name(), opts.Options[opts.name()])
-	if err != nil {
-		return BackendRequest{}, err
+// checkBackendOptions is CheckBackendOptions, returning the chosen backend
+// resolved (its options parsed once, with the others').
+func checkBackendOptions(r *registry.Registry, opts BackendOptions) (resolvedBackend, error) {
+	for _, name := range slices.Sorted(maps.Keys(opts.Options)) {
+		if _, ok := r.Lookup(name); !ok {
+			return resolvedBackend{}, fmt.Errorf("backend_options.%s: %w", name, r.Unknown(name))
+		}
+		if name == opts.name() {
+			continue // resolved below
+		}
+		if _, _, err := r.Configure(name, opts.Options[name]); err != nil {
+			return resolvedBackend{}, err
+		}
 	}
-	req := BackendRequest{Backend: b.Name, Options: opts.Options[b.Name], Config: cfg, Logger: d.logger()}
-	if b.DefaultConnID == "" {
+	return resolveBackend(r, opts)
+}
+
+// request reads the backend's connection. A missing default connection of
+// a backend whose connection is optional (Modal) means the backend's
+// environment credentials; any other missing connection is an error.
+func (b resolvedBackend) request(ctx context.Context, d Deps) (BackendRequest, error) {
+	reg, opts := b.reg, b.opts
+	req := BackendRequest{Backend: reg.Name, Options: opts.Options[reg.Name], Config: b.config, Logger: d.logger()}
+	if reg.DefaultConnID == "" {
 		if opts.ConnID != "" {
-			d.logger().Info("ignoring conn_id: the backend takes no connection", "backend", b.Name, "conn_id", opts.ConnID)
+			d.logger().Info("ignoring conn_id: the backend takes no connection", "backend", reg.Name, "conn_id", opts.ConnID)
 		}
 		return req, nil
 	}
 	id := opts.ConnID
 	if id == "" {
-		id = b.DefaultConnID
+		id = reg.DefaultConnID
 	}
 	conn, err := d.Airflow.GetConnection(ctx, id)
 	switch {
-	case errors.Is(err, connections.ErrNotFound) && b.ConnOptional && id == b.DefaultConnID:
-		d.logger().Info("no "+id+" connection; the backend uses credentials from the worker's environment", "backend", b.Name)
+	case errors.Is(err, connections.ErrNotFound) && reg.ConnOptional && id == reg.DefaultConnID:
+		d.logger().Info("no "+id+" connection; the backend uses credentials from the worker's environment", "backend", reg.Name)
 		return req, nil
 	case errors.Is(err, connections.ErrNotFound):
-		return BackendRequest{}, final.Errorf("the %s backend needs Airflow connection %q, which does not exist; create it or set conn_id to an existing one", b.Name, id)
+		return BackendRequest{}, final.Errorf("the %s backend needs Airflow connection %q, which does not exist; create it or set conn_id to an existing one", reg.Name, id)
 	case err != nil:
-		return BackendRequest{}, fmt.Errorf("reading Airflow connection %q for the %s backend: %w", id, b.Name, err)
+		return BackendRequest{}, fmt.Errorf("reading Airflow connection %q for the %s backend: %w", id, reg.Name, err)
 	}
 	if err := maskSecrets(ctx, d, id, map[string]string{"password": conn.Password}); err != nil {
 		return BackendRequest{}, err
@@ -116,9 +151,10 @@ func resolveBackendRequest(ctx context.Context, d Deps, opts BackendOptions) (Ba
 	return req, nil
 }
 
-// openBackend resolves the request and opens the backend.
-func openBackend(ctx context.Context, d Deps, opts BackendOptions) (*sandbox.Backend, BackendRequest, error) {
-	req, err := resolveBackendRequest(ctx, d, opts)
+// open reads the backend's connection and opens it. Its Create refuses a
+// spec naming the linked backends that could give what this one cannot.
+func (b resolvedBackend) open(ctx context.Context, d Deps) (*sandbox.Backend, BackendRequest, error) {
+	req, err := b.request(ctx, d)
 	if err != nil {
 		return nil, req, err
 	}
@@ -126,7 +162,26 @@ func openBackend(ctx context.Context, d Deps, opts BackendOptions) (*sandbox.Bac
 	if err != nil {
 		return nil, req, fmt.Errorf("opening the %s backend: %w", req.Backend, err)
 	}
-	return sandbox.NewBackend(drv), req, nil
+	return sandbox.NewBackend(drv, sandbox.SuggestBackends(b.able)), req, nil
+}
+
+// resolveBackendRequest resolves the backend's options and reads its
+// connection.
+func resolveBackendRequest(ctx context.Context, d Deps, opts BackendOptions) (BackendRequest, error) {
+	b, err := resolveBackend(d.backends(), opts)
+	if err != nil {
+		return BackendRequest{}, err
+	}
+	return b.request(ctx, d)
+}
+
+// openBackend resolves the backend's options and opens it.
+func openBackend(ctx context.Context, d Deps, opts BackendOptions) (*sandbox.Backend, BackendRequest, error) {
+	b, err := resolveBackend(d.backends(), opts)
+	if err != nil {
+		return nil, BackendRequest{}, err
+	}
+	return b.open(ctx, d)
 }
 
 // OpenBackend resolves the backend's options and connection (through

@@ -264,7 +264,35 @@ func (f fakeBackend) Open(_ context.Context, conn *connections.Connection, _ hcl
 		}
 		*f.reqs = append(*f.reqs, req)
 	}
-	return f.d, nil
+	return configuredDriver{f.d, f.name, f.caps}, nil
+}
+
+// configuredDriver is a test driver as the backend a fake registration
+// configured: its capabilities are the registration's, by which the
+// portable layer refuses a spec (gpu on the fake local, say), and its name
+// the registration's, as a real backend's driver and Config declare the
+// same.
+type configuredDriver struct {
+	driver.Driver
+	name string
+	caps sandbox.Capabilities
+}
+
+func (c configuredDriver) Backend() string                    { return c.name }
+func (c configuredDriver) Capabilities() sandbox.Capabilities { return c.caps }
+
+// Tags, SetTags and ListSandboxes: the test drivers all have them (they
+// wrap a dirDriver), and the embedded interface does not pass them on.
+func (c configuredDriver) Tags(ctx context.Context, id string) (map[string]string, error) {
+	return c.Driver.(driver.Tagger).Tags(ctx, id)
+}
+
+func (c configuredDriver) SetTags(ctx context.Context, id string, tags map[string]string) error {
+	return c.Driver.(driver.Tagger).SetTags(ctx, id, tags)
+}
+
+func (c configuredDriver) ListSandboxes(ctx context.Context, match map[string]string) ([]sandbox.Info, error) {
+	return c.Driver.(driver.Lister).ListSandboxes(ctx, match)
 }
 
 // memStorage is an in-memory Storage with Export's staging semantics and

@@ -89,9 +89,13 @@ func provision(ctx context.Context, d Deps, in ProvisionInput) (created, error) 
 		return created{}, err
 	}
 	log := d.logger()
-	// What the backend cannot do fails first, before any connection or
-	// secret is read.
-	if err := in.Check(d.backends()); err != nil {
+	// The backend is resolved once, first: a backend this bundle does not
+	// link or a misspelt option fails before any connection or secret is
+	// read. The spec is refused in one place, the portable layer's Create,
+	// before anything is provisioned (a bundle config's defaults were
+	// refused when it loaded, by the same check: Check).
+	b, err := resolveBackend(d.backends(), in.BackendOptions)
+	if err != nil {
 		return created{}, err
 	}
 	staged, err := d.Run.expandURLs("stage_in", in.StageIn)
@@ -114,7 +118,7 @@ func provision(ctx context.Context, d Deps, in ProvisionInput) (created, error) 
 	if err := checkStorage(ctx, d, "stage_in", in.StageIn, true, creds); err != nil {
 		return created{}, err
 	}
-	backend, req, err := openBackend(ctx, d, in.BackendOptions)
+	backend, req, err := b.open(ctx, d)
 	if err != nil {
 		return created{}, err
 	}
@@ -157,24 +161,18 @@ func provision(ctx context.Context, d Deps, in ProvisionInput) (created, error) 
 // what Validate refuses, what the chosen backend cannot provide (gpu on
 // local, say) and what its own I/O-free rules refuse (a registry image on
 // local), naming the input and the backend. The bundle config loader calls
-// it with a task's defaults, so such a config is refused when packed;
-// provision calls it again with the values a run bound.
+// it with a task's defaults, so such a config is refused when packed; at
+// run time the portable layer's Create refuses the values a run bound, in
+// the same words (driver.CheckBackend).
 func (in ProvisionInput) Check(r *registry.Registry) error {
 	if err := in.Validate(); err != nil {
 		return err
 	}
-	cfg, err := CheckBackendOptions(r, in.BackendOptions)
+	b, err := checkBackendOptions(r, in.BackendOptions)
 	if err != nil {
 		return err
 	}
-	spec := in.checkedSpec()
-	if err := driver.CheckSpec(in.BackendOptions.name(), cfg.Capabilities(), spec, r.Able); err != nil {
-		return err
-	}
-	if ps := registry.SpecProblems(cfg, spec); len(ps) > 0 {
-		return refusedSpec("the %s backend refuses this sandbox: %s", in.BackendOptions.name(), driver.JoinProblems(ps, nil))
-	}
-	return nil
+	return b.Check(in.checkedSpec())
 }
 
 // Validate refuses what no backend accepts (sandbox.Spec.Validate: a
@@ -270,9 +268,6 @@ func buildSpec(ctx context.Context, d Deps, in ProvisionInput) (sandbox.Spec, []
 	}
 	if len(spec.Env) == 0 {
 		spec.Env = nil
-	}
-	if err := spec.WithDefaults().Validate(); err != nil {
-		return spec, nil, err
 	}
 	return spec, secrets, nil
 }

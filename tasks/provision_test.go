@@ -163,6 +163,8 @@ func TestProvisionRefusesBadInputBeforeCreating(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			e := newEnv(t)
 			e.af.conns["svc"] = connections.Connection{ConnID: "svc", Password: "p"}
+			// The backend opens before Create refuses the spec.
+			e.af.conns["opensandbox_default"] = connections.Connection{ConnID: "opensandbox_default", Host: "os.example"}
 			e.af.vars["v"] = "1"
 			_, err := Provision(context.Background(), e.deps, decodeInput[ProvisionInput](t, c.input))
 			if err == nil {
@@ -255,8 +257,11 @@ func TestOnlyTheChosenBackendsOptionsApply(t *testing.T) {
 	}
 }
 
-// A spec the chosen backend cannot honour fails before any connection or
-// secret is read, naming the field, the backend and the ones that could.
+// A spec the chosen backend cannot honour is refused in one place, the
+// portable layer's Create, before anything is provisioned, naming the
+// field, the backend and the ones that could. (A bundle config's defaults
+// are refused when it loads; a value a run bound meets this refusal after
+// env_from is read, its value masked first and passed nowhere.)
 func TestProvisionRefusesWhatTheBackendCannotDo(t *testing.T) {
 	e := newEnv(t)
 	e.af.vars["v"] = "secret-value"
@@ -264,8 +269,11 @@ func TestProvisionRefusesWhatTheBackendCannotDo(t *testing.T) {
 	if !errors.Is(err, sandbox.ErrRefused) || !strings.Contains(err.Error(), "gpu: the local backend cannot provide GPUs, which modal can") {
 		t.Fatalf("want a refusal naming gpu, local and the able backends, got %v", err)
 	}
-	if len(e.drv.creates) != 0 || len(e.af.masked) != 0 {
-		t.Fatalf("a refused provision created %d sandboxes and read %d secrets", len(e.drv.creates), len(e.af.masked))
+	if len(e.drv.creates) != 0 {
+		t.Fatalf("a refused provision created %d sandboxes", len(e.drv.creates))
+	}
+	if len(e.af.masked) != 1 || strings.Contains(err.Error(), "secret-value") || strings.Contains(e.log.String(), "secret-value") {
+		t.Fatalf("the env_from value read before the refusal must be masked (%d masked) and shown nowhere: %v", len(e.af.masked), err)
 	}
 	if _, err := Provision(context.Background(), e.deps, ProvisionInput{GPU: "A10G", BackendOptions: BackendOptions{Backend: "modal"}}); err != nil {
 		t.Fatalf("gpu on a backend with GPUs: %v", err)
