@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/supervisor"
+	"github.com/airflow-sandbox/airflow-go-worker/testing/eventually"
 )
 
 const lifecycleConfig = `
@@ -127,16 +128,12 @@ func TestKilledTaskLeavesASandboxThatSweepRemoves(t *testing.T) {
 		done <- res
 	}()
 	drv := w.localDriver()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if _, err := drv.Stat(context.Background(), id, "/workspace/started"); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			cancel()
-			t.Fatalf("the command never started; logs:\n%s", w.logs.String())
-		}
-		time.Sleep(20 * time.Millisecond) // polling a condition, with a deadline
+	if !eventually.Within(60*time.Second, func() bool {
+		_, err := drv.Stat(context.Background(), id, "/workspace/started")
+		return err == nil
+	}) {
+		cancel()
+		t.Fatalf("the command never started; logs:\n%s", w.logs.String())
 	}
 	cancel() // the worker is killed mid-command
 	select {
@@ -232,22 +229,18 @@ func TestSandboxDyingMidExportLeavesNothing(t *testing.T) {
 		done <- res
 	}()
 	// Kill the sandbox once big.bin's upload is under way.
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	eventually.True(t, "big.bin's upload to start", 60*time.Second, func() bool {
 		out, err := w.s3.Client().ListMultipartUploads(context.Background(), &s3.ListMultipartUploadsInput{Bucket: aws.String(bucket)})
 		if err == nil && len(out.Uploads) > 0 {
-			break
+			return true
 		}
 		select {
 		case res := <-done:
 			t.Fatalf("collect ended (%s) before big.bin's upload was seen; the test cannot interrupt it", res.State)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("big.bin's upload never started")
-		}
-		time.Sleep(10 * time.Millisecond) // polling a condition, with a deadline
-	}
+		return false
+	})
 	if err := w.modal.KillSandbox(id); err != nil {
 		t.Fatal(err)
 	}

@@ -3,8 +3,10 @@ package supervisor
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -12,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/airflow-sandbox/airflow-go-worker/internal/poll"
 )
 
 // heldByProcessTree reports whether the accepted TCP connection conn is
@@ -32,21 +36,17 @@ func heldByProcessTree(conn net.Conn, pid int, wait time.Duration) (bool, string
 	if !ok1 || !ok2 {
 		return false, fmt.Sprintf("the connection's addresses (%v, %v) are not TCP", conn.RemoteAddr(), conn.LocalAddr())
 	}
-	deadline := time.Now().Add(wait)
 	var inode string
-	for {
+	err := poll.Until(context.Background(), wait, poll.Every(10*time.Millisecond), func() (bool, error) {
 		var err error
 		inode, err = socketInode(pid, peer, local)
-		if err != nil {
-			return false, err.Error()
-		}
-		if inode != "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			return false, fmt.Sprintf("no socket from %s to %s in the task process's network namespace (pid %d) within %s", peer, local, pid, wait)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return inode != "", err
+	})
+	if errors.Is(err, poll.ErrTimeout) {
+		return false, fmt.Sprintf("no socket from %s to %s in the task process's network namespace (pid %d) within %s", peer, local, pid, wait)
+	}
+	if err != nil {
+		return false, err.Error()
 	}
 	target := "socket:[" + inode + "]"
 	if holds(pid, target) {

@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	polling "github.com/airflow-sandbox/airflow-go-worker/internal/poll"
 )
 
 // apiClient talks to Airflow's public REST API (/api/v2) as the simple auth
@@ -94,31 +96,24 @@ func (c *apiClient) do(ctx context.Context, method, path string, body, out any, 
 // alive reports a dead component, or timeout passes (then it fails with
 // what, and the last not-yet reason).
 func poll(ctx context.Context, timeout, interval time.Duration, what string, alive func() error, try func() (bool, string, error)) error {
-	deadline := time.Now().Add(timeout)
 	last := ""
-	for {
+	err := polling.Until(ctx, timeout, polling.Every(interval), func() (bool, error) {
 		done, why, err := try()
-		if err != nil {
-			return err
-		}
-		if done {
-			return nil
+		if done || err != nil {
+			return done, err
 		}
 		last = why
 		if alive != nil {
 			if err := alive(); err != nil {
-				return fmt.Errorf("while waiting for %s: %w", what, err)
+				return false, fmt.Errorf("while waiting for %s: %w", what, err)
 			}
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s did not happen within %s (last: %s)", what, timeout, last)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(interval):
-		}
+		return false, nil
+	})
+	if errors.Is(err, polling.ErrTimeout) {
+		return fmt.Errorf("%s did not happen within %s (last: %s)", what, timeout, last)
 	}
+	return err
 }
 
 // waitHealthy waits for the api-server to answer and to report the

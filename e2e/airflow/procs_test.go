@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/airflow-sandbox/airflow-go-worker/testing/eventually"
 )
 
 // alive reports whether a pid still runs (and is not a zombie).
@@ -24,19 +26,17 @@ func alive(pid int) bool {
 // waitPIDFile reads the pid a child wrote, failing after a bound.
 func waitPIDFile(t *testing.T, path string) int {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if data, err := os.ReadFile(path); err == nil && strings.HasSuffix(string(data), "\n") {
-			pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return pid
-		}
-		time.Sleep(20 * time.Millisecond)
+	var data []byte
+	eventually.True(t, path+" to be written", 10*time.Second, func() bool {
+		var err error
+		data, err = os.ReadFile(path)
+		return err == nil && strings.HasSuffix(string(data), "\n")
+	})
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("%s was never written", path)
-	return 0
+	return pid
 }
 
 // stop takes the whole process group down, including a grandchild that
@@ -56,11 +56,7 @@ func TestStopKillsTheWholeGroup(t *testing.T) {
 	if time.Since(start) > 10*time.Second {
 		t.Fatalf("stop took %s", time.Since(start))
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for alive(grandchild) && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if alive(grandchild) {
+	if !eventually.Within(5*time.Second, func() bool { return !alive(grandchild) }) {
 		syscall.Kill(grandchild, syscall.SIGKILL)
 		t.Fatalf("the grandchild %d that ignores SIGTERM survived stop", grandchild)
 	}

@@ -18,6 +18,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	polling "github.com/airflow-sandbox/airflow-go-worker/internal/poll"
 )
 
 // scenario is one example Dag: how it is packed, how it is triggered, and
@@ -180,14 +182,13 @@ func runAll(ctx context.Context, e *checkEnv, list []*scenario, timeout time.Dur
 // only when Airflow itself died or the driver was interrupted.
 func waitRun(ctx context.Context, api *apiClient, r *dagRun, timeout time.Duration, alive func() error) error {
 	start := time.Now()
-	deadline := start.Add(timeout)
 	nextNote := start.Add(30 * time.Second)
 	seen := map[string]string{}
 	var lastErr error
-	for {
+	err := polling.Until(ctx, timeout, polling.Every(2*time.Second), func() (bool, error) {
 		if err := api.runState(ctx, r); err != nil {
 			if ctx.Err() != nil {
-				return ctx.Err()
+				return false, ctx.Err()
 			}
 			if lastErr == nil {
 				info("%5s  reading the run's state failed, retrying: %v", time.Since(start).Round(time.Second), err)
@@ -203,30 +204,27 @@ func waitRun(ctx context.Context, api *apiClient, r *dagRun, timeout time.Durati
 			}
 			if r.state == "success" || r.state == "failed" {
 				info("%5s  %s run %s", time.Since(start).Round(time.Second), r.scenario.dagID, r.state)
-				return nil
+				return true, nil
 			}
 		}
 		if err := alive(); err != nil {
-			return err
-		}
-		if time.Now().After(deadline) {
-			if lastErr != nil {
-				fmt.Printf("    gave up waiting for %s after %s; the last request failed: %v\n", r.scenario.dagID, timeout.Round(time.Second), lastErr)
-			} else {
-				fmt.Printf("    gave up waiting for %s after %s: it is still %s\n", r.scenario.dagID, timeout.Round(time.Second), r.state)
-			}
-			return nil
+			return false, err
 		}
 		if time.Now().After(nextNote) {
 			info("%5s  still waiting for %s (%s)", time.Since(start).Round(time.Second), r.scenario.dagID, r.state)
 			nextNote = time.Now().Add(30 * time.Second)
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(2 * time.Second):
-		}
+		return false, nil
+	})
+	if !errors.Is(err, polling.ErrTimeout) {
+		return err
 	}
+	if lastErr != nil {
+		fmt.Printf("    gave up waiting for %s after %s; the last request failed: %v\n", r.scenario.dagID, timeout.Round(time.Second), lastErr)
+	} else {
+		fmt.Printf("    gave up waiting for %s after %s: it is still %s\n", r.scenario.dagID, timeout.Round(time.Second), r.state)
+	}
+	return nil
 }
 
 // orders is examples/conversion/orders.csv, as records and per-customer totals.

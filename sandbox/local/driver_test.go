@@ -8,13 +8,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/testing/eventually"
 )
 
 func newTestDriver(t *testing.T) *Driver {
@@ -152,16 +152,12 @@ func TestTimeoutKillsBackgroundChildren(t *testing.T) {
 		done <- result{res, err}
 	}()
 	running := func() bool { return processNamed(name) }
-	if !pollUntil(10*time.Second, running) {
-		t.Fatal("the background child never started")
-	}
+	eventually.True(t, "the background child to start", 10*time.Second, running)
 	r := <-done
 	if r.err != nil || !r.res.TimedOut {
 		t.Fatalf("want TimedOut, got %+v, %v", r.res, r.err)
 	}
-	if !pollUntil(5*time.Second, func() bool { return !running() }) {
-		t.Fatal("the background child survived the timeout")
-	}
+	eventually.True(t, "the background child to end with the timed-out command", 5*time.Second, func() bool { return !running() })
 	if _, err := sb.Stat(context.Background(), name); err != nil {
 		t.Fatalf("files written before the timeout were lost: %v", err)
 	}
@@ -177,19 +173,6 @@ func processNamed(name string) bool {
 		}
 	}
 	return false
-}
-
-// pollUntil polls cond until it holds or the deadline passes.
-func pollUntil(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return true
-		}
-		runtime.Gosched()
-		time.Sleep(20 * time.Millisecond) // polling interval, not synchronisation
-	}
-	return cond()
 }
 
 func TestDestroyDuringExecReportsLost(t *testing.T) {

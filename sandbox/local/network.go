@@ -3,6 +3,7 @@ package local
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/airflow-sandbox/airflow-go-worker/internal/poll"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 )
 
@@ -176,21 +178,22 @@ func (d *Driver) startNetwork(pid int, spec sandbox.Spec) (stop func(), err erro
 // waitLoopback waits until bwrap has given the sandbox's loopback its
 // address: bwrap adds it exclusively and fails if slirp4netns brought lo
 // up first (which adds it). The namespace's routing table, empty until
-// then, shows it; bwrap gets there within a millisecond or so.
+// then, shows it; bwrap gets there within a millisecond or so, so the
+// checks start 50 µs apart (this is on every open sandbox's creation) and
+// double up to 5 ms.
 func waitLoopback(pid int) error {
-	deadline := time.Now().Add(networkReadyTimeout)
-	for wait := 50 * time.Microsecond; ; wait = min(2*wait, 5*time.Millisecond) {
-		fib, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/fib_trie", pid))
-		switch {
-		case err != nil:
-			return fmt.Errorf("the sandbox ended while its network was set up: %v", err)
-		case len(fib) > 0:
-			return nil
-		case time.Now().After(deadline):
-			return fmt.Errorf("bubblewrap did not set up the sandbox's loopback within %s", networkReadyTimeout)
+	fibTrie := fmt.Sprintf("/proc/%d/net/fib_trie", pid)
+	err := poll.Until(context.Background(), networkReadyTimeout, poll.Doubling(50*time.Microsecond, 5*time.Millisecond), func() (bool, error) {
+		fib, err := os.ReadFile(fibTrie)
+		if err != nil {
+			return false, fmt.Errorf("the sandbox ended while its network was set up: %v", err)
 		}
-		time.Sleep(wait)
+		return len(fib) > 0, nil
+	})
+	if errors.Is(err, poll.ErrTimeout) {
+		return fmt.Errorf("bubblewrap did not set up the sandbox's loopback within %s", networkReadyTimeout)
 	}
+	return err
 }
 
 // namespacesOf opens the network namespace of process pid and the user

@@ -12,6 +12,7 @@ import (
 	modal "github.com/modal-labs/modal-client/go"
 
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/testing/eventually"
 )
 
 // BenchmarkOverhead times create + exec `true` + destroy through the driver
@@ -152,14 +153,9 @@ func BenchmarkConcurrent100(b *testing.B) {
 // settledGoroutines waits (up to wait) for the goroutine count to come
 // down to target, then returns it.
 func settledGoroutines(target int, wait time.Duration) int {
-	deadline := time.Now().Add(wait)
-	for {
-		n := runtime.NumGoroutine()
-		if n <= target || time.Now().After(deadline) {
-			return n
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	n := runtime.NumGoroutine()
+	eventually.Within(wait, func() bool { n = runtime.NumGoroutine(); return n <= target })
+	return n
 }
 
 func median(ds []time.Duration) time.Duration {

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/testing/eventually"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/fakemodal"
 )
 
@@ -354,10 +355,7 @@ func TestExecTimeoutStdinAndLiveness(t *testing.T) {
 
 	// The sandbox dies mid-command.
 	go func() {
-		deadline := time.Now().Add(10 * time.Second)
-		for fake.Calls("TaskExecStart") < 4 && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
+		eventually.Within(10*time.Second, func() bool { return fake.Calls("TaskExecStart") >= 4 })
 		fake.KillSandbox(sb.ID())
 	}()
 	res, err = sb.Exec(ctx, "sleep 30", sandbox.ExecOptions{})
@@ -539,10 +537,7 @@ func TestExecCancelAndPerCommandOptions(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	started := make(chan struct{})
 	go func() {
-		deadline := time.Now().Add(10 * time.Second)
-		for fake.Calls("TaskExecStart") < 3 && time.Now().Before(deadline) {
-			time.Sleep(5 * time.Millisecond)
-		}
+		eventually.Within(10*time.Second, func() bool { return fake.Calls("TaskExecStart") >= 3 })
 		close(started)
 		cancel()
 	}()

@@ -15,21 +15,10 @@ import (
 
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/opensandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/testing/eventually"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/fakeopensandbox"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/waitwriter"
 )
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 func noSandboxesLeft(t *testing.T, srv *fakeopensandbox.Server) {
 	t.Helper()
@@ -185,7 +174,7 @@ func TestStreamDropIsRetryableAndInterrupts(t *testing.T) {
 		t.Fatalf("message: %v", err)
 	}
 	// The command does not keep running behind the caller's back.
-	waitFor(t, "the command to be interrupted", func() bool { return e.srv.RunningCommands() == 0 })
+	eventually.True(t, "the command to be interrupted", 15*time.Second, func() bool { return e.srv.RunningCommands() == 0 })
 	if _, err := e.drv.Info(ctxT(t), sb.ID()); err != nil {
 		t.Fatalf("the sandbox should survive a dropped stream: %v", err)
 	}
@@ -222,7 +211,7 @@ func TestCancelInterruptsCommand(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v", err)
 	}
-	waitFor(t, "the command to be interrupted", func() bool { return e.srv.RunningCommands() == 0 })
+	eventually.True(t, "the command to be interrupted", 15*time.Second, func() bool { return e.srv.RunningCommands() == 0 })
 	if _, err := e.drv.Info(ctxT(t), sb.ID()); err != nil {
 		t.Fatalf("the sandbox should survive: %v", err)
 	}
@@ -427,9 +416,7 @@ func TestCancelDuringCreateDeletes(t *testing.T) {
 	go func() {
 		// Cancel once the server has the sandbox (or after a bound, to
 		// never hang; the assertions below then fail).
-		for deadline := time.Now().Add(15 * time.Second); len(e.srv.Sandboxes()) == 0 && time.Now().Before(deadline); {
-			time.Sleep(10 * time.Millisecond)
-		}
+		eventually.Within(15*time.Second, func() bool { return len(e.srv.Sandboxes()) > 0 })
 		cancel()
 	}()
 	_, err := sandbox.NewBackend(e.drv).Create(ctx, sandbox.Spec{})
@@ -447,7 +434,7 @@ func TestCancelDuringCreateDeletes(t *testing.T) {
 func TestExpiredSandboxIsGone(t *testing.T) {
 	e := newEnv(t, fakeopensandbox.Options{Lifetime: 2 * time.Second}, nil)
 	sb := create(t, e, sandbox.Spec{})
-	waitFor(t, "expiry", func() bool { return len(e.srv.Sandboxes()) == 0 })
+	eventually.True(t, "expiry", 15*time.Second, func() bool { return len(e.srv.Sandboxes()) == 0 })
 	_, err := sb.Exec(ctxT(t), "true", sandbox.ExecOptions{})
 	if !errors.Is(err, sandbox.ErrGone) || sandbox.IsRetryable(err) {
 		t.Fatalf("exec after expiry: %v", err)
@@ -474,12 +461,13 @@ func TestLostCreateAnswerLeaksNothing(t *testing.T) {
 func TestFailedWhileStarting(t *testing.T) {
 	e := newEnv(t, fakeopensandbox.Options{PendingFor: time.Hour}, nil)
 	go func() {
-		for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-			if sbs := e.srv.Sandboxes(); len(sbs) == 1 {
+		eventually.Within(15*time.Second, func() bool {
+			sbs := e.srv.Sandboxes()
+			if len(sbs) == 1 {
 				e.srv.SetState(sbs[0].ID, "Failed", "IMAGE_PULL_ERROR")
-				return
 			}
-		}
+			return len(sbs) == 1
+		})
 	}()
 	_, err := sandbox.NewBackend(e.drv).Create(ctxT(t), sandbox.Spec{})
 	if err == nil || sandbox.IsRetryable(err) || !strings.Contains(err.Error(), "Failed (IMAGE_PULL_ERROR") {
@@ -494,17 +482,15 @@ func TestUnknownStateIsTolerated(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-			if sbs := e.srv.Sandboxes(); len(sbs) == 1 {
-				e.srv.SetState(sbs[0].ID, "Warming", "")
-				// Let the driver poll the unknown state twice.
-				for n := e.srv.Calls(fakeopensandbox.RouteGet); e.srv.Calls(fakeopensandbox.RouteGet) < n+2 && time.Now().Before(deadline); {
-					time.Sleep(10 * time.Millisecond)
-				}
-				e.srv.SetState(sbs[0].ID, "Running", "")
-				return
-			}
+		var sbs []fakeopensandbox.Sandbox
+		if !eventually.Within(15*time.Second, func() bool { sbs = e.srv.Sandboxes(); return len(sbs) == 1 }) {
+			return // the assertion below fails
 		}
+		e.srv.SetState(sbs[0].ID, "Warming", "")
+		// Let the driver poll the unknown state twice.
+		n := e.srv.Calls(fakeopensandbox.RouteGet)
+		eventually.Within(15*time.Second, func() bool { return e.srv.Calls(fakeopensandbox.RouteGet) >= n+2 })
+		e.srv.SetState(sbs[0].ID, "Running", "")
 	}()
 	create(t, e, sandbox.Spec{})
 	<-done
@@ -655,7 +641,7 @@ func TestTransfersUnderFaults(t *testing.T) {
 		if out.String() != "one\n" {
 			t.Fatalf("stdout %q: only whole events may reach the caller", out.String())
 		}
-		waitFor(t, "the command to be interrupted", func() bool { return e.srv.RunningCommands() == 0 })
+		eventually.True(t, "the command to be interrupted", 15*time.Second, func() bool { return e.srv.RunningCommands() == 0 })
 	})
 	t.Run("stream stalls", func(t *testing.T) {
 		e.srv.StallNextStream(3)
@@ -663,7 +649,7 @@ func TestTransfersUnderFaults(t *testing.T) {
 		if err == nil || !sandbox.IsRetryable(err) || !strings.Contains(err.Error(), "sent nothing") {
 			t.Fatalf("err %v", err)
 		}
-		waitFor(t, "the command to be interrupted", func() bool { return e.srv.RunningCommands() == 0 })
+		eventually.True(t, "the command to be interrupted", 15*time.Second, func() bool { return e.srv.RunningCommands() == 0 })
 	})
 	t.Run("slow destroy", func(t *testing.T) {
 		other := create(t, e, sandbox.Spec{})

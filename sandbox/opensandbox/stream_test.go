@@ -14,6 +14,8 @@ import (
 	"time"
 
 	osdk "github.com/alibaba/OpenSandbox/sdks/sandbox/go"
+
+	"github.com/airflow-sandbox/airflow-go-worker/testing/eventually"
 )
 
 // Hand-written from the spec's observations of a real execd: bare JSON
@@ -304,12 +306,8 @@ func TestOutputStreamPaysNewlineAfterQuiet(t *testing.T) {
 	if s := read(); s != "started" && s != "started\n" {
 		t.Fatalf("the text was not written at once: %q", s)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for read() != "started\n" {
-		if time.Now().After(deadline) {
-			t.Fatalf("newline never paid: %q", read())
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !eventually.Within(5*time.Second, func() bool { return read() == "started\n" }) {
+		t.Fatalf("newline never paid: %q", read())
 	}
 	o.line("done")
 	o.line("\n") // the wrapper's newline

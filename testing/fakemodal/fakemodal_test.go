@@ -20,6 +20,7 @@ import (
 
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/local"
+	"github.com/airflow-sandbox/airflow-go-worker/testing/eventually"
 )
 
 // newClient starts a fake and a real SDK client pointed at it.
@@ -334,17 +335,14 @@ func TestSDKHoldCreates(t *testing.T) {
 // waitHeld waits until n creates are held, failing after a generous bound.
 func waitHeld(t *testing.T, s *Server, n int) []CreateRecord {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		held := s.HeldCreates()
-		if len(held) == n {
-			return held
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d creates held, want %d", len(held), n)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var held []CreateRecord
+	if !eventually.Within(30*time.Second, func() bool {
+		held = s.HeldCreates()
+		return len(held) == n
+	}) {
+		t.Fatalf("%d creates held after 30s, want %d", len(held), n)
 	}
+	return held
 }
 
 // TestTerminateIsRecordedBeforeItsAnswer: once SandboxTerminateV2 has

@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/airflow-sandbox/airflow-go-worker/internal/poll"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 )
 
@@ -239,20 +240,21 @@ func (x *realExecd) close() {
 
 // waitFor polls ok until it holds, ctx ends, or stopped closes.
 func waitFor(ctx context.Context, stopped <-chan struct{}, ok func() bool) error {
-	deadline := time.NewTimer(time.Minute)
-	defer deadline.Stop()
-	for !ok() {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-stopped:
-			return errors.New("it exited")
-		case <-deadline.C:
-			return errors.New("timed out after a minute")
-		case <-time.After(50 * time.Millisecond):
+	err := poll.Until(ctx, time.Minute, poll.Every(50*time.Millisecond), func() (bool, error) {
+		if ok() {
+			return true, nil
 		}
+		select {
+		case <-stopped:
+			return false, errors.New("it exited")
+		default:
+			return false, nil
+		}
+	})
+	if errors.Is(err, poll.ErrTimeout) {
+		return errors.New("timed out after a minute")
 	}
-	return nil
+	return err
 }
 
 // findNetns returns the network namespace of the process whose

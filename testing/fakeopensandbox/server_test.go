@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airflow-sandbox/airflow-go-worker/testing/eventually"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/fakeopensandbox"
 )
 
@@ -200,13 +201,9 @@ func TestLifecycle(t *testing.T) {
 func TestExpiry(t *testing.T) {
 	c := start(t, fakeopensandbox.Options{Lifetime: 200 * time.Millisecond})
 	id := c.create(validCreate)
-	deadline := time.Now().Add(10 * time.Second)
-	for c.do("GET", "/v1/sandboxes/"+id, nil, nil).status != 404 {
-		if time.Now().After(deadline) {
-			t.Fatal("the sandbox never expired")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	eventually.True(t, "the sandbox to expire (GET answering 404)", 10*time.Second, func() bool {
+		return c.do("GET", "/v1/sandboxes/"+id, nil, nil).status == 404
+	})
 	if n := len(c.srv.Sandboxes()); n != 0 {
 		t.Fatalf("%d sandboxes after expiry", n)
 	}

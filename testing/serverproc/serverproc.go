@@ -8,6 +8,8 @@
 package serverproc
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os/exec"
@@ -16,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airflow-sandbox/airflow-go-worker/internal/poll"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/syncbuf"
 )
 
@@ -40,25 +43,30 @@ func Start(name string, cmd *exec.Cmd, timeout time.Duration, ready func() error
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
 	go func() { _ = cmd.Wait(); close(p.exited) }()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := ready()
-		if err == nil {
-			return p, nil
+	var notReady error
+	err := poll.Until(context.Background(), timeout, poll.Every(20*time.Millisecond), func() (bool, error) {
+		if notReady = ready(); notReady == nil {
+			return true, nil
 		}
 		select {
 		case <-p.exited:
-			return nil, fmt.Errorf("%s exited before it served; its output:\n%s", name, p.Output())
-		case <-tick.C:
+			return false, errExited
+		default:
+			return false, nil
 		}
-		if time.Now().After(deadline) {
-			p.Stop()
-			return nil, fmt.Errorf("%s did not answer within %s (last error: %v); its output:\n%s", name, timeout, err, p.Output())
-		}
+	})
+	switch {
+	case err == nil:
+		return p, nil
+	case errors.Is(err, errExited):
+		return nil, fmt.Errorf("%s exited before it served; its output:\n%s", name, p.Output())
+	default:
+		p.Stop()
+		return nil, fmt.Errorf("%s did not answer within %s (last error: %v); its output:\n%s", name, timeout, notReady, p.Output())
 	}
 }
+
+var errExited = errors.New("exited")
 
 // Stop terminates the server's process group and waits for it. Safe to
 // call more than once.
