@@ -121,25 +121,3 @@ func TestProvisionResolvesTheBackendOnceAndRefusesInOnePlace(t *testing.T) {
 		t.Fatalf("load-time check: Configure %d times, the Config's rules %d, the driver's %d; want 1, 1, 0", got[0], got[1], got[2])
 	}
 }
-
-// A driver called without the portable layer (a test emulator's backing
-// driver, a Go user's direct call) is refused what the portable layer
-// would refuse: no weaker sandbox than asked for.
-func TestALocalDriverCalledDirectlyRefusesWhatCreateWould(t *testing.T) {
-	e := newEnv(t)
-	for _, spec := range []sandbox.Spec{
-		{Image: "python:3.12-slim"}, // local's static rule
-		{GPU: "A10G"},               // beyond the capabilities
-		{Network: sandbox.NetworkPolicy{AllowHosts: []string{"pypi.org"}}}, // ditto
-		{Lifetime: -1}, // Validate
-	} {
-		_, err := e.drv.Driver.Create(context.Background(), sandbox.NewName(), spec)
-		if !errors.Is(err, sandbox.ErrRefused) {
-			t.Errorf("%+v: want a refusal, got %v", spec, err)
-		}
-	}
-	// The same driver creates what it can give, asked directly.
-	if _, err := e.drv.Driver.Create(context.Background(), sandbox.NewName(), sandbox.Spec{}); err != nil {
-		t.Fatalf("a plain spec, asked directly: %v", err)
-	}
-}

@@ -8,8 +8,9 @@ import (
 // Capabilities declare what a backend can be asked for. A spec asking for
 // anything outside them is refused, naming the field and the backend, by
 // the portable layer before the driver is called and by the bundle config
-// loader before a bundle is packed; the driver itself still refuses what it
-// finds it cannot enforce (a missing prlimit, an unverifiable egress mode).
+// loader before a bundle is packed (CheckBackend); the driver itself
+// refuses only what it alone finds it cannot enforce (a missing prlimit,
+// an unverifiable egress mode).
 //
 // A capability means the backend enforces the setting, or was configured
 // to accept it knowingly (the local backend's ignore_cpu): it never means a
@@ -169,10 +170,11 @@ func (c Capabilities) Refusals(spec Spec) []Refusal {
 	return out
 }
 
-// CheckSpec is the one refusal of a spec: ErrRefused (final) naming every
-// field spec needs that caps lack and the backend, with the backend's
-// hints; able, when not nil, names the backends that could (the
-// registry's Able), so the message says where to go.
+// CheckSpec refuses what spec needs that caps lack: ErrRefused (final)
+// naming every such field and the backend, with the backend's hints; able,
+// when not nil, names the backends that could (the registry's Able), so
+// the message says where to go. CheckBackend, the one refusal of a spec,
+// runs it first.
 func CheckSpec(backend string, caps Capabilities, spec Spec, able func(Capability) []string) error {
 	refused := caps.Refusals(spec)
 	if len(refused) == 0 {
