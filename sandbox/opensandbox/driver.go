@@ -27,6 +27,7 @@ import (
 	osdk "github.com/alibaba/OpenSandbox/sdks/sandbox/go"
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/airflow-sandbox/airflow-go-worker/internal/poll"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 )
@@ -373,7 +374,7 @@ func (d *Driver) deleteByName(ctx context.Context, name string) {
 func (d *Driver) waitRunning(ctx context.Context, id string, deadline time.Time) (*osdk.SandboxInfo, error) {
 	var last string
 	var running *osdk.SandboxInfo
-	err := poll(ctx, deadline, func() (bool, error) {
+	err := poll.Until(ctx, time.Until(deadline), readyPace, func() (bool, error) {
 		rec, err := d.getSandbox(ctx, id)
 		if err != nil {
 			if notFound(err) {
@@ -395,7 +396,7 @@ func (d *Driver) waitRunning(ctx context.Context, id string, deadline time.Time)
 		last = "state " + string(rec.Status.State)
 		return false, nil
 	})
-	if errors.Is(err, errDeadline) {
+	if errors.Is(err, poll.ErrTimeout) {
 		return nil, sandbox.Retryable(&sandbox.Error{Op: "create", Sandbox: id, Err: fmt.Errorf("the sandbox was not Running within %v (last seen: %s); the server may be busy pulling the image; raise the ready timeout or retry", d.opts.ReadyTimeout, last)})
 	}
 	if err != nil {
@@ -418,31 +419,9 @@ func statusText(s osdk.SandboxStatus) string {
 	return strings.Join(parts, ": ")
 }
 
-var errDeadline = errors.New("deadline passed")
-
-// poll calls f with growing pauses until it reports done, fails, ctx ends,
-// or deadline passes (errDeadline).
-func poll(ctx context.Context, deadline time.Time, f func() (bool, error)) error {
-	wait := 100 * time.Millisecond
-	for {
-		done, err := f()
-		if done || err != nil {
-			return err
-		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			return errDeadline
-		}
-		t := time.NewTimer(min(wait, left))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
-		}
-		wait = min(wait*2, 2*time.Second)
-	}
-}
+// readyPace is how often a starting sandbox, its execd and its egress
+// sidecar are asked again: soon at first, then at most every 2 s.
+var readyPace = poll.Doubling(100*time.Millisecond, 2*time.Second)
 
 // connectExecd looks up execd's endpoint and waits until /ping answers.
 func (d *Driver) connectExecd(ctx context.Context, id string, deadline time.Time) (*execd, error) {
@@ -451,11 +430,11 @@ func (d *Driver) connectExecd(ctx context.Context, id string, deadline time.Time
 		return nil, err
 	}
 	var last error
-	err = poll(ctx, deadline, func() (bool, error) {
+	err = poll.Until(ctx, time.Until(deadline), readyPace, func() (bool, error) {
 		last = ex.ping(ctx)
 		return last == nil, nil
 	})
-	if errors.Is(err, errDeadline) {
+	if errors.Is(err, poll.ErrTimeout) {
 		return nil, sandbox.Retryable(&sandbox.Error{Op: "create", Sandbox: id, Err: fmt.Errorf("execd in the sandbox did not answer within %v: %v", d.opts.ReadyTimeout, last)})
 	}
 	if err != nil {
@@ -513,7 +492,7 @@ func (d *Driver) verifyEgress(ctx context.Context, id string, hosts []string, de
 	}
 	var got *osdk.PolicyStatusResponse
 	var last error
-	err := poll(ctx, deadline, func() (bool, error) {
+	err := poll.Until(ctx, time.Until(deadline), readyPace, func() (bool, error) {
 		var err error
 		got, err = d.egressPolicy(ctx, id)
 		if err == nil {
@@ -525,7 +504,7 @@ func (d *Driver) verifyEgress(ctx context.Context, id string, hosts []string, de
 		}
 		return false, refuse(fmt.Sprintf("its policy could not be read: %v", err))
 	})
-	if errors.Is(err, errDeadline) {
+	if errors.Is(err, poll.ErrTimeout) {
 		return refuse(fmt.Sprintf("its policy could not be read within %v: %v", d.opts.ReadyTimeout, last))
 	}
 	if err != nil {
