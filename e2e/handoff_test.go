@@ -10,12 +10,13 @@ import (
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/supervisor"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/modal"
 )
 
 // driverFor opens the backend the way the attaching Python side would:
 // with its own credentials, knowing nothing but the sandbox id.
-func (w *world) driverFor(backend string) sandbox.Driver {
+func (w *world) driverFor(backend string) driver.Driver {
 	w.t.Helper()
 	if backend == "local" {
 		return w.localDriver()

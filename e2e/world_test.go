@@ -22,7 +22,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/supervisor"
-	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/local"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/fakemodal"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/fakeopensandbox"
@@ -308,4 +308,4 @@ func backendConf(backend string) map[string]any {
 	return map[string]any{"backend": "modal"}
 }
 
-var _ sandbox.Driver = (*local.Driver)(nil)
+var _ driver.Driver = (*local.Driver)(nil)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/airflow-sandbox/airflow-go-worker/internal/final"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 )
 
 // Attachment is what Attach learns from the sandbox's tags.
@@ -24,7 +25,7 @@ type Attachment struct {
 // it, and the holder claim is written and read back. A missing or wrong
 // owner is final; a sandbox another task holds may be released, so that
 // error is left to Airflow's retries.
-func attach(ctx context.Context, drv Driver, id, owner, holder string) (*Sandbox, Attachment, error) {
+func attach(ctx context.Context, drv driver.Driver, id, owner, holder string) (*Sandbox, Attachment, error) {
 	s := open(drv, id)
 	fail := func(format string, a ...any) (*Sandbox, Attachment, error) {
 		return nil, Attachment{}, &Error{Op: "attach", Sandbox: id, Err: final.Errorf(format, a...)}
@@ -77,7 +78,7 @@ func attach(ctx context.Context, drv Driver, id, owner, holder string) (*Sandbox
 
 // release drops holder's claim on the sandbox, if it is still holder's. A
 // sandbox that is already gone needs no release.
-func release(ctx context.Context, drv Driver, id, holder string) error {
+func release(ctx context.Context, drv driver.Driver, id, holder string) error {
 	s := open(drv, id)
 	tags, err := s.Tags(ctx)
 	if errors.Is(err, ErrGone) {

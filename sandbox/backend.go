@@ -82,7 +82,7 @@ func (b *Backend) Close() error { return b.drv.Close() }
 
 // list lists drv's sandboxes whose tags include every pair in match;
 // ErrUnsupported when the backend cannot list.
-func list(ctx context.Context, drv Driver, match map[string]string) ([]Info, error) {
+func list(ctx context.Context, drv driver.Driver, match map[string]string) ([]Info, error) {
 	l, ok := drv.(driver.Lister)
 	if !ok {
 		return nil, &Error{Op: "list sandboxes", Kind: ErrUnsupported, Err: fmt.Errorf("the %s backend cannot list its sandboxes", drv.Backend())}

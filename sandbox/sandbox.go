@@ -21,7 +21,7 @@ const DefaultExecTimeout = 10 * time.Minute
 // Sandbox is the portable handle on one sandbox. Create one with Create, or
 // reattach to an existing one with Open (no call) or Attach (owner checked).
 type Sandbox struct {
-	drv Driver
+	drv driver.Driver
 	id  string
 
 	mu   sync.Mutex
@@ -33,7 +33,7 @@ type Sandbox struct {
 // Capabilities do not cover and what its rules refuse (check), stamps the
 // ownership tags and provisions the sandbox. A refused or invalid spec
 // fails before anything is provisioned.
-func create(ctx context.Context, drv Driver, spec Spec, able func(Capability) []string) (*Sandbox, error) {
+func create(ctx context.Context, drv driver.Driver, spec Spec, able func(Capability) []string) (*Sandbox, error) {
 	spec, err := check(drv, spec, able)
 	if err != nil {
 		return nil, err
@@ -53,7 +53,7 @@ func create(ctx context.Context, drv Driver, spec Spec, able func(Capability) []
 // check is the one refusal of a spec at run time: defaults, Validate, then
 // driver.CheckBackend with the driver's capabilities and rules. It returns
 // the spec with defaults applied.
-func check(drv Driver, spec Spec, able func(Capability) []string) (Spec, error) {
+func check(drv driver.Driver, spec Spec, able func(Capability) []string) (Spec, error) {
 	spec = spec.WithDefaults()
 	if err := spec.Validate(); err != nil {
 		return spec, err
@@ -68,7 +68,7 @@ func check(drv Driver, spec Spec, able func(Capability) []string) (Spec, error) 
 // user may call a driver's Create): it gets the same refusal here, so no
 // caller is given a weaker sandbox than it asked for. A caller that stamps
 // the tags itself takes the portable layer's part, this check included.
-func CheckUnstamped(drv Driver, name string, spec Spec) error {
+func CheckUnstamped(drv driver.Driver, name string, spec Spec) error {
 	if spec.Tags[TagSandbox] == name {
 		return nil
 	}
@@ -78,7 +78,7 @@ func CheckUnstamped(drv Driver, name string, spec Spec) error {
 
 // open returns a handle on an existing sandbox without contacting the
 // backend; the first operation finds out whether it still exists.
-func open(drv Driver, id string) *Sandbox {
+func open(drv driver.Driver, id string) *Sandbox {
 	return &Sandbox{drv: drv, id: id, now: time.Now}
 }
 

@@ -252,7 +252,7 @@ func TestCheckUnstampedChecksWhatThePortableLayerDidNot(t *testing.T) {
 // Features a driver lacks are optional interfaces: the portable layer says
 // the backend does not support them.
 func TestOptionalFeaturesAnswerUnsupported(t *testing.T) {
-	plain := struct{ Driver }{newFake()} // hides Tags, SetTags and ListSandboxes
+	plain := struct{ driver.Driver }{newFake()} // hides Tags, SetTags and ListSandboxes
 	sb := open(plain, "fake-x")
 	if _, err := sb.Tags(context.Background()); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "keeps no tags") {
 		t.Fatalf("Tags on a driver without tags: %v", err)

@@ -8,7 +8,6 @@ import (
 // these names let users of the portable API say sandbox.Spec, sandbox.ErrGone
 // and so on without importing it.
 type (
-	Driver        = driver.Driver
 	Capabilities  = driver.Capabilities
 	Capability    = driver.Capability
 	Spec          = driver.Spec

@@ -3,7 +3,7 @@ package tasks
 import (
 	"testing"
 
-	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/conformance"
 )
 
@@ -11,7 +11,7 @@ import (
 // driver keeps, so what those tests prove holds for the real ones.
 func TestTestDriverConformance(t *testing.T) {
 	var drv *dirDriver
-	conformance.Run(t, func(t *testing.T) sandbox.Driver {
+	conformance.Run(t, func(t *testing.T) driver.Driver {
 		drv = newDirDriver(t)
 		return drv
 	}, conformance.Options{

@@ -106,7 +106,7 @@ func TestLocalMaxProcessesEnv(t *testing.T) {
 // announcingDriver tells the parent test when the sandbox exists, then
 // blocks before Create returns: the window in which a killed provision
 // leaks a sandbox whose id never reached XCom.
-type announcingDriver struct{ sandbox.Driver }
+type announcingDriver struct{ driver.Driver }
 
 func (a announcingDriver) Create(ctx context.Context, name string, spec sandbox.Spec) (sandbox.Info, error) {
 	info, err := a.Driver.Create(ctx, name, spec)

@@ -6,13 +6,14 @@ import (
 	"testing"
 
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/conformance"
 )
 
 func TestConformance(t *testing.T) {
 	var root string
 	var d *Driver
-	conformance.Run(t, func(t *testing.T) sandbox.Driver {
+	conformance.Run(t, func(t *testing.T) driver.Driver {
 		root = t.TempDir()
 		var err error
 		d, err = New(Options{Root: root})
@@ -31,7 +32,7 @@ func TestConformance(t *testing.T) {
 		OpenNetworkReachesHost: false,
 		HostWorkdir:            func(id string) string { w, _, _ := d.HostDirs(id); return w },
 		// Every directory counts, half-created ones included.
-		CountProvisioned: func(ctx context.Context, drv sandbox.Driver) (int, error) {
+		CountProvisioned: func(ctx context.Context, drv driver.Driver) (int, error) {
 			entries, err := os.ReadDir(root)
 			return len(entries), err
 		},

@@ -145,7 +145,7 @@ type Options struct {
 	Logger hclog.Logger
 }
 
-// Driver implements sandbox.Driver with bubblewrap.
+// Driver implements driver.Driver with bubblewrap.
 type Driver struct {
 	root     string
 	bwrap    string
@@ -202,7 +202,7 @@ type Driver struct {
 	active sync.WaitGroup
 }
 
-var _ sandbox.Driver = (*Driver)(nil)
+var _ driver.Driver = (*Driver)(nil)
 
 // DefaultRoot is where sandboxes live when Options.Root is empty: under
 // the XDG state directory ($XDG_STATE_HOME, else $HOME/.local/state, as

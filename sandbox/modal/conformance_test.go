@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/conformance"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/fakemodal"
 )
@@ -14,7 +15,7 @@ func TestConformance(t *testing.T) {
 		t.Skip("conformance suite streams a big file; run without -short")
 	}
 	var fakes []*fakemodal.Server
-	conformance.Run(t, func(t *testing.T) sandbox.Driver {
+	conformance.Run(t, func(t *testing.T) driver.Driver {
 		fake, drv := newFake(t, nil)
 		fakes = append(fakes, fake)
 		t.Cleanup(func() {
@@ -32,7 +33,7 @@ func TestConformance(t *testing.T) {
 		// buffers the 256 MiB file whole.
 		MaxHeapGrowth: 128 << 20,
 		RefusedSpec:   &sandbox.Spec{Network: sandbox.NetworkPolicy{AllowHosts: []string{"example.com"}}},
-		CountProvisioned: func(ctx context.Context, drv sandbox.Driver) (int, error) {
+		CountProvisioned: func(ctx context.Context, drv driver.Driver) (int, error) {
 			return len(fakes[len(fakes)-1].Creates()), nil
 		},
 	})

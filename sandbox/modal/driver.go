@@ -1,4 +1,4 @@
-// Package modal is the sandbox.Driver for Modal, on the official Go SDK
+// Package modal is the driver.Driver for Modal, on the official Go SDK
 // (github.com/modal-labs/modal-client/go). Sandboxes it creates carry the
 // ownership tags the Python provider reads, so a Python SandboxToolset can
 // attach to them, and it can attach to theirs.
@@ -49,7 +49,7 @@ type Options struct {
 	RetryDelay time.Duration
 }
 
-// Driver is a sandbox.Driver backed by Modal.
+// Driver is a driver.Driver backed by Modal.
 type Driver struct {
 	opts   Options
 	log    hclog.Logger
@@ -65,7 +65,7 @@ type Driver struct {
 	handles map[string]*modal.Sandbox // by sandbox id; reuses router connections
 }
 
-var _ sandbox.Driver = (*Driver)(nil)
+var _ driver.Driver = (*Driver)(nil)
 
 // New builds a driver. It makes no RPC: credentials are checked by the
 // first call that needs them. The SDK reads the server URL only from

@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/fakemodal"
 )
 
@@ -41,7 +42,7 @@ func assertNoLeak(t testing.TB, fake *fakemodal.Server) {
 	}
 }
 
-func mustCreate(t testing.TB, drv sandbox.Driver, spec sandbox.Spec) *sandbox.Sandbox {
+func mustCreate(t testing.TB, drv driver.Driver, spec sandbox.Spec) *sandbox.Sandbox {
 	t.Helper()
 	sb, err := sandbox.NewBackend(drv).Create(context.Background(), spec)
 	if err != nil {

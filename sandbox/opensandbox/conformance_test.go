@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/opensandbox"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/conformance"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/fakeopensandbox"
@@ -54,7 +55,7 @@ func runConformance(t *testing.T, fo fakeopensandbox.Options, proxy, bigFile boo
 		SupportsTags: true,
 		RefusedSpec:  &sandbox.Spec{Network: sandbox.NetworkPolicy{AllowCIDRs: []string{"10.0.0.0/8"}}},
 		// Count on the server, not through the driver under test.
-		CountProvisioned: func(context.Context, sandbox.Driver) (int, error) { return len(srv.Sandboxes()), nil },
+		CountProvisioned: func(context.Context, driver.Driver) (int, error) { return len(srv.Sandboxes()), nil },
 		// Without a policy the fake, like a server without an egress
 		// sidecar, gives the host's network: the no-network test's
 		// positive control.
@@ -64,7 +65,7 @@ func runConformance(t *testing.T, fo fakeopensandbox.Options, proxy, bigFile boo
 	if !bigFile {
 		opts.BigFileSize = -1
 	}
-	conformance.Run(t, func(t *testing.T) sandbox.Driver {
+	conformance.Run(t, func(t *testing.T) driver.Driver {
 		e := newEnv(t, fo, func(o *opensandbox.Options) { o.Config.UseServerProxy = proxy })
 		srv = e.srv
 		return e.drv

@@ -1,4 +1,4 @@
-// Package opensandbox is the sandbox.Driver for OpenSandbox
+// Package opensandbox is the driver.Driver for OpenSandbox
 // (github.com/alibaba/OpenSandbox), built on OpenSandbox's official Go SDK
 // (github.com/alibaba/OpenSandbox/sdks/sandbox/go, SDKVersion): its
 // LifecycleClient (create, renew, delete, list by metadata, endpoints),
@@ -91,7 +91,7 @@ type Options struct {
 	Transport http.RoundTripper
 }
 
-// Driver implements sandbox.Driver on an OpenSandbox server.
+// Driver implements driver.Driver on an OpenSandbox server.
 type Driver struct {
 	opts Options
 	cfg  Config
@@ -106,7 +106,7 @@ type Driver struct {
 	workdir map[string]string
 }
 
-var _ sandbox.Driver = (*Driver)(nil)
+var _ driver.Driver = (*Driver)(nil)
 
 // New checks the configuration. It makes no call and builds no SDK client
 // yet: the lifecycle client is built at the first call.

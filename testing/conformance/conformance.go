@@ -7,7 +7,7 @@
 // A driver's test:
 //
 //	func TestConformance(t *testing.T) {
-//		conformance.Run(t, func(t *testing.T) sandbox.Driver {
+//		conformance.Run(t, func(t *testing.T) driver.Driver {
 //			d := newDriverForTest(t) // registers its own t.Cleanup
 //			return d
 //		}, conformance.Options{
@@ -61,7 +61,7 @@ type Options struct {
 	RefusedSpec *sandbox.Spec
 	// CountProvisioned counts what the backend has provisioned, for the
 	// refused-spec tests. Default: the number sandbox.Backend.List(ctx, nil) lists.
-	CountProvisioned func(ctx context.Context, drv sandbox.Driver) (int, error)
+	CountProvisioned func(ctx context.Context, drv driver.Driver) (int, error)
 	// OpenNetworkReachesHost: a sandbox with Network{Open: true} can
 	// connect to a listener on the test host's 127.0.0.1. When true, this
 	// positive control proves the no-network test's probe would notice a
@@ -93,7 +93,7 @@ func (o *Options) defaults() {
 		o.CallBound = 2 * time.Minute
 	}
 	if o.CountProvisioned == nil {
-		o.CountProvisioned = func(ctx context.Context, drv sandbox.Driver) (int, error) {
+		o.CountProvisioned = func(ctx context.Context, drv driver.Driver) (int, error) {
 			l, err := sandbox.NewBackend(drv).List(ctx, nil)
 			return len(l), err
 		}
@@ -102,12 +102,12 @@ func (o *Options) defaults() {
 
 // Run runs the suite. newDriver is called once per subtest; it should
 // register its own cleanup on t.
-func Run(t *testing.T, newDriver func(t *testing.T) sandbox.Driver, opts Options) {
+func Run(t *testing.T, newDriver func(t *testing.T) driver.Driver, opts Options) {
 	opts.defaults()
 	s := &suite{opts: opts, newDriver: newDriver}
 	tests := []struct {
 		name string
-		fn   func(t *testing.T, drv sandbox.Driver)
+		fn   func(t *testing.T, drv driver.Driver)
 	}{
 		{"Info", s.testInfo},
 		{"ExitCodesAndStreams", s.testExitCodesAndStreams},
@@ -132,7 +132,7 @@ func Run(t *testing.T, newDriver func(t *testing.T) sandbox.Driver, opts Options
 
 type suite struct {
 	opts      Options
-	newDriver func(t *testing.T) sandbox.Driver
+	newDriver func(t *testing.T) driver.Driver
 }
 
 // ctx bounds one test's calls, so a hang fails instead of stalling.
@@ -142,7 +142,7 @@ func (s *suite) ctx(t *testing.T) context.Context {
 	return ctx
 }
 
-func (s *suite) create(t *testing.T, drv sandbox.Driver, edit func(*sandbox.Spec)) *sandbox.Sandbox {
+func (s *suite) create(t *testing.T, drv driver.Driver, edit func(*sandbox.Spec)) *sandbox.Sandbox {
 	t.Helper()
 	spec := s.opts.Spec
 	spec.Env = maps.Clone(spec.Env)
@@ -190,7 +190,7 @@ func (s *suite) mustSucceed(t *testing.T, sb *sandbox.Sandbox, cmd string) strin
 	return o.stdout
 }
 
-func (s *suite) testInfo(t *testing.T, drv sandbox.Driver) {
+func (s *suite) testInfo(t *testing.T, drv driver.Driver) {
 	before := time.Now()
 	sb := s.create(t, drv, func(sp *sandbox.Spec) { sp.Lifetime = 10 * time.Minute; sp.Workdir = "/workspace" })
 	// A fresh handle asks the backend instead of the cached create result.
@@ -215,7 +215,7 @@ func (s *suite) testInfo(t *testing.T, drv sandbox.Driver) {
 	}
 }
 
-func (s *suite) testExitCodesAndStreams(t *testing.T, drv sandbox.Driver) {
+func (s *suite) testExitCodesAndStreams(t *testing.T, drv driver.Driver) {
 	sb := s.create(t, drv, nil)
 	o := s.exec(t, sb, "echo to-out; echo to-err >&2; exit 3", sandbox.ExecOptions{})
 	if o.res.ExitCode != 3 || o.stdout != "to-out\n" || o.stderr != "to-err\n" || o.res.TimedOut {
@@ -250,7 +250,7 @@ func (s *suite) testExitCodesAndStreams(t *testing.T, drv sandbox.Driver) {
 	}
 }
 
-func (s *suite) testTimeout(t *testing.T, drv sandbox.Driver) {
+func (s *suite) testTimeout(t *testing.T, drv driver.Driver) {
 	sb := s.create(t, drv, nil)
 	s.mustSucceed(t, sb, "echo kept > kept.txt")
 	start := time.Now()
@@ -272,7 +272,7 @@ func (s *suite) testTimeout(t *testing.T, drv sandbox.Driver) {
 	}
 }
 
-func (s *suite) testParentEnv(t *testing.T, drv sandbox.Driver) {
+func (s *suite) testParentEnv(t *testing.T, drv driver.Driver) {
 	name := "CONFORMANCE_SENTINEL_" + strings.ToUpper(sandbox.RandomHex(6))
 	value := "sentinel-" + sandbox.RandomHex(8)
 	t.Setenv(name, value)
@@ -299,7 +299,7 @@ func tcpProbe(port int) string {
 	return fmt.Sprintf(`bash -c 'exec 3<>/dev/tcp/127.0.0.1/%d' 2>/dev/null && echo connected || echo refused`, port)
 }
 
-func (s *suite) testNoNetwork(t *testing.T, drv sandbox.Driver) {
+func (s *suite) testNoNetwork(t *testing.T, drv driver.Driver) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -372,7 +372,7 @@ func (s *suite) roundTrip(t *testing.T, sb *sandbox.Sandbox, p string, content [
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
-func (s *suite) testFilesRoundTrip(t *testing.T, drv sandbox.Driver) {
+func (s *suite) testFilesRoundTrip(t *testing.T, drv driver.Driver) {
 	sb := s.create(t, drv, nil)
 	ctx := s.ctx(t)
 	var all []byte
@@ -409,7 +409,7 @@ func (s *suite) testFilesRoundTrip(t *testing.T, drv sandbox.Driver) {
 	}
 }
 
-func (s *suite) testBigFile(t *testing.T, drv sandbox.Driver) {
+func (s *suite) testBigFile(t *testing.T, drv driver.Driver) {
 	n := s.opts.BigFileSize
 	if n < 0 {
 		t.Skip("BigFileSize < 0: the backend opted out of the big-file test")
@@ -458,7 +458,7 @@ func (s *suite) bounded(t *testing.T, what string, fn func()) {
 	}
 }
 
-func (s *suite) testTypedErrors(t *testing.T, drv sandbox.Driver) {
+func (s *suite) testTypedErrors(t *testing.T, drv driver.Driver) {
 	sb := s.create(t, drv, nil)
 	ctx := s.ctx(t)
 	s.mustSucceed(t, sb, "mkdir -p adir && mkfifo afifo")
@@ -507,7 +507,7 @@ func (s *suite) testTypedErrors(t *testing.T, drv sandbox.Driver) {
 	}
 }
 
-func (s *suite) testListAndStat(t *testing.T, drv sandbox.Driver) {
+func (s *suite) testListAndStat(t *testing.T, drv driver.Driver) {
 	sb := s.create(t, drv, nil)
 	ctx := s.ctx(t)
 	s.mustSucceed(t, sb, "mkdir -p d/sub/inner && printf abc > d/b.txt && printf 12345 > d/a.txt && : > d/.hidden")
@@ -545,7 +545,7 @@ func (s *suite) testListAndStat(t *testing.T, drv sandbox.Driver) {
 	}
 }
 
-func (s *suite) testDestroy(t *testing.T, drv sandbox.Driver) {
+func (s *suite) testDestroy(t *testing.T, drv driver.Driver) {
 	spec := s.opts.Spec
 	sb, err := sandbox.NewBackend(drv).Create(s.ctx(t), spec)
 	if err != nil {
@@ -585,7 +585,7 @@ func (s *suite) testDestroy(t *testing.T, drv sandbox.Driver) {
 	gone("info", err)
 }
 
-func (s *suite) testIsolation(t *testing.T, drv sandbox.Driver) {
+func (s *suite) testIsolation(t *testing.T, drv driver.Driver) {
 	a := s.create(t, drv, nil)
 	b := s.create(t, drv, nil)
 	ctx := s.ctx(t)
@@ -624,7 +624,7 @@ func (s *suite) testIsolation(t *testing.T, drv sandbox.Driver) {
 	}
 }
 
-func (s *suite) testRefused(t *testing.T, drv sandbox.Driver) {
+func (s *suite) testRefused(t *testing.T, drv driver.Driver) {
 	if s.opts.RefusedSpec == nil {
 		t.Skip("Options.RefusedSpec not set: this backend named no spec it must refuse")
 	}
@@ -650,7 +650,7 @@ func (s *suite) testRefused(t *testing.T, drv sandbox.Driver) {
 	}
 }
 
-func (s *suite) testTags(t *testing.T, drv sandbox.Driver) {
+func (s *suite) testTags(t *testing.T, drv driver.Driver) {
 	ctx := s.ctx(t)
 	if !drv.Capabilities().Tags {
 		sb := s.create(t, drv, nil)
@@ -702,7 +702,7 @@ func (s *suite) testTags(t *testing.T, drv sandbox.Driver) {
 	}
 }
 
-func (s *suite) testAttach(t *testing.T, drv sandbox.Driver) {
+func (s *suite) testAttach(t *testing.T, drv driver.Driver) {
 	if !drv.Capabilities().Tags {
 		t.Skip("attach needs tags, which this backend does not support")
 	}
@@ -755,7 +755,7 @@ func (s *suite) testAttach(t *testing.T, drv sandbox.Driver) {
 // optional interfaces are implemented exactly when declared, and every spec
 // field the backend declares it cannot honour is refused, terminally and
 // before anything is provisioned.
-func (s *suite) testCapabilities(t *testing.T, drv sandbox.Driver) {
+func (s *suite) testCapabilities(t *testing.T, drv driver.Driver) {
 	caps := drv.Capabilities()
 	_, tagger := drv.(driver.Tagger)
 	_, lister := drv.(driver.Lister)

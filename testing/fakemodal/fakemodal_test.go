@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/local"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/eventually"
 )
@@ -385,7 +386,7 @@ func TestTerminateIsRecordedBeforeItsAnswer(t *testing.T) {
 // slowExec passes Exec calls to a real exec driver and returns from them
 // late, as on a loaded machine, counting the calls still inside.
 type slowExec struct {
-	sandbox.Driver
+	driver.Driver
 	started  chan struct{} // a value per Exec entered
 	inflight atomic.Int32
 }

@@ -9,7 +9,7 @@
 // both clients route on. An RPC the fake does not serve is answered
 // UNIMPLEMENTED, naming it, and fails the test (Options.AllowUnimplemented).
 //
-// Sandbox commands run as local processes through a sandbox.Driver (the
+// Sandbox commands run as local processes through a driver.Driver (the
 // local bubblewrap driver by default), so files and processes behave like a
 // real sandbox's. Fault hooks let tests inject Unavailable errors, streams
 // that drop, sandboxes that die mid-command and slow creates.
@@ -45,7 +45,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/local"
 )
 
@@ -60,7 +60,7 @@ type Options struct {
 	TokenID, TokenSecret string // accepted credentials; defaults above
 	// Exec runs the sandboxes' commands and holds their files. Nil: the
 	// local bubblewrap driver (sandbox/local) rooted at Root.
-	Exec sandbox.Driver
+	Exec driver.Driver
 	// Addr is the host:port to listen on ("" = 127.0.0.1 and a free
 	// port). Clients dial the router in plaintext or with unverified TLS
 	// only when the control plane is on localhost, so nothing else is
@@ -85,7 +85,7 @@ const LocalAddr = "172.21.0.1"
 // Server is a running fake. All methods are safe for concurrent use.
 type Server struct {
 	opts    Options
-	exec    sandbox.Driver
+	exec    driver.Driver
 	ownExec bool
 	tmpRoot string // removed on Close when New made it
 	log     hclog.Logger

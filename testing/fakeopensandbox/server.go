@@ -1,7 +1,7 @@
 // Package fakeopensandbox is an in-process OpenSandbox for tests: one HTTP
 // server on 127.0.0.1 that speaks the lifecycle API (/v1/...), an
 // execd-compatible API and the egress sidecar's GET /policy, backed by real
-// sandboxes of a sandbox.Driver (the local bubblewrap backend by default).
+// sandboxes of a driver.Driver (the local bubblewrap backend by default).
 //
 // Its lifecycle API follows shared/specs/opensandbox-api.md: 202 on
 // create, Pending before Running, 404 after delete or expiry, endpoints
@@ -53,6 +53,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/local"
 )
 
@@ -125,7 +126,7 @@ type Options struct {
 	Version string
 	// Driver backs the sandboxes; default sandbox/local in a temporary
 	// directory (closed with the server). It must enforce Network.Block.
-	Driver sandbox.Driver
+	Driver driver.Driver
 	// Workdir of the backing sandboxes; default /workspace. With the local
 	// backend only it and /tmp are writable; relative execd paths resolve
 	// against it.
@@ -172,7 +173,7 @@ type Server struct {
 	APIKey string
 
 	opts    Options
-	drv     sandbox.Driver
+	drv     driver.Driver
 	log     hclog.Logger
 	hs      *httptest.Server
 	closing chan struct{}
