@@ -292,7 +292,32 @@ func (s *s3Store) Remove(ctx context.Context, key string) error {
 	return nil
 }
 
+// List pages through ListObjectsV2 (1000 keys a page), stopping as soon
+// as each has had enough. Unfinished multipart uploads are not in that
+// listing, and keys ending in "/" (the console's folders) are skipped.
+func (s *s3Store) List(ctx context.Context, prefix string, each func(storage.Object) bool) error {
+	pages := awss3.NewListObjectsV2Paginator(s.client, &awss3.ListObjectsV2Input{Bucket: aws.String(s.bucket), Prefix: aws.String(prefix)})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return explainS3(err)
+		}
+		for _, o := range page.Contents {
+			key := aws.ToString(o.Key)
+			if strings.HasSuffix(key, "/") {
+				continue
+			}
+			if !each(storage.Object{Key: key, Size: aws.ToInt64(o.Size), Modified: aws.ToTime(o.LastModified)}) {
+				return nil
+			}
+		}
+	}
+	return nil
+}
+
 func (s *s3Store) Close() error { return nil }
+
+var _ storage.Lister = (*s3Store)(nil)
 
 func apiCode(err error) string {
 	var ae smithy.APIError
