@@ -22,6 +22,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"time"
 
 	"google.golang.org/api/googleapi"
 	"google.golang.org/api/option"
@@ -241,6 +242,38 @@ func (b *bucket) Check(ctx context.Context) error {
 	}
 	return explain(err)
 }
+
+// List pages through the JSON API's objects.list (1000 names a page),
+// asking only for what an Object holds, and stops as soon as each has had
+// enough. Uploads not yet finalised are not objects there; names ending in
+// "/" (the console's folders) are skipped.
+func (b *bucket) List(ctx context.Context, prefix string, each func(storage.Object) bool) error {
+	call := b.svc.Objects.List(b.name).Prefix(prefix).Fields("nextPageToken", "items(name,size,updated)").Context(ctx)
+	for {
+		page, err := call.Do()
+		if err != nil {
+			return explain(err)
+		}
+		for _, o := range page.Items {
+			if strings.HasSuffix(o.Name, "/") {
+				continue
+			}
+			modified, err := time.Parse(time.RFC3339, o.Updated)
+			if err != nil {
+				return fmt.Errorf("object %q of bucket %q has an update time %q that is not RFC 3339 (%v); the endpoint is not speaking Cloud Storage's JSON API: check the connection's endpoint", o.Name, b.name, o.Updated, err)
+			}
+			if !each(storage.Object{Key: o.Name, Size: int64(o.Size), Modified: modified}) {
+				return nil
+			}
+		}
+		if page.NextPageToken == "" {
+			return nil
+		}
+		call.PageToken(page.NextPageToken)
+	}
+}
+
+var _ storage.Lister = (*bucket)(nil)
 
 func (b *bucket) Close() error {
 	b.hc.CloseIdleConnections()
