@@ -289,6 +289,61 @@ func (b *bucket) Check(ctx context.Context) error {
 	return explain(err)
 }
 
+// List pages through the container's flat blob listing (5000 a page) and
+// stops as soon as each has had enough. Blobs whose blocks are staged but
+// not committed are not listed (the listing does not include them unless
+// asked). Directories are skipped: names ending in "/", and on accounts
+// with a hierarchical namespace (Data Lake Gen2, which abfs:// names) the
+// empty blobs that stand for directories, marked hdi_isfolder.
+func (b *bucket) List(ctx context.Context, prefix string, each func(storage.Object) bool) error {
+	pages := b.c.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &prefix, Include: container.ListBlobsInclude{Metadata: true}})
+	for pages.More() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return explain(err) // a missing container is storage.NoBucket
+		}
+		for _, item := range page.Segment.BlobItems {
+			o, ok := listed(item)
+			if !ok {
+				continue
+			}
+			if !each(o) {
+				return nil
+			}
+		}
+	}
+	return nil
+}
+
+var _ storage.Lister = (*bucket)(nil)
+
+// listed is the object a listed blob is; false for a directory.
+func listed(item *container.BlobItem) (storage.Object, bool) {
+	name := deref(item.Name)
+	if strings.HasSuffix(name, "/") {
+		return storage.Object{}, false
+	}
+	for k, v := range item.Metadata {
+		if strings.EqualFold(k, "hdi_isfolder") && v != nil && strings.EqualFold(*v, "true") {
+			return storage.Object{}, false
+		}
+	}
+	o := storage.Object{Key: name}
+	if p := item.Properties; p != nil {
+		o.Size = deref(p.ContentLength)
+		o.Modified = deref(p.LastModified)
+	}
+	return o, true
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
+
 func (b *bucket) Close() error { return nil }
 
 // explain adds what to do to the errors users meet most.
