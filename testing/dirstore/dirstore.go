@@ -17,6 +17,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/internal/randhex"
@@ -76,8 +77,16 @@ func (b *bucket) Put(ctx context.Context, key string, r io.Reader) error {
 	if err != nil {
 		return err
 	}
-	return p.Commit(ctx)
+	if err := p.Commit(ctx); err != nil {
+		_ = p.Abort(ctx) // the temporary file must not stay behind
+		return err
+	}
+	return nil
 }
+
+// uploadSuffix ends the temporary file an upload writes beside its key
+// (<key>.<16 hex>.upload).
+const uploadSuffix = ".upload"
 
 // Upload writes key's bytes to a temporary file beside it, which Commit
 // renames into place.
@@ -90,7 +99,7 @@ func (b *bucket) Upload(ctx context.Context, key string, r io.Reader, _ int64) (
 		root.Close()
 		return nil, err
 	}
-	p := &pending{root: root, tmp: key + "." + randhex.String(8) + ".upload", key: key}
+	p := &pending{root: root, tmp: key + "." + randhex.String(8) + uploadSuffix, key: key}
 	f, err := root.OpenFile(p.tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		root.Close()
@@ -185,5 +194,57 @@ func (b *bucket) Check(context.Context) error {
 	}
 	return root.Close()
 }
+
+// List walks the bucket's directory from the one prefix names up to its
+// last "/", entering only directories that can hold a match. Objects are
+// regular files (symlinks are not followed), leaving out the temporary
+// files of uploads not yet committed (uploadSuffix).
+func (b *bucket) List(ctx context.Context, prefix string, each func(storage.Object) bool) error {
+	root, err := b.root()
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	start := strings.TrimSuffix(prefix[:strings.LastIndex(prefix, "/")+1], "/")
+	if start == "" {
+		start = "."
+	}
+	err = fs.WalkDir(root.FS(), start, func(key string, d fs.DirEntry, err error) error {
+		switch {
+		case errors.Is(err, fs.ErrNotExist) && key == start:
+			return fs.SkipAll // no such directory: nothing under the prefix
+		case err != nil:
+			return err
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case key == start:
+			return nil
+		case d.IsDir():
+			if !strings.HasPrefix(key+"/", prefix) && !strings.HasPrefix(prefix, key+"/") {
+				return fs.SkipDir
+			}
+			return nil
+		case !d.Type().IsRegular() || !strings.HasPrefix(key, prefix) || randhex.Suffixed(key, uploadSuffix, 16, 16):
+			return nil
+		}
+		fi, err := d.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // removed since the directory was read
+		}
+		if err != nil {
+			return err
+		}
+		if !each(storage.Object{Key: key, Size: fi.Size(), Modified: fi.ModTime()}) {
+			return fs.SkipAll
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("listing bucket %q: %w; check the permissions of its directory %s", b.name, err, b.dir)
+	}
+	return nil
+}
+
+var _ storage.Lister = (*bucket)(nil)
 
 func (b *bucket) Close() error { return nil }
