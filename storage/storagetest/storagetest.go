@@ -70,6 +70,7 @@ func Run(t *testing.T, tgt Target) {
 		{"FailedPutKeepsOlderObject", failedPutKeepsOlder},
 		{"OpenMissing", openMissing},
 		{"MissingBucket", missingBucket},
+		{"Listing", listing},
 		{"ExportLandsAllAtCommit", exportLandsAllAtCommit},
 		{"ExportFailureLandsNothing", exportFailureLandsNothing},
 		{"ExportAbort", exportAbort},
