@@ -328,8 +328,8 @@ func (fileStore) List(ctx context.Context, prefix string, each func(Object) bool
 				return fs.SkipDir
 			}
 			return nil
-		case !d.Type().IsRegular() || !strings.HasPrefix(key, prefix):
-			return nil
+		case !d.Type().IsRegular() || !strings.HasPrefix(key, prefix) || leftoverTemp(d.Name()):
+			return nil // not a file, not a match, or an upload not yet renamed into place
 		}
 		fi, err := d.Info()
 		if err != nil {
