@@ -76,7 +76,7 @@ var scenarios = []*scenario{
 	},
 	{
 		dagID: "mapped_conversion", example: "mapped_conversion",
-		proves: "convert, mapped over list_objects' three URLs, converted each object in a Modal sandbox of its own, each instance named by its object, and summarize got every instance's result in map-index order",
+		proves: "list_objects (Go, kind: list) listed the prefix's three CSVs and nothing else under it, and convert, mapped over them, converted each object in a Modal sandbox of its own, each instance named by its object, and summarize got every instance's result in map-index order",
 		check:  checkMappedConversion,
 	},
 	{
@@ -402,8 +402,8 @@ func checkMappedConversion(ctx context.Context, e *checkEnv, r *dagRun) []error 
 	if err := e.api.xcom(ctx, r, "list_objects", "return_value", &listed); err != nil {
 		return append(errs, err)
 	}
-	if len(listed) < 3 {
-		return append(errs, fmt.Errorf("list_objects returned %v, want at least three objects", listed))
+	if want := regionURLs(e.o.repo); len(want) < 3 || !reflect.DeepEqual(listed, want) {
+		return append(errs, fmt.Errorf("list_objects (kind: list) returned %v, want the CSVs under the prefix, sorted, without the README or the export in flight: %v", listed, want))
 	}
 	var wantURLs []string
 	for i, obj := range listed {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -54,19 +55,38 @@ func startStore(ctx context.Context, o options, w *workdir, host string) (*store
 		s.stop()
 		return nil, fmt.Errorf("uploading the input: %w", err)
 	}
-	// mapped_conversion's objects, one per region, under regionsPrefix.
+	// mapped_conversion's objects, one per region, under regionsPrefix,
+	// beside what its list_objects (kind: list, match: *.csv) must leave
+	// out: another file and an export still in flight.
 	regions, _ := filepath.Glob(filepath.Join(o.repo, "examples", "mapped_conversion", "*.csv"))
+	objects := map[string][]byte{regionsPrefix + "README.txt": []byte("not a csv\n"), regionsPrefix + "east.csv.0123456789ab.partial": []byte("id\n")}
 	for _, f := range regions {
 		data, err := os.ReadFile(f)
-		if err == nil {
-			_, err = c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(regionsPrefix + filepath.Base(f)), Body: bytes.NewReader(data)})
-		}
 		if err != nil {
 			s.stop()
-			return nil, fmt.Errorf("uploading %s: %w", f, err)
+			return nil, fmt.Errorf("reading %s: %w", f, err)
+		}
+		objects[regionsPrefix+filepath.Base(f)] = data
+	}
+	for key, data := range objects {
+		if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader(data)}); err != nil {
+			s.stop()
+			return nil, fmt.Errorf("uploading %s: %w", key, err)
 		}
 	}
 	return s, nil
+}
+
+// regionURLs are the objects mapped_conversion's list_objects must
+// return, sorted: the example's CSVs under regionsPrefix.
+func regionURLs(repo string) []string {
+	regions, _ := filepath.Glob(filepath.Join(repo, "examples", "mapped_conversion", "*.csv"))
+	var out []string
+	for _, f := range regions {
+		out = append(out, "s3://"+bucket+"/"+regionsPrefix+filepath.Base(f))
+	}
+	sort.Strings(out)
+	return out
 }
 
 func (s *store) stop() { s.srv.Stop() }
