@@ -42,16 +42,9 @@ func List(ctx context.Context, prefix, match string, max int, opt Options) ([]Li
 			return nil, final.Errorf("listing %s: match %q is not a shell pattern (%v); write it as path.Match does, e.g. *.csv", redactURL(prefix), match, err)
 		}
 	}
-	loc, err := ParsePrefix(prefix)
+	loc, st, err := openURL(ctx, prefix, ParsePrefix, opt, "listing ")
 	if err != nil {
 		return nil, err
-	}
-	if err := checkConn(loc, opt); err != nil {
-		return nil, err
-	}
-	st, err := openStore(ctx, loc, opt)
-	if err != nil {
-		return nil, fmt.Errorf("listing %s: %w", loc, err)
 	}
 	defer st.Close()
 	l, ok := st.(Lister)

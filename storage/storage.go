@@ -110,16 +110,9 @@ type Written struct {
 // Open streams the object at rawURL. The caller must Close the reader.
 // A missing object is an error wrapping ErrNotFound.
 func Open(ctx context.Context, rawURL string, opt Options) (io.ReadCloser, error) {
-	loc, err := parseURL(rawURL)
+	loc, st, err := openURL(ctx, rawURL, parseURL, opt, "reading ")
 	if err != nil {
 		return nil, err
-	}
-	if err := checkConn(loc, opt); err != nil {
-		return nil, err
-	}
-	st, err := openStore(ctx, loc, opt)
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", loc, err)
 	}
 	r, err := st.Open(ctx, loc.Key)
 	if err != nil {
@@ -157,16 +150,9 @@ func (rc *readCloser) Close() error {
 // Put streams r to rawURL, replacing any object there. On error nothing new
 // is at rawURL (an older object stays as it was).
 func Put(ctx context.Context, rawURL string, r io.Reader, opt Options) (Written, error) {
-	loc, err := parseURL(rawURL)
+	loc, st, err := openURL(ctx, rawURL, parseURL, opt, "writing ")
 	if err != nil {
 		return Written{}, err
-	}
-	if err := checkConn(loc, opt); err != nil {
-		return Written{}, err
-	}
-	st, err := openStore(ctx, loc, opt)
-	if err != nil {
-		return Written{}, fmt.Errorf("writing %s: %w", loc, err)
 	}
 	defer st.Close()
 	w, err := hashed(opt, loc, r, func(hr io.Reader) error { return st.Put(ctx, loc.Key, hr) })
@@ -181,16 +167,9 @@ func Put(ctx context.Context, rawURL string, r io.Reader, opt Options) (Written,
 // (forRead) the object is missing. Tasks call it before they provision a
 // sandbox. It creates nothing.
 func Check(ctx context.Context, rawURL string, forRead bool, opt Options) error {
-	loc, err := parseURL(rawURL)
+	loc, st, err := openURL(ctx, rawURL, parseURL, opt, "")
 	if err != nil {
 		return err
-	}
-	if err := checkConn(loc, opt); err != nil {
-		return err
-	}
-	st, err := openStore(ctx, loc, opt)
-	if err != nil {
-		return fmt.Errorf("%s: %w", loc, err)
 	}
 	defer st.Close()
 	if err := st.Check(ctx); err != nil {
@@ -207,6 +186,26 @@ func Check(ctx context.Context, rawURL string, forRead bool, opt Options) error 
 		return fmt.Errorf("reading %s: %w; check the bucket, key or path", loc, ErrNotFound)
 	}
 	return nil
+}
+
+// openURL is the start every operation on a URL shares: parse reads raw
+// (parseURL for an object, ParsePrefix for a listing), checkConn refuses a
+// connection the caller did not resolve, and the store opens. A failure to
+// open says what was being done (doing: "reading ", or "" for a check).
+// The caller closes the store.
+func openURL(ctx context.Context, raw string, parse func(string) (Location, error), opt Options, doing string) (Location, Driver, error) {
+	loc, err := parse(raw)
+	if err != nil {
+		return Location{}, nil, err
+	}
+	if err := checkConn(loc, opt); err != nil {
+		return Location{}, nil, err
+	}
+	st, err := openStore(ctx, loc, opt)
+	if err != nil {
+		return Location{}, nil, fmt.Errorf("%s%s: %w", doing, loc, err)
+	}
+	return loc, st, nil
 }
 
 // checkConn refuses scheme://conn_id@bucket/key without that store's
