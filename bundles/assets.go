@@ -16,9 +16,6 @@ import (
 // Airflow's Asset does.
 type Asset = protocol.AssetKey
 
-// assetKey is a's unique key, with Airflow's defaults applied.
-func assetKey(a Asset) protocol.AssetKey { return a.Unique() }
-
 // assetMatches reports whether ref (an asset URI or name) names a.
 func assetMatches(a Asset, ref string) bool {
 	k := a.Unique()
@@ -153,7 +150,7 @@ func (o *Outlets) AliasEvent(alias string, asset Asset, extra map[string]any) er
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.alias = append(o.alias, protocol.OutletEvent{DestAssetKey: assetKey(asset), Extra: ex, SourceAliasName: alias, DestAssetExtra: map[string]any{}})
+	o.alias = append(o.alias, protocol.OutletEvent{DestAssetKey: asset.Unique(), Extra: ex, SourceAliasName: alias, DestAssetExtra: map[string]any{}})
 	return nil
 }
 
@@ -196,7 +193,7 @@ func (o *Outlets) terminal() ([]protocol.AssetProfile, []protocol.OutletEvent) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, e := range o.events {
-		k := assetKey(e.asset)
+		k := e.asset.Unique()
 		name, uri := k.Name, k.URI
 		profiles = append(profiles, protocol.AssetProfile{Name: &name, URI: &uri, Type: protocol.AssetTypeAsset})
 		switch {

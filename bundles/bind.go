@@ -250,10 +250,10 @@ func (t *task) addDataModel(o taskOptions) error {
 		if a.Name == "" && a.URI == "" {
 			return errors.New("an outlet asset needs a uri or a name")
 		}
-		if seen[assetKey(a)] {
+		if seen[a.Unique()] {
 			return fmt.Errorf("outlet %s is declared twice", a)
 		}
-		seen[assetKey(a)] = true
+		seen[a.Unique()] = true
 	}
 	for _, a := range o.aliases {
 		if a == "" {
