@@ -22,6 +22,13 @@ const CommandLogLimitEnv = "AIRFLOW_GO_WORKER_MAX_COMMAND_LOG"
 // DefaultCommandLogLimit is the cap when CommandLogLimitEnv is unset.
 const DefaultCommandLogLimit = 100 << 20
 
+// minLineCost is what one logged line costs the budget at least, however
+// short: an empty line (or one that renders empty, its escape sequences and
+// zero-width characters dropped) still becomes a record of some 50 bytes in
+// the task log, so 100,000 of them under a 10 KiB cap wrote 4.5 MB when
+// they cost nothing.
+const minLineCost = 64
+
 // commandLogLimit reads CommandLogLimitEnv (-1: no cap).
 func commandLogLimit() (int64, error) {
 	v := strings.TrimSpace(os.Getenv(CommandLogLimitEnv))
@@ -71,16 +78,18 @@ type logBudget struct {
 
 func newLogBudget(limit int64) *logBudget { return &logBudget{limit: limit} }
 
-// take reports whether a line of n bytes goes to the log. The first line
-// refused says so in the log, once.
+// take reports whether a line of n bytes goes to the log; it costs the
+// budget n bytes, or minLineCost when shorter. The first line refused says
+// so in the log, once.
 func (b *logBudget) take(log hclog.Logger, n int) bool {
 	if b == nil {
 		return true
 	}
+	cost := int64(max(n, minLineCost))
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if !b.full && (b.limit < 0 || b.used+int64(n) <= b.limit) {
-		b.used += int64(n)
+	if !b.full && (b.limit < 0 || b.used+cost <= b.limit) {
+		b.used += cost
 		return true
 	}
 	if !b.full {

@@ -20,7 +20,8 @@ func loggedLines(log, prefix string) []string {
 }
 
 func TestRunLogsEveryLineUnderTheLogLimit(t *testing.T) {
-	t.Setenv(CommandLogLimitEnv, "64KiB")
+	// 2000 short lines cost minLineCost each: 125 KiB.
+	t.Setenv(CommandLogLimitEnv, "128KiB")
 	e := newEnv(t)
 	id := provisioned(t, e)
 	res, err := RunCommands(context.Background(), e.deps, RunInput{Sandbox: SandboxRef{ID: id}, Command: Commands{"seq -f 'line-%g' 1 2000"}})
@@ -54,15 +55,15 @@ func TestRunStopsLoggingAtTheLogLimit(t *testing.T) {
 	if len(logged) == 0 {
 		t.Fatalf("nothing of the flood was logged:\n%s", log)
 	}
-	size := 0
+	cost := 0 // what the logged lines cost the budget
 	for i, l := range logged {
 		if l != fmt.Sprintf("flood-%d", i+1) {
 			t.Fatalf("line %d logged as %q: the lines under the limit are the first ones, in order", i, l)
 		}
-		size += len(l)
+		cost += max(len(l), minLineCost)
 	}
-	if next := len(fmt.Sprintf("flood-%d", len(logged)+1)); size > limit || size+next <= limit {
-		t.Fatalf("%d bytes logged in %d lines; the limit is %d", size, len(logged), limit)
+	if next := max(len(fmt.Sprintf("flood-%d", len(logged)+1)), minLineCost); cost > limit || cost+next <= limit {
+		t.Fatalf("%d lines logged at a cost of %d bytes; the limit is %d", len(logged), cost, limit)
 	}
 	// The second command's line counts against the same task's budget.
 	if strings.Contains(log, "after-flood: stream") {
@@ -105,5 +106,36 @@ func TestCommandLogLimitSetting(t *testing.T) {
 	}
 	if strings.Contains(e.log.String(), "ran: stream") {
 		t.Fatal("a command ran under a bad setting")
+	}
+}
+
+// Issue 38, item 2: lines cost their length, so empty lines (and lines
+// that render empty: an ANSI reset, a zero-width space) cost nothing and
+// beat the cap: 100,000 of them under a 10 KiB cap logged all 100,000
+// records (4.5 MB of log). Each line now costs at least minLineCost, so
+// the cap bounds records as well as bytes.
+func TestLogLimitCountsEmptyAndRenderedEmptyLines(t *testing.T) {
+	const limit, flood = 10 << 10, 100_000
+	t.Setenv(CommandLogLimitEnv, "10KiB")
+	for name, line := range map[string]string{"empty": ``, "rendered empty": `\033[0m\342\200\213`} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			id := provisioned(t, e)
+			cmd := fmt.Sprintf(`awk 'BEGIN { for (i = 0; i < %d; i++) printf "%s\n" }'`, flood, line)
+			res, err := RunCommands(context.Background(), e.deps, RunInput{Sandbox: SandboxRef{ID: id}, Command: Commands{cmd}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			records := strings.Count(e.log.String(), "[INFO]  : stream=stdout")
+			if records == 0 {
+				t.Fatalf("no empty line was logged at all; the test does not see them:\n%.2000s", e.log.String())
+			}
+			if want := limit / minLineCost; records > want {
+				t.Fatalf("%d empty records logged under a %d-byte cap; want at most %d (each line costs at least %d bytes)", records, limit, want, minLineCost)
+			}
+			if res.OutputLinesDropped != int64(flood-records) {
+				t.Fatalf("output_lines_dropped = %d, want %d", res.OutputLinesDropped, flood-records)
+			}
+		})
 	}
 }
