@@ -428,16 +428,21 @@ func scalarText(n *yaml.Node, field string) (string, error) {
 	return n.Value, nil
 }
 
-// Bounds on a manifest before it is parsed. The YAML parser holds the
-// whole document as nodes of some 270 bytes each: a 7 MB manifest of short
-// values took 504 MB to read, at every task start. What can start a value
-// (a separator, an indicator, a line) is counted, and the document refused
-// above maxManifestValues of them, before anything is parsed: the parse
-// then stays near 130 MiB at worst, while a 50k-Dag manifest (350k of
-// them) still reads. MaxManifestSize bounds the bytes read from a bundle.
+// Bounds on a manifest before it is parsed, so that reading one (which
+// every task start does, for its bundle's own) stays small whatever the
+// bundle holds. The YAML parser keeps the whole document as nodes of some
+// 300 bytes each (a 3.8 MB manifest of bare keys in a flow mapping took
+// 332 MB of RSS). So a manifest over MaxManifestSize is refused unread, and
+// what can start a value (a separator, an indicator, a line; a comma twice,
+// since a bare key in a flow mapping is a key and a null value) is counted
+// and the document refused above maxManifestValues of them, before
+// anything is parsed: the worst document within both grows the heap by
+// about 36 MiB, to a peak RSS under 50 MiB (TestCraftedManifestsStaySmall). A manifest as pack renders
+// it spends 4 of them per Dag and 2 per task, so some 12,000 Dags of 3
+// tasks fit; a bundle that needs more splits into several bundles.
 const (
-	maxManifestValues = 500_000
-	MaxManifestSize   = 16 << 20
+	maxManifestValues = 120_000
+	MaxManifestSize   = 2 << 20
 )
 
 func checkManifestSize(data []byte) error {
@@ -447,12 +452,14 @@ func checkManifestSize(data []byte) error {
 	n := 1
 	for _, c := range data {
 		switch c {
-		case ',', ':', '-', '[', '{', '\n', '*', '?':
+		case ',':
+			n += 2
+		case ':', '-', '[', '{', '\n', '*', '?':
 			n++
 		}
 	}
 	if n > maxManifestValues {
-		return fmt.Errorf("metadata holds up to %d YAML values, over the limit of %d (parsing it would take about %d MiB); a manifest lists a bundle's Dags and tasks: split the bundle, or keep long lists out of its metadata", n, maxManifestValues, n*270>>20)
+		return fmt.Errorf("metadata holds up to %d YAML values, over the limit of %d (about 12,000 Dags of 3 tasks); a manifest lists a bundle's Dags and tasks: split the bundle into several, or keep long lists out of its metadata", n, maxManifestValues)
 	}
 	return nil
 }

@@ -85,8 +85,10 @@ func Pack(outPath, binaryPath string, source []byte, m Manifest) (*Bundle, error
 	if err != nil {
 		return nil, fmt.Errorf("rendering the manifest: %w", err)
 	}
-	if len(meta) > MaxRegionSize {
-		return nil, fmt.Errorf("the manifest is %d bytes, more than the format's limit of %d", len(meta), int64(MaxRegionSize))
+	// What no bundle could start with (every task start reads the
+	// manifest, within these bounds) is not packed.
+	if err := checkManifestSize(meta); err != nil {
+		return nil, fmt.Errorf("the manifest cannot be packed: %w", err)
 	}
 	t := newTrailer(uint32(len(source)), uint32(len(meta)), sum)
 	tb, _ := t.MarshalBinary()
