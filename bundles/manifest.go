@@ -2,8 +2,8 @@ package bundles
 
 import (
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/footer"
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/internal/schema"
 	"github.com/airflow-sandbox/airflow-go-worker/internal/buildinfo"
-	"github.com/airflow-sandbox/airflow-go-worker/internal/schema"
 )
 
 // Manifest describes the registered tasks, in the one manifest type that

@@ -4,8 +4,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/internal/schema"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
-	"github.com/airflow-sandbox/airflow-go-worker/internal/schema"
 )
 
 // TaskState.retry_reason exists only from 2026-10-30: a 3.3 bundle must not

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/airflow-sandbox/airflow-go-worker/bundles"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/footer"
-	"github.com/airflow-sandbox/airflow-go-worker/internal/schema"
 )
 
 // inspect refuses a packed bundle config asking a backend for what it
@@ -21,8 +21,10 @@ func TestInspectRefusesAPackedConfigTheBackendsCannotServe(t *testing.T) {
 	if err := os.WriteFile(exe, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// The schema a bundle declares by default, as pack would write it.
+	declared := bundles.New().Manifest("v0", "").SDK.SupervisorSchemaVersion
 	m := footer.Manifest{MetadataVersion: footer.MetadataVersion, Source: "bundle.yaml",
-		SDK:  footer.SDK{Language: "go", Version: "v0", SupervisorSchemaVersion: schema.V33},
+		SDK:  footer.SDK{Language: "go", Version: "v0", SupervisorSchemaVersion: declared},
 		Dags: map[string]footer.Dag{"d": {Tasks: []string{"t"}}}}
 	inspect := func(cfg string) (int, string) {
 		out := filepath.Join(dir, "b.bundle")

@@ -3,7 +3,7 @@ package storage_test
 import (
 	"testing"
 
-	"github.com/airflow-sandbox/airflow-go-worker/storage/storagetest"
+	"github.com/airflow-sandbox/airflow-go-worker/testing/storagetest"
 )
 
 // TestConformance runs the store suite on file://, the store this package

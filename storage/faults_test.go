@@ -13,7 +13,7 @@ import (
 
 	"github.com/airflow-sandbox/airflow-go-worker/storage"
 
-	"github.com/airflow-sandbox/airflow-go-worker/storage/storagetest"
+	"github.com/airflow-sandbox/airflow-go-worker/testing/storagetest"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/waitwriter"
 )
 

@@ -11,8 +11,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/airflow-sandbox/airflow-go-worker/storage/storagetest"
 	_ "github.com/airflow-sandbox/airflow-go-worker/testing/dirstore" // a store of its own package: one import line links it
+	"github.com/airflow-sandbox/airflow-go-worker/testing/storagetest"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/waitwriter"
 )
 

@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/footer"
-	"github.com/airflow-sandbox/airflow-go-worker/internal/schema"
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/internal/schema"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/pyenv"
 )
 

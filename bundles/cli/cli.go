@@ -32,9 +32,9 @@ import (
 	"strings"
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles"
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/internal/schema"
 	"github.com/airflow-sandbox/airflow-go-worker/internal/buildinfo"
 	"github.com/airflow-sandbox/airflow-go-worker/internal/exitorder"
-	"github.com/airflow-sandbox/airflow-go-worker/internal/schema"
 )
 
 // Command is an extra subcommand a program adds (the catalogue's sweep).

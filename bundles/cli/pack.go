@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/footer"
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/internal/schema"
 	"github.com/airflow-sandbox/airflow-go-worker/internal/buildinfo"
-	"github.com/airflow-sandbox/airflow-go-worker/internal/schema"
 )
 
 // defaultAirflow is the Airflow release pack targets by default: the

@@ -17,11 +17,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/footer"
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/internal/schema"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/supervisor"
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/internal/exitorder"
-	"github.com/airflow-sandbox/airflow-go-worker/internal/schema"
 )
 
 const runUsage = `usage: %s run --dag D [--task T] [--bundle FILE] [flags]

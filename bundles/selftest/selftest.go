@@ -14,9 +14,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles"
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/internal/schema"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
 	"github.com/airflow-sandbox/airflow-go-worker/internal/buildinfo"
-	"github.com/airflow-sandbox/airflow-go-worker/internal/schema"
 	"github.com/airflow-sandbox/airflow-go-worker/redact"
 )
 

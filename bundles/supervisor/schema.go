@@ -5,8 +5,8 @@ import (
 	"strings"
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/footer"
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/internal/schema"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
-	"github.com/airflow-sandbox/airflow-go-worker/internal/schema"
 )
 
 // BundleSchema is the schema version the bundle speaks, refused as the

@@ -21,8 +21,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/internal/schema"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
-	"github.com/airflow-sandbox/airflow-go-worker/internal/schema"
 )
 
 // Task states, as Airflow names them.

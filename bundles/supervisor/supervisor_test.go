@@ -20,9 +20,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/internal/schema"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/selftest"
-	"github.com/airflow-sandbox/airflow-go-worker/internal/schema"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/makebuild"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/syncbuf"
 )

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/internal/schema"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
-	"github.com/airflow-sandbox/airflow-go-worker/internal/schema"
 )
 
 // airflowRequestTypes are the request types Airflow 3.3's supervisor

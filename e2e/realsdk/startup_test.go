@@ -8,8 +8,11 @@ import (
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/supervisor"
-	"github.com/airflow-sandbox/airflow-go-worker/internal/schema"
 )
+
+// airflow33Schema is the supervisor schema version Airflow 3.3 (task SDK
+// 1.3) knows, which the bundles these tests pack declare.
+const airflow33Schema = "2026-06-16"
 
 // startupShapeMatches compares the StartupDetails Airflow 3.3 sent (the
 // first reply frame) with what our own supervisor sends for a bundle that
@@ -25,7 +28,7 @@ func startupShapeMatches(t *testing.T, r *result) {
 		DagRun: protocol.DagRun{DagID: "d", RunID: "r", RunAfter: time.Now()},
 		// arg_bindings exist only from 2026-10-30: a 2026-06-16 startup has none.
 		ArgBindings: []protocol.ArgBinding{{Name: "x", Kind: "literal", Value: 1}},
-	}, schema.V33)
+	}, airflow33Schema)
 	ours, err := protocol.AsRaw(body)
 	if err != nil {
 		t.Fatal(err)

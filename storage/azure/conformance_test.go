@@ -3,8 +3,8 @@ package azure_test
 import (
 	"testing"
 
-	"github.com/airflow-sandbox/airflow-go-worker/storage/storagetest"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/azurite"
+	"github.com/airflow-sandbox/airflow-go-worker/testing/storagetest"
 )
 
 // TestConformance runs the store suite on an Azurite started here on

@@ -4,8 +4,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/airflow-sandbox/airflow-go-worker/storage/storagetest"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/gcsserver"
+	"github.com/airflow-sandbox/airflow-go-worker/testing/storagetest"
 )
 
 // TestConformance runs the store suite on a fake-gcs-server started here

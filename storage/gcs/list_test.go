@@ -13,7 +13,7 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/storage"
 	"github.com/airflow-sandbox/airflow-go-worker/storage/gcs"
-	"github.com/airflow-sandbox/airflow-go-worker/storage/storagetest"
+	"github.com/airflow-sandbox/airflow-go-worker/testing/storagetest"
 )
 
 // pagedListing serves objects.list of bucket bkt in two pages, the first

@@ -22,7 +22,7 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/storage"
 	"github.com/airflow-sandbox/airflow-go-worker/storage/gcs"
-	"github.com/airflow-sandbox/airflow-go-worker/storage/storagetest"
+	"github.com/airflow-sandbox/airflow-go-worker/testing/storagetest"
 )
 
 // strictGCS is a Cloud Storage JSON API stand-in that is stricter than

@@ -14,9 +14,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/airflow-sandbox/airflow-go-worker/storage"
-	"github.com/airflow-sandbox/airflow-go-worker/storage/storagetest"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/memwatch"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/s3server"
+	"github.com/airflow-sandbox/airflow-go-worker/testing/storagetest"
 )
 
 // BenchmarkPutS3 uploads a generated stream (default 1 GiB; set

@@ -3,8 +3,8 @@ package s3_test
 import (
 	"testing"
 
-	"github.com/airflow-sandbox/airflow-go-worker/storage/storagetest"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/s3server"
+	"github.com/airflow-sandbox/airflow-go-worker/testing/storagetest"
 )
 
 // TestConformance runs the store suite on a versitygw started here on

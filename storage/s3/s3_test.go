@@ -9,8 +9,8 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/storage"
 	"github.com/airflow-sandbox/airflow-go-worker/storage/s3"
-	"github.com/airflow-sandbox/airflow-go-worker/storage/storagetest"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/s3server"
+	"github.com/airflow-sandbox/airflow-go-worker/testing/storagetest"
 )
 
 func TestS3WrongCredentials(t *testing.T) {

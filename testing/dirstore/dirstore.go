@@ -3,7 +3,7 @@
 // root that its connection (type dirstore, host: an absolute directory)
 // names. It registers itself from init, so a bundle or a test gets dir://
 // URLs, their connections and their checks by importing it, one line, and
-// it passes storage/storagetest from its own test. Nothing outside this
+// it passes testing/storagetest from its own test. Nothing outside this
 // package names it: tests use it to show that adding a store changes
 // nothing else.
 package dirstore

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
-	"github.com/airflow-sandbox/airflow-go-worker/storage/storagetest"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/dirstore"
+	"github.com/airflow-sandbox/airflow-go-worker/testing/storagetest"
 )
 
 // The store passes the suite every store passes, from its own test.
