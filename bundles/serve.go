@@ -23,14 +23,6 @@ import (
 const (
 	// dialTimeout bounds connecting to the supervisor's two sockets.
 	dialTimeout = 30 * time.Second
-	// firstFrameTimeout bounds the wait for StartupDetails. Airflow 3.3.2
-	// accepts our connections first and only then marks the task running
-	// through the Execution API (PATCH .../run, execution_api_retries tries
-	// of execution_api_timeout each, with backoff), sending StartupDetails
-	// after that: a real scheduler on a loaded 2-core machine took over
-	// 60 s there (make airflow-e2e), and it kills us itself if that call
-	// fails. So the bound only catches a peer that is not Airflow at all.
-	firstFrameTimeout = 15 * time.Minute
 	// cancelGrace is how long a cancelled task may take to return (and
 	// clean up, see package cleanup) before the runtime reports it failed
 	// anyway, so SIGTERM always yields an outcome. Airflow's supervisor
@@ -158,13 +150,21 @@ func (b *Bundle) serve(ctx context.Context, commAddr, logsAddr string, cfg serve
 		return protoErr("writing to the logs socket %s: %v", logsAddr, err)
 	}
 
-	comm.SetReadDeadline(time.Now().Add(firstFrameTimeout))
+	// firstframe.go: the slowest start Airflow's settings allow.
+	wait, warning := firstFrameTimeout(cfg.lookupEnv)
+	if warning != "" {
+		runtimeLog.Warn(warning)
+	}
+	comm.SetReadDeadline(time.Now().Add(wait))
 	stopWatch := context.AfterFunc(ctx, func() { comm.SetReadDeadline(time.Now()) })
 	p, err := protocol.ReadFrame(comm)
 	stopWatch()
 	if err != nil {
 		if ctx.Err() != nil {
 			return protoErr("cancelled while waiting for the first frame: %v", context.Cause(ctx))
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return protoErr("the supervisor at %s sent no first frame within %s (the slowest start Airflow's [workers] execution_api_* settings allow; %s sets the bound)", commAddr, wait, FirstFrameTimeoutEnv)
 		}
 		return protoErr("reading the first frame from %s: %v", commAddr, err)
 	}
