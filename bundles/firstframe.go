@@ -26,11 +26,11 @@ import (
 // AIRFLOW__WORKERS__EXECUTION_API_* variables are read; settings made in
 // airflow.cfg are not visible here, which is what the floor
 // (minFirstFrameTimeout) covers: one slow attempt under a timeout raised
-// there to a minute and a half. FirstFrameTimeoutEnv overrides the lot.
+// there to a minute and a half. firstFrameTimeoutEnv overrides the lot.
 const (
-	// FirstFrameTimeoutEnv names the operator's override of the bound (a Go
+	// firstFrameTimeoutEnv names the operator's override of the bound (a Go
 	// duration such as "10m").
-	FirstFrameTimeoutEnv = "AIRFLOW_GO_WORKER_FIRST_FRAME_TIMEOUT"
+	firstFrameTimeoutEnv = "AIRFLOW_GO_WORKER_FIRST_FRAME_TIMEOUT"
 	// minFirstFrameTimeout is the least the runtime waits.
 	minFirstFrameTimeout = 2 * time.Minute
 	// firstFrameSlack is the supervisor's own work around the call on a
@@ -55,13 +55,13 @@ var (
 // firstFrameTimeout is the bound on the wait for the first frame, and a
 // warning when a setting it read was not a number.
 func firstFrameTimeout(lookup func(string) (string, bool)) (time.Duration, string) {
-	if v, ok := lookup(FirstFrameTimeoutEnv); ok && v != "" {
+	if v, ok := lookup(firstFrameTimeoutEnv); ok && v != "" {
 		d, err := time.ParseDuration(v)
 		if err == nil && d > 0 {
 			return d, ""
 		}
 		bound, _ := airflowStartBound(func(string) (string, bool) { return "", false })
-		return bound, fmt.Sprintf("%s=%q is not a positive duration such as \"10m\"; using %s", FirstFrameTimeoutEnv, v, bound)
+		return bound, fmt.Sprintf("%s=%q is not a positive duration such as \"10m\"; using %s", firstFrameTimeoutEnv, v, bound)
 	}
 	return airflowStartBound(lookup)
 }

@@ -39,14 +39,14 @@ func TestSilentSupervisorIsGivenUpOn(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cfg := serveConfig{lookupEnv: envOf(map[string]string{FirstFrameTimeoutEnv: "300ms"}), cancelGrace: time.Second}
+	cfg := serveConfig{lookupEnv: envOf(map[string]string{firstFrameTimeoutEnv: "300ms"}), cancelGrace: time.Second}
 	err = testBundle().serve(ctx, commL.Addr().String(), logsL.Addr().String(), cfg)
 	for range 2 {
 		c := <-accepted // the runtime connected to both before it gave up
 		c.Close()
 	}
 	var pe *protocolError
-	if !errors.As(err, &pe) || !strings.Contains(err.Error(), "sent no first frame within 300ms") || !strings.Contains(err.Error(), FirstFrameTimeoutEnv) {
+	if !errors.As(err, &pe) || !strings.Contains(err.Error(), "sent no first frame within 300ms") || !strings.Contains(err.Error(), firstFrameTimeoutEnv) {
 		t.Fatalf("want a protocol error saying no first frame came within 300ms, naming the setting; got %v", err)
 	}
 }
@@ -66,9 +66,9 @@ func TestFirstFrameBoundFollowsAirflowsSettings(t *testing.T) {
 			"AIRFLOW__WORKERS__EXECUTION_API_RETRIES": "3", "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "30.0",
 			"AIRFLOW__WORKERS__EXECUTION_API_RETRY_WAIT_MAX": "1",
 		}, 3*60*time.Second + 2*time.Second + 30*time.Second, ""},
-		"the operator's bound":     {map[string]string{FirstFrameTimeoutEnv: "20m", "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "60"}, 20 * time.Minute, ""},
+		"the operator's bound":     {map[string]string{firstFrameTimeoutEnv: "20m", "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "60"}, 20 * time.Minute, ""},
 		"a bad Airflow setting":    {map[string]string{"AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "soon"}, 2 * time.Minute, `AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT="soon" is not a number`},
-		"a bad operator's setting": {map[string]string{FirstFrameTimeoutEnv: "ages"}, 2 * time.Minute, FirstFrameTimeoutEnv + `="ages" is not a positive duration`},
+		"a bad operator's setting": {map[string]string{firstFrameTimeoutEnv: "ages"}, 2 * time.Minute, firstFrameTimeoutEnv + `="ages" is not a positive duration`},
 	} {
 		got, warning := firstFrameTimeout(envOf(c.env))
 		if got != c.want || !strings.Contains(warning, c.warning) || (c.warning == "") != (warning == "") {

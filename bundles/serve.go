@@ -164,7 +164,7 @@ func (b *Bundle) serve(ctx context.Context, commAddr, logsAddr string, cfg serve
 			return protoErr("cancelled while waiting for the first frame: %v", context.Cause(ctx))
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return protoErr("the supervisor at %s sent no first frame within %s (the slowest start Airflow's [workers] execution_api_* settings allow; %s sets the bound)", commAddr, wait, FirstFrameTimeoutEnv)
+			return protoErr("the supervisor at %s sent no first frame within %s (the slowest start Airflow's [workers] execution_api_* settings allow; %s sets the bound)", commAddr, wait, firstFrameTimeoutEnv)
 		}
 		return protoErr("reading the first frame from %s: %v", commAddr, err)
 	}
