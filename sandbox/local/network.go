@@ -62,6 +62,9 @@ func (d *Driver) startNetwork(pid int, spec sandbox.Spec) (stop func(), err erro
 	if err := waitLoopback(pid); err != nil {
 		return nil, err
 	}
+	if err := waitIDMaps(pid, nil); err != nil {
+		return nil, err
+	}
 	// unfiltered says whether the operator lets this sandbox run without
 	// the filter, which cannot be installed (why); otherwise it fails.
 	unfiltered := func(why error) bool {
@@ -192,6 +195,38 @@ func waitLoopback(pid int) error {
 	})
 	if errors.Is(err, poll.ErrTimeout) {
 		return fmt.Errorf("bubblewrap did not set up the sandbox's loopback within %s", networkReadyTimeout)
+	}
+	return err
+}
+
+// waitIDMaps waits until the user namespace of bwrap's init (host pid)
+// has its uid and gid maps. bwrap's init brings its loopback up before it
+// writes them, so a namespace whose loopback is up may have none yet, and
+// under load (issue 40: a busy 2-core machine) the egress filter's
+// installer joined it then: a process that joins a user namespace keeps
+// its capabilities only until it executes a program, which then gets them
+// back only if its uid is mapped there (to root). Without a map the
+// installer ran with none, and nftables refused its netlink batch with
+// "operation not permitted". The gid map is written last (uid map,
+// setgroups, gid map), so it stands for both. waiting, when set (by
+// tests), runs each time a look finds no map yet.
+func waitIDMaps(pid int, waiting func()) error {
+	gidMap := fmt.Sprintf("/proc/%d/gid_map", pid)
+	err := poll.Until(context.Background(), networkReadyTimeout, poll.Doubling(50*time.Microsecond, 5*time.Millisecond), func() (bool, error) {
+		m, err := os.ReadFile(gidMap)
+		if err != nil {
+			return false, fmt.Errorf("the sandbox ended while its network was set up: %v", err)
+		}
+		if len(bytes.TrimSpace(m)) > 0 {
+			return true, nil
+		}
+		if waiting != nil {
+			waiting()
+		}
+		return false, nil
+	})
+	if errors.Is(err, poll.ErrTimeout) {
+		return fmt.Errorf("bubblewrap did not map the sandbox's user namespace within %s", networkReadyTimeout)
 	}
 	return err
 }
