@@ -33,12 +33,10 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"slices"
 	"strings"
-	"sync"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/footer"
@@ -268,58 +266,6 @@ func Load(b *bundles.Bundle, data []byte, source string) error {
 	return nil
 }
 
-// unknownField matches yaml.v3's strict-decoding message, which names our Go
-// types instead of the config's keys.
-// Compiled on first use: only a broken config needs them, and every task
-// start would pay for compiling them at init.
-var unknownField = sync.OnceValue(func() *regexp.Regexp {
-	return regexp.MustCompile(`field (\S+) not found in type catalogue\.(\w+)`)
-})
-
-// allowedKeys says, per config level, which keys a user may write there.
-var allowedKeys = map[string]string{
-	"bundleConfig": "at the top level (allowed: selftest, sweep, backends, dags)",
-	"dagConfig":    "in a Dag (allowed: description, tasks)",
-	"taskConfig":   "in a task (allowed: kind, defaults, inputs, conf, outlets, map_index, mapped_downstream)",
-	"inputConfig":  "in an input binding (allowed: xcom, key, param, expand, mapped, asset_event, field, all)",
-	"outletConfig": "in an outlet (allowed: uri, name, alias)",
-}
-
-// wrongShape matches yaml.v3's message for a value of the wrong kind.
-var wrongShape = sync.OnceValue(func() *regexp.Regexp {
-	return regexp.MustCompile("cannot unmarshal !!\\w+ `([^`]*)` into catalogue\\.(\\w+)")
-})
-
-// expectedShape says, per config type, what a user must write there.
-var expectedShape = map[string]string{
-	"inputConfig":  "an entry of inputs must be a mapping such as {xcom: <upstream task_id>} or {param: <name>}",
-	"outletConfig": "an outlet must be a mapping such as {uri: s3://bucket/converted/} or {alias: <name>}",
-	"taskConfig":   "a task must be a mapping such as {kind: run, defaults: {...}}",
-	"dagConfig":    "a Dag must be a mapping such as {tasks: {<task_id>: {kind: ...}}}",
-}
-
-// describeYAMLError rewrites yaml.v3 errors in the config's own terms: an
-// unknown key is named with the keys allowed where it stands, a value of
-// the wrong kind with what to write instead.
-func describeYAMLError(err error) string {
-	msg := strings.TrimPrefix(err.Error(), "yaml: unmarshal errors:\n  ")
-	msg = wrongShape().ReplaceAllStringFunc(msg, func(m string) string {
-		sub := wrongShape().FindStringSubmatch(m)
-		if want, ok := expectedShape[sub[2]]; ok {
-			return fmt.Sprintf("%s, not %q", want, sub[1])
-		}
-		return m
-	})
-	return unknownField().ReplaceAllStringFunc(msg, func(m string) string {
-		sub := unknownField().FindStringSubmatch(m)
-		where, ok := allowedKeys[sub[2]]
-		if !ok {
-			return m
-		}
-		return fmt.Sprintf("unknown key %q %s", sub[1], where)
-	})
-}
-
 // maxBundleConfigSize caps a bundle config. It is read (and parsed) each
 // time a task starts, before the task connects to Airflow: a config big
 // enough to take seconds would otherwise end as a misleading "did not
@@ -339,13 +285,13 @@ func parseBundleConfig(data []byte, source string) (bundleConfig, error) {
 	if len(doc.Content) == 0 {
 		return cfg, fmt.Errorf("%s: the bundle config is empty; it needs a dags: mapping", source)
 	}
-	err := checkKnownKeys(&doc, reflect.TypeFor[bundleConfig]())
-	if err == nil {
-		// Strict: checkKnownKeys refused every key that names no field.
-		err = doc.Decode(&cfg)
+	if err := checkShape(&doc, reflect.TypeFor[bundleConfig](), source); err != nil {
+		return cfg, err
 	}
-	if err != nil {
-		return cfg, fmt.Errorf("%s: %s (the file holds dags: {<dag_id>: {tasks: {<task_id>: {kind: ..., defaults: {...}}}}})", source, describeYAMLError(err))
+	// checkShape refused every unknown key, repeated key and value of the
+	// wrong kind, so this decodes what the file says.
+	if err := doc.Decode(&cfg); err != nil {
+		return cfg, fmt.Errorf("%s: %v", source, err)
 	}
 	if len(cfg.Dags) == 0 && cfg.Sweep == nil {
 		return cfg, fmt.Errorf("%s: no dags declared; add dags: {<dag_id>: {tasks: {...}}}", source)

@@ -58,7 +58,7 @@ func TestConfigRefusesBadOutletsAndBindings(t *testing.T) {
 	for _, c := range []struct{ yaml, want string }{
 		{`outlets: [{alias: a, uri: "s3://x/"}]`, "outlets[0]: an entry is an asset"},
 		{`outlets: [{}]`, "outlets[0]: give the asset's uri"},
-		{`outlets: [{url: "s3://x/"}]`, `unknown key "url" in an outlet (allowed: uri, name, alias)`},
+		{`outlets: [{url: "s3://x/"}]`, `line 1: dags.d.tasks.t.outlets[0]: unknown key "url" in an outlet; allowed: uri, name, alias`},
 		{`inputs: {sandbox: {expand: true}}`, "expand: true and mapped: true read an upstream's XCom"},
 		{`inputs: {sandbox: {xcom: p, expand: "yes"}}`, "expand is true"},
 		{`inputs: {sandbox: {field: extra.url}}`, "give asset_event"},

@@ -15,7 +15,7 @@ import (
 	"sync"
 	"testing"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/airflow-sandbox/airflow-go-worker/catalogue"
 )

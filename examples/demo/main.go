@@ -26,7 +26,7 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/testing/s3server"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 const (

@@ -2,7 +2,7 @@
 // manifest are read as nodes where the order of keys matters.
 package yamlnode
 
-import "gopkg.in/yaml.v3"
+import "go.yaml.in/yaml/v3"
 
 // maxAliases bounds how many aliases Resolve follows, against a cycle.
 const maxAliases = 100
