@@ -1,0 +1,97 @@
+package startup_test
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// A build output committed by mistake (a 12 MiB `demo` from `go build
+// ./examples/demo` once sat at the root) bloats every clone for good and
+// goes stale at the next change. Builds go to bin/ or dist/, which are
+// ignored; this fails for any tracked file outside a testdata/ directory
+// that is an executable or another binary.
+func TestNoBuildOutputIsTracked(t *testing.T) {
+	root := moduleRoot(t)
+	files := trackedFiles(t, root)
+	if !slices.Contains(files, "go.mod") {
+		t.Fatalf("git ls-files lists no go.mod among %d files: the check below would prove nothing", len(files))
+	}
+	for _, name := range files {
+		if inTestdata(name) {
+			continue
+		}
+		if kind := binaryKind(t, filepath.Join(root, name)); kind != "" {
+			t.Errorf("%s is tracked but is %s: build into bin/ or dist/ (ignored), `git rm --cached %s`, and add it to .gitignore; data a test needs goes under a testdata/ directory", name, kind, name)
+		}
+	}
+}
+
+// trackedFiles lists the files git tracks in the module, relative to root.
+func trackedFiles(t *testing.T, root string) []string {
+	t.Helper()
+	cmd := exec.Command("git", "ls-files", "-z")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("git ls-files in %s: %v (this test needs the git checkout)", root, err)
+	}
+	var files []string
+	for _, f := range strings.Split(string(out), "\x00") {
+		if f == "" {
+			continue
+		}
+		if _, err := os.Lstat(filepath.Join(root, f)); err != nil {
+			continue // deleted in the work tree, not yet committed
+		}
+		files = append(files, f)
+	}
+	return files
+}
+
+func inTestdata(name string) bool {
+	return slices.Contains(strings.Split(filepath.ToSlash(name), "/"), "testdata")
+}
+
+// binaryKind names what a file is when it is binary ("" for text): a NUL
+// byte in its first 8000 bytes, git's own test, and executables named by
+// their magic bytes.
+func binaryKind(t *testing.T, path string) string {
+	t.Helper()
+	fi, err := os.Lstat(path)
+	if err != nil || !fi.Mode().IsRegular() {
+		return ""
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	head := make([]byte, 8000)
+	n, err := io.ReadFull(f, head)
+	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+		t.Fatal(err)
+	}
+	head = head[:n]
+	if bytes.IndexByte(head, 0) < 0 {
+		return "" // every executable format holds NUL bytes early on
+	}
+	for _, m := range []struct{ magic, kind string }{
+		{"\x7fELF", "an ELF executable or object"},
+		{"\xcf\xfa\xed\xfe", "a Mach-O executable"},
+		{"\xca\xfe\xba\xbe", "a Mach-O universal executable or Java class"},
+		{"MZ", "a Windows executable"},
+		{"!<arch>\n", "an archive (a Go .a or a .deb)"},
+		{"\x00asm", "a WebAssembly module"},
+	} {
+		if bytes.HasPrefix(head, []byte(m.magic)) {
+			return m.kind
+		}
+	}
+	return "a binary file (it holds NUL bytes)"
+}
