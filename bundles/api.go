@@ -1,6 +1,6 @@
 // Package bundles is the bundle runtime: what Airflow's Go SDK would provide
 // if we could import it. Go code registers (dag_id, task_id) -> func; Serve
-// speaks the coordinator protocol (shared/specs/airflow-coordinator-protocol.md),
+// speaks the coordinator protocol (docs/protocol.md),
 // binds the task's inputs, runs it and reports its outcome.
 //
 // This file is the public surface task authors program against. It knows

@@ -14,5 +14,5 @@
 //
 // The package knows nothing of Airflow. Ownership (owner, holder, expiry,
 // network policy) is expressed as tags whose names and formats match what the
-// Python provider reads (shared/specs/python-provider-interop.md).
+// Python provider reads (docs/handoff.md, "The ownership tags").
 package sandbox

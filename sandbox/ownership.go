@@ -13,7 +13,7 @@ import (
 )
 
 // Tag names, exactly as the Python provider reads them
-// (python-provider-interop.md sections 2-3).
+// (docs/handoff.md, "The ownership tags").
 const (
 	// ReservedTagPrefix starts every tag name this module and the Python
 	// provider write; a spec's own tags may not use it.

@@ -1,7 +1,7 @@
 // Package footer reads and writes AFBNDL01 self-contained bundles: a native
 // executable followed by a source region, a YAML manifest and a 64-byte
 // trailer, the format Airflow's ExecutableCoordinator scans for
-// (shared/specs/airflow-coordinator-protocol.md, section 2).
+// (docs/protocol.md, section 2).
 //
 // It knows nothing of the coordinator protocol or of tasks: it only lays out
 // and validates bytes, and renders the manifest deterministically.

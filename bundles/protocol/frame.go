@@ -3,7 +3,7 @@
 // length-prefixed msgpack frames, the [id, body, error] envelope, and the
 // tolerant decoding of the messages Airflow's supervisor sends.
 //
-// See shared/specs/airflow-coordinator-protocol.md, section 3.
+// See docs/protocol.md, section 3.
 package protocol
 
 import (

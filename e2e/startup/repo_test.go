@@ -95,3 +95,69 @@ func binaryKind(t *testing.T, path string) string {
 	}
 	return "a binary file (it holds NUL bytes)"
 }
+
+// The repository is read on its own: a comment or page that sends the
+// reader to a file outside it (the development machine's shared notes once
+// were named from `go doc ./bundles`) is a dead end. What such a reference
+// pointed to belongs in docs/, and "spec N.N" in a comment names a section
+// of docs/protocol.md, which must exist.
+func TestReferencesStayInTheRepository(t *testing.T) {
+	root := moduleRoot(t)
+	outside := []string{
+		"shared" + "/", // a path into the notes beside the checkout
+		"airflow-coordinator-protocol" + ".md", "python-provider-interop" + ".md",
+		"opensandbox-api" + ".md", "modal-go-sdk" + ".md",
+	}
+	protocol, err := os.ReadFile(filepath.Join(root, "docs", "protocol.md"))
+	if err != nil {
+		t.Fatalf("docs/protocol.md, which \"spec N.N\" comments cite: %v", err)
+	}
+	checked := 0
+	for _, name := range trackedFiles(t, root) {
+		if !strings.HasSuffix(name, ".go") && !strings.HasSuffix(name, ".md") {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(root, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		checked++
+		for i, line := range strings.Split(string(data), "\n") {
+			for _, ref := range outside {
+				if strings.Contains(line, ref) {
+					t.Errorf("%s:%d names %q, outside the repository: put what the reader needs into docs/ and point there\n\t%s", name, i+1, ref, strings.TrimSpace(line))
+				}
+			}
+			if !strings.HasSuffix(name, ".go") {
+				continue
+			}
+			for _, sec := range specSections(line) {
+				if !bytes.Contains(protocol, []byte("\n### "+sec+" ")) {
+					t.Errorf("%s:%d cites spec %s, which docs/protocol.md has no section \"### %s ...\" for: add it, or cite the section that says it", name, i+1, sec, sec)
+				}
+			}
+		}
+	}
+	if checked < 100 {
+		t.Fatalf("only %d .go and .md files checked: the check above proves little", checked)
+	}
+}
+
+// specSections lists the N.N of every "spec N.N" on a line.
+func specSections(line string) []string {
+	var out []string
+	for rest := line; ; {
+		i := strings.Index(rest, "spec ")
+		if i < 0 {
+			return out
+		}
+		rest = rest[i+len("spec "):]
+		n := 0
+		for n < len(rest) && (rest[n] == '.' || rest[n] >= '0' && rest[n] <= '9') {
+			n++
+		}
+		if sec := strings.TrimRight(rest[:n], "."); strings.Count(sec, ".") == 1 && sec[0] != '.' {
+			out = append(out, sec)
+		}
+	}
+}

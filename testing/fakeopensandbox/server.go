@@ -3,7 +3,7 @@
 // execd-compatible API and the egress sidecar's GET /policy, backed by real
 // sandboxes of a driver.Driver (the local bubblewrap backend by default).
 //
-// Its lifecycle API follows shared/specs/opensandbox-api.md: 202 on
+// Its lifecycle API follows docs/opensandbox-execd.md: 202 on
 // create, Pending before Running, 404 after delete or expiry, endpoints
 // without a scheme, {code,message} errors, 422 {detail} for malformed
 // bodies. Its execd answers as execd built from OpenSandbox's source does,
