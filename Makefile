@@ -44,11 +44,11 @@ CGO_ENABLED ?= 0
 build:
 	CGO_ENABLED=$(CGO_ENABLED) $(GO) build -trimpath -buildvcs=auto $(TAGS_FLAG) -o $(BIN) ./cmd/airflow-go-worker
 
-# Tools the tests and the demo need that are not Go libraries (bubblewrap,
-# prlimit, slirp4netns, PyYAML, versitygw, ...): installed when missing, see
-# the script.
+# Tools the tests need that are not Go libraries (bubblewrap, prlimit,
+# slirp4netns, PyYAML, versitygw, the GCS and Azure emulators, ...):
+# installed when missing, see the script. The demo installs only its own.
 tools:
-	@./scripts/ensure-tools.sh
+	@./scripts/ensure-tools.sh test
 
 # The pinned Python side (real Airflow task SDK, Modal client, common.ai
 # provider) in .venv; tests that drive real Python packages use its python.
@@ -78,8 +78,11 @@ test: tools fmt-check vet
 # binary is built with the s3 extra (bin/airflow-go-worker-demo, leaving
 # make build's binary as it was). The script builds it, saying so while it
 # builds (2-3 minutes with an empty Go build cache).
+# It needs only bubblewrap, prlimit, mkfs.ext4 and versitygw, not the
+# tests' emulators (`ensure-tools.sh demo`).
 DEMO_BIN := bin/airflow-go-worker-demo
-demo: tools
+demo:
+	@./scripts/ensure-tools.sh demo
 	BIN=$(DEMO_BIN) ./scripts/demo.sh
 
 pack: build

@@ -61,7 +61,7 @@ if [ "$executor" = celery ]; then
 elif [ "$executor" = edge ]; then
   step 10m "installing tools (bubblewrap, prlimit, versitygw, postgresql, iproute2)" ./scripts/ensure-tools.sh edge
 else
-  step 10m "installing tools (bubblewrap, prlimit, versitygw)" ./scripts/ensure-tools.sh
+  step 10m "installing tools (bubblewrap, prlimit, versitygw, ...)" ./scripts/ensure-tools.sh test
 fi
 pyfile="$(mktemp)"; trap 'rm -f "$pyfile"' EXIT
 step 20m "installing the pinned Airflow into the venv (python/requirements.lock)" sh -c './scripts/ensure-venv.sh > "$1"' sh "$pyfile"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make demo`: the conversion example end to end on this machine (local
-# sandbox backend + a local S3 server). Needs bubblewrap, Go and versitygw
-# (`make tools`). The result stays in ./demo-out.
+# sandbox backend + a local S3 server). Needs bubblewrap, prlimit,
+# mkfs.ext4, Go and versitygw (`scripts/ensure-tools.sh demo`, which `make
+# demo` runs first). The result stays in ./demo-out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The demo runs its own copy of examples/conversion/bundle.yaml on the local
@@ -39,5 +40,5 @@ build() {
 
 build "$BIN (the default build plus the s3 extra)" \
   env CGO_ENABLED=0 go build -trimpath -buildvcs=auto -tags store_s3 -o "$BIN" ./cmd/airflow-go-worker
-build "the demo driver (examples/demo)" go build -o "$DRIVER" ./examples/demo
+build "the demo driver (examples/demo)" go build -trimpath -o "$DRIVER" ./examples/demo
 exec "$DRIVER" -bin "$BIN" -dir "${DEMO_DIR:-demo-out}"

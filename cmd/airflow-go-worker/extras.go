@@ -83,6 +83,6 @@ func buildHint(kind, name string) string {
 	if len(options) > 1 {
 		value = `"` + value + `"`
 	}
-	return fmt.Sprintf("build one that does with `make build EXTRAS=%s` (or `go build -tags %s ./cmd/airflow-go-worker`; EXTRAS=all, tag %s, links every backend and store)",
+	return fmt.Sprintf("build one that does with `make build EXTRAS=%s` (or `CGO_ENABLED=0 go build -trimpath -tags %s ./cmd/airflow-go-worker`; EXTRAS=all, tag %s, links every backend and store)",
 		value, strings.Join(tags, ","), allExtrasTag)
 }

@@ -63,11 +63,11 @@ func TestDefaultBuildRefusesWhatItDoesNotLink(t *testing.T) {
 		t.Fatalf("full build's version: %q", r.stdout)
 	}
 
-	modalHint := []string{`backend "modal" is not linked into this binary (it links local)`, "make build EXTRAS=modal", "go build -tags backend_modal ./cmd/airflow-go-worker"}
-	gcsHint := []string{"exports.out.txt: gs:// URLs need the gcs store, which is not linked into this binary (it links file)", "make build EXTRAS=gcs", "go build -tags store_gcs ./cmd/airflow-go-worker"}
+	modalHint := []string{`backend "modal" is not linked into this binary (it links local)`, "make build EXTRAS=modal", "CGO_ENABLED=0 go build -trimpath -tags backend_modal ./cmd/airflow-go-worker"}
+	gcsHint := []string{"exports.out.txt: gs:// URLs need the gcs store, which is not linked into this binary (it links file)", "make build EXTRAS=gcs", "CGO_ENABLED=0 go build -trimpath -tags store_gcs ./cmd/airflow-go-worker"}
 	// S3 is an extra too: the AWS SDK's credential chain costs every task
 	// start its inits.
-	s3Hint := []string{"exports.out.txt: s3:// URLs need the s3 store, which is not linked into this binary (it links file)", "make build EXTRAS=s3", "go build -tags store_s3 ./cmd/airflow-go-worker"}
+	s3Hint := []string{"exports.out.txt: s3:// URLs need the s3 store, which is not linked into this binary (it links file)", "make build EXTRAS=s3", "CGO_ENABLED=0 go build -trimpath -tags store_s3 ./cmd/airflow-go-worker"}
 	check := func(what string, r cliResult, code int, want []string) {
 		t.Helper()
 		if r.code != code {
@@ -120,8 +120,8 @@ func TestOneExtraLinksOnlyItself(t *testing.T) {
 		t.Fatalf("an S3 config on a binary with S3: exit %d\n%s", r.code, r.stderr)
 	}
 	for config, want := range map[string][]string{
-		gcsConfig:   {"(it links file, s3)", `make build EXTRAS="s3 gcs"`, "go build -tags store_s3,store_gcs ./cmd/airflow-go-worker"},
-		modalConfig: {`make build EXTRAS="modal s3"`, "go build -tags backend_modal,store_s3 ./cmd/airflow-go-worker"},
+		gcsConfig:   {"(it links file, s3)", `make build EXTRAS="s3 gcs"`, "CGO_ENABLED=0 go build -trimpath -tags store_s3,store_gcs ./cmd/airflow-go-worker"},
+		modalConfig: {`make build EXTRAS="modal s3"`, "CGO_ENABLED=0 go build -trimpath -tags backend_modal,store_s3 ./cmd/airflow-go-worker"},
 	} {
 		r := runBin(t, bin, "--airflow-metadata", "--bundle-config", writeConfig(t, config))
 		for _, w := range want {

@@ -161,3 +161,54 @@ func specSections(line string) []string {
 		}
 	}
 }
+
+// Every build the README, the docs, the scripts and the messages tell a
+// user to run uses -trimpath: without it a binary carries the build
+// machine's paths, and a panic's stack in a task log showed them.
+func TestBuildCommandsTrimPaths(t *testing.T) {
+	root := moduleRoot(t)
+	found := 0
+	for _, name := range trackedFiles(t, root) {
+		base := filepath.Base(name)
+		isDoc := strings.HasSuffix(name, ".md") || strings.HasSuffix(name, ".sh") || base == "Makefile" || base == "Dockerfile"
+		if !isDoc && (!strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go")) {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(root, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(data), "\n") {
+			for _, cmd := range buildCommands(line) {
+				found++
+				if !strings.Contains(cmd, "-trimpath") {
+					t.Errorf("%s:%d: a build without -trimpath: add it (the binary would carry this machine's paths)\n\t%s", name, i+1, strings.TrimSpace(line))
+				}
+			}
+		}
+	}
+	if found < 8 {
+		t.Fatalf("only %d build commands found: the pattern no longer matches how they are written", found)
+	}
+}
+
+// buildCommands returns, for each `go build` or `go run` on the line that
+// builds something (a flag or a package path follows), the rest of the
+// line from there.
+func buildCommands(line string) []string {
+	var out []string
+	for _, verb := range []string{"go build ", "go run ", "$(GO) build "} {
+		for rest := line; ; {
+			i := strings.Index(rest, verb)
+			if i < 0 {
+				break
+			}
+			rest = rest[i+len(verb):]
+			arg := strings.TrimLeft(rest, " ")
+			if strings.HasPrefix(arg, "-") || strings.HasPrefix(arg, "./") || arg == "." || strings.HasPrefix(arg, ". ") || strings.HasPrefix(arg, ".`") {
+				out = append(out, rest)
+			}
+		}
+	}
+	return out
+}

@@ -3,7 +3,7 @@
 // backend (bubblewrap) and the bundle binary driven through its local
 // supervisor, exactly as Airflow would drive it. `make demo` runs it.
 //
-//	go run ./examples/demo [-bin bin/airflow-go-worker-demo] [-dir demo-out]
+//	go run -trimpath ./examples/demo [-bin bin/airflow-go-worker-demo] [-dir demo-out]
 //
 // It needs bubblewrap and versitygw (on PATH or in $(go env GOPATH)/bin;
 // `make tools` installs it).

@@ -17,7 +17,7 @@
 // has every bundle command (run, pack, inspect, version). Build and pack it
 // like any bundle:
 //
-//	go build -o go_tasks ./examples/go_tasks
+//	CGO_ENABLED=0 go build -trimpath -o go_tasks ./examples/go_tasks
 //	./go_tasks pack
 package main
 

@@ -3,7 +3,7 @@
 // SandboxToolset attaching with ModalSandboxBackend) can be tried without a
 // Modal account. It prints the environment both sides need.
 //
-//	go run ./testing/fakemodal/cmd/fakemodal [-addr 127.0.0.1:PORT] [-env-file PATH] [-v]
+//	go run -trimpath ./testing/fakemodal/cmd/fakemodal [-addr 127.0.0.1:PORT] [-env-file PATH] [-v]
 //
 // Sandbox commands run on this machine inside bubblewrap sandboxes (the
 // local backend's driver), so bubblewrap must be installed
