@@ -80,13 +80,14 @@ func (l fdList) close() {
 
 // bwrapArgs builds bubblewrap's arguments for one command in sandbox m;
 // the files they name by fd are added to fds.
-func (d *Driver) bwrapArgs(m *meta, dir, cwd string, argv []string, fds *fdList) ([]string, error) {
-	args := []string{
-		"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+// userns are its user namespace's arguments (usernsArgs).
+func (d *Driver) bwrapArgs(m *meta, dir, cwd string, argv, userns []string, fds *fdList) ([]string, error) {
+	args := append(userns,
+		"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
 		"--cap-drop", "ALL",
 		"--die-with-parent", "--new-session",
 		"--hostname", "sandbox",
-	}
+	)
 	// data passes a small generated file, read-only at dest.
 	data := func(b []byte, dest string) error {
 		fd, err := fds.addData(b)
@@ -99,9 +100,6 @@ func (d *Driver) bwrapArgs(m *meta, dir, cwd string, argv []string, fds *fdList)
 			return nil, err
 		}
 		args = append(args, "--seccomp", fd)
-	}
-	if d.disableUserns {
-		args = append(args, "--disable-userns") // no nested namespaces to climb out of
 	}
 	// A network namespace of its own: an open one is connected by
 	// slirp4netns once bwrap has made it (Driver.run).
@@ -403,7 +401,12 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 	}
 	defer blockW.Close()
 	args := []string{"--json-status-fd", fds.add(statusW), "--args", fds.add(envR), "--block-fd", fds.add(blockR)}
-	more, err := d.bwrapArgs(m, dir, path.Clean(cwd), rs.argv, &fds)
+	userns, attr, err := d.usernsArgs(m, &fds)
+	if err != nil {
+		envW.Close()
+		return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: err}
+	}
+	more, err := d.bwrapArgs(m, dir, path.Clean(cwd), rs.argv, userns, &fds)
 	if err != nil {
 		envW.Close()
 		return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: err}
@@ -437,7 +440,8 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 	cmd.Stdout = stdout
 	cmd.Stderr = io.MultiWriter(stderr, diag)
 	cmd.ExtraFiles = fds
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = attr
+	cmd.SysProcAttr.Setpgid, cmd.SysProcAttr.Pdeathsig = true, syscall.SIGKILL
 	// The namespace dies with bwrap, so pipes close promptly; this only
 	// bounds the wait if something unexpected keeps them open.
 	cmd.WaitDelay = 5 * time.Second
@@ -530,7 +534,7 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 	}
 	if started && limitErr == nil && d.needsNetwork(m.Spec) {
 		var stopNet func()
-		if stopNet, limitErr = d.startNetwork(pid, m.Spec); limitErr != nil {
+		if stopNet, limitErr = d.startNetwork(pid, m.Spec, d.sandboxIDs(m)); limitErr != nil {
 			st.kill()
 		} else {
 			// Like the cgroup's removal: off the command's path, finished

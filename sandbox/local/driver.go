@@ -5,6 +5,8 @@
 // read-write at the workdir, a private /tmp, and a clean environment.
 //
 // What the local backend enforces, and what it refuses rather than ignore:
+//   - identity: under a root worker a sandbox's processes are root inside
+//     and an unprivileged uid on the host (SandboxUIDEnv, userns.go);
 //   - network: blocked (loopback only), or open: a network namespace of
 //     the sandbox's own, connected through slirp4netns, from which the
 //     worker's loopback and link-local addresses (the cloud metadata
@@ -191,6 +193,12 @@ type Driver struct {
 	// against the host paths it was given would be won.
 	beforeStart func()
 
+	// sandboxUser is who a root worker's new sandboxes run as on the
+	// host (SandboxUIDEnv; zero: the worker); userns holds the user
+	// namespaces their commands join (userns.go).
+	sandboxUser ids
+	userns      userNamespaces
+
 	mu      sync.Mutex
 	running map[string]map[*exec.Cmd]*execState // by sandbox name, for Destroy
 	closed  bool                                // set by Close: no command starts after it
@@ -307,6 +315,14 @@ func New(opts Options) (*Driver, error) {
 	}
 	if d.egressOff, err = egressFilterOff(); err != nil {
 		return nil, err
+	}
+	if os.Geteuid() == 0 {
+		if d.sandboxUser, err = sandboxIDsFromEnv(); err != nil {
+			return nil, err
+		}
+		if !d.sandboxUser.set() {
+			log.Warn("local sandboxes run as root on the host (" + SandboxUIDEnv + "=off): a sandbox can exhaust root's per-user kernel limits")
+		}
 	}
 	if d.mkfs, d.diskErr = diskSupport(); d.diskErr != nil && d.diskOff {
 		log.Warn("local sandboxes run without a disk limit (" + DiskLimitEnv + "=off): a command can fill the worker's disk")
@@ -489,6 +505,7 @@ func (d *Driver) Close() error {
 	d.mu.Unlock()
 	d.active.Wait()
 	d.unmountAll()
+	d.closeUserNamespaces()
 	return nil
 }
 
@@ -536,7 +553,12 @@ func (d *Driver) Create(ctx context.Context, name string, spec sandbox.Spec) (sa
 		CreatedAt: now.UTC(), ExpiresAt: now.Add(spec.Lifetime).UTC(),
 		// Fixed at creation, by whoever configured the creating task.
 		Limits: &limits{MemoryMiB: cmp.Or(spec.MemoryMiB, d.defaultMemMiB), DiskMiB: d.diskMiB,
-			DiskInodes: d.diskInodes, DiskImage: d.mkfs != ""},
+			DiskInodes: d.diskInodes, DiskImage: d.mkfs != "", Sandbox: d.sandboxUser},
+	}
+	if d.sandboxUser.set() { // made here, its failure refuses the spec, not a command
+		if _, err := d.userNamespaces(d.sandboxUser); err != nil {
+			return fail(err)
+		}
 	}
 	if ownDisk(m) {
 		if err := d.makeDisk(staging, *m.Limits); err != nil {
@@ -544,8 +566,14 @@ func (d *Driver) Create(ctx context.Context, name string, spec sandbox.Spec) (sa
 		}
 	}
 	for _, sub := range []string{workDir, tmpDir} {
-		if err := os.Mkdir(d.hostArea(m, staging, sub), 0o755); err != nil {
+		area := d.hostArea(m, staging, sub)
+		if err := os.Mkdir(area, 0o755); err != nil {
 			return fail(err)
+		}
+		if m.Limits.Sandbox.set() {
+			if err := os.Lchown(area, m.Limits.Sandbox.UID, m.Limits.Sandbox.GID); err != nil {
+				return fail(err)
+			}
 		}
 	}
 	// /tmp is world-writable with the sticky bit, as programs expect. Go's

@@ -224,21 +224,25 @@ func probeEgress() error {
 }
 
 // installEgress installs the filter in the sandbox's network namespace
-// (owned by userns) before its command starts.
-func (d *Driver) installEgress(netns, userns *os.File, plan egressPlan) error {
+// (owned by userns) before its command starts, as: the owner of userns
+// (the sandbox's ids, or zero ids for the worker).
+func (d *Driver) installEgress(netns, userns *os.File, plan egressPlan, as ids) error {
 	exe, err := os.Open("/proc/self/exe")
 	if err != nil {
 		return fmt.Errorf("cannot open the worker's own binary to install the sandbox's egress filter: %v", err)
 	}
 	defer exe.Close()
-	// nsenter joins the user namespace first (the worker owns it), then
-	// the network, and executes our binary. It keeps the worker's uid,
-	// which is uid 0 there (bwrap maps it so), so the binary has every
-	// capability in it. (Without --preserve-credentials nsenter calls
-	// setgroups, which bwrap denies in an unprivileged worker's namespace.)
+	// nsenter joins the user namespace first (its owner runs it), then
+	// the network, and executes our binary. It keeps its uid, which is
+	// uid 0 there (bwrap, or userns.go, maps it so), so the binary has
+	// every capability in it. (Without --preserve-credentials nsenter
+	// calls setgroups, which those namespaces deny.) A root worker's
+	// sandbox's namespace is the sandbox uid's: root executing there
+	// would be unmapped, and have none.
 	cmd := exec.Command(egressReady.nsenter, "--user=/proc/self/fd/3", "--net=/proc/self/fd/4", "--preserve-credentials", "--", "/proc/self/fd/5", egressChildArg)
 	cmd.ExtraFiles = []*os.File{userns, netns, exe}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = as.procAttr()
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	if err := runEgressChild(cmd, plan); err != nil {
 		return fmt.Errorf("cannot install the sandbox's egress filter, which keeps it off the worker's own addresses and private network, so its command does not run (%v); use block: true, or have the operator set %s=off to allow open networks without it", err, EgressFilterEnv)
 	}

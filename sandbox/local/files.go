@@ -170,6 +170,10 @@ func (d *Driver) WriteFile(ctx context.Context, id, p string, r io.Reader, mode 
 		}
 		return fileErr("write", id, p, err)
 	}
+	sbIDs := d.sandboxIDs(m)
+	if err := giveParentsToSandbox(root, parent, sbIDs); err != nil {
+		return fileErr("write", id, p, err)
+	}
 	if st, err := root.Lstat(a.rel); err == nil && st.IsDir() {
 		return &sandbox.Error{Op: "write", Sandbox: id, Path: p, Kind: sandbox.ErrIsDir, Err: errors.New("is a directory; write to a file path inside it")}
 	}
@@ -185,6 +189,9 @@ func (d *Driver) WriteFile(ctx context.Context, id, p string, r io.Reader, mode 
 	err = copyChunked(ctx, f, r)
 	if cerr := f.Close(); err == nil {
 		err = cerr
+	}
+	if err == nil { // before the mode: a chown clears setuid bits
+		err = giveToSandbox(root, tmp, sbIDs)
 	}
 	if err == nil {
 		err = root.Chmod(tmp, mode&(fs.ModePerm|fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky)) // not narrowed by the umask

@@ -82,7 +82,7 @@ func TestEgressInstallWaitsForTheIDMaps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = d.installEgress(netns, userns, plan)
+	err = d.installEgress(netns, userns, plan, ids{})
 	if err == nil || !strings.Contains(err.Error(), "operation not permitted") {
 		t.Fatalf("installed into a namespace without maps, the filter should fail as issue 40's did (operation not permitted), so the test shows nothing; got %v", err)
 	}
@@ -99,7 +99,7 @@ func TestEgressInstallWaitsForTheIDMaps(t *testing.T) {
 	if err != nil || looked == 0 {
 		t.Fatalf("waitIDMaps: %v, after %d looks without a map; want it to wait for the map the test writes", err, looked)
 	}
-	if err := d.installEgress(netns, userns, plan); err != nil {
+	if err := d.installEgress(netns, userns, plan, ids{}); err != nil {
 		t.Fatalf("once the namespace is mapped the filter should install: %v", err)
 	}
 }

@@ -55,6 +55,9 @@ type limits struct {
 	// (disk.go), not in plain directories (the layout before it, or with
 	// the operator's DiskLimitEnv=off).
 	DiskImage bool `json:"disk_image,omitempty"`
+	// Sandbox is the host uid and gid its processes run as (userns.go);
+	// zero: the worker's own.
+	Sandbox ids `json:"sandbox,omitzero"`
 }
 
 func (m *meta) info() sandbox.Info {

@@ -55,10 +55,11 @@ const (
 )
 
 // startNetwork connects the network namespace of bwrap's init (host pid)
-// to the outside and returns once the sandbox's interface is configured;
+// to the outside and returns once the sandbox's interface is configured
+// (as: who owns the sandbox's user namespace, usernsArgs);
 // stop ends slirp4netns (it also exits by itself when the worker dies:
 // its --exit-fd closes).
-func (d *Driver) startNetwork(pid int, spec sandbox.Spec) (stop func(), err error) {
+func (d *Driver) startNetwork(pid int, spec sandbox.Spec, as ids) (stop func(), err error) {
 	if err := waitLoopback(pid); err != nil {
 		return nil, err
 	}
@@ -102,7 +103,7 @@ func (d *Driver) startNetwork(pid int, spec sandbox.Spec) (stop func(), err erro
 		// it unfiltered.
 		plan, err := d.planFor(spec)
 		if err == nil {
-			err = d.installEgress(netns, userns, plan)
+			err = d.installEgress(netns, userns, plan, as)
 		}
 		if err != nil && !unfiltered(err) {
 			readyW.Close()
