@@ -68,7 +68,6 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -212,26 +211,6 @@ type Driver struct {
 
 var _ driver.Driver = (*Driver)(nil)
 
-// DefaultRoot is where sandboxes live when Options.Root is empty: under
-// the XDG state directory ($XDG_STATE_HOME, else $HOME/.local/state, as
-// the XDG spec defaults it, when HOME is a directory of the worker's), else
-// in the temporary directory under a name of the worker's uid. A name
-// shared by every user there let whoever made it first deny local
-// sandboxes to every other worker; another user may still make the
-// worker's own name first, which New refuses, saying to set
-// XDG_STATE_HOME.
-func DefaultRoot() string {
-	if s := os.Getenv("XDG_STATE_HOME"); s != "" && filepath.IsAbs(s) {
-		return filepath.Join(s, "airflow-go-worker", "sandboxes")
-	}
-	if home := os.Getenv("HOME"); filepath.IsAbs(home) && home != "/" {
-		if st, err := os.Stat(home); err == nil && st.IsDir() && int(ownerOf(st)) == os.Geteuid() {
-			return filepath.Join(home, ".local", "state", "airflow-go-worker", "sandboxes")
-		}
-	}
-	return filepath.Join(os.TempDir(), "airflow-go-worker-sandboxes-"+strconv.Itoa(os.Geteuid()))
-}
-
 // New checks that bubblewrap is available and prepares the root directory.
 func New(opts Options) (*Driver, error) {
 	log := opts.Logger
@@ -255,17 +234,8 @@ func New(opts Options) (*Driver, error) {
 	if slirpErr != nil {
 		log.Warn("slirp4netns not found: open-network specs will be refused (install slirp4netns to allow them)", "error", slirpErr)
 	}
-	root := opts.Root
-	if root == "" {
-		root = DefaultRoot()
-	}
-	if root, err = filepath.Abs(root); err != nil {
-		return nil, fmt.Errorf("local sandbox root %q: %v", opts.Root, err)
-	}
-	if root, err = secureRoot(root); err != nil {
-		if opts.Root == "" {
-			err = fmt.Errorf("%w (this is the default root: a worker sets its own with XDG_STATE_HOME)", err)
-		}
+	root, err := rootFor(opts.Root)
+	if err != nil {
 		return nil, err
 	}
 	host := opts.Host
@@ -350,49 +320,6 @@ func New(opts Options) (*Driver, error) {
 		return nil, err
 	}
 	return d, nil
-}
-
-// secureRoot returns the resolved sandbox root, creating it (mode 0700)
-// when missing, and refuses a root another host user controls. Whoever can
-// write there can swap a sandbox directory for a link to any host path,
-// which the next command would then mount read-write, and read every
-// sandbox's env in meta.json. The default root lies in the shared /tmp,
-// where another user may have made it first or left a symlink to a
-// directory of their choosing. It never changes the mode of a directory it
-// did not create: that directory may be someone else's (or /tmp itself).
-func secureRoot(root string) (string, error) {
-	if _, err := os.Lstat(root); errors.Is(err, fs.ErrNotExist) {
-		err := os.MkdirAll(filepath.Dir(root), 0o755)
-		if err == nil {
-			err = os.Mkdir(root, 0o700) // the umask can only narrow it
-		}
-		if err != nil && !errors.Is(err, fs.ErrExist) {
-			return "", fmt.Errorf("cannot create the local sandbox root %s: %v; choose a writable directory (Options.Root)", root, err)
-		}
-	}
-	real, err := resolveTrusted(root)
-	if err != nil {
-		return "", fmt.Errorf("refusing the local sandbox root %s: %v; remove it or choose a directory of your own (Options.Root)", root, err)
-	}
-	st, err := os.Lstat(real)
-	if err != nil {
-		return "", fmt.Errorf("cannot stat the local sandbox root %s: %v", real, err)
-	}
-	if !st.IsDir() {
-		return "", fmt.Errorf("the local sandbox root %s is not a directory; remove it or choose another directory (Options.Root)", real)
-	}
-	if uid := ownerOf(st); int(uid) != os.Geteuid() {
-		return "", fmt.Errorf("the local sandbox root %s belongs to uid %d, not to this worker (uid %d), so that user could redirect sandboxes to host paths; remove it or choose a directory of your own (Options.Root)", real, uid, os.Geteuid())
-	}
-	// Sandbox directories are 0700 and meta.json 0600: others may list
-	// the root, but must not write it.
-	if st.Mode().Perm()&0o022 != 0 {
-		return "", fmt.Errorf("the local sandbox root %s is writable by other users (mode %v), who could replace sandboxes with links to host paths; chmod go-w it if it is yours, or choose another directory (Options.Root)", real, st.Mode().Perm())
-	}
-	if err := checkAncestors(real); err != nil {
-		return "", fmt.Errorf("refusing the local sandbox root %s: %v; choose a directory whose parents only this worker or root can write (Options.Root)", real, err)
-	}
-	return real, nil
 }
 
 // probe learns bubblewrap's version and checks that it can create the
