@@ -523,7 +523,7 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 		var init *initExit
 		if init, limitErr = watchInit(pid, cmd.Process.Pid); limitErr == nil {
 			var release func() error
-			release, limitErr = d.applyLimits(pid, lim)
+			release, limitErr = d.applyLimits(pid, d.sandboxCgroup(m.Name), lim)
 			// Off the command's path, finished by Close: its cgroups go
 			// once its init, and with it every process of it, has exited.
 			defer d.afterCommand(func() { d.releaseAfterExit(init, release) })

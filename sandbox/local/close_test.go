@@ -14,20 +14,16 @@ import (
 )
 
 // cgroupsOf lists the per-command cgroups driver d has now, in every
-// hierarchy it uses: another driver's (one an earlier test never closed)
+// hierarchy it uses, and the cgroups of its sandboxes (which their last
+// command removes): another driver's (one an earlier test never closed)
 // are not its business.
 func cgroupsOf(d *Driver) []string {
-	var parents []string
-	if cg, ok := d.procs.(cgroupProcs); ok {
-		parents = append(parents, cg.cg.pids)
-	}
-	if d.memCgroup.memory != "" {
-		parents = append(parents, d.memCgroup.memory)
-	}
 	var left []string
-	for _, p := range parents {
-		l, _ := filepath.Glob(filepath.Join(p, d.cgroupPrefix+"*"))
-		left = append(left, l...)
+	for _, p := range d.cgroupParents() {
+		for _, pattern := range []string{d.cgroupPrefix + "*", "*/" + d.cgroupPrefix + "*", d.sandboxCgroup("*")} {
+			l, _ := filepath.Glob(filepath.Join(p, pattern))
+			left = append(left, l...)
+		}
 	}
 	return left
 }

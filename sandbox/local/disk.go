@@ -326,6 +326,9 @@ func (d *Driver) unmountAll() {
 		return
 	}
 	for _, e := range entries {
+		if !e.IsDir() {
+			continue // the budget lock
+		}
 		p := d.mountPoint(filepath.Join(d.root, e.Name()))
 		if err := unmount(p); err != nil {
 			d.log.Warn("a sandbox's disk stays mounted", "error", err)

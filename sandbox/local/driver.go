@@ -22,9 +22,12 @@
 //     memory than they use (the JVM, Go, some allocators) need headroom
 //     under (limits.go);
 //   - cpu: refused; the local backend cannot limit cpu;
-//   - processes: each command's sandbox may run Options.MaxProcesses
-//     processes and threads (DefaultMaxProcesses); see pids.go for how, and
-//     Create refuses when this host offers no way;
+//   - processes: each sandbox may run Options.MaxProcesses processes and
+//     threads (DefaultMaxProcesses); see pids.go for how, and Create
+//     refuses when this host offers no way;
+//   - budgets: the disks and process limits of the live sandboxes under
+//     the root add up to at most the worker's budgets, and Create refuses
+//     a sandbox past them (budget.go);
 //   - disk: the workdir and /tmp together hold at most Options.DiskMiB
 //     (DefaultDiskMiB) in at most Options.DiskInodes files: they live on a
 //     filesystem of the sandbox's own, a sparse ext4 image loop-mounted on
@@ -132,8 +135,9 @@ type Options struct {
 	// /home as a sandbox's root. The operator's setting: the worker reads it
 	// from AIRFLOW_GO_WORKER_IMAGE_ROOTS.
 	ImageRoots []string
-	// MaxProcesses caps the processes and threads of each command's
-	// sandbox, so a fork bomb cannot take the host's pids. 0 means
+	// MaxProcesses caps the processes and threads of each sandbox (of each
+	// command, on an unprivileged worker), so a fork bomb cannot take the
+	// host's pids. 0 means
 	// DefaultMaxProcesses; negative means no limit (an operator's choice on
 	// a host that offers no way to enforce one: a root worker without a
 	// writable pids cgroup).
@@ -183,6 +187,9 @@ type Driver struct {
 	mkfs    string
 	diskErr error
 	diskOff bool
+	// budget bounds what the live sandboxes under root take together
+	// (budget.go).
+	budget budgets
 	// disableUserns: bwrap is new enough (0.8+) for --disable-userns.
 	disableUserns bool
 	seccomp       []byte // compiled filter for --seccomp; nil = none
@@ -263,23 +270,6 @@ func New(opts Options) (*Driver, error) {
 	if d.seccomp == nil {
 		log.Warn("no seccomp filter for this architecture; sandboxes rely on namespaces and dropped capabilities alone")
 	}
-	switch d.maxProcs = opts.MaxProcesses; {
-	case d.maxProcs == 0:
-		d.maxProcs = DefaultMaxProcesses
-	case d.maxProcs < 0:
-		d.maxProcs = 0
-		log.Warn("local sandboxes run without a process limit (MaxProcesses < 0): a fork bomb can exhaust the host's pids")
-	}
-	if d.defaultMemMiB, d.diskMiB = opts.DefaultMemoryMiB, opts.DiskMiB; d.defaultMemMiB <= 0 {
-		d.defaultMemMiB = DefaultMemoryMiB
-	}
-	if d.diskMiB <= 0 {
-		d.diskMiB = DefaultDiskMiB
-	}
-	d.diskInodes = inodesFor(d.diskMiB, opts.DiskInodes)
-	if d.diskOff, err = diskLimitOff(); err != nil {
-		return nil, err
-	}
 	if d.egressAllow, err = egressAllowFromEnv(); err != nil {
 		return nil, err
 	}
@@ -294,32 +284,57 @@ func New(opts Options) (*Driver, error) {
 			log.Warn("local sandboxes run as root on the host (" + SandboxUIDEnv + "=off): a sandbox can exhaust root's per-user kernel limits")
 		}
 	}
-	if d.mkfs, d.diskErr = diskSupport(); d.diskErr != nil && d.diskOff {
-		log.Warn("local sandboxes run without a disk limit (" + DiskLimitEnv + "=off): a command can fill the worker's disk")
-	}
-	d.cgroupPrefix = driverCgroupPrefix()
-	if parent, version, err := ownCgroupFor("memory"); err == nil {
-		d.memCgroup = cgroupLimiter{version: version, memory: parent, prefix: d.cgroupPrefix}
-		removeStaleCgroups(parent, time.Now())
-	} else {
-		d.memErr = err
-		log.Debug("no memory cgroup: memory limits are per process (RLIMIT_AS)", "reason", err)
-	}
-	if d.maxProcs > 0 {
-		d.procs, d.procsErr = procLimiterFor(d.cgroupPrefix)
-		switch l := d.procs.(type) {
-		case cgroupProcs:
-			removeStaleCgroups(l.cg.pids, time.Now())
-		case rlimitProcs:
-			if !kernelAtLeast(5, 14) {
-				log.Warn("this kernel (before 5.14) counts RLIMIT_NPROC across all of the worker user's processes, not per sandbox: commands may fail to fork when the user runs many processes", "max_processes", d.maxProcs)
-			}
-		}
+	if err := d.setUpLimits(opts); err != nil {
+		return nil, err
 	}
 	if err := d.probe(); err != nil {
 		return nil, err
 	}
 	return d, nil
+}
+
+// setUpLimits settles the limits of the sandboxes this driver makes and
+// how it enforces them, its budgets, and clears what dead workers left.
+func (d *Driver) setUpLimits(opts Options) error {
+	var err error
+	switch d.maxProcs = opts.MaxProcesses; {
+	case d.maxProcs == 0:
+		d.maxProcs = DefaultMaxProcesses
+	case d.maxProcs < 0:
+		d.maxProcs = 0
+		d.log.Warn("local sandboxes run without a process limit (MaxProcesses < 0): a fork bomb can exhaust the host's pids")
+	}
+	if d.defaultMemMiB, d.diskMiB = opts.DefaultMemoryMiB, opts.DiskMiB; d.defaultMemMiB <= 0 {
+		d.defaultMemMiB = DefaultMemoryMiB
+	}
+	if d.diskMiB <= 0 {
+		d.diskMiB = DefaultDiskMiB
+	}
+	d.diskInodes = inodesFor(d.diskMiB, opts.DiskInodes)
+	if d.diskOff, err = diskLimitOff(); err != nil {
+		return err
+	}
+	if d.mkfs, d.diskErr = diskSupport(); d.diskErr != nil && d.diskOff {
+		d.log.Warn("local sandboxes run without a disk limit (" + DiskLimitEnv + "=off): a command can fill the worker's disk")
+	}
+	if d.budget, err = budgetsFromEnv(); err != nil {
+		return err
+	}
+	d.cgroupPrefix = driverCgroupPrefix()
+	if parent, version, err := ownCgroupFor("memory"); err == nil {
+		d.memCgroup = cgroupLimiter{version: version, memory: parent, prefix: d.cgroupPrefix}
+	} else {
+		d.memErr = err
+		d.log.Debug("no memory cgroup: memory limits are per process (RLIMIT_AS)", "reason", err)
+	}
+	if d.maxProcs > 0 {
+		d.procs, d.procsErr = procLimiterFor(d.cgroupPrefix)
+		if _, ok := d.procs.(rlimitProcs); ok && !kernelAtLeast(5, 14) {
+			d.log.Warn("this kernel (before 5.14) counts RLIMIT_NPROC across all of the worker user's processes, not per sandbox: commands may fail to fork when the user runs many processes", "max_processes", d.maxProcs)
+		}
+	}
+	d.removeDeadWorkers()
+	return nil
 }
 
 // probe learns bubblewrap's version and checks that it can create the
@@ -465,9 +480,16 @@ func (d *Driver) Create(ctx context.Context, name string, spec sandbox.Spec) (sa
 	if err := ctx.Err(); err != nil {
 		return sandbox.Info{}, &sandbox.Error{Op: "create", Sandbox: name, Err: err}
 	}
-	staging, err := os.MkdirTemp(d.root, ".creating-"+name+"-")
-	if err != nil {
-		return sandbox.Info{}, &sandbox.Error{Op: "create", Sandbox: name, Err: fmt.Errorf("cannot create a directory under %s: %v", d.root, err)}
+	d.removeDeadWorkers()
+	// Fixed at creation, by whoever configured the creating task.
+	lim := &limits{MemoryMiB: cmp.Or(spec.MemoryMiB, d.defaultMemMiB), DiskMiB: d.diskMiB,
+		DiskInodes: d.diskInodes, DiskImage: d.mkfs != "", Sandbox: d.sandboxUser, MaxProcesses: d.maxProcs}
+	staging, err := d.reserve(name, *lim)
+	if se := (*sandbox.Error)(nil); errors.As(err, &se) {
+		se.Sandbox = name // refused for good (budget.go)
+		return sandbox.Info{}, se
+	} else if err != nil {
+		return sandbox.Info{}, &sandbox.Error{Op: "create", Sandbox: name, Err: err}
 	}
 	fail := func(err error) (sandbox.Info, error) {
 		_ = unmountDisk(staging) // a mount left makes RemoveAll fail; the sweep retries
@@ -477,10 +499,7 @@ func (d *Driver) Create(ctx context.Context, name string, spec sandbox.Spec) (sa
 	now := d.now()
 	m := &meta{
 		Name: name, Spec: spec, Rootfs: rootfs, Tags: cloneTags(spec.Tags), Host: d.host,
-		CreatedAt: now.UTC(), ExpiresAt: now.Add(spec.Lifetime).UTC(),
-		// Fixed at creation, by whoever configured the creating task.
-		Limits: &limits{MemoryMiB: cmp.Or(spec.MemoryMiB, d.defaultMemMiB), DiskMiB: d.diskMiB,
-			DiskInodes: d.diskInodes, DiskImage: d.mkfs != "", Sandbox: d.sandboxUser},
+		CreatedAt: now.UTC(), ExpiresAt: now.Add(spec.Lifetime).UTC(), Limits: lim,
 	}
 	if d.sandboxUser.set() { // made here, its failure refuses the spec, not a command
 		if _, err := d.userNamespaces(d.sandboxUser); err != nil {
@@ -520,11 +539,27 @@ func (d *Driver) Create(ctx context.Context, name string, spec sandbox.Spec) (sa
 	if err := writeMeta(staging, m); err != nil {
 		return fail(err)
 	}
-	if err := os.Rename(staging, dir); err != nil {
-		return fail(fmt.Errorf("a sandbox named %s may already exist: %v", name, err))
+	if err := d.moveIntoPlace(staging, dir); err != nil {
+		return fail(err)
 	}
 	d.log.Debug("created local sandbox", "sandbox", name, "dir", dir, "expires_at", m.ExpiresAt)
 	return m.info(), nil
+}
+
+// moveIntoPlace renames a finished sandbox from staging to dir, under the
+// budget lock: a ledger never lists the root mid-rename, where it could
+// miss both names.
+func (d *Driver) moveIntoPlace(staging, dir string) error {
+	unlock, err := d.lockBudget()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := os.Rename(staging, dir); err != nil {
+		return fmt.Errorf("a sandbox named %s may already exist: %v", filepath.Base(dir), err)
+	}
+	os.Remove(filepath.Join(dir, reservationFile)) // its meta.json counts now
+	return nil
 }
 
 // noProcLimit says why this host cannot cap a sandbox's processes.
@@ -704,8 +739,10 @@ func matches(tags, match map[string]string) bool {
 }
 
 // RemoveExpired destroys every sandbox past its expiry and returns their
-// ids. It also clears what a crash mid-create or mid-destroy left behind.
+// ids. It also clears what a crash mid-create or mid-destroy left behind,
+// and what killed workers left mounted or in cgroups.
 func (d *Driver) RemoveExpired(ctx context.Context) ([]string, error) {
+	d.removeDeadWorkers()
 	d.removeLeftovers()
 	all, err := d.ListSandboxes(ctx, nil)
 	if err != nil {

@@ -99,10 +99,9 @@ func TestRefusals(t *testing.T) {
 			if !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("error %q does not mention %q", err, c.want)
 			}
-			entries, _ := os.ReadDir(d.Root())
-			for _, e := range entries {
-				if e.Name() != nameOf(other.ID()) {
-					t.Fatalf("refused create left %s behind", e.Name())
+			for _, e := range rootEntries(t, d.Root()) {
+				if e != nameOf(other.ID()) {
+					t.Fatalf("refused create left %s behind", e)
 				}
 			}
 		})
@@ -524,9 +523,8 @@ func TestDestroyRemovesUnwritableDirs(t *testing.T) {
 	if err := sb.Destroy(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	entries, _ := os.ReadDir(d.Root())
-	for _, e := range entries {
-		t.Errorf("left behind: %s", e.Name())
+	for _, e := range rootEntries(t, d.Root()) {
+		t.Errorf("left behind: %s", e)
 	}
 }
 

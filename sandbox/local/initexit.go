@@ -24,7 +24,7 @@ type initExit struct {
 
 // initExitGuard bounds the wait for an init that has been told to end: only
 // a process stuck in the kernel outlasts it, and then its cgroups are left
-// to a later New (removeStaleCgroups).
+// to a later worker (removeLeftoverCgroups).
 const initExitGuard = time.Minute
 
 // watchInit opens a pidfd of bubblewrap's init, host process pid, which

@@ -28,31 +28,30 @@ func (d *Driver) limitsOf(m *meta) limits {
 
 // applyLimits caps the command whose bubblewrap init is host process pid,
 // which waits on its block fd: its processes (RLIMIT_NPROC in its user
-// namespace, or a pids cgroup), its memory where a memory cgroup can be
+// namespace, or its sandbox's pids cgroup, sandboxCg), its memory where a memory cgroup can be
 // made (otherwise prlimit's RLIMIT_AS, set when bwrap started). Its disk
 // is its sandbox's filesystem (disk.go). release, never nil, undoes
 // what was set up, even when err says not all of it could be: call it once
 // the init has exited.
-func (d *Driver) applyLimits(pid int, lim limits) (release func() error, err error) {
+func (d *Driver) applyLimits(pid int, sandboxCg string, lim limits) (release func() error, err error) {
 	cg := d.memCgroup
 	memBytes := int64(lim.MemoryMiB) << 20
 	maxProcs := 0
 	switch p := d.procs.(type) {
 	case rlimitProcs:
-		if d.maxProcs > 0 {
-			if _, err := p.apply(pid, d.maxProcs); err != nil {
+		if n := d.procsOf(lim); n > 0 {
+			if _, err := p.apply(pid, sandboxCg, n); err != nil {
 				return noRelease, err
 			}
 		}
 	case cgroupProcs:
-		if d.maxProcs > 0 {
-			maxProcs = d.maxProcs
+		if maxProcs = d.procsOf(lim); maxProcs > 0 {
 			if cg.memory != "" && cg.version != p.cg.version {
 				// One hierarchy each (cgroup v1 beside v2): two cgroups.
-				relProcs, err := p.apply(pid, maxProcs)
+				relProcs, err := p.apply(pid, sandboxCg, maxProcs)
 				if err == nil {
 					var relMem func() error
-					relMem, err = cg.apply(pid, 0, memBytes)
+					relMem, err = cg.apply(pid, sandboxCg, 0, memBytes)
 					return func() error { return errors.Join(relMem(), relProcs()) }, err
 				}
 				return relProcs, err
@@ -63,7 +62,7 @@ func (d *Driver) applyLimits(pid int, lim limits) (release func() error, err err
 	if cg.pids == "" && cg.memory == "" {
 		return noRelease, nil
 	}
-	return cg.apply(pid, maxProcs, memBytes)
+	return cg.apply(pid, sandboxCg, maxProcs, memBytes)
 }
 
 // errDiskFull explains a command's failure when its sandbox's filesystem

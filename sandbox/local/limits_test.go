@@ -83,7 +83,7 @@ func runForkBomb(t *testing.T, d *Driver) int {
 		t.Fatalf("fork bomb: exit %d, out %q, err %q", res.ExitCode, out, errs)
 	}
 	t.Logf("the fork bomb reached %d processes", n)
-	// The limit is per command: the next one starts afresh.
+	// The bomb's processes end with its command: the next one starts afresh.
 	if res, out, _ := run(t, sb, "echo after", 10*time.Second); res.ExitCode != 0 || out != "after\n" {
 		t.Fatalf("the command after the fork bomb: exit %d, out %q", res.ExitCode, out)
 	}

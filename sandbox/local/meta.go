@@ -58,6 +58,11 @@ type limits struct {
 	// Sandbox is the host uid and gid its processes run as (userns.go);
 	// zero: the worker's own.
 	Sandbox ids `json:"sandbox,omitzero"`
+	// MaxProcesses caps the processes and threads of all its commands
+	// together (a root worker's pids cgroup) or of each (RLIMIT_NPROC); 0
+	// for a sandbox made before sandboxes recorded it (the driver's
+	// applies) or with the limit off.
+	MaxProcesses int `json:"max_processes,omitempty"`
 }
 
 func (m *meta) info() sandbox.Info {

@@ -3,6 +3,8 @@ package local
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -11,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -19,19 +20,21 @@ import (
 )
 
 // Process limits. A fork bomb in a sandbox ran to 3000+ processes; now the
-// processes and threads of each command are capped, with one of two kernel
+// processes and threads of a sandbox are capped, with one of two kernel
 // mechanisms, depending on how the worker runs:
 //
 //   - not root: RLIMIT_NPROC, set on bubblewrap's init once it is inside the
 //     sandbox's new user namespace and before it starts the command (bwrap
 //     waits on --block-fd meanwhile). The kernel counts RLIMIT_NPROC per user
-//     namespace (Linux 5.14+), so only the sandbox's own processes count.
+//     namespace (Linux 5.14+), so only the command's own processes count.
 //     Set before bwrap creates the namespace, the limit would count every
-//     process of the worker's user instead.
+//     process of the worker's user instead. Each command is a namespace of
+//     its own, so commands running at once each have the limit; all of
+//     them together count against the worker user's own RLIMIT_NPROC.
 //   - root: the kernel never enforces RLIMIT_NPROC for uid 0, so each
-//     command gets a pids cgroup of its own below the worker's: cgroup v2
-//     when the worker's cgroup offers the pids controller to its children,
-//     else cgroup v1's pids hierarchy.
+//     sandbox gets a pids cgroup below the worker's, which all its commands
+//     share: cgroup v2 when the worker's cgroup offers the pids controller
+//     to its children, else cgroup v1's pids hierarchy.
 //
 // When neither works, Create refuses (unless the limit is turned off).
 
@@ -42,11 +45,12 @@ const DefaultMaxProcesses = 1024
 
 // procLimiter caps the processes of one command.
 type procLimiter interface {
-	// apply caps the command whose bubblewrap init is host process pid,
-	// which has not started the command yet. release, never nil, undoes
-	// what apply set up, even when it failed half-way; call it once the
-	// init has exited.
-	apply(pid, max int) (release func() error, err error)
+	// apply caps at max the processes of the command whose bubblewrap
+	// init is host process pid, which has not started the command yet, and
+	// where it can of all commands of its sandbox, whose cgroup would be
+	// named sandboxCg. release, never nil, undoes what apply set up, even
+	// when it failed half-way; call it once the init has exited.
+	apply(pid int, sandboxCg string, max int) (release func() error, err error)
 	String() string
 }
 
@@ -55,7 +59,7 @@ type rlimitProcs struct{}
 
 func (rlimitProcs) String() string { return "RLIMIT_NPROC in the sandbox's user namespace" }
 
-func (rlimitProcs) apply(pid, max int) (func() error, error) {
+func (rlimitProcs) apply(pid int, _ string, max int) (func() error, error) {
 	lim := unix.Rlimit{Cur: uint64(max), Max: uint64(max)}
 	if err := unix.Prlimit(pid, unix.RLIMIT_NPROC, &lim, nil); err != nil {
 		return noRelease, fmt.Errorf("cannot limit the sandbox's processes (RLIMIT_NPROC on pid %d): %v", pid, err)
@@ -80,11 +84,12 @@ func kernelAtLeast(major, minor int) bool {
 // cgroupPrefix names the per-command cgroups, so stale ones can be found.
 const cgroupPrefix = "airflow-go-worker-"
 
-// driverCgroupPrefix begins the names of one driver's cgroups: this
-// process's pid and an id of the driver's own, so that it (and a test
-// checking that it left none) can tell its cgroups from another's.
+// driverCgroupPrefix begins the names of one driver's cgroups and mount
+// points: this process's identity (workerID), so that a later worker can
+// tell whether it is gone, and an id of the driver's own, so that it (and
+// a test checking that it left none) can tell its cgroups from another's.
 func driverCgroupPrefix() string {
-	return cgroupPrefix + strconv.Itoa(os.Getpid()) + "-" + randhex.String(4) + "-"
+	return cgroupPrefix + thisWorker().String() + "-" + randhex.String(4) + "-"
 }
 
 // cgroupLimiter puts each command in a cgroup of its own below the
@@ -93,9 +98,15 @@ func driverCgroupPrefix() string {
 // whose cgroup offers the controller). In cgroup v2 both live in one
 // directory, as a process is in one cgroup only; in v1 each controller has
 // its hierarchy.
+//
+// The process limit is the sandbox's, shared by all its commands (a
+// worker's, or several workers' at once): a command's pids cgroup lies
+// in one of the sandbox's (sandboxCgroup), which holds pids.max, so the
+// worker's process budget can sum one limit per sandbox. That cgroup is
+// made by whichever command needs it and removed by the last to end.
 type cgroupLimiter struct {
 	version string // "v1" or "v2", for messages
-	pids    string // parent of the per-command pids cgroups; "" = not set here
+	pids    string // parent of the per-sandbox pids cgroups; "" = not set here
 	memory  string // parent of the per-command memory cgroups; "" = not set here
 	prefix  string // the driver's cgroup names begin so (driverCgroupPrefix)
 }
@@ -111,72 +122,140 @@ func (c cgroupLimiter) String() string {
 	return "cgroups (" + c.version + "): " + strings.Join(parts, ", ")
 }
 
-// apply caps the command whose bubblewrap init is host process pid:
-// maxProcs processes (0: none set here) and memBytes of memory, swap
-// included (0: none set here). release removes the cgroups it made, even
-// when it failed half-way: call it once the init has exited, as a cgroup
-// cannot be removed while a process is in it.
-func (c cgroupLimiter) apply(pid, maxProcs int, memBytes int64) (func() error, error) {
-	type limit struct{ file, value string }
-	byParent := map[string][]limit{}
-	var parents []string
-	add := func(parent string, ls ...limit) {
-		if _, seen := byParent[parent]; !seen {
-			parents = append(parents, parent)
-		}
-		byParent[parent] = append(byParent[parent], ls...)
-	}
-	if maxProcs > 0 && c.pids != "" {
-		add(c.pids, limit{"pids.max", strconv.Itoa(maxProcs)})
-	}
+// sandboxCgroupPrefix names the sandboxes' cgroups: then a hash of the
+// sandbox root (two roots may hold sandboxes of one name) and the name.
+const sandboxCgroupPrefix = cgroupPrefix + "sandbox-"
+
+// sandboxCgroup names the cgroup that sandbox name's commands share.
+func (d *Driver) sandboxCgroup(name string) string {
+	sum := sha256.Sum256([]byte(d.root))
+	return sandboxCgroupPrefix + hex.EncodeToString(sum[:4]) + "-" + name
+}
+
+// cgLimit is a value written to a cgroup's file; a file whose name ends
+// in '?' may be missing.
+type cgLimit struct{ file, value string }
+
+// apply caps the command whose bubblewrap init is host process pid, a
+// command of the sandbox whose cgroup is named sandboxCg: maxProcs
+// processes for the sandbox (0: none set here) and memBytes of memory,
+// swap included, for the command (0: none set here). release removes the
+// cgroups it made, even when it failed half-way: call it once the init has
+// exited, as a cgroup cannot be removed while a process is in it.
+func (c cgroupLimiter) apply(pid int, sandboxCg string, maxProcs int, memBytes int64) (func() error, error) {
+	var mem []cgLimit
 	if memBytes > 0 && c.memory != "" {
-		mem := strconv.FormatInt(memBytes, 10)
-		if c.version == "v2" {
-			add(c.memory, limit{"memory.max", mem}, limit{"memory.swap.max?", "0"})
-		} else {
-			// memsw (memory and swap) can only be set once the memory
-			// limit is, and exists only where swap accounting is on.
-			add(c.memory, limit{"memory.limit_in_bytes", mem}, limit{"memory.memsw.limit_in_bytes?", mem})
-		}
+		mem = c.memoryLimits(memBytes)
 	}
-	var dirs []string
+	var made []string // the command's cgroups
+	shared := ""      // the sandbox's, once this command made or joined it
 	release := func() error {
 		var errs []error
-		for _, dir := range dirs {
+		for _, dir := range made {
 			errs = append(errs, removeCgroup(dir))
+		}
+		if shared != "" {
+			_ = unix.Rmdir(shared) // fails while another command of the sandbox runs
 		}
 		return errors.Join(errs...)
 	}
-	for _, parent := range parents {
-		dir, err := os.MkdirTemp(parent, c.prefix)
+	if maxProcs > 0 && c.pids != "" {
+		var withMem []cgLimit
+		if c.version == "v2" && c.memory == c.pids {
+			withMem, mem = mem, nil // one hierarchy: one cgroup holds both
+		}
+		dir, err := c.commandCgroup(filepath.Join(c.pids, sandboxCg), maxProcs, withMem)
+		shared = filepath.Join(c.pids, sandboxCg)
+		if dir != "" {
+			made = append(made, dir)
+		}
+		if err == nil {
+			err = joinCgroup(dir, pid)
+		}
 		if err != nil {
-			return release, fmt.Errorf("cannot create a cgroup under %s to limit the sandbox: %v", parent, err)
+			return release, err
 		}
-		dirs = append(dirs, dir)
-		for _, l := range byParent[parent] {
-			name, optional := strings.CutSuffix(l.file, "?")
-			if err := os.WriteFile(filepath.Join(dir, name), []byte(l.value), 0); err != nil && !(optional && errors.Is(err, fs.ErrNotExist)) {
-				return release, fmt.Errorf("cannot set %s of cgroup %s: %v", name, dir, err)
-			}
+	}
+	if len(mem) > 0 {
+		dir, err := os.MkdirTemp(c.memory, c.prefix)
+		if err != nil {
+			return release, fmt.Errorf("cannot create a cgroup under %s to limit the sandbox: %v", c.memory, err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
-			return release, fmt.Errorf("cannot put the sandbox in cgroup %s: %v", dir, err)
+		made = append(made, dir)
+		if err := errors.Join(setLimits(dir, mem), joinCgroup(dir, pid)); err != nil {
+			return release, err
 		}
 	}
 	return release, nil
+}
+
+// memoryLimits are the files that cap a command's memory and swap.
+func (c cgroupLimiter) memoryLimits(memBytes int64) []cgLimit {
+	mem := strconv.FormatInt(memBytes, 10)
+	if c.version == "v2" {
+		return []cgLimit{{"memory.max", mem}, {"memory.swap.max?", "0"}}
+	}
+	// memsw (memory and swap) can only be set once the memory limit is,
+	// and exists only where swap accounting is on.
+	return []cgLimit{{"memory.limit_in_bytes", mem}, {"memory.memsw.limit_in_bytes?", mem}}
+}
+
+// commandCgroup makes a command's cgroup, with limits ls, in the sandbox's
+// cgroup sb, which it makes (or finds) capped at maxProcs. It returns the
+// command's cgroup whenever it made one, for the release to remove.
+func (c cgroupLimiter) commandCgroup(sb string, maxProcs int, ls []cgLimit) (string, error) {
+	for try := 0; ; try++ {
+		err := os.Mkdir(sb, 0o755)
+		if err == nil || errors.Is(err, fs.ErrExist) {
+			err = setLimits(sb, []cgLimit{{"pids.max", strconv.Itoa(maxProcs)}})
+		}
+		if err == nil && len(ls) > 0 && c.version == "v2" {
+			err = setLimits(sb, []cgLimit{{"cgroup.subtree_control", "+memory"}})
+		}
+		var dir string
+		if err == nil {
+			if dir, err = os.MkdirTemp(sb, c.prefix); err == nil {
+				return dir, setLimits(dir, ls)
+			}
+		}
+		// The last command of the sandbox to end removed its cgroup
+		// meanwhile: make it again.
+		if !errors.Is(err, fs.ErrNotExist) || try == 8 {
+			return "", fmt.Errorf("cannot make the sandbox's pids cgroup %s: %v", sb, err)
+		}
+	}
+}
+
+// setLimits writes limits ls into cgroup dir.
+func setLimits(dir string, ls []cgLimit) error {
+	for _, l := range ls {
+		name, optional := strings.CutSuffix(l.file, "?")
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(l.value), 0); err != nil && !(optional && errors.Is(err, fs.ErrNotExist)) {
+			return fmt.Errorf("cannot set %s of cgroup %s: %v", name, dir, err)
+		}
+	}
+	return nil
+}
+
+// joinCgroup moves process pid into cgroup dir.
+func joinCgroup(dir string, pid int) error {
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
+		return fmt.Errorf("cannot put the sandbox in cgroup %s: %v", dir, err)
+	}
+	return nil
 }
 
 // cgroupProcs caps processes with the pids controller of a cgroupLimiter.
 type cgroupProcs struct{ cg cgroupLimiter }
 
 func (c cgroupProcs) String() string {
-	return "a pids cgroup (" + c.cg.version + ") under " + c.cg.pids
+	return "a pids cgroup (" + c.cg.version + ") per sandbox under " + c.cg.pids
 }
 
-func (c cgroupProcs) apply(pid, max int) (func() error, error) {
+func (c cgroupProcs) apply(pid int, sandboxCg string, max int) (func() error, error) {
 	pidsOnly := c.cg
 	pidsOnly.memory = ""
-	return pidsOnly.apply(pid, max, 0)
+	return pidsOnly.apply(pid, sandboxCg, max, 0)
 }
 
 // removeCgroup removes a command's cgroup, which must be empty by now:
@@ -185,28 +264,12 @@ func (c cgroupProcs) apply(pid, max int) (func() error, error) {
 // before that. Retrying EBUSY for a while instead left cgroups behind
 // whenever the processes took longer to die than the retries lasted, or
 // when one was removed with the init still in it. One that fails anyway
-// is removed by a later New (removeStaleCgroups).
+// is removed by a later worker (removeLeftoverCgroups).
 func removeCgroup(dir string) error {
 	if err := unix.Rmdir(dir); err != nil && !errors.Is(err, unix.ENOENT) {
 		return fmt.Errorf("cannot remove the command's cgroup %s: %v", dir, err)
 	}
 	return nil
-}
-
-// staleCgroup is how old a command's cgroup must be before New takes it for
-// a leftover (a worker killed mid-command), not one in use.
-const staleCgroup = 10 * time.Minute
-
-func removeStaleCgroups(parent string, now time.Time) {
-	entries, _ := os.ReadDir(parent)
-	for _, e := range entries {
-		if !e.IsDir() || !strings.HasPrefix(e.Name(), cgroupPrefix) {
-			continue
-		}
-		if st, err := e.Info(); err == nil && now.Sub(st.ModTime()) > staleCgroup {
-			_ = unix.Rmdir(filepath.Join(parent, e.Name())) // fails harmlessly while in use
-		}
-	}
 }
 
 // procLimiterFor picks the mechanism for this worker, or says why none

@@ -77,6 +77,12 @@ type Options struct {
 	AllowUnimplemented bool
 }
 
+// The process and disk limits of the fake's sandboxes.
+const (
+	fakeMaxProcesses = 256
+	fakeDiskMiB      = 512
+)
+
 // LocalAddr is the one address besides loopback that Modal's Go client
 // treats as local (modal-client/go config.go, isLocalhost), dialing its
 // command router in plaintext.
@@ -200,8 +206,12 @@ func New(opts Options) (*Server, error) {
 			s.tmpRoot = root
 		}
 		// The fake never pulls images: commands run on the host's userland
-		// inside the local driver's bubblewrap sandboxes.
-		drv, err := local.New(local.Options{Root: root, IgnoreImage: true, Logger: log.Named("exec")})
+		// inside the local driver's bubblewrap sandboxes. They are smaller
+		// than the local backend's own, so that the many a test of the
+		// fake makes fit in the test host's budgets (sandbox/local's
+		// budget.go).
+		drv, err := local.New(local.Options{Root: root, IgnoreImage: true, Logger: log.Named("exec"),
+			MaxProcesses: fakeMaxProcesses, DiskMiB: fakeDiskMiB})
 		if err != nil {
 			return nil, fmt.Errorf("fakemodal runs sandbox commands with the local driver: %w", err)
 		}

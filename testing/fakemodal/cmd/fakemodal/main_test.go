@@ -101,7 +101,10 @@ func TestCommandServesWhatItPrints(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the command did not stop on Ctrl-C")
 	}
-	if entries, _ := os.ReadDir(root); len(entries) != 0 {
-		t.Fatalf("sandboxes left under -root after Ctrl-C: %v", entries)
+	entries, _ := os.ReadDir(root)
+	for _, e := range entries {
+		if e.Name() != ".budget.lock" { // the local backend's, shared by its workers
+			t.Fatalf("sandboxes left under -root after Ctrl-C: %v", entries)
+		}
 	}
 }
