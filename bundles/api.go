@@ -60,6 +60,12 @@ type Client interface {
 	// success, failed), or ErrDagRunNotFound. Airflow's supervisor relays
 	// it to the Execution API, so the task needs no credentials.
 	GetDagRunState(ctx context.Context, dagID, runID string) (string, error)
+	// GetAssetEvents returns the events Airflow recorded for asset (by its
+	// name, its URI, or both as given), oldest first; limit > 0 returns only
+	// the latest limit. It is Python's inlet_events[asset]: any event of the
+	// asset, where DagRun.TriggeringAssetEvents holds only those that
+	// triggered this run.
+	GetAssetEvents(ctx context.Context, asset Asset, limit int) ([]AssetEvent, error)
 	// SetRenderedMapIndex names the running mapped task instance in the
 	// UI (its rendered map index; WithMapIndexTemplate does it from
 	// inputs). It is shown at once and kept with the task's outcome.

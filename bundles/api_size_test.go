@@ -6,6 +6,7 @@ import (
 	"go/doc"
 	"go/parser"
 	"go/token"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -14,7 +15,14 @@ import (
 // (issue 30): New, Register/Add and their options, Client, TaskInstance,
 // DagRun, assets, outcomes and Main. Plumbing lives under internal/ or in
 // a sub-package; raising this needs a reason a task author would give.
-const maxExportedNames = 35
+// 35 -> 39: the four stub attributes a Go task declares because Airflow
+// does not hand them over (WithExecutionTimeout, WithMultipleOutputs,
+// WithBranch, WithBranchJoin).
+const maxExportedNames = 39
+
+// bundleMethods are all a task author calls on a Bundle; what the bundle's
+// own tools read goes through package taskinfo.
+var bundleMethods = []string{"Add", "Register", "Run", "Serve"}
 
 func TestAuthorAPIStaysSmall(t *testing.T) {
 	bp, err := build.ImportDir(".", 0)
@@ -47,6 +55,15 @@ func TestAuthorAPIStaysSmall(t *testing.T) {
 	}
 	for _, typ := range p.Types {
 		names = append(names, typ.Name)
+		if typ.Name == "Bundle" {
+			var methods []string
+			for _, m := range typ.Methods {
+				methods = append(methods, m.Name)
+			}
+			if !slices.Equal(methods, bundleMethods) {
+				t.Errorf("Bundle's methods are %v, want only the author's %v: put what tools read behind taskinfo.Describe", methods, bundleMethods)
+			}
+		}
 		values(typ.Consts)
 		values(typ.Vars)
 		for _, f := range typ.Funcs {

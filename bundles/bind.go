@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -75,6 +76,8 @@ type task struct {
 	// mapIndexTemplate renders the mapped instance's name from its inputs.
 	mapIndexTemplate string
 	mappedDownstream bool
+	// attributes are the stub attributes the Go side declares.
+	attributes
 }
 
 func newTask(fn any, o taskOptions) (*task, error) {
@@ -153,6 +156,9 @@ func newTask(fn any, o taskOptions) (*task, error) {
 		return nil, err
 	}
 	if err := t.addDataModel(o); err != nil {
+		return nil, err
+	}
+	if err := t.attributes.check(o, t.returnsT); err != nil {
 		return nil, err
 	}
 	if len(o.defaults) > 0 {
@@ -688,6 +694,26 @@ func (t *task) resolveDataModel(ctx context.Context, src bindSources, b inputBin
 		return sourced{picked, fmt.Sprintf("%d asset events of %q (%s)", len(picked), b.asset, b.describe())}, true, nil
 	}
 	return sourced{picked[len(picked)-1], from}, true, nil
+}
+
+// checkMapped refuses a mapped task instance of a task that takes no
+// mapped element: Airflow 3.3 hands an executable task no element, so such
+// an instance (of .expand_kwargs(), of a second expanded argument, of an
+// expansion over an input the bundle does not map) would run with its
+// defaults and succeed having processed nothing. A task whose function takes
+// its TaskInstance can read its map index itself, and is let through.
+func (t *task) checkMapped(ti TaskInstance) error {
+	if ti.MapIndex < 0 || slices.Contains(t.params, paramTI) || slices.Contains(t.params, paramTIPtr) {
+		return nil
+	}
+	for _, b := range t.bound {
+		if b.expand {
+			return nil
+		}
+	}
+	return FailNoRetry(fmt.Errorf("this task instance is mapped (map_index %d), but task %s.%s takes no mapped element: Airflow 3.3 hands a Go task no element, so it would run with empty inputs. "+
+		"Map one input: in the bundle config bind it with {xcom: <upstream task>, expand: true} (stub.expand(<input>=upstream())) or {expand: [...]} (a literal list); in Go, bundles.WithExpandXCom or WithExpandItems. "+
+		".expand_kwargs() and expanding several arguments cannot be followed: expand one argument over a list of records instead", ti.MapIndex, ti.DagID, ti.TaskID))
 }
 
 // element is this mapped instance's element of list.

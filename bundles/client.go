@@ -418,6 +418,37 @@ func (c *client) GetMappedXComs(ctx context.Context, taskID, key string) ([]any,
 	}
 }
 
+func (c *client) GetAssetEvents(ctx context.Context, asset Asset, limit int) ([]AssetEvent, error) {
+	if asset.Name == "" && asset.URI == "" {
+		return nil, FailNoRetry(errors.New("GetAssetEvents: name the asset (its name, its URI, or both)"))
+	}
+	req := &protocol.GetAssetEventByAsset{Ascending: true}
+	if asset.Name != "" {
+		req.Name = &asset.Name
+	}
+	if asset.URI != "" {
+		req.URI = &asset.URI
+	}
+	if limit > 0 {
+		// The latest limit events: newest first from Airflow, then
+		// turned oldest first like every other list of events here.
+		req.Limit, req.Ascending = &limit, false
+	}
+	m, err := c.rpc.call(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("getting the events of asset %s: %w", asset, err)
+	}
+	if err := checkReply(m, protocol.TypeAssetEventsResult); err != nil {
+		return nil, fmt.Errorf("getting the events of asset %s: %w", asset, err)
+	}
+	events, err := protocol.ParseAssetEvents(m.Body["asset_events"], "AssetEventsResult.asset_events")
+	if err != nil {
+		return nil, fmt.Errorf("getting the events of asset %s: %w", asset, err)
+	}
+	jsonEvents(events)
+	return events, nil
+}
+
 func (c *client) SetRenderedMapIndex(ctx context.Context, name string) error {
 	if c.state == nil {
 		return errors.New("SetRenderedMapIndex: the client belongs to no running task")

@@ -439,7 +439,9 @@ func TestFieldPathIndexesLists(t *testing.T) {
 // sent at once and kept in the terminal frame, cut to Airflow's column.
 func TestClientSetsTheRenderedMapIndex(t *testing.T) {
 	long := strings.Repeat("x", maxMapIndexName+10)
-	s := runOne(t, func(ctx context.Context, c Client) error {
+	// It takes its TaskInstance: a mapped task that binds no element
+	// reads its own map index (one that does neither is refused).
+	s := runOne(t, func(ctx context.Context, _ TaskInstance, c Client) error {
 		if err := c.SetRenderedMapIndex(ctx, "first"); err != nil {
 			return err
 		}

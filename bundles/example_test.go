@@ -3,11 +3,10 @@ package bundles_test
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles"
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/taskinfo"
 )
 
 // ReportInput is a task's input: each field binds by its json name, from
@@ -20,7 +19,8 @@ type ReportInput struct {
 }
 
 // A Go bundle registers its functions in main, then hands the bundle to
-// cli.Main; here the registration is inspected instead. Register panics on
+// cli.Main; here the registration is inspected instead, as the bundle's
+// tools see it (package taskinfo). Register panics on
 // a registration that cannot work (a default naming no input, a bad id):
 // Add is the same and returns the error.
 func ExampleBundle_Register() {
@@ -36,20 +36,18 @@ func ExampleBundle_Register() {
 		bundles.AllowConf("format"),                                              // a trigger may set format
 	)
 
-	m := b.Manifest("v0.0.0", "") // "": the default supervisor schema
-	for _, dag := range slices.Sorted(maps.Keys(m.Dags)) {
-		fmt.Printf("dag %s: tasks %s\n", dag, strings.Join(m.Dags[dag].Tasks, ", "))
+	// What the bundle's own tools (describe, check) see of render:
+	for _, t := range taskinfo.Describe(b) {
+		if t.TaskID == "render" {
+			fmt.Println("render's inputs:", strings.Join(t.Inputs, ", "))
+			fmt.Println("rows comes from:", t.XComInputs["rows"].Task, t.XComInputs["rows"].Key)
+		}
 	}
-	inputs, _ := b.InputFields("reports", "render")
-	fmt.Println("render's inputs:", strings.Join(inputs, ", "))
-	bound, _ := b.XComBindings("reports", "render")
-	fmt.Println("rows comes from:", bound["rows"].TaskID, bound["rows"].Key)
 
 	err := b.Add("reports", "broken", func(in ReportInput) error { return nil },
 		bundles.WithDefaults(map[string]any{"titel": "x"}))
 	fmt.Println(err)
 	// Output:
-	// dag reports: tasks extract, render
 	// render's inputs: rows, title, format
 	// rows comes from: extract return_value
 	// task reports.broken: default "titel" matches no input field (fields: rows, title, format)

@@ -31,7 +31,7 @@ func (b *Bundle) Run(ctx context.Context, args []string, stdout, stderr io.Write
 		return exitorder.Usage
 	}
 	if opts.Metadata {
-		out, err := b.Manifest("", "").Encode(opts.Format)
+		out, err := b.manifest("", "").Encode(opts.Format)
 		if err != nil {
 			fmt.Fprintf(stderr, "airflow-go-worker: %v\n", err)
 			return exitorder.Usage

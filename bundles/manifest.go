@@ -6,10 +6,10 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/internal/buildinfo"
 )
 
-// Manifest describes the registered tasks, in the one manifest type that
+// manifest describes the registered tasks, in the one manifest type that
 // pack embeds and inspect and the supervisor read (package bundles/footer).
 // Empty arguments take buildinfo.Version() and schema.Default.
-func (b *Bundle) Manifest(sdkVersion, schemaVersion string) footer.Manifest {
+func (b *Bundle) manifest(sdkVersion, schemaVersion string) footer.Manifest {
 	if sdkVersion == "" {
 		sdkVersion = buildinfo.Version()
 	}

@@ -2,11 +2,10 @@ package bundles
 
 import (
 	"fmt"
-	"iter"
 	"strings"
 	"sync"
+	"time"
 
-	"github.com/airflow-sandbox/airflow-go-worker/bundles/internal/taskinfo"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
 )
 
@@ -28,6 +27,11 @@ type taskOptions struct {
 	aliases          []string
 	mapIndexTemplate string
 	mappedDownstream bool
+	// The stub attributes the Go side declares (attributes.go).
+	executionTimeout time.Duration
+	multipleOutputs  bool
+	branch           []string
+	branchJoins      map[string][]string
 }
 
 // inputBinding says where one input's value comes from at run time: an
@@ -284,90 +288,6 @@ func (b *Bundle) Register(dagID, taskID string, fn any, opts ...TaskOption) *Bun
 		panic("bundles: " + err.Error())
 	}
 	return b
-}
-
-// Tasks yields the registered tasks' (dag_id, task_id) in registration
-// order.
-func (b *Bundle) Tasks() iter.Seq2[string, string] {
-	refs := b.refs()
-	return func(yield func(dagID, taskID string) bool) {
-		for _, ref := range refs {
-			if !yield(ref.DagID, ref.TaskID) {
-				return
-			}
-		}
-	}
-}
-
-// InputFields lists the input names a task accepts (json names, in field
-// order), or nil when it takes no input struct. ok is false for an unknown
-// task.
-func (b *Bundle) InputFields(dagID, taskID string) (names []string, ok bool) {
-	t := b.lookup(dagID, taskID)
-	if t == nil {
-		return nil, false
-	}
-	for _, f := range t.fields {
-		names = append(names, f.name)
-	}
-	return names, true
-}
-
-// XComBindings lists the task's inputs bound to an upstream task's XCom
-// (bundle config inputs: {xcom: ...}, WithXCom, WithXComKey): input name ->
-// the task and key it reads in the same Dag run. ok is false for an unknown
-// task. Tools that check a Dag's wiring (check) read them.
-func (b *Bundle) XComBindings(dagID, taskID string) (bound map[string]XComRef, ok bool) {
-	t := b.lookup(dagID, taskID)
-	if t == nil {
-		return nil, false
-	}
-	bound = map[string]XComRef{}
-	for i, src := range t.bound {
-		if src.xcomTask != "" {
-			bound[t.fields[i].name] = XComRef{DagID: dagID, TaskID: src.xcomTask, Key: src.xcomKey}
-		}
-	}
-	return bound, true
-}
-
-// Outlets lists the assets and asset aliases a task declares as its
-// outlets (WithOutlets, WithOutletAliases; the bundle config's outlets:).
-// ok is false for an unknown task. check compares them with the stub's.
-func (b *Bundle) Outlets(dagID, taskID string) (assets []Asset, aliases []string, ok bool) {
-	t := b.lookup(dagID, taskID)
-	if t == nil {
-		return nil, nil, false
-	}
-	return append([]Asset(nil), t.outlets...), append([]string(nil), t.aliases...), true
-}
-
-// Expansions lists the inputs a task takes its mapped element into
-// (WithExpandXCom, WithExpandItems), by input name. ok is false for an
-// unknown task. check compares them with the stub's .expand().
-func (b *Bundle) Expansions(dagID, taskID string) (exp map[string]taskinfo.Expansion, ok bool) {
-	t := b.lookup(dagID, taskID)
-	if t == nil {
-		return nil, false
-	}
-	exp = map[string]taskinfo.Expansion{}
-	for i, src := range t.bound {
-		if src.expand {
-			exp[t.fields[i].name] = taskinfo.Expansion{XComTask: src.xcomTask, Items: src.items, Literal: src.hasItems}
-		}
-	}
-	return exp, true
-}
-
-// FeedsMapping reports whether the task pushes its return value with its
-// length, for a mapped task expanding over it (see feedsMapping). ok is
-// false for an unknown task.
-func (b *Bundle) FeedsMapping(dagID, taskID string) (feeds, ok bool) {
-	t := b.lookup(dagID, taskID)
-	if t == nil {
-		return false, false
-	}
-	return b.feedsMapping(dagID, taskID, t), true
 }
 
 // feedsMapping reports whether a mapped task expands over taskID's return

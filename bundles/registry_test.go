@@ -89,7 +89,7 @@ func TestEmbeddedFieldsBindByName(t *testing.T) {
 	b := New()
 	b.Register("d", "t", func(in withShared) error { got = in; return nil },
 		WithDefaults(map[string]any{"level": "info", "name": "n0"}), AllowConf("verbose"))
-	if names, _ := b.InputFields("d", "t"); strings.Join(names, ",") != "level,verbose,name" {
+	if names := b.describe()[0].Inputs; strings.Join(names, ",") != "level,verbose,name" {
 		t.Fatalf("input fields = %v, want the embedded fields promoted", names)
 	}
 	s := runFake(t, b, startupFrame(t, "d", "t", func(sd *protocol.StartupDetails) {
@@ -110,7 +110,7 @@ func TestManifestAndMetadata(t *testing.T) {
 	b.Register("z", "second", func() error { return nil })
 	b.Register("a", "x", func() error { return nil })
 	b.Register("z", "first", func() error { return nil })
-	m := b.Manifest("v1.2.3", "")
+	m := b.manifest("v1.2.3", "")
 	if m.SDK.SupervisorSchemaVersion != schema.Default || m.SDK.Language != "go" || m.MetadataVersion != "1.0" {
 		t.Fatalf("%+v", m)
 	}

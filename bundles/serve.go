@@ -241,10 +241,10 @@ func (b *Bundle) answerParse(ctx context.Context, r *rpc, id int64, req protocol
 		if req.DagIDs != nil && !want[ref.DagID] {
 			continue
 		}
-		names, _ := b.InputFields(ref.DagID, ref.TaskID)
-		params := make([]protocol.HandlerParam, 0, len(names))
-		for _, n := range names {
-			params = append(params, protocol.HandlerParam{Name: n, ExactName: true})
+		fields := b.lookup(ref.DagID, ref.TaskID).fields
+		params := make([]protocol.HandlerParam, 0, len(fields))
+		for _, f := range fields {
+			params = append(params, protocol.HandlerParam{Name: f.name, ExactName: true})
 		}
 		body.TaskHandlers[ref.DagID] = append(body.TaskHandlers[ref.DagID], protocol.TaskHandler{TaskID: ref.TaskID, Binding: "named", Params: params})
 	}
@@ -310,12 +310,15 @@ func (b *Bundle) runTask(ctx context.Context, r *rpc, startupID int64, sd protoc
 		runCtx, grace := cleanup.WithGraceReserve(taskCtx, cfg.cancelGrace, reserve)
 		cfg.oneP.restoreAfter(parallelismDelay)
 		done := make(chan outcome, 1)
+		stopTimeout := withExecutionTimeout(taskCtx, cancel, t.executionTimeout)
 		go func() { done <- b.execute(runCtx, t, ti, dr, sd, log, cl, sink.redact) }()
 		select {
 		case out = <-done:
+			stopTimeout()
 		case <-taskCtx.Done():
 			out = awaitCleanup(taskCtx, done, grace, cfg.cancelGrace, log)
 		}
+		out = timedOut(out, context.Cause(taskCtx))
 	}
 	if err := r.failure(); err != nil {
 		// As Airflow's Go SDK does on a protocol error: no terminal frame
@@ -395,6 +398,9 @@ func (b *Bundle) execute(ctx context.Context, t *task, ti TaskInstance, dr DagRu
 		out.state = st
 	}()
 	cl.state = st
+	if err := t.checkMapped(ti); err != nil {
+		return outcome{err: err}
+	}
 	readFailed := false
 	var sources map[string]string
 	input, err := t.bindInput(ctx, bindSources{
@@ -436,6 +442,18 @@ func (b *Bundle) execute(ctx context.Context, t *task, ti TaskInstance, dr DagRu
 	feeds := ti.MapIndex < 0 && b.feedsMapping(ti.DagID, ti.TaskID, t)
 	if feeds && !has {
 		return outcome{err: FailNoRetry(errors.New("a mapped task expands over this task's return value, but the task returned none; return the list to map over"))}
+	}
+	if len(t.branch) > 0 {
+		push, err := applyBranch(ctx, cl, &t.attributes, result, has, log)
+		if err != nil {
+			return outcome{err: err}
+		}
+		has = has && push
+	}
+	if has && t.multipleOutputs {
+		if err := pushMultipleOutputs(ctx, cl, result); err != nil {
+			return outcome{err: err}
+		}
 	}
 	if has {
 		if err := cl.setXCom(ctx, protocol.ReturnValueKey, result, feeds); err != nil {

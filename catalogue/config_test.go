@@ -17,6 +17,7 @@ import (
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/selftest"
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/taskinfo"
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/tasks"
 )
@@ -41,22 +42,32 @@ dags:
       collect: {kind: collect}
 `
 
+// describeTask is one task as the bundle's tools see it (zero when absent).
+func describeTask(b *bundles.Bundle, dagID, taskID string) taskinfo.Task {
+	for _, t := range taskinfo.Describe(b) {
+		if t.DagID == dagID && t.TaskID == taskID {
+			return t
+		}
+	}
+	return taskinfo.Task{}
+}
+
 func TestLoadBundleConfigRegistersExactlyItsTasks(t *testing.T) {
 	b := bundles.New()
 	if err := Load(b, []byte(sampleConfig), "bundle.yaml"); err != nil {
 		t.Fatal(err)
 	}
 	var got []string
-	for dagID, taskID := range b.Tasks() {
-		got = append(got, dagID+"."+taskID)
+	for _, t := range taskinfo.Describe(b) {
+		got = append(got, t.DagID+"."+t.TaskID)
 	}
 	// In file order: a whole-Dag `run` runs provision before collect.
 	want := []string{"sandbox_conversion.convert", "agent_handoff.provision", "agent_handoff.collect"}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("registered %v, want %v", got, want)
 	}
-	fields, ok := b.InputFields("sandbox_conversion", "convert")
-	if !ok || !strings.Contains(strings.Join(fields, ","), "stage_in") {
+	fields := describeTask(b, "sandbox_conversion", "convert").Inputs
+	if !strings.Contains(strings.Join(fields, ","), "stage_in") {
 		t.Fatalf("convert's inputs %v should include stage_in", fields)
 	}
 }
@@ -251,9 +262,9 @@ func TestBundleConfigOptsIntoSelftest(t *testing.T) {
 			t.Fatal(err)
 		}
 		var dags []string
-		for dagID := range b.Tasks() {
-			if !slices.Contains(dags, dagID) {
-				dags = append(dags, dagID)
+		for _, t := range taskinfo.Describe(b) {
+			if !slices.Contains(dags, t.DagID) {
+				dags = append(dags, t.DagID)
 			}
 		}
 		want := []string{"d"}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles"
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/taskinfo"
 )
 
 // manyDags is a config of n Dags with two tasks each.
@@ -29,8 +30,8 @@ func TestLoadBundleConfigWithManyDags(t *testing.T) {
 		t.Fatal(err)
 	}
 	var refs []string
-	for dagID, taskID := range b.Tasks() {
-		refs = append(refs, dagID+"."+taskID)
+	for _, t := range taskinfo.Describe(b) {
+		refs = append(refs, t.DagID+"."+t.TaskID)
 	}
 	if len(refs) != 2*n || refs[0] != "dag_000000.provision" || refs[2*n-1] != "dag_099999.collect" {
 		t.Fatalf("registered %d tasks, first %v, last %v", len(refs), refs[0], refs[len(refs)-1])

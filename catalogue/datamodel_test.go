@@ -40,15 +40,16 @@ func TestConfigDeclaresOutletsAndMapping(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	assets, aliases, _ := b.Outlets("conv", "convert")
+	convert := describeTask(b, "conv", "convert")
+	assets, aliases := convert.Outlets, convert.Aliases
 	if len(assets) != 2 || assets[1].Name != "report" || len(aliases) != 1 || aliases[0] != "objects" {
 		t.Fatalf("outlets %v, aliases %v", assets, aliases)
 	}
-	exp, _ := b.Expansions("conv", "convert")
+	exp := convert.Expansions
 	if exp["stage_in"].XComTask != "list_objects" {
 		t.Fatalf("expansions %+v", exp)
 	}
-	exp, _ = b.Expansions("conv", "literal")
+	exp = describeTask(b, "conv", "literal").Expansions
 	if !exp["timeout"].Literal || len(exp["timeout"].Items) != 2 {
 		t.Fatalf("literal expansion %+v", exp)
 	}

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/airflow-sandbox/airflow-go-worker/bundles"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/footer"
 )
 
@@ -21,8 +20,9 @@ func TestInspectRefusesAPackedConfigTheBackendsCannotServe(t *testing.T) {
 	if err := os.WriteFile(exe, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	// The schema a bundle declares by default, as pack would write it.
-	declared := bundles.New().Manifest("v0", "").SDK.SupervisorSchemaVersion
+	// The supervisor schema Airflow 3.3 (task SDK 1.3) knows, which pack
+	// declares by default.
+	const declared = "2026-06-16"
 	m := footer.Manifest{MetadataVersion: footer.MetadataVersion, Source: "bundle.yaml",
 		SDK:  footer.SDK{Language: "go", Version: "v0", SupervisorSchemaVersion: declared},
 		Dags: map[string]footer.Dag{"d": {Tasks: []string{"t"}}}}

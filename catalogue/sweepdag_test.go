@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles"
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/taskinfo"
 )
 
 // A sweep: section adds the maintenance Dag, alone or beside the config's
@@ -21,13 +22,13 @@ func TestSweepSectionAddsTheMaintenanceDag(t *testing.T) {
 			t.Fatalf("%s: %v", cfg, err)
 		}
 		var got []string
-		for dagID, taskID := range b.Tasks() {
-			got = append(got, dagID+"."+taskID)
+		for _, t := range taskinfo.Describe(b) {
+			got = append(got, t.DagID+"."+t.TaskID)
 		}
 		if !slices.Contains(got, SweepDagID+"."+SweepTaskID) {
 			t.Fatalf("%s registered %v, no %s.%s", cfg, got, SweepDagID, SweepTaskID)
 		}
-		fields, _ := b.InputFields(SweepDagID, SweepTaskID)
+		fields := describeTask(b, SweepDagID, SweepTaskID).Inputs
 		if f := strings.Join(fields, ","); !strings.Contains(f, "backends") || !strings.Contains(f, "dry_run") {
 			t.Fatalf("inputs %v", fields)
 		}

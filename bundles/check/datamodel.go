@@ -7,9 +7,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/airflow-sandbox/airflow-go-worker/bundles"
-	"github.com/airflow-sandbox/airflow-go-worker/bundles/internal/taskinfo"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/taskinfo"
 )
 
 // The kinds of data-model finding: what a stub Dag declares about assets
@@ -45,10 +44,9 @@ type argSource struct {
 }
 
 // describeDataModel adds a task's outlets and mapping to its description.
-func describeDataModel(b *bundles.Bundle, dagID, taskID string, td *TaskDescription) {
+func describeDataModel(t taskinfo.Task, td *TaskDescription) {
 	td.DataModel = true
-	assets, aliases, _ := b.Outlets(dagID, taskID)
-	for _, a := range assets {
+	for _, a := range t.Outlets {
 		name, uri := a.Name, a.URI
 		if name == "" {
 			name = uri
@@ -58,13 +56,13 @@ func describeDataModel(b *bundles.Bundle, dagID, taskID string, td *TaskDescript
 		}
 		td.Outlets = append(td.Outlets, OutletDescription{Type: "Asset", Name: name, URI: uri})
 	}
-	for _, a := range aliases {
+	for _, a := range t.Aliases {
 		td.Outlets = append(td.Outlets, OutletDescription{Type: "AssetAlias", Name: a})
 	}
-	if exp, _ := b.Expansions(dagID, taskID); len(exp) > 0 {
-		td.Expansions = exp
+	if len(t.Expansions) > 0 {
+		td.Expansions = t.Expansions
 	}
-	td.FeedsMapping, _ = b.FeedsMapping(dagID, taskID)
+	td.FeedsMapping = t.FeedsMapping
 }
 
 func (a assetFacts) String() string {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles"
-	"github.com/airflow-sandbox/airflow-go-worker/bundles/internal/taskinfo"
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/taskinfo"
 )
 
 // Description is what a bundle's describe command prints: every task and
@@ -34,6 +34,26 @@ type TaskDescription struct {
 	// FeedsMapping says the task pushes its return value with its length,
 	// for a mapped task that expands over it.
 	FeedsMapping bool `json:"feeds_mapping,omitempty"`
+	// Attributes says the bundle describes the stub attributes below (one
+	// built before them does not, and they go unchecked).
+	Attributes bool `json:"attributes,omitempty"`
+	// ExecutionTimeout is the task's execution timeout in seconds (0:
+	// none).
+	ExecutionTimeout float64 `json:"execution_timeout_seconds,omitempty"`
+	// MultipleOutputs says each key of the result is pushed as an XCom.
+	MultipleOutputs bool `json:"multiple_outputs,omitempty"`
+	// ReturnsValue says the task pushes a return_value XCom;
+	// TakesTaskInstance that it reads its own map index.
+	ReturnsValue      bool `json:"returns_value,omitempty"`
+	TakesTaskInstance bool `json:"takes_task_instance,omitempty"`
+	// ParamInputs maps an input to the Dag param it is bound to, and
+	// Defaults are the inputs' registered defaults.
+	ParamInputs map[string]string `json:"param_inputs,omitempty"`
+	Defaults    map[string]any    `json:"defaults,omitempty"`
+	// Branch lists the downstream tasks of a branch; BranchJoins maps one
+	// of them to those it is also downstream of.
+	Branch      []string            `json:"branch,omitempty"`
+	BranchJoins map[string][]string `json:"branch_joins,omitempty"`
 }
 
 // OutletDescription is one outlet as the task reports it.
@@ -52,19 +72,33 @@ type XComInput struct {
 // Describe describes b.
 func Describe(b *bundles.Bundle) Description {
 	d := Description{Dags: map[string]map[string]TaskDescription{}}
-	for dagID, taskID := range b.Tasks() {
-		bound, _ := b.XComBindings(dagID, taskID)
+	for _, t := range taskinfo.Describe(b) {
 		td := TaskDescription{XComInputs: map[string]XComInput{}}
-		for input, x := range bound {
-			td.XComInputs[input] = XComInput{Task: x.TaskID, Key: x.Key}
+		for input, x := range t.XComInputs {
+			td.XComInputs[input] = XComInput{Task: x.Task, Key: x.Key}
 		}
-		describeDataModel(b, dagID, taskID, &td)
-		if d.Dags[dagID] == nil {
-			d.Dags[dagID] = map[string]TaskDescription{}
+		describeDataModel(t, &td)
+		describeAttributes(t, &td)
+		if d.Dags[t.DagID] == nil {
+			d.Dags[t.DagID] = map[string]TaskDescription{}
 		}
-		d.Dags[dagID][taskID] = td
+		d.Dags[t.DagID][t.TaskID] = td
 	}
 	return d
+}
+
+// describeAttributes adds the stub attributes a task declares.
+func describeAttributes(t taskinfo.Task, td *TaskDescription) {
+	td.Attributes = true
+	td.ExecutionTimeout = t.ExecutionTimeout.Seconds()
+	td.MultipleOutputs, td.ReturnsValue, td.TakesTaskInstance = t.MultipleOutputs, t.ReturnsValue, t.TakesTaskInstance
+	td.Defaults, td.Branch, td.BranchJoins = t.Defaults, t.Branch, t.BranchJoins
+	for input, p := range t.ParamInputs {
+		if td.ParamInputs == nil {
+			td.ParamInputs = map[string]string{}
+		}
+		td.ParamInputs[input] = p.Name
+	}
 }
 
 // describeTimeout bounds one bundle's describe: it only registers its

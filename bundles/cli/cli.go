@@ -33,6 +33,7 @@ import (
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/internal/schema"
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/taskinfo"
 	"github.com/airflow-sandbox/airflow-go-worker/internal/buildinfo"
 	"github.com/airflow-sandbox/airflow-go-worker/internal/exitorder"
 )
@@ -188,11 +189,11 @@ type dagTasks struct {
 
 func tasksOfBundle(b *bundles.Bundle) dagTasks {
 	d := dagTasks{tasks: map[string][]string{}}
-	for dagID, taskID := range b.Tasks() {
-		if _, ok := d.tasks[dagID]; !ok {
-			d.order = append(d.order, dagID)
+	for _, t := range taskinfo.Describe(b) {
+		if _, ok := d.tasks[t.DagID]; !ok {
+			d.order = append(d.order, t.DagID)
 		}
-		d.tasks[dagID] = append(d.tasks[dagID], taskID)
+		d.tasks[t.DagID] = append(d.tasks[t.DagID], t.TaskID)
 	}
 	return d
 }

@@ -95,6 +95,26 @@ type SetRenderedMapIndex struct {
 	RenderedMapIndex string `msgpack:"rendered_map_index"`
 }
 
+// SkipDownstreamTasks has Airflow skip task instances of the current run (a
+// branch's unchosen paths). Each element is a task id, or a [task id, map
+// index] pair.
+type SkipDownstreamTasks struct {
+	Header
+	Tasks []any `msgpack:"tasks"`
+}
+
+// GetAssetEventByAsset asks for the events of one asset (by name, URI or
+// both), oldest first unless Ascending is false; nil bounds are unset.
+type GetAssetEventByAsset struct {
+	Header
+	Name      *string    `msgpack:"name"`
+	URI       *string    `msgpack:"uri"`
+	After     *time.Time `msgpack:"after"`
+	Before    *time.Time `msgpack:"before"`
+	Limit     *int       `msgpack:"limit"`
+	Ascending bool       `msgpack:"ascending"`
+}
+
 type MaskSecret struct {
 	Header
 	Value any    `msgpack:"value"`
@@ -300,6 +320,8 @@ func (*GetDagRunState) MessageType() string           { return TypeGetDagRunStat
 func (*GetXComSequenceSlice) MessageType() string     { return TypeGetXComSequenceSlice }
 func (*SetRenderedFields) MessageType() string        { return TypeSetRenderedFields }
 func (*SetRenderedMapIndex) MessageType() string      { return TypeSetRenderedMapIndex }
+func (*SkipDownstreamTasks) MessageType() string      { return TypeSkipDownstreamTasks }
+func (*GetAssetEventByAsset) MessageType() string     { return TypeGetAssetEventByAsset }
 func (*XComSequenceSliceResult) MessageType() string  { return TypeXComSequenceSliceResult }
 func (*SucceedTask) MessageType() string              { return TypeSucceedTask }
 func (*RetryTask) MessageType() string                { return TypeRetryTask }

@@ -33,7 +33,7 @@ func TestMessagesMatchTheSupervisorSchema(t *testing.T) {
 	defs := schemaDefs(t)
 	for _, b := range []Body{
 		&GetConnection{}, &GetVariable{}, &GetXCom{}, &SetXCom{}, &MaskSecret{}, &GetDagRunState{},
-		&GetXComSequenceSlice{}, &SetRenderedFields{}, &SetRenderedMapIndex{},
+		&GetXComSequenceSlice{}, &SetRenderedFields{}, &SetRenderedMapIndex{}, &SkipDownstreamTasks{}, &GetAssetEventByAsset{},
 		&SucceedTask{}, &RetryTask{}, &TaskState{},
 		&ConnectionResult{}, &VariableResult{}, &XComResult{}, &XComSequenceSliceResult{}, &DagRunStateResult{}, &ErrorResponse{}, &startupBody{},
 	} {

@@ -31,6 +31,10 @@ const (
 	TypeXComSequenceSliceResult  = "XComSequenceSliceResult"
 	TypeSetRenderedFields        = "SetRenderedFields"
 	TypeSetRenderedMapIndex      = "SetRenderedMapIndex"
+	TypeSkipDownstreamTasks      = "SkipDownstreamTasks"
+	TypeGetAssetEventByAsset     = "GetAssetEventByAsset"
+	TypeAssetEventsResult        = "AssetEventsResult"
+	TypeOKResponse               = "OKResponse"
 )
 
 // TaskInstance is the running task instance: StartupDetails.ti, plus
@@ -199,7 +203,13 @@ func ParseStartupDetails(body map[string]any) (StartupDetails, error) {
 // assetEvents reads consumed_asset_events, oldest first, naming the entry
 // and field at fault.
 func assetEvents(v any) ([]AssetEvent, error) {
-	const at = "StartupDetails.ti_context.dag_run.consumed_asset_events"
+	return ParseAssetEvents(v, "StartupDetails.ti_context.dag_run.consumed_asset_events")
+}
+
+// ParseAssetEvents reads a list of asset events (consumed_asset_events, or
+// AssetEventsResult.asset_events), oldest first; errors name the entry and
+// field at fault under at.
+func ParseAssetEvents(v any, at string) ([]AssetEvent, error) {
 	if v == nil {
 		return nil, nil
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/taskinfo"
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
 )
 
@@ -47,6 +48,9 @@ func (f *fakeClient) GetXCom(_ context.Context, ref bundles.XComRef) (any, error
 }
 func (f *fakeClient) GetMappedXComs(context.Context, string, string) ([]any, error) {
 	return nil, bundles.ErrXComNotFound // the selftest reads no mapped XComs
+}
+func (f *fakeClient) GetAssetEvents(context.Context, bundles.Asset, int) ([]bundles.AssetEvent, error) {
+	return nil, errors.New("the self-test reads no asset events")
 }
 func (f *fakeClient) SetRenderedMapIndex(context.Context, string) error {
 	return errors.New("the selftest names no map index")
@@ -160,8 +164,8 @@ func TestRegisterOrder(t *testing.T) {
 	b := bundles.New()
 	Register(b)
 	var ids []string
-	for _, taskID := range b.Tasks() {
-		ids = append(ids, taskID)
+	for _, t := range taskinfo.Describe(b) {
+		ids = append(ids, t.TaskID)
 	}
 	if strings.Join(ids, ",") != "ping,connection,xcom_roundtrip,variable,fail,sleep" {
 		t.Fatal(ids)
