@@ -389,3 +389,43 @@ func TestBudgetCreateHelper(t *testing.T) {
 	}
 	fmt.Printf("created %s\n", info.ID)
 }
+
+// A sandbox's cgroup is removed by the last of its commands to end, while
+// another may be starting: the start makes it again. Writing pids.max into
+// one being removed failed with ENODEV, which failed the command (seen in
+// the OpenSandbox conformance run, two commands of a sandbox back to back).
+func TestSandboxCgroupIsMadeAgainWhileItsLastCommandEnds(t *testing.T) {
+	d := newTestDriver(t)
+	p, ok := d.procs.(cgroupProcs)
+	if !ok {
+		t.Fatalf("a root worker should limit processes with a pids cgroup, got %v (%v)", d.procs, d.procsErr)
+	}
+	sb := filepath.Join(p.cg.pids, d.sandboxCgroup("race"))
+	t.Cleanup(func() {
+		left, _ := filepath.Glob(filepath.Join(sb, "*", "cgroup.procs"))
+		for _, l := range left {
+			unix.Rmdir(filepath.Dir(l))
+		}
+		unix.Rmdir(sb)
+	})
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() {
+			for range 500 {
+				dir, err := p.cg.commandCgroup(sb, 32, nil)
+				if err != nil {
+					errs <- err
+					return
+				}
+				unix.Rmdir(dir)
+				unix.Rmdir(sb) // as the last command's release does
+			}
+			errs <- nil
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

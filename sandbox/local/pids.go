@@ -219,8 +219,9 @@ func (c cgroupLimiter) commandCgroup(sb string, maxProcs int, ls []cgLimit) (str
 			}
 		}
 		// The last command of the sandbox to end removed its cgroup
-		// meanwhile: make it again.
-		if !errors.Is(err, fs.ErrNotExist) || try == 8 {
+		// meanwhile (ENOENT once gone, ENODEV while it goes): make it
+		// again.
+		if !(errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENODEV)) || try == 8 {
 			return "", fmt.Errorf("cannot make the sandbox's pids cgroup %s: %v", sb, err)
 		}
 	}
@@ -231,7 +232,7 @@ func setLimits(dir string, ls []cgLimit) error {
 	for _, l := range ls {
 		name, optional := strings.CutSuffix(l.file, "?")
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(l.value), 0); err != nil && !(optional && errors.Is(err, fs.ErrNotExist)) {
-			return fmt.Errorf("cannot set %s of cgroup %s: %v", name, dir, err)
+			return fmt.Errorf("cannot set %s of cgroup %s: %w", name, dir, err)
 		}
 	}
 	return nil
