@@ -44,6 +44,7 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/selftest"
 	"github.com/airflow-sandbox/airflow-go-worker/internal/yamlnode"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/registry"
+	"github.com/airflow-sandbox/airflow-go-worker/tasks"
 )
 
 // bundleConfig is the YAML file's shape. Unknown keys are errors: a
@@ -90,6 +91,14 @@ type taskConfig struct {
 	// MappedDownstream: a mapped task outside this config's bindings
 	// expands over this task's return value.
 	MappedDownstream bool `yaml:"mapped_downstream"`
+	// The stub's attributes Airflow applies in its Python task runner and
+	// never hands a Go task, declared here too (check compares them):
+	// execution_timeout ("20m" or seconds), multiple_outputs, and a
+	// branch's direct downstream tasks with its joins.
+	ExecutionTimeout string              `yaml:"execution_timeout"`
+	MultipleOutputs  bool                `yaml:"multiple_outputs"`
+	Branch           []string            `yaml:"branch"`
+	BranchJoins      map[string][]string `yaml:"branch_joins"`
 }
 
 // outletConfig is one outlet: an asset (uri and/or name) or an alias.
@@ -196,6 +205,30 @@ func (tc taskConfig) options() ([]bundles.TaskOption, error) {
 	}
 	if tc.MappedDownstream {
 		opts = append(opts, bundles.WithMappedDownstream())
+	}
+	attrs, err := tc.attributes()
+	return append(opts, attrs...), err
+}
+
+// attributes are the stub attributes the task declares, as registry
+// options (bundles.Add checks them against the task's function).
+func (tc taskConfig) attributes() ([]bundles.TaskOption, error) {
+	var opts []bundles.TaskOption
+	if tc.ExecutionTimeout != "" {
+		d, err := tasks.ParseDuration(tc.ExecutionTimeout)
+		if err != nil {
+			return nil, fmt.Errorf("execution_timeout: %v (write the stub's execution_timeout, e.g. 20m for timedelta(minutes=20))", err)
+		}
+		opts = append(opts, bundles.WithExecutionTimeout(d))
+	}
+	if tc.MultipleOutputs {
+		opts = append(opts, bundles.WithMultipleOutputs())
+	}
+	if len(tc.Branch) > 0 {
+		opts = append(opts, bundles.WithBranch(tc.Branch...))
+	}
+	for _, join := range slices.Sorted(maps.Keys(tc.BranchJoins)) {
+		opts = append(opts, bundles.WithBranchJoin(join, tc.BranchJoins[join]...))
 	}
 	return opts, nil
 }

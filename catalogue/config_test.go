@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -273,6 +274,47 @@ func TestBundleConfigOptsIntoSelftest(t *testing.T) {
 		}
 		if !slices.Equal(dags, want) {
 			t.Errorf("selftest: %v registered Dags %v, want %v", with, dags, want)
+		}
+	}
+}
+
+// The stub attributes a task declares reach its registration, and a bad
+// one is refused naming the key.
+func TestConfigDeclaresStubAttributes(t *testing.T) {
+	b := bundles.New()
+	err := Load(b, []byte(`dags:
+  d:
+    tasks:
+      choose:
+        kind: run
+        execution_timeout: 20m
+        branch: [load, report, join]
+        branch_joins: {join: [load]}
+      summary:
+        kind: run
+        execution_timeout: 90
+        multiple_outputs: true
+`), "bundle.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	choose, summary := describeTask(b, "d", "choose"), describeTask(b, "d", "summary")
+	if choose.ExecutionTimeout != 20*time.Minute || !slices.Equal(choose.Branch, []string{"load", "report", "join"}) || !slices.Equal(choose.BranchJoins["join"], []string{"load"}) {
+		t.Fatalf("choose: %+v", choose)
+	}
+	if summary.ExecutionTimeout != 90*time.Second || !summary.MultipleOutputs || summary.Branch != nil {
+		t.Fatalf("summary: %+v", summary)
+	}
+	for yaml, want := range map[string]string{
+		`execution_timeout: soon`:             `dags.d.tasks.t.execution_timeout: "soon" is neither a duration`,
+		`branch: [a, a]`:                      `"a" is listed twice`,
+		`branch: [a], branch_joins: {j: [a]}`: `branch join "j" is not one of`,
+		`branch_joins: {j: [a]}`:              "needs a branch",
+		`multiple_outputs: yes please`:        "multiple_outputs",
+	} {
+		err := Load(bundles.New(), []byte("dags: {d: {tasks: {t: {kind: run, "+yaml+"}}}}"), "bundle.yaml")
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", yaml, err, want)
 		}
 	}
 }

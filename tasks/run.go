@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode"
 	"time"
 
 	"github.com/airflow-sandbox/airflow-go-worker/internal/final"
@@ -44,6 +45,16 @@ type RunResult struct {
 	// not logged, past the operator's log limit (CommandLogLimitEnv);
 	// the output tail still has the last of them.
 	OutputLinesDropped int64 `json:"output_lines_dropped,omitempty"`
+}
+
+// FollowTasks is what a run task declared as a branch (the bundle config's
+// branch:) follows: the task ids on the last line the last command printed,
+// separated by spaces or commas, as a Python branch returns them. Nothing
+// printed follows none.
+func (r RunResult) FollowTasks() []string {
+	lines := strings.Split(strings.TrimRight(r.OutputTail, "\n"), "\n")
+	last := lines[len(lines)-1]
+	return strings.FieldsFunc(last, func(c rune) bool { return c == ',' || unicode.IsSpace(c) })
 }
 
 // CommandError is a command that exited non-zero or timed out. It carries

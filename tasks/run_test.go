@@ -378,3 +378,20 @@ func TestSweepOfItsOwnRun(t *testing.T) {
 		t.Fatalf("destroyed %v, alive %v; want only %s gone", res.Destroyed, e.drv.alive(), mine)
 	}
 }
+
+// A run task declared as a branch follows the task ids its command printed
+// last.
+func TestRunResultFollowsTheLastLinePrinted(t *testing.T) {
+	for tail, want := range map[string][]string{
+		"checking rows\nload\n": {"load"},
+		"n=3\nload, report\n":   {"load", "report"},
+		"load report":           {"load", "report"},
+		"":                      nil,
+		"load\n\n\n":            {"load"},
+		"ok\r\nload\r\n":        {"load"},
+	} {
+		if got := (RunResult{OutputTail: tail}).FollowTasks(); !slices.Equal(got, want) {
+			t.Errorf("%q: follows %q, want %q", tail, got, want)
+		}
+	}
+}
