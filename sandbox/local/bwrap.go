@@ -532,14 +532,14 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 			st.kill() // never run the command without its limits
 		}
 	}
+	var network *sandboxNetwork
 	if started && limitErr == nil && d.needsNetwork(m.Spec) {
-		var stopNet func()
-		if stopNet, limitErr = d.startNetwork(pid, m.Spec, d.sandboxIDs(m)); limitErr != nil {
+		if network, limitErr = d.startNetwork(pid, m.Spec, d.sandboxIDs(m)); limitErr != nil {
 			st.kill()
 		} else {
 			// Like the cgroup's removal: off the command's path, finished
 			// by Close.
-			defer d.afterCommand(stopNet)
+			defer d.afterCommand(network.stop)
 		}
 	}
 	_, _ = blockW.Write([]byte{1}) // fails only if bwrap died; Wait reports that
@@ -582,6 +582,9 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 	if res.ExitCode != 0 && diskWasFull {
 		// Its own error said only "No space left on device".
 		fmt.Fprintln(stderr, errDiskFull(lim))
+	}
+	if lost := network.lost(); res.ExitCode != 0 && lost != "" {
+		fmt.Fprintln(stderr, lost) // its own errors said only that connections failed
 	}
 	return res, nil
 }

@@ -142,6 +142,10 @@ type Options struct {
 	// a host that offers no way to enforce one: a root worker without a
 	// writable pids cgroup).
 	MaxProcesses int
+	// NetworkMemoryMiB bounds the memory of each open-network command's
+	// slirp4netns, its socket buffers included (limits.go): 0 means
+	// NetworkMemoryEnv's, else DefaultNetworkMemoryMiB.
+	NetworkMemoryMiB int
 	// Host names this worker host in the ids of the sandboxes it creates
 	// (<name>@<host>), so a task on another host that is handed one fails
 	// naming both hosts. Default: the host name. The operator's setting:
@@ -204,6 +208,8 @@ type Driver struct {
 	// namespaces their commands join (userns.go).
 	sandboxUser ids
 	userns      userNamespaces
+	// networkMemMiB bounds each open-network command's slirp4netns.
+	networkMemMiB int
 
 	mu      sync.Mutex
 	running map[string]map[*exec.Cmd]*execState // by sandbox name, for Destroy
@@ -274,6 +280,9 @@ func New(opts Options) (*Driver, error) {
 		return nil, err
 	}
 	if d.egressOff, err = egressFilterOff(); err != nil {
+		return nil, err
+	}
+	if d.networkMemMiB, err = networkMemoryMiB(opts.NetworkMemoryMiB); err != nil {
 		return nil, err
 	}
 	if os.Geteuid() == 0 {

@@ -4,8 +4,13 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Memory and disk limits every local sandbox has. Without them a command
@@ -16,6 +21,92 @@ const (
 	DefaultMemoryMiB = 2048
 	DefaultDiskMiB   = 4096
 )
+
+// Socket buffers. A sandbox's sockets hold kernel memory that no
+// process's own memory shows: 900 connections to a server that never
+// reads queued 1.07 GiB, past the host's tcp_mem pressure line (where
+// every TCP socket of the host, Airflow's database connections among
+// them, starts to fail), and a sandbox with memory_mib 256 queued 290 MiB
+// over its own loopback (issue 38). Bounds:
+//   - the sandbox's own sockets: in its memory cgroup, with memory_mib:
+//     cgroup v2 charges socket buffers to memory.max; cgroup v1 keeps
+//     them apart, in memory.kmem.tcp.limit_in_bytes, which is set to
+//     memory_mib too (so a v1 sandbox may hold memory_mib of memory and
+//     as much again of TCP buffers). Where neither counts them (no memory
+//     cgroup, a v1 kernel without kmem.tcp), only the number of its open
+//     files is bounded (sandboxFiles per process), which bounds little.
+//   - slirp4netns, whose host sockets carry an open sandbox's traffic:
+//     a memory cgroup of its own per command, of networkMemMiB (v1: its
+//     memory and, apart, its TCP buffers, each), and sandboxFiles open
+//     files, so at most about as many connections; without a memory
+//     cgroup, an address-space limit of networkMemMiB.
+
+// DefaultNetworkMemoryMiB bounds each open-network command's slirp4netns
+// (NetworkMemoryEnv raises it).
+const DefaultNetworkMemoryMiB = 256
+
+// NetworkMemoryEnv is the operator's bound, in MiB, on the memory of
+// each open-network command's slirp4netns, its socket buffers included.
+const NetworkMemoryEnv = "AIRFLOW_GO_WORKER_LOCAL_NETWORK_MEMORY_MIB"
+
+// sandboxFiles is the open-file limit (RLIMIT_NOFILE) of slirp4netns,
+// and of a sandbox's processes where its socket buffers count nowhere.
+const sandboxFiles = 1024
+
+// networkMemoryMiB is opts's bound, else NetworkMemoryEnv's, else the
+// default.
+func networkMemoryMiB(opt int) (int, error) {
+	if opt > 0 {
+		return opt, nil
+	}
+	v := os.Getenv(NetworkMemoryEnv)
+	if v == "" {
+		return DefaultNetworkMemoryMiB, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 16 || n > 1<<20 {
+		return 0, fmt.Errorf("%s=%q is not a size in MiB from 16 to %d; give the memory each open-network sandbox's slirp4netns may use, socket buffers included (%d by default)", NetworkMemoryEnv, v, 1<<20, DefaultNetworkMemoryMiB)
+	}
+	return n, nil
+}
+
+// socketsCounted says whether the memory cgroups of this worker count
+// socket buffers: cgroup v2 always, v1 where the kernel has kmem.tcp.
+func (c cgroupLimiter) socketsCounted() bool {
+	if c.memory == "" {
+		return false
+	}
+	if c.version == "v2" {
+		return true
+	}
+	_, err := os.Stat(filepath.Join(c.memory, "memory.kmem.tcp.limit_in_bytes"))
+	return err == nil
+}
+
+// limitNetworkHelper bounds slirp4netns (host process pid), which has
+// made no socket for the sandbox yet (the command waits on its block fd
+// until the network is ready): release, never nil, removes its cgroup
+// once it has exited.
+func (d *Driver) limitNetworkHelper(pid int) (release func() error, err error) {
+	files := unix.Rlimit{Cur: sandboxFiles, Max: sandboxFiles}
+	if err := unix.Prlimit(pid, unix.RLIMIT_NOFILE, &files, nil); err != nil {
+		return noRelease, fmt.Errorf("cannot limit slirp4netns's open files: %v", err)
+	}
+	bytes := int64(d.networkMemMiB) << 20
+	if d.memCgroup.memory == "" {
+		as := unix.Rlimit{Cur: uint64(bytes), Max: uint64(bytes)}
+		if err := unix.Prlimit(pid, unix.RLIMIT_AS, &as, nil); err != nil {
+			return noRelease, fmt.Errorf("cannot limit slirp4netns's memory: %v", err)
+		}
+		return noRelease, nil
+	}
+	cg := d.memCgroup
+	cg.prefix += networkCgroup
+	return cg.apply(pid, "", 0, bytes)
+}
+
+// networkCgroup follows the driver's prefix in slirp4netns's cgroups.
+const networkCgroup = "net-"
 
 // limitsOf are the limits sandbox m runs under: those set when it was
 // created, or this driver's for a sandbox made before there were any.
@@ -34,6 +125,12 @@ func (d *Driver) limitsOf(m *meta) limits {
 // what was set up, even when err says not all of it could be: call it once
 // the init has exited.
 func (d *Driver) applyLimits(pid int, sandboxCg string, lim limits) (release func() error, err error) {
+	if !d.memCgroup.socketsCounted() { // its open files, at least (limits above)
+		files := unix.Rlimit{Cur: sandboxFiles, Max: sandboxFiles}
+		if err := unix.Prlimit(pid, unix.RLIMIT_NOFILE, &files, nil); err != nil {
+			return noRelease, fmt.Errorf("cannot limit the sandbox's open files (RLIMIT_NOFILE on pid %d): %v", pid, err)
+		}
+	}
 	cg := d.memCgroup
 	memBytes := int64(lim.MemoryMiB) << 20
 	maxProcs := 0

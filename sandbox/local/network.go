@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -54,18 +55,48 @@ const (
 	networkReadyTimeout = 30 * time.Second
 )
 
+// sandboxNetwork is the network of one command: slirp4netns, joined to
+// the command's network namespace.
+type sandboxNetwork struct {
+	slirp *slirpProc
+}
+
 // startNetwork connects the network namespace of bwrap's init (host pid)
-// to the outside and returns once the sandbox's interface is configured
-// (as: who owns the sandbox's user namespace, usernsArgs);
-// stop ends slirp4netns (it also exits by itself when the worker dies:
-// its --exit-fd closes).
-func (d *Driver) startNetwork(pid int, spec sandbox.Spec, as ids) (stop func(), err error) {
+// to the outside, its egress filter installed first, and returns once the
+// sandbox's interface is configured (as: who owns the sandbox's user
+// namespace, usernsArgs). Its stop ends slirp4netns (which also exits by
+// itself when the worker dies: its --exit-fd closes).
+func (d *Driver) startNetwork(pid int, spec sandbox.Spec, as ids) (*sandboxNetwork, error) {
 	if err := waitLoopback(pid); err != nil {
 		return nil, err
 	}
 	if err := waitIDMaps(pid, nil); err != nil {
 		return nil, err
 	}
+	netns, userns, err := namespacesOf(pid)
+	if err != nil {
+		return nil, err
+	}
+	defer netns.Close()
+	defer userns.Close()
+	// Before slirp4netns connects the namespace: no packet leaves it
+	// unfiltered.
+	if err := d.filterNetwork(netns, userns, spec, as); err != nil {
+		return nil, err
+	}
+	slirp, err := d.startSlirp(netns, userns)
+	if err != nil {
+		return nil, err
+	}
+	return &sandboxNetwork{slirp: slirp}, nil
+}
+
+// stop ends the command's network.
+func (n *sandboxNetwork) stop() { n.slirp.stop() }
+
+// filterNetwork installs the egress filter in netns (owned by userns),
+// or says why the command may not run without it.
+func (d *Driver) filterNetwork(netns, userns *os.File, spec sandbox.Spec, as ids) error {
 	// unfiltered says whether the operator lets this sandbox run without
 	// the filter, which cannot be installed (why); otherwise it fails.
 	unfiltered := func(why error) bool {
@@ -75,10 +106,35 @@ func (d *Driver) startNetwork(pid int, spec sandbox.Spec, as ids) (stop func(), 
 		d.log.Warn("an open-network sandbox runs without the egress filter ("+EgressFilterEnv+"=off): it can reach the worker's own addresses and private network", "reason", why)
 		return true
 	}
-	filter := d.egressSupport()
-	if filter != nil && !unfiltered(filter) {
-		return nil, errors.New(noEgressFilter(filter))
+	if filter := d.egressSupport(); filter != nil {
+		if unfiltered(filter) {
+			return nil
+		}
+		return errors.New(noEgressFilter(filter))
 	}
+	plan, err := d.planFor(spec)
+	if err == nil {
+		err = d.installEgress(netns, userns, plan, as)
+	}
+	if err != nil && !unfiltered(err) {
+		return err
+	}
+	return nil
+}
+
+// slirpProc is a running slirp4netns.
+type slirpProc struct {
+	d       *Driver
+	cmd     *exec.Cmd
+	exitW   *os.File      // closing it tells slirp4netns to exit
+	exited  chan struct{} // closed once it has
+	release func() error  // removes its cgroup once it has exited
+	stopped atomic.Bool   // stop was called
+}
+
+// startSlirp starts slirp4netns on netns (owned by userns), bounded
+// (limitNetworkHelper), and returns once the interface is configured.
+func (d *Driver) startSlirp(netns, userns *os.File) (*slirpProc, error) {
 	readyR, readyW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -88,29 +144,6 @@ func (d *Driver) startNetwork(pid int, spec sandbox.Spec, as ids) (stop func(), 
 	if err != nil {
 		readyW.Close()
 		return nil, err
-	}
-	netns, userns, err := namespacesOf(pid)
-	if err != nil {
-		readyW.Close()
-		exitR.Close()
-		exitW.Close()
-		return nil, err
-	}
-	defer netns.Close()
-	defer userns.Close()
-	if filter == nil {
-		// Before slirp4netns connects the namespace: no packet leaves
-		// it unfiltered.
-		plan, err := d.planFor(spec)
-		if err == nil {
-			err = d.installEgress(netns, userns, plan, as)
-		}
-		if err != nil && !unfiltered(err) {
-			readyW.Close()
-			exitR.Close()
-			exitW.Close()
-			return nil, err
-		}
 	}
 	diag := sandbox.NewTailBuffer(2048)
 	args := []string{"--configure", "--mtu=65520", "--disable-host-loopback", "--cidr=" + sandboxCIDR,
@@ -143,17 +176,25 @@ func (d *Driver) startNetwork(pid int, spec sandbox.Spec, as ids) (stop func(), 
 		exitW.Close()
 		return nil, fmt.Errorf("cannot start %s for the sandbox's network: %v", d.slirp, err)
 	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }() // its diagnostics are in diag
-	stop = func() {
-		exitW.Close()
-		select {
-		case <-exited:
-		case <-time.After(2 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-		}
+	p := &slirpProc{d: d, cmd: cmd, exitW: exitW, exited: make(chan struct{}), release: noRelease}
+	go func() { _ = cmd.Wait(); close(p.exited) }() // its diagnostics are in diag
+	if p.release, err = d.limitNetworkHelper(cmd.Process.Pid); err == nil {
+		err = waitReady(readyR)
 	}
+	if err != nil {
+		p.stop()
+		out := strings.TrimSpace(diag.String())
+		advice := ""
+		if strings.Contains(out, "/dev/net/tun") {
+			advice = "; it makes the sandbox's interface with /dev/net/tun, which the worker's user must be able to open (Debian's mode is 0666; in a container, pass the device: docker run --device /dev/net/tun)"
+		}
+		return nil, fmt.Errorf("slirp4netns could not give the sandbox its network (%v): %s%s", err, out, advice)
+	}
+	return p, nil
+}
+
+// waitReady waits for slirp4netns's ready fd.
+func waitReady(readyR *os.File) error {
 	ready := make(chan error, 1)
 	go func() {
 		b, err := io.ReadAll(readyR) // "1", then closed; EOF alone: it failed
@@ -163,20 +204,48 @@ func (d *Driver) startNetwork(pid int, spec sandbox.Spec, as ids) (stop func(), 
 		ready <- err
 	}()
 	select {
-	case err = <-ready:
+	case err := <-ready:
+		return err
 	case <-time.After(networkReadyTimeout):
-		err = fmt.Errorf("not ready after %s", networkReadyTimeout)
+		return fmt.Errorf("not ready after %s", networkReadyTimeout)
 	}
-	if err != nil {
-		stop()
-		out := strings.TrimSpace(diag.String())
-		advice := ""
-		if strings.Contains(out, "/dev/net/tun") {
-			advice = "; it makes the sandbox's interface with /dev/net/tun, which the worker's user must be able to open (Debian's mode is 0666; in a container, pass the device: docker run --device /dev/net/tun)"
-		}
-		return nil, fmt.Errorf("slirp4netns could not give the sandbox its network (%v): %s%s", err, out, advice)
+}
+
+// stop ends slirp4netns and removes its cgroup.
+func (p *slirpProc) stop() {
+	p.stopped.Store(true)
+	p.exitW.Close()
+	select {
+	case <-p.exited:
+	case <-time.After(2 * time.Second):
+		p.cmd.Process.Kill()
+		<-p.exited
 	}
-	return stop, nil
+	if err := p.release(); err != nil {
+		p.d.log.Warn("slirp4netns's cgroup could not be removed; a later worker start removes it", "error", err)
+	}
+}
+
+// lost says why the network ended while the command ran, "" if it did
+// not: slirp4netns exited before stop. Killed (SIGKILL) is what its
+// memory limit does when it is reached.
+func (n *sandboxNetwork) lost() string {
+	if n == nil {
+		return "" // the command had no network of its own
+	}
+	p := n.slirp
+	select {
+	case <-p.exited:
+	default:
+		return ""
+	}
+	if p.stopped.Load() {
+		return ""
+	}
+	if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
+		return fmt.Sprintf("network: the sandbox lost its network during the command: slirp4netns, which carries it, was killed, as it is when it reaches its memory limit (%d MiB, socket buffers included: many connections, or servers that read slowly, fill it); use fewer connections at once, or have the operator raise %s", p.d.networkMemMiB, NetworkMemoryEnv)
+	}
+	return fmt.Sprintf("network: the sandbox lost its network during the command: slirp4netns, which carries it, exited (%v)", p.cmd.ProcessState)
 }
 
 // waitLoopback waits until bwrap has given the sandbox's loopback its

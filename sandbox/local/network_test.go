@@ -2,6 +2,7 @@ package local
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -157,6 +158,12 @@ func newInternet(t *testing.T) *internet {
 // be killed with it.
 func (in *internet) listen(t *testing.T, addr string) *countingListener {
 	t.Helper()
+	return serve(t, in.listenWith(t, addr, &net.ListenConfig{}))
+}
+
+// listenWith is listen with lc's options, returning the bare listener.
+func (in *internet) listenWith(t *testing.T, addr string, lc *net.ListenConfig) net.Listener {
+	t.Helper()
 	type result struct {
 		l   net.Listener
 		err error
@@ -178,7 +185,7 @@ func (in *internet) listen(t *testing.T, addr string) *countingListener {
 		}
 		var l net.Listener
 		if err == nil {
-			l, err = net.Listen("tcp", net.JoinHostPort(addr, "0"))
+			l, err = lc.Listen(context.Background(), "tcp", net.JoinHostPort(addr, "0"))
 			if berr := unix.Setns(int(back.Fd()), unix.CLONE_NEWNET); berr != nil {
 				// Stuck in the other namespace: the thread exits with us.
 				ch <- result{l, berr}
@@ -192,7 +199,8 @@ func (in *internet) listen(t *testing.T, addr string) *countingListener {
 	if r.err != nil {
 		t.Fatalf("listening on %s in the stand-in internet: %v", addr, r.err)
 	}
-	return serve(t, r.l)
+	t.Cleanup(func() { r.l.Close() })
+	return r.l
 }
 
 // probe tries TCP connections from the sandbox, all at once (a link-local

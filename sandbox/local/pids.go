@@ -196,8 +196,9 @@ func (c cgroupLimiter) memoryLimits(memBytes int64) []cgLimit {
 		return []cgLimit{{"memory.max", mem}, {"memory.swap.max?", "0"}}
 	}
 	// memsw (memory and swap) can only be set once the memory limit is,
-	// and exists only where swap accounting is on.
-	return []cgLimit{{"memory.limit_in_bytes", mem}, {"memory.memsw.limit_in_bytes?", mem}}
+	// and exists only where swap accounting is on. Socket buffers count
+	// apart, in kmem.tcp (limits.go), where the kernel has it.
+	return []cgLimit{{"memory.limit_in_bytes", mem}, {"memory.memsw.limit_in_bytes?", mem}, {"memory.kmem.tcp.limit_in_bytes?", mem}}
 }
 
 // commandCgroup makes a command's cgroup, with limits ls, in the sandbox's
