@@ -24,7 +24,7 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/internal/exitorder"
 )
 
-const runUsage = `usage: %s run --dag D [--task T] [--bundle FILE] [flags]
+const runUsage = `usage: %s run --dag D [--task T [--map-index N]] [--bundle FILE] [flags]
 
 Runs one task of this bundle, or with --bundle of any AFBNDL01 bundle (ours
 or one built with Airflow's Go SDK), or without --task every task of the
@@ -34,7 +34,10 @@ coordinator protocol to it, as Airflow 3.3 does unless --airflow says otherwise:
 call arguments reach the task (tasks bind upstream values with inputs:), and
 --conf sets only the inputs the bundle config allows. Connections come from
 AIRFLOW_CONN_<ID> and --connections, variables from AIRFLOW_VAR_<KEY>, XComs
-from --state (or memory).
+and asset events from --state (or memory). A branch's unchosen tasks are
+skipped in a whole-Dag run. --map-index runs one instance of a mapped task,
+which takes its element as under Airflow (its upstream's list from --state,
+or the bundle's literal list): run the upstream first with the same --state.
 
 Flags:
 `
@@ -57,6 +60,7 @@ func (p Program) runCommand(ctx context.Context, args []string, stdout, stderr i
 	airflow := fs.String("airflow", schema.DefaultAirflow, "Airflow release to behave as: 3.3 or 3.4 (refuses a bundle whose schema that release does not know)")
 	var runStates runStateFlags
 	fs.Var(&runStates, "dag-run-state", "answer GetDagRunState for another Dag run, as DAG_ID/RUN_ID=STATE (queued, running, success or failed; repeatable); runs this command runs are recorded in --state")
+	mapIndex := fs.Int("map-index", -1, "run one mapped instance of the task: its map index (0, 1, ...), whose element the task binds from its upstream's XCom in --state or its literal list, as under Airflow")
 	argJSON := fs.String("arg-bindings", "", "Airflow 3.4 only: the stub call's arguments as a JSON list, e.g. '[{\"name\": \"sandbox\", \"kind\": \"xcom\", \"task_id\": \"provision\"}]'")
 	if help, err := ParseFlags(fs, args); help {
 		return exitorder.OK
@@ -105,6 +109,9 @@ func (p Program) runCommand(ctx context.Context, args []string, stdout, stderr i
 	if err != nil {
 		return fail("%v", err)
 	}
+	if *mapIndex < -1 || *mapIndex >= 0 && *taskID == "" {
+		return fail("--map-index %d: give a map index of 0 or more together with --task (the mapped task whose instance to run)", *mapIndex)
+	}
 	if *runID == "" {
 		*runID = "manual__" + time.Now().UTC().Format("2006-01-02T15:04:05.000000+00:00")
 	}
@@ -129,9 +136,21 @@ func (p Program) runCommand(ctx context.Context, args []string, stdout, stderr i
 	defer stop()
 
 	code := exitorder.OK
+	skipped := map[string]bool{} // what a branch had Airflow skip
 	for _, t := range taskIDs {
-		res, err := sup.RunTask(ctx, supervisor.TaskRequest{DagID: *dagID, TaskID: t, RunID: *runID, Conf: conf, ArgBindings: argBindings, ShouldRetry: *retry, MaxTries: 1})
+		if skipped[t] {
+			fmt.Fprintf(stdout, "%s.%s (run %s): skipped (by a branch)\n", *dagID, t, *runID)
+			continue
+		}
+		res, err := sup.RunTask(ctx, supervisor.TaskRequest{DagID: *dagID, TaskID: t, RunID: *runID, Conf: conf, ArgBindings: argBindings, ShouldRetry: *retry, MaxTries: 1,
+			Mapped: *mapIndex >= 0, MapIndex: *mapIndex})
+		for _, s := range res.SkippedDownstream {
+			skipped[s] = true
+		}
 		line := fmt.Sprintf("%s.%s (run %s): %s", *dagID, t, *runID, res.State)
+		if *mapIndex >= 0 {
+			line = fmt.Sprintf("%s.%s[%d] (run %s): %s", *dagID, t, *mapIndex, *runID, res.State)
+		}
 		if res.RetryReason != "" {
 			line += " (" + res.RetryReason + ")"
 		}
@@ -143,7 +162,7 @@ func (p Program) runCommand(ctx context.Context, args []string, stdout, stderr i
 			code = exitorder.Failure
 			break
 		}
-		if v, ok, _ := sup.GetXCom(*dagID, *runID, t, protocol.ReturnValueKey); ok {
+		if v, ok, _ := sup.GetMappedXCom(*dagID, *runID, t, protocol.ReturnValueKey, *mapIndex); ok {
 			data, _ := json.Marshal(v)
 			fmt.Fprintf(stdout, "  return_value: %s\n", data)
 		}

@@ -167,6 +167,11 @@ func (s *Supervisor) GetXCom(dagID, runID, taskID, key string) (value any, ok bo
 	return readXComFile(p)
 }
 
+// GetMappedXCom reads the stored XCom of one mapped instance.
+func (s *Supervisor) GetMappedXCom(dagID, runID, taskID, key string, mapIndex int) (value any, ok bool, err error) {
+	return s.getXComAt(dagID, runID, taskID, key, mapIndex)
+}
+
 // PutXCom stores an XCom value (JSON-encodable), replacing any previous one.
 func (s *Supervisor) PutXCom(dagID, runID, taskID, key string, value any) error {
 	data, err := json.Marshal(value)

@@ -87,9 +87,10 @@ type Supervisor struct {
 	// 2026-10-30 carries a TaskRequest's ArgBindings.
 	SchemaVersion string
 
-	memMu   sync.Mutex
-	mem     map[string]any    // in-memory XCom when StateDir is empty
-	memRuns map[string]string // in-memory Dag run states when StateDir is empty
+	memMu     sync.Mutex
+	mem       map[string]any    // in-memory XCom when StateDir is empty
+	memRuns   map[string]string // in-memory Dag run states when StateDir is empty
+	memEvents []storedEvent     // in-memory asset events when StateDir is empty
 }
 
 // TaskRequest names one task instance to run.
@@ -152,6 +153,9 @@ type Result struct {
 	// outlet_events, checked as the Execution API reads them.
 	Outlets      []map[string]any
 	OutletEvents []map[string]any
+	// SkippedDownstream are the task ids a branch had Airflow skip
+	// (SkipDownstreamTasks).
+	SkippedDownstream []string
 	// MappedLength is the mapped_length a return value was pushed with
 	// (a mapped downstream expands over it), nil when none.
 	MappedLength *int
@@ -494,6 +498,11 @@ func (s *Supervisor) RunTask(ctx context.Context, req TaskRequest) (Result, erro
 	res.Usage = c.usage
 	res.Output, res.OutputDropped = c.out.lines()
 	res.State = finalState(res, req.ShouldRetry)
+	if res.State == StateSuccess {
+		if err := s.recordAssetEvents(sd.TI, res.OutletEvents); err != nil {
+			show.line("supervisor", "recording the task's asset events: "+err.Error())
+		}
+	}
 	return res, nil
 }
 
@@ -684,6 +693,16 @@ func (s *Supervisor) handle(m protocol.Message, ti protocol.TaskInstance, b map[
 	case protocol.TypeMaskSecret:
 		red.add(b["value"])
 		return nil, nil
+	case protocol.TypeSkipDownstreamTasks:
+		res.SkippedDownstream = append(res.SkippedDownstream, skippedTaskIDs(b["tasks"])...)
+		show.line("supervisor", fmt.Sprintf("the task skips %v, as Airflow would mark them skipped", res.SkippedDownstream))
+		return nil, nil
+	case protocol.TypeGetAssetEventByAsset:
+		events, err := s.assetEventsFor(b)
+		if err != nil {
+			return nil, apiError("API_SERVER_ERROR", err.Error())
+		}
+		return protocol.Raw{"type": protocol.TypeAssetEventsResult, "asset_events": events}, nil
 	case protocol.TypeGetDagRunState:
 		state, ok, err := s.DagRunState(str("dag_id"), str("run_id"))
 		if err != nil {
@@ -698,6 +717,27 @@ func (s *Supervisor) handle(m protocol.Message, ti protocol.TaskInstance, b map[
 	// here it also covers the types only a real Execution API serves.
 	show.line("supervisor", fmt.Sprintf("%s is not served by the local supervisor; answering Unhandled request", m.Type()))
 	return nil, &protocol.ErrorResponse{Error: "API_SERVER_ERROR", Detail: map[string]any{"status_code": 400, "message": "Unhandled request"}}
+}
+
+// skippedTaskIDs reads SkipDownstreamTasks.tasks: task ids, or [task id,
+// map index] pairs.
+func skippedTaskIDs(v any) []string {
+	list, _ := v.([]any)
+	var ids []string
+	for _, e := range list {
+		switch e := e.(type) {
+		case string:
+			ids = append(ids, e)
+		case []any:
+			if len(e) != 2 {
+				continue
+			}
+			if id, ok := e[0].(string); ok {
+				ids = append(ids, id)
+			}
+		}
+	}
+	return ids
 }
 
 // mapIndexOf is a request's map_index, -1 when absent or null.

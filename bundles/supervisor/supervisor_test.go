@@ -868,3 +868,51 @@ func TestSupervisorRejectsMalformedOutlets(t *testing.T) {
 		t.Fatalf("a well-formed SucceedTask was rejected: %s", why)
 	}
 }
+
+// The local supervisor keeps the asset events of the tasks it ran, as the
+// Execution API does, and serves GetAssetEventByAsset from them: a later
+// task reads the latest events of an asset that did not trigger its run.
+func TestSupervisorServesAssetEventsItRecorded(t *testing.T) {
+	s, _ := newSup(t)
+	runID := "manual__inlets"
+	if res := run(t, s, TaskRequest{DagID: "assets", TaskID: "inlets", RunID: runID}); res.State != StateSuccess {
+		t.Fatalf("inlets before any event: %s %v", res.State, res.Output)
+	}
+	if got, _, _ := s.GetXCom("assets", runID, "inlets", "return_value"); got != nil {
+		t.Fatalf("inlets read %v before any event was recorded", got)
+	}
+	run(t, s, TaskRequest{DagID: "assets", TaskID: "list", RunID: runID})
+	for mi := range 3 {
+		if res := run(t, s, TaskRequest{DagID: "assets", TaskID: "convert", RunID: runID, Mapped: true, MapIndex: mi}); res.State != StateSuccess {
+			t.Fatalf("convert[%d]: %s", mi, res.State)
+		}
+	}
+	res := run(t, s, TaskRequest{DagID: "assets", TaskID: "inlets", RunID: runID})
+	if res.State != StateSuccess || len(res.Rejected) > 0 {
+		t.Fatalf("inlets: %s, rejected %q", res.State, res.Rejected)
+	}
+	got, _, _ := s.GetXCom("assets", runID, "inlets", "return_value")
+	if fmt.Sprint(got) != "[file:///converted/b.jsonl file:///converted/c.jsonl]" {
+		t.Fatalf("inlets read %v, want the latest two events, oldest first", got)
+	}
+}
+
+// A branch's SkipDownstreamTasks reaches the result, which a whole-Dag run
+// follows.
+func TestSupervisorRecordsABranchsSkips(t *testing.T) {
+	s, _ := newSup(t)
+	res := run(t, s, TaskRequest{DagID: "branch", TaskID: "choose", RunID: "manual__b", Conf: map[string]any{"way": "right"}})
+	if res.State != StateSuccess || len(res.Rejected) > 0 || !slices.Equal(res.SkippedDownstream, []string{"left"}) {
+		t.Fatalf("choose: %s, skipped %v, rejected %q", res.State, res.SkippedDownstream, res.Rejected)
+	}
+}
+
+// A mapped instance of a task that binds no element fails at once through
+// the local supervisor as under Airflow.
+func TestSupervisorRunsAMappedInstanceWithoutAnElementToFailure(t *testing.T) {
+	s, _ := newSup(t)
+	res := run(t, s, TaskRequest{DagID: "branch", TaskID: "left", RunID: "manual__m", Mapped: true, MapIndex: 0})
+	if res.State != StateFailed {
+		t.Fatalf("left[0]: %s, want failed", res.State)
+	}
+}

@@ -75,6 +75,8 @@ var requestRules = map[string]requestRule{
 	protocol.TypeSetRenderedFields:    {present: []string{"rendered_fields"}},
 	protocol.TypeSetRenderedMapIndex:  {strings: []string{"rendered_map_index"}},
 	protocol.TypeGetXComSequenceSlice: {strings: []string{"key", "dag_id", "run_id", "task_id"}, present: []string{"start", "stop", "step"}},
+	protocol.TypeSkipDownstreamTasks:  {present: []string{"tasks"}, allowed: keySet("tasks")},
+	protocol.TypeGetAssetEventByAsset: {present: []string{"name", "uri"}},
 }
 
 // invalidRequest says why Airflow's supervisor would fail to validate a

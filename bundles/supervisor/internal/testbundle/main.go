@@ -72,6 +72,25 @@ func registerDataModel(b *bundles.Bundle) {
 	}, bundles.WithExpandXCom("url", "list"), bundles.WithOutlets(out), bundles.WithMapIndexTemplate("{url}"))
 	b.Register("assets", "gather", func(in resultsIn) ([]string, error) { return in.Results, nil }, bundles.WithMappedXCom("results", "convert"))
 	b.Register("assets", "consume", func(in urlIn) (string, error) { return "read " + in.URL, nil }, bundles.WithAssetEvent("url", out.URI, "extra.url"))
+	// inlets reads the latest event of the asset, whatever triggered the
+	// run (Python's inlet_events).
+	b.Register("assets", "inlets", func(ctx context.Context, c bundles.Client) ([]string, error) {
+		events, err := c.GetAssetEvents(ctx, out, 2)
+		var urls []string
+		for _, e := range events {
+			urls = append(urls, fmt.Sprint(e.Extra["url"]))
+		}
+		return urls, err
+	})
+	// A branch over its two downstream tasks, choosing the conf's way.
+	b.Register("branch", "choose", func(in wayIn) (string, error) { return in.Way, nil },
+		bundles.WithBranch("left", "right"), bundles.AllowConf("way"), bundles.WithDefaults(map[string]any{"way": "left"}))
+	b.Register("branch", "left", func() (string, error) { return "went left", nil })
+	b.Register("branch", "right", func() (string, error) { return "went right", nil })
+}
+
+type wayIn struct {
+	Way string `json:"way"`
 }
 
 func main() {
