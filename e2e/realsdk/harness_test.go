@@ -84,6 +84,7 @@ type tcase struct {
 	Variables      map[string]string `json:"variables,omitempty"`
 	XComs          map[string]any    `json:"xcoms,omitempty"`
 	DagRuns        map[string]string `json:"dag_runs,omitempty"`
+	AssetEvents    []map[string]any  `json:"asset_events,omitempty"`
 	Env            map[string]string `json:"env,omitempty"`
 	SigtermOnEvent string            `json:"sigterm_on_event,omitempty"`
 	Timeout        int               `json:"timeout,omitempty"`

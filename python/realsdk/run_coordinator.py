@@ -15,6 +15,8 @@ CASES.json is a list of cases:
    "run_id", "try_number", "max_tries", "should_retry", "conf",
    "connections": {conn_id: {conn_type, host, login, password, ...}},
    "variables": {key: value}, "xcoms": {"task_id/key": value},
+   "asset_events": [AssetEventResponse, ...]  (what GET asset-events/by-asset
+       answers, filtered by the asset's name and uri),
    "dag_runs": {"dag_id/run_id": state}  (what GET dag-runs/.../state
        answers; any other run is a 404, as Airflow's Execution API answers),
    "env": {name: value}  (set in this process, so in the bundle's, for the
@@ -187,6 +189,11 @@ class ExecutionAPI:
                     return httpx.Response(422, json={"detail": "rendered fields must be a JSON object"})
                 self.rendered_fields = body
                 return httpx.Response(201, json={"message": "Rendered task instance fields successfully set"})
+            if request.method == "PATCH" and what == "skip-downstream":
+                if not isinstance(body, dict) or not isinstance(body.get("tasks"), list):
+                    call["unexpected"] = True
+                    return httpx.Response(422, json={"detail": "tasks must be a list"})
+                return httpx.Response(204)
             if request.method == "PATCH" and what == "rendered-map-index":
                 if not isinstance(body, str):
                     call["unexpected"] = True
@@ -208,6 +215,8 @@ class ExecutionAPI:
             if state is None:
                 return httpx.Response(404, json={"detail": {"reason": "not_found", "message": f"Dag run with dag_id '{parts[1]}' and run_id '{parts[2]}' was not found"}})
             return httpx.Response(200, content=DagRunStateResponse(state=state).model_dump_json())
+        if request.method == "GET" and path == "asset-events/by-asset":
+            return self.asset_events(request.url.params)
         if parts[0] == "xcoms" and len(parts) == 5:
             _, dag_id, run_id, task_id, key = parts
             if dag_id == self.ti.dag_id and run_id == self.ti.run_id:
@@ -220,6 +229,19 @@ class ExecutionAPI:
                     return httpx.Response(201, json={"ok": True})
         call["unexpected"] = True
         return httpx.Response(400, json={"detail": f"the stand-in Execution API does not serve {request.method} {path}"})
+
+    def asset_events(self, params) -> httpx.Response:
+        """The case's asset_events of the asset named by name and/or uri,
+        ordered by timestamp as the real route orders them, limited."""
+        name, uri = params.get("name"), params.get("uri")
+        events = [
+            e for e in (self.case.get("asset_events") or [])
+            if (not name or e["asset"]["name"] == name) and (not uri or e["asset"]["uri"] == uri)
+        ]
+        events.sort(key=lambda e: e["timestamp"], reverse=params.get("ascending") == "false")
+        if params.get("limit"):
+            events = events[: int(params["limit"])]
+        return httpx.Response(200, json={"asset_events": events})
 
     def run_context(self) -> TIRunContext:
         now = datetime.now(timezone.utc)

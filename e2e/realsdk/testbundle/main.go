@@ -86,6 +86,7 @@ func main() {
 		}
 		return out, nil
 	}, bundles.AllowConf("runs"))
+	registerAttributes(b)
 	// Succeeds (SucceedTask is sent), then the process exits 3.
 	b.Register("bindings", "succeed_then_crash", func() error { exitCode = 3; return nil })
 	code := b.Run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)
@@ -93,4 +94,25 @@ func main() {
 		code = exitCode
 	}
 	exitorder.Exit(code)
+}
+
+// registerAttributes adds the tasks that apply stub attributes Airflow's
+// Python task runner would (issue 37): a branch, multiple outputs, an
+// execution timeout, and a read of an asset's events.
+func registerAttributes(b *bundles.Bundle) {
+	b.Register("attributes", "branch", func() (string, error) { return "right", nil }, bundles.WithBranch("left", "right"))
+	b.Register("attributes", "outputs", func() (map[string]int, error) { return map[string]int{"rows": 3, "files": 1}, nil },
+		bundles.WithMultipleOutputs())
+	b.Register("attributes", "timeout", func(ctx context.Context, log hclog.Logger) error {
+		log.Info("working until stopped")
+		<-ctx.Done()
+		return ctx.Err()
+	}, bundles.WithExecutionTimeout(300*time.Millisecond))
+	b.Register("attributes", "inlets", func(ctx context.Context, c bundles.Client) (any, error) {
+		events, err := c.GetAssetEvents(ctx, bundles.Asset{URI: "s3://b/orders"}, 1)
+		if err != nil || len(events) == 0 {
+			return nil, err
+		}
+		return events[0].Extra, nil
+	})
 }
