@@ -15,10 +15,10 @@ import (
 // (issue 30): New, Register/Add and their options, Client, TaskInstance,
 // DagRun, assets, outcomes and Main. Plumbing lives under internal/ or in
 // a sub-package; raising this needs a reason a task author would give.
-// 35 -> 39: the four stub attributes a Go task declares because Airflow
-// does not hand them over (WithExecutionTimeout, WithMultipleOutputs,
-// WithBranch, WithBranchJoin).
-const maxExportedNames = 39
+// 35 -> 40: what a Go task declares because Airflow 3.3 does not hand it
+// over: four stub attributes (WithExecutionTimeout, WithMultipleOutputs,
+// WithBranch, WithBranchJoin) and a templated stub argument (WithTemplate).
+const maxExportedNames = 40
 
 // bundleMethods are all a task author calls on a Bundle; what the bundle's
 // own tools read goes through package taskinfo.

@@ -203,16 +203,16 @@ func (t *task) addSources(o taskOptions) error {
 			return fmt.Errorf("input %s[%s]: [%s] names an entry of a mapping, and %s is %s; bind the whole input (%s) instead", b.input, b.entry, b.entry, t.fields[i].name, jsonKind(typ), t.fields[i].name)
 		}
 		sources := 0
-		for _, set := range []bool{b.xcomTask != "", b.param != "", b.hasItems, b.asset != ""} {
+		for _, set := range []bool{b.xcomTask != "", b.param != "", b.hasItems, b.asset != "", b.hasTemplate} {
 			if set {
 				sources++
 			}
 		}
 		switch {
 		case sources == 0:
-			return fmt.Errorf("input %q: give {xcom: <upstream task_id>}, {param: <name>}, {expand: [...]} or {asset_event: <asset uri or name>}", b.input)
+			return fmt.Errorf("input %q: give {xcom: <upstream task_id>}, {param: <name>}, {expand: [...]}, {asset_event: <asset uri or name>} or {template: \"...{{ ds }}...\"}", b.input)
 		case sources > 1:
-			return fmt.Errorf("input %q is bound to %s: give one source (xcom, param, expand or asset_event)", b.input, b.describe())
+			return fmt.Errorf("input %q is bound to %s: give one source (xcom, param, expand, asset_event or template)", b.input, b.describe())
 		case b.expand && b.mapped:
 			return fmt.Errorf("input %q: expand (this task is mapped over the list) and mapped (the upstream is mapped) exclude each other", b.input)
 		case b.field != "" && b.asset == "":
@@ -223,6 +223,14 @@ func (t *task) addSources(o taskOptions) error {
 			return fmt.Errorf("input %q: xcom %q is not a task id (1-250 letters, digits, '_', '-' or '.')", b.input, b.xcomTask)
 		case b.xcomTask != "" && b.xcomKey == "":
 			return fmt.Errorf("input %q: the XCom key is empty; leave key out for return_value", b.input)
+		}
+		if b.hasTemplate {
+			if k := t.fields[i].typ.Kind(); k != reflect.String && k != reflect.Interface && b.entry == "" {
+				return fmt.Errorf("input %q: a template renders a string, and %s is %s", b.input, t.fields[i].name, jsonKind(t.fields[i].typ))
+			}
+			if _, err := renderTemplate(b.template, nil, nil); err != nil {
+				return fmt.Errorf("input %q: %w", b.input, err)
+			}
 		}
 		if b.expand {
 			expanded = b.input
@@ -385,6 +393,8 @@ type bindSources struct {
 	// events that triggered the run, oldest first.
 	mapIndex int
 	events   []AssetEvent
+	// templateValues are what templates render (templateValues).
+	templateValues map[string]string
 	// bound, when set, receives each input's final value source.
 	bound func(sources map[string]string)
 }
@@ -614,6 +624,13 @@ func (t *task) resolveBinding(ctx context.Context, src bindSources, b inputBindi
 	if b.param != "" {
 		v, ok := src.conf[b.param]
 		return sourced{v, fmt.Sprintf("dag_run.conf[%q] (%s)", b.param, b.describe())}, ok, nil
+	}
+	if b.hasTemplate {
+		v, err := renderTemplate(b.template, src.templateValues, src.conf)
+		if err != nil {
+			return sourced{}, false, fmt.Errorf("input %q: %w", name, err)
+		}
+		return sourced{v, fmt.Sprintf("the template %s", b.describe())}, true, nil
 	}
 	if b.asset != "" || b.hasItems || b.mapped {
 		sv, ok, err := t.resolveDataModel(ctx, src, b)

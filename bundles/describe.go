@@ -58,6 +58,11 @@ func (t *task) describe(ref taskRef, feeds bool) taskinfo.Task {
 				d.Expansions = map[string]taskinfo.Expansion{}
 			}
 			d.Expansions[name] = taskinfo.Expansion{XComTask: src.xcomTask, Items: src.items, Literal: src.hasItems}
+		case src.hasTemplate:
+			if d.Templates == nil {
+				d.Templates = map[string]string{}
+			}
+			d.Templates[name] = src.template
 		case src.param != "":
 			if d.ParamInputs == nil {
 				d.ParamInputs = map[string]taskinfo.Param{}

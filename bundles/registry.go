@@ -61,6 +61,9 @@ type inputBinding struct {
 	asset, field   string
 	// all: every matching event's field (oldest first), not the latest.
 	all bool
+	// template is rendered from Airflow's template context (template.go).
+	template    string
+	hasTemplate bool
 }
 
 // splitEntry splits an input named "field[entry]" (one entry of a
@@ -84,6 +87,8 @@ func (b inputBinding) describe() string {
 		return fmt.Sprintf("{param: %s}", b.param)
 	case b.hasItems:
 		return fmt.Sprintf("{expand: [%d items]}", len(b.items))
+	case b.hasTemplate:
+		return fmt.Sprintf("{template: %q}", b.template)
 	case b.asset != "":
 		s := fmt.Sprintf("{asset_event: %s", b.asset)
 		if b.field != "" {

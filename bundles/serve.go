@@ -417,9 +417,10 @@ func (b *Bundle) execute(ctx context.Context, t *task, ti TaskInstance, dr DagRu
 			readFailed = readFailed || err != nil
 			return v, err
 		},
-		mapIndex: ti.MapIndex,
-		events:   dr.TriggeringAssetEvents,
-		bound:    func(s map[string]string) { sources = s },
+		mapIndex:       ti.MapIndex,
+		events:         dr.TriggeringAssetEvents,
+		templateValues: templateValues(ti, dr),
+		bound:          func(s map[string]string) { sources = s },
 	})
 	if err == nil && t.inputType != nil {
 		err = t.reportInputs(ctx, st, input, sources, log, redact)

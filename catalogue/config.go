@@ -126,6 +126,9 @@ type inputConfig struct {
 	AssetEvent string `yaml:"asset_event"`
 	Field      string `yaml:"field"`
 	All        bool   `yaml:"all"`
+	// Template is rendered as Airflow renders a stub argument such as
+	// "rates-{{ ds }}" (bundles.WithTemplate), which 3.3 never hands over.
+	Template string `yaml:"template"`
 }
 
 // option turns the entry into the registry option it stands for.
@@ -141,14 +144,16 @@ func (in inputConfig) option(name string) (bundles.TaskOption, error) {
 		return nil, fmt.Errorf("inputs.%s: expand: true and mapped: true read an upstream's XCom; give xcom: <upstream task_id> beside them", name)
 	}
 	sources := 0
-	for _, set := range []bool{in.XCom != "", in.Param != "", isList, in.AssetEvent != ""} {
+	for _, set := range []bool{in.XCom != "", in.Param != "", isList, in.AssetEvent != "", in.Template != ""} {
 		if set {
 			sources++
 		}
 	}
 	switch {
 	case sources > 1:
-		return nil, fmt.Errorf("inputs.%s: give one of xcom, param, expand: [...] and asset_event", name)
+		return nil, fmt.Errorf("inputs.%s: give one of xcom, param, expand: [...], asset_event and template", name)
+	case in.Template != "":
+		return bundles.WithTemplate(name, in.Template), nil
 	case isList:
 		return bundles.WithExpandItems(name, items...), nil
 	case in.AssetEvent != "" && in.All:
@@ -174,7 +179,7 @@ func (in inputConfig) option(name string) (bundles.TaskOption, error) {
 	case in.Param != "":
 		return bundles.WithParam(name, in.Param), nil
 	}
-	return nil, fmt.Errorf("inputs.%s: give {xcom: <upstream task_id>} (optionally with key: <xcom key>, expand: true or mapped: true), {param: <name>}, {expand: [<item>, ...]} or {asset_event: <asset uri or name>, field: <path such as extra.url>}", name)
+	return nil, fmt.Errorf("inputs.%s: give {xcom: <upstream task_id>} (optionally with key: <xcom key>, expand: true or mapped: true), {param: <name>}, {expand: [<item>, ...]}, {asset_event: <asset uri or name>, field: <path such as extra.url>} or {template: \"...{{ ds }}...\"}", name)
 }
 
 // options are the task's outlets and mapping settings as registry options.

@@ -318,3 +318,18 @@ func TestConfigDeclaresStubAttributes(t *testing.T) {
 		}
 	}
 }
+
+// A template input renders as the stub argument Airflow 3.3 drops.
+func TestConfigTemplateInput(t *testing.T) {
+	b := bundles.New()
+	if err := Load(b, []byte(`dags: {d: {tasks: {t: {kind: run, inputs: {workdir: {template: "/work/{{ ds_nodash }}"}}}}}}`), "bundle.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	if got := describeTask(b, "d", "t").Templates["workdir"]; got != "/work/{{ ds_nodash }}" {
+		t.Fatalf("templates: %q", got)
+	}
+	err := Load(bundles.New(), []byte(`dags: {d: {tasks: {t: {kind: run, inputs: {workdir: {template: "{{ macros.ds_add(ds, 1) }}"}}}}}}`), "bundle.yaml")
+	if err == nil || !strings.Contains(err.Error(), "dags.d.tasks.t") || !strings.Contains(err.Error(), "not rendered for a Go task") {
+		t.Fatalf("%v", err)
+	}
+}

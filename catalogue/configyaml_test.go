@@ -68,7 +68,7 @@ func TestMergeKeysAreCheckedWhereTheyLand(t *testing.T) {
 		t.Fatalf("a merge of a task's keys: %v", err)
 	}
 	bad := "dags:\n  d:\n    tasks:\n      a: {kind: run}\n      b: {<<: {kind: run, defalts: {}}}\n"
-	want := `c.yaml: line 5: dags.d.tasks.b: unknown key "defalts" in a task; allowed: kind, defaults, inputs, conf, outlets, map_index, mapped_downstream`
+	want := `c.yaml: line 5: dags.d.tasks.b: unknown key "defalts" in a task; allowed: kind, defaults, inputs, conf, outlets, map_index, mapped_downstream, execution_timeout, multiple_outputs, branch, branch_joins`
 	if err := Load(bundles.New(), []byte(bad), "c.yaml"); err == nil || err.Error() != want {
 		t.Fatalf("got  %v\nwant %s", err, want)
 	}
@@ -125,7 +125,7 @@ func TestAllowedKeysAreTheStructsYAMLKeys(t *testing.T) {
 			t.Errorf("%v: the strict decoder accepts anything, so the check above proves nothing", typ)
 		}
 	}
-	if got := structs[reflect.TypeFor[inputConfig]()].allowed; got != "xcom, key, param, expand, mapped, asset_event, field, all" {
+	if got := structs[reflect.TypeFor[inputConfig]()].allowed; got != "xcom, key, param, expand, mapped, asset_event, field, all, template" {
 		t.Errorf("input binding keys %q", got)
 	}
 }

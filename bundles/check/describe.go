@@ -50,6 +50,9 @@ type TaskDescription struct {
 	// Defaults are the inputs' registered defaults.
 	ParamInputs map[string]string `json:"param_inputs,omitempty"`
 	Defaults    map[string]any    `json:"defaults,omitempty"`
+	// Templates maps an input to the template it renders, as Airflow
+	// renders a stub argument.
+	Templates map[string]string `json:"templates,omitempty"`
 	// Branch lists the downstream tasks of a branch; BranchJoins maps one
 	// of them to those it is also downstream of.
 	Branch      []string            `json:"branch,omitempty"`
@@ -92,7 +95,7 @@ func describeAttributes(t taskinfo.Task, td *TaskDescription) {
 	td.Attributes = true
 	td.ExecutionTimeout = t.ExecutionTimeout.Seconds()
 	td.MultipleOutputs, td.ReturnsValue, td.TakesTaskInstance = t.MultipleOutputs, t.ReturnsValue, t.TakesTaskInstance
-	td.Defaults, td.Branch, td.BranchJoins = t.Defaults, t.Branch, t.BranchJoins
+	td.Defaults, td.Templates, td.Branch, td.BranchJoins = t.Defaults, t.Templates, t.Branch, t.BranchJoins
 	for input, p := range t.ParamInputs {
 		if td.ParamInputs == nil {
 			td.ParamInputs = map[string]string{}

@@ -21,6 +21,8 @@ type Task struct {
 	XComInputs map[string]XComRef
 	// ParamInputs maps an input to the Dag param it is bound to.
 	ParamInputs map[string]Param
+	// Templates maps an input to the template it renders (WithTemplate).
+	Templates map[string]string
 	// Defaults are the registered defaults, by input name.
 	Defaults map[string]any
 	// Outlets and Aliases are the assets and asset aliases the task reports.
