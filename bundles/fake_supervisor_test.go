@@ -12,6 +12,7 @@ import (
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
+	"github.com/airflow-sandbox/airflow-go-worker/testing/deadline"
 )
 
 // session is what a fake supervisor saw during one serve call.
@@ -65,7 +66,7 @@ func runFakeWith(t testing.TB, b *Bundle, first []byte, reply replyFunc, cfg ser
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { commL.Close(); logsL.Close() })
-	ctx, cancel := context.WithTimeout(parent, 20*time.Second)
+	ctx, cancel := deadline.Bound(t, parent)
 	defer cancel()
 	errCh := make(chan error, 1)
 	go func() { errCh <- b.serve(ctx, commL.Addr().String(), logsL.Addr().String(), cfg) }()

@@ -1,12 +1,13 @@
 package bundles
 
 import (
-	"context"
 	"errors"
 	"net"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/airflow-sandbox/airflow-go-worker/testing/deadline"
 )
 
 func envOf(vars map[string]string) func(string) (string, bool) {
@@ -37,8 +38,7 @@ func TestSilentSupervisorIsGivenUpOn(t *testing.T) {
 			}
 		}()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := deadline.Context(t)
 	cfg := serveConfig{lookupEnv: envOf(map[string]string{firstFrameTimeoutEnv: "300ms"}), cancelGrace: time.Second}
 	err = testBundle().serve(ctx, commL.Addr().String(), logsL.Addr().String(), cfg)
 	for range 2 {

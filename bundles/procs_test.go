@@ -5,10 +5,10 @@ import (
 	"context"
 	"runtime"
 	"testing"
-	"time"
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/internal/onep"
 	"github.com/airflow-sandbox/airflow-go-worker/internal/exitorder"
+	"github.com/airflow-sandbox/airflow-go-worker/testing/deadline"
 )
 
 // defaultProcs is the runtime's own GOMAXPROCS for this machine, and puts
@@ -42,11 +42,7 @@ func TestTaskStartsOnOnePAndGetsTheDefaultBack(t *testing.T) {
 		t.Errorf("the task ran with GOMAXPROCS %d, want 1", seen)
 	}
 	// Only the timer runTask armed can restore it here.
-	select {
-	case <-p.restored:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the runtime's default GOMAXPROCS was never restored after the task started")
-	}
+	deadline.Wait(t, "the runtime's default GOMAXPROCS to be restored after the task started", p.restored)
 	if got := runtime.GOMAXPROCS(0); got != def {
 		t.Errorf("after the delay GOMAXPROCS = %d, want the default %d", got, def)
 	}

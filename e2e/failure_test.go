@@ -128,7 +128,7 @@ func TestKilledTaskLeavesASandboxThatSweepRemoves(t *testing.T) {
 		done <- res
 	}()
 	drv := w.localDriver()
-	if !eventually.Within(60*time.Second, func() bool {
+	if !eventually.Holds(t, func() bool {
 		_, err := drv.Stat(context.Background(), id, "/workspace/started")
 		return err == nil
 	}) {
@@ -229,7 +229,7 @@ func TestSandboxDyingMidExportLeavesNothing(t *testing.T) {
 		done <- res
 	}()
 	// Kill the sandbox once big.bin's upload is under way.
-	eventually.True(t, "big.bin's upload to start", 60*time.Second, func() bool {
+	eventually.True(t, "big.bin's upload to start", func() bool {
 		out, err := w.s3.Client().ListMultipartUploads(context.Background(), &s3.ListMultipartUploadsInput{Bucket: aws.String(bucket)})
 		if err == nil && len(out.Uploads) > 0 {
 			return true

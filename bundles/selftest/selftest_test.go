@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -148,12 +147,9 @@ func TestXComRoundTripAndSleepCancellation(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	start := time.Now()
+	// A sleep that ignored the cancellation would outlast go test's -timeout.
 	if _, err := Sleep(ctx, hclog.NewNullLogger(), SleepInput{Seconds: 3600}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("want context.Canceled, got %v", err)
-	}
-	if time.Since(start) > time.Minute {
-		t.Fatal("sleep ignored cancellation")
 	}
 	if err := Fail(hclog.NewNullLogger()); !errors.Is(err, ErrDeliberate) {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package supervisor
 
 import (
-	"context"
 	"errors"
 	"io"
 	"net"
@@ -10,7 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
+
+	"github.com/airflow-sandbox/airflow-go-worker/testing/deadline"
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
 )
@@ -51,8 +51,7 @@ func TestSupervisorServesOnlyItsChildsProcessTree(t *testing.T) {
 				err error
 			}
 			done := make(chan outcome, 1)
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
+			ctx := deadline.Context(t)
 			go func() {
 				res, err := s.RunTask(ctx, TaskRequest{DagID: "e2e", TaskID: "echo", Conf: map[string]any{"times": 2}})
 				done <- outcome{res, err}
@@ -85,7 +84,7 @@ func TestSupervisorServesOnlyItsChildsProcessTree(t *testing.T) {
 
 			for i, c := range attack {
 				// The guard of a failure only: a refused connection ends at once.
-				c.SetReadDeadline(time.Now().Add(time.Minute))
+				c.SetReadDeadline(deadline.Of(t))
 				p, err := protocol.ReadFrame(c)
 				if !errors.Is(err, io.EOF) && !isReset(err) {
 					m, _ := protocol.DecodeMessage(p)

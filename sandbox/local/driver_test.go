@@ -151,12 +151,12 @@ func TestTimeoutKillsBackgroundChildren(t *testing.T) {
 		done <- result{res, err}
 	}()
 	running := func() bool { return processNamed(name) }
-	eventually.True(t, "the background child to start", 10*time.Second, running)
+	eventually.True(t, "the background child to start", running)
 	r := <-done
 	if r.err != nil || !r.res.TimedOut {
 		t.Fatalf("want TimedOut, got %+v, %v", r.res, r.err)
 	}
-	eventually.True(t, "the background child to end with the timed-out command", 5*time.Second, func() bool { return !running() })
+	eventually.True(t, "the background child to end with the timed-out command", func() bool { return !running() })
 	if _, err := sb.Stat(context.Background(), name); err != nil {
 		t.Fatalf("files written before the timeout were lost: %v", err)
 	}

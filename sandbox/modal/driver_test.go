@@ -355,7 +355,7 @@ func TestExecTimeoutStdinAndLiveness(t *testing.T) {
 
 	// The sandbox dies mid-command.
 	go func() {
-		eventually.Within(10*time.Second, func() bool { return fake.Calls("TaskExecStart") >= 4 })
+		eventually.Holds(t, func() bool { return fake.Calls("TaskExecStart") >= 4 })
 		fake.KillSandbox(sb.ID())
 	}()
 	res, err = sb.Exec(ctx, "sleep 30", sandbox.ExecOptions{})
@@ -537,7 +537,7 @@ func TestExecCancelAndPerCommandOptions(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	started := make(chan struct{})
 	go func() {
-		eventually.Within(10*time.Second, func() bool { return fake.Calls("TaskExecStart") >= 3 })
+		eventually.Holds(t, func() bool { return fake.Calls("TaskExecStart") >= 3 })
 		close(started)
 		cancel()
 	}()

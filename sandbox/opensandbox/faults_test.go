@@ -174,7 +174,7 @@ func TestStreamDropIsRetryableAndInterrupts(t *testing.T) {
 		t.Fatalf("message: %v", err)
 	}
 	// The command does not keep running behind the caller's back.
-	eventually.True(t, "the command to be interrupted", 15*time.Second, func() bool { return e.srv.RunningCommands() == 0 })
+	eventually.True(t, "the command to be interrupted", func() bool { return e.srv.RunningCommands() == 0 })
 	if _, err := e.drv.Info(ctxT(t), sb.ID()); err != nil {
 		t.Fatalf("the sandbox should survive a dropped stream: %v", err)
 	}
@@ -211,7 +211,7 @@ func TestCancelInterruptsCommand(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v", err)
 	}
-	eventually.True(t, "the command to be interrupted", 15*time.Second, func() bool { return e.srv.RunningCommands() == 0 })
+	eventually.True(t, "the command to be interrupted", func() bool { return e.srv.RunningCommands() == 0 })
 	if _, err := e.drv.Info(ctxT(t), sb.ID()); err != nil {
 		t.Fatalf("the sandbox should survive: %v", err)
 	}
@@ -414,9 +414,9 @@ func TestCancelDuringCreateDeletes(t *testing.T) {
 	e := newEnv(t, fakeopensandbox.Options{PendingFor: time.Hour}, nil)
 	ctx, cancel := context.WithCancel(ctxT(t))
 	go func() {
-		// Cancel once the server has the sandbox (or after a bound, to
-		// never hang; the assertions below then fail).
-		eventually.Within(15*time.Second, func() bool { return len(e.srv.Sandboxes()) > 0 })
+		// Cancel once the server has the sandbox (or near the test's
+		// deadline, to never hang; the assertions below then fail).
+		eventually.Holds(t, func() bool { return len(e.srv.Sandboxes()) > 0 })
 		cancel()
 	}()
 	_, err := sandbox.NewBackend(e.drv).Create(ctx, sandbox.Spec{})
@@ -434,7 +434,7 @@ func TestCancelDuringCreateDeletes(t *testing.T) {
 func TestExpiredSandboxIsGone(t *testing.T) {
 	e := newEnv(t, fakeopensandbox.Options{Lifetime: 2 * time.Second}, nil)
 	sb := create(t, e, sandbox.Spec{})
-	eventually.True(t, "expiry", 15*time.Second, func() bool { return len(e.srv.Sandboxes()) == 0 })
+	eventually.True(t, "expiry", func() bool { return len(e.srv.Sandboxes()) == 0 })
 	_, err := sb.Exec(ctxT(t), "true", sandbox.ExecOptions{})
 	if !errors.Is(err, sandbox.ErrGone) || sandbox.IsRetryable(err) {
 		t.Fatalf("exec after expiry: %v", err)
@@ -461,7 +461,7 @@ func TestLostCreateAnswerLeaksNothing(t *testing.T) {
 func TestFailedWhileStarting(t *testing.T) {
 	e := newEnv(t, fakeopensandbox.Options{PendingFor: time.Hour}, nil)
 	go func() {
-		eventually.Within(15*time.Second, func() bool {
+		eventually.Holds(t, func() bool {
 			sbs := e.srv.Sandboxes()
 			if len(sbs) == 1 {
 				e.srv.SetState(sbs[0].ID, "Failed", "IMAGE_PULL_ERROR")
@@ -483,13 +483,13 @@ func TestUnknownStateIsTolerated(t *testing.T) {
 	go func() {
 		defer close(done)
 		var sbs []fakeopensandbox.Sandbox
-		if !eventually.Within(15*time.Second, func() bool { sbs = e.srv.Sandboxes(); return len(sbs) == 1 }) {
+		if !eventually.Holds(t, func() bool { sbs = e.srv.Sandboxes(); return len(sbs) == 1 }) {
 			return // the assertion below fails
 		}
 		e.srv.SetState(sbs[0].ID, "Warming", "")
 		// Let the driver poll the unknown state twice.
 		n := e.srv.Calls(fakeopensandbox.RouteGet)
-		eventually.Within(15*time.Second, func() bool { return e.srv.Calls(fakeopensandbox.RouteGet) >= n+2 })
+		eventually.Holds(t, func() bool { return e.srv.Calls(fakeopensandbox.RouteGet) >= n+2 })
 		e.srv.SetState(sbs[0].ID, "Running", "")
 	}()
 	create(t, e, sandbox.Spec{})
@@ -641,7 +641,7 @@ func TestTransfersUnderFaults(t *testing.T) {
 		if out.String() != "one\n" {
 			t.Fatalf("stdout %q: only whole events may reach the caller", out.String())
 		}
-		eventually.True(t, "the command to be interrupted", 15*time.Second, func() bool { return e.srv.RunningCommands() == 0 })
+		eventually.True(t, "the command to be interrupted", func() bool { return e.srv.RunningCommands() == 0 })
 	})
 	t.Run("stream stalls", func(t *testing.T) {
 		e.srv.StallNextStream(3)
@@ -649,7 +649,7 @@ func TestTransfersUnderFaults(t *testing.T) {
 		if err == nil || !sandbox.IsRetryable(err) || !strings.Contains(err.Error(), "sent nothing") {
 			t.Fatalf("err %v", err)
 		}
-		eventually.True(t, "the command to be interrupted", 15*time.Second, func() bool { return e.srv.RunningCommands() == 0 })
+		eventually.True(t, "the command to be interrupted", func() bool { return e.srv.RunningCommands() == 0 })
 	})
 	t.Run("slow destroy", func(t *testing.T) {
 		other := create(t, e, sandbox.Spec{})

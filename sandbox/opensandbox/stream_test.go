@@ -306,7 +306,7 @@ func TestOutputStreamPaysNewlineAfterQuiet(t *testing.T) {
 	if s := read(); s != "started" && s != "started\n" {
 		t.Fatalf("the text was not written at once: %q", s)
 	}
-	if !eventually.Within(5*time.Second, func() bool { return read() == "started\n" }) {
+	if !eventually.Holds(t, func() bool { return read() == "started\n" }) {
 		t.Fatalf("newline never paid: %q", read())
 	}
 	o.line("done")

@@ -337,11 +337,11 @@ func TestSDKHoldCreates(t *testing.T) {
 func waitHeld(t *testing.T, s *Server, n int) []CreateRecord {
 	t.Helper()
 	var held []CreateRecord
-	if !eventually.Within(30*time.Second, func() bool {
+	if !eventually.Holds(t, func() bool {
 		held = s.HeldCreates()
 		return len(held) == n
 	}) {
-		t.Fatalf("%d creates held after 30s, want %d", len(held), n)
+		t.Fatalf("%d creates held, want %d", len(held), n)
 	}
 	return held
 }

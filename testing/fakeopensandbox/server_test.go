@@ -201,7 +201,7 @@ func TestLifecycle(t *testing.T) {
 func TestExpiry(t *testing.T) {
 	c := start(t, fakeopensandbox.Options{Lifetime: 200 * time.Millisecond})
 	id := c.create(validCreate)
-	eventually.True(t, "the sandbox to expire (GET answering 404)", 10*time.Second, func() bool {
+	eventually.True(t, "the sandbox to expire (GET answering 404)", func() bool {
 		return c.do("GET", "/v1/sandboxes/"+id, nil, nil).status == 404
 	})
 	if n := len(c.srv.Sandboxes()); n != 0 {
