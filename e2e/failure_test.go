@@ -7,7 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/airflow-sandbox/airflow-go-worker/testing/deadline"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -141,7 +142,7 @@ func TestKilledTaskLeavesASandboxThatSweepRemoves(t *testing.T) {
 		if res.State == supervisor.StateSuccess {
 			t.Fatalf("a killed task reported success")
 		}
-	case <-time.After(60 * time.Second):
+	case <-deadline.Context(t).Done():
 		t.Fatal("the killed task did not end")
 	}
 	if alive := strings.Join(w.alive("local"), " "); !strings.Contains(alive, id) {
@@ -249,7 +250,7 @@ func TestSandboxDyingMidExportLeavesNothing(t *testing.T) {
 		if res.State != supervisor.StateFailed {
 			t.Fatalf("collect ended %s, want failed", res.State)
 		}
-	case <-time.After(60 * time.Second):
+	case <-deadline.Context(t).Done():
 		t.Fatal("collect did not end after the sandbox died")
 	}
 	if keys := w.keys(); len(keys) != 0 {

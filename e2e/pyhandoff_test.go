@@ -9,7 +9,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/airflow-sandbox/airflow-go-worker/testing/deadline"
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/supervisor"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
@@ -31,7 +32,7 @@ type pyAgent struct {
 
 func (w *world) startPython(args ...string) *pyAgent {
 	w.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute) // a stuck agent is killed, never waited on forever
+	ctx, cancel := deadline.Bound(w.t, context.Background()) // a stuck agent is killed near the test's deadline, never waited on forever
 	a := &pyAgent{t: w.t, stderr: &syncbuf.Buffer{}, cancel: cancel}
 	a.cmd = pyenv.Command(ctx, w.t, nil, "handoff/agent.py", args...)
 	// The Modal client reaches the fake through MODAL_SERVER_URL (in

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airflow-sandbox/airflow-go-worker/testing/deadline"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"go.yaml.in/yaml/v3"
@@ -149,9 +151,7 @@ func (w *world) supervisor(exe, config string) *supervisor.Supervisor {
 // runTask runs one task and fails the test unless it reaches want.
 func (w *world) runTask(sup *supervisor.Supervisor, req supervisor.TaskRequest, want string) supervisor.Result {
 	w.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	res, err := sup.RunTask(ctx, req)
+	res, err := sup.RunTask(deadline.Context(w.t), req)
 	if err != nil && want == supervisor.StateSuccess {
 		w.t.Fatalf("%s.%s: %v", req.DagID, req.TaskID, err)
 	}

@@ -7,7 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/airflow-sandbox/airflow-go-worker/testing/deadline"
 
 	"github.com/airflow-sandbox/airflow-go-worker/catalogue"
 	_ "github.com/airflow-sandbox/airflow-go-worker/sandbox/local" // the backends the examples name
@@ -89,8 +90,7 @@ func TestShippedExamplesRefuseBackendFromConf(t *testing.T) {
 	for _, tg := range targets {
 		t.Run(tg.dagID+"."+tg.taskID, func(t *testing.T) {
 			state, xdg := t.TempDir(), t.TempDir()
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
+			ctx := deadline.Context(t)
 			args := append(append([]string(nil), tg.args...), "--dag", tg.dagID, "--task", tg.taskID,
 				"--conf", confFor(tg.key), "--run-id", "manual__conf_trust", "--state", state)
 			cmd := exec.CommandContext(ctx, tg.exe, args...)

@@ -14,4 +14,8 @@ if [ ! -x "$tools/golangci-lint" ] || [ ! -e "$stamp" ]; then
   GOBIN="$tools" GOFLAGS=-mod=mod go install "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$GOLANGCI_LINT_VERSION"
   rm -f "$tools/.golangci-lint-"*; touch "$stamp"
 fi
-"$tools/golangci-lint" run ./...
+# Another checkout on the machine may lint at the same time: wait for its
+# run to end (golangci-lint's lock) rather than fail ("parallel
+# golangci-lint is running", exit 3), and rather than run both at once on a
+# busy machine.
+"$tools/golangci-lint" run --allow-serial-runners ./...

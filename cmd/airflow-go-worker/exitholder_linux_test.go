@@ -3,10 +3,10 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"testing"
-	"time"
+
+	"github.com/airflow-sandbox/airflow-go-worker/testing/deadline"
 
 	"golang.org/x/sys/unix"
 
@@ -29,10 +29,8 @@ func TestBuiltBinaryExitsThroughAHolder(t *testing.T) {
 	}
 	defer unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
 	ping := func(t *testing.T, env []string) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
 		s := &supervisor.Supervisor{Executable: bin, Env: env}
-		res, err := s.RunTask(ctx, supervisor.TaskRequest{DagID: selftest.DagID, TaskID: "ping"})
+		res, err := s.RunTask(deadline.Context(t), supervisor.TaskRequest{DagID: selftest.DagID, TaskID: "ping"})
 		if err != nil || res.State != supervisor.StateSuccess {
 			t.Fatalf("ping ended %s (%v): %q", res.State, err, res.Output)
 		}

@@ -57,7 +57,7 @@ func BenchmarkPingUnderAirflow(b *testing.B) {
 			if r%2 == 1 {
 				s = subjects[len(subjects)-1-i]
 			}
-			cases = append(cases, tcase{Name: fmt.Sprintf("%s/%d", s.name, r), Roots: []string{s.root}, DagID: selftestDag, TaskID: "ping", MaxTries: 1, Timeout: 60})
+			cases = append(cases, tcase{Name: fmt.Sprintf("%s/%d", s.name, r), Roots: []string{s.root}, DagID: selftestDag, TaskID: "ping", MaxTries: 1})
 		}
 	}
 	results := runCases(b, cases)

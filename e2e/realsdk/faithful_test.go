@@ -1,7 +1,6 @@
 package realsdk_test
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -9,7 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/airflow-sandbox/airflow-go-worker/testing/deadline"
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/supervisor"
 )
@@ -50,7 +50,7 @@ func TestOurSupervisorMatchesAirflow33(t *testing.T) {
 	var tc []tcase
 	for _, c := range cases {
 		x := tcase{Name: c.name, Roots: []string{filepath.Dir(c.bundle)}, DagID: c.dag, TaskID: c.task, Conf: c.conf,
-			MaxTries: 1, ShouldRetry: c.retry, Timeout: 60, Connections: map[string]any{"warehouse": conn}}
+			MaxTries: 1, ShouldRetry: c.retry, Connections: map[string]any{"warehouse": conn}}
 		if c.retry {
 			x.MaxTries = 2
 		}
@@ -77,9 +77,7 @@ func TestOurSupervisorMatchesAirflow33(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			ours, err := sup.RunTask(ctx, supervisor.TaskRequest{DagID: c.dag, TaskID: c.task, RunID: run, Conf: c.conf, ShouldRetry: c.retry, MaxTries: 1})
+			ours, err := sup.RunTask(deadline.Context(t), supervisor.TaskRequest{DagID: c.dag, TaskID: c.task, RunID: run, Conf: c.conf, ShouldRetry: c.retry, MaxTries: 1})
 			if err != nil {
 				t.Fatal(err)
 			}

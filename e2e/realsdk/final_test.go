@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airflow-sandbox/airflow-go-worker/testing/deadline"
+
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/opensandbox"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/fakeopensandbox"
@@ -64,8 +66,7 @@ func TestFinalErrorsAreNotRetriedUnderAirflow33(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer drv.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := deadline.Context(t)
 	sb, err := sandbox.NewBackend(drv).Create(ctx, sandbox.Spec{Owner: sandbox.OwnerFor(dag, run)})
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +107,7 @@ func TestFinalErrorsAreNotRetriedUnderAirflow33(t *testing.T) {
 	var tc []tcase
 	for _, c := range cases {
 		tc = append(tc, tcase{Name: c.task, Roots: []string{root}, DagID: dag, TaskID: c.task, RunID: run, Conf: c.conf,
-			MaxTries: 3, ShouldRetry: true, Timeout: 60, Connections: conns,
+			MaxTries: 3, ShouldRetry: true, Connections: conns,
 			XComs: map[string]any{"provision/return_value": sb.ID()}})
 	}
 	res := runCases(t, tc)

@@ -18,6 +18,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/airflow-sandbox/airflow-go-worker/testing/deadline"
 
 	"github.com/airflow-sandbox/airflow-go-worker/testing/makebuild"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/pyenv"
@@ -87,7 +90,9 @@ type tcase struct {
 	AssetEvents    []map[string]any  `json:"asset_events,omitempty"`
 	Env            map[string]string `json:"env,omitempty"`
 	SigtermOnEvent string            `json:"sigterm_on_event,omitempty"`
-	Timeout        int               `json:"timeout,omitempty"`
+	// Timeout is the case's limit in seconds; runCases sets it to what
+	// is left of the test binary's time (none for a benchmark).
+	Timeout int `json:"timeout,omitempty"`
 }
 
 type apiCall struct {
@@ -135,6 +140,15 @@ func runCases(t testing.TB, cases []tcase) map[string]*result {
 	}
 	dir := t.TempDir()
 	in, out := filepath.Join(dir, "cases.json"), filepath.Join(dir, "results.json")
+	// A case may take until near the test binary's deadline: a loaded
+	// host can miss any fixed limit. (A benchmark has none: no alarm.)
+	if end := deadline.Of(t); !end.IsZero() {
+		for i := range cases {
+			if cases[i].Timeout == 0 {
+				cases[i].Timeout = max(1, int(time.Until(end).Seconds()))
+			}
+		}
+	}
 	data, _ := json.Marshal(cases)
 	if err := os.WriteFile(in, data, 0o644); err != nil {
 		t.Fatal(err)

@@ -12,7 +12,7 @@ func TestChosenOutcomesUnderAirflow33(t *testing.T) {
 	root := t.TempDir()
 	pack(t, root, "a.bundle", bundleA)
 	c := func(name, task string) tcase {
-		return tcase{Name: name, Roots: []string{root}, DagID: "outcomes", TaskID: task, MaxTries: 3, ShouldRetry: true, Timeout: 60}
+		return tcase{Name: name, Roots: []string{root}, DagID: "outcomes", TaskID: task, MaxTries: 3, ShouldRetry: true}
 	}
 	cut, quick := c("cut_cleanup", "cut_cleanup"), c("quick_cleanup", "quick_cleanup")
 	cut.SigtermOnEvent, quick.SigtermOnEvent = "waiting to be cancelled", "waiting to be cancelled"

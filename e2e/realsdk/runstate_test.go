@@ -14,7 +14,7 @@ func TestGetDagRunStateUnderAirflow33(t *testing.T) {
 	root := t.TempDir()
 	pack(t, root, "a.bundle", bundleA)
 	runs := []string{"d/manual__2026-12-01T00:00:00+00:00", "d/scheduled__2026-12-01T00:05:00+00:00", "d/live", "d/never"}
-	res := runCases(t, []tcase{{Name: "ask", Roots: []string{root}, DagID: "run_states", TaskID: "ask", Timeout: 60,
+	res := runCases(t, []tcase{{Name: "ask", Roots: []string{root}, DagID: "run_states", TaskID: "ask",
 		Conf:    map[string]any{"runs": runs},
 		DagRuns: map[string]string{runs[0]: "success", runs[1]: "failed", runs[2]: "running"}}})
 	r := res["ask"]

@@ -1,12 +1,12 @@
 package realsdk_test
 
 import (
-	"context"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/airflow-sandbox/airflow-go-worker/testing/deadline"
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/supervisor"
 )
@@ -48,9 +48,7 @@ func TestSchema34AgainstOurSupervisor(t *testing.T) {
 		reason          bool
 	}{{bundle34, "3.4", true}, {bundle33, "3.3", false}, {bundle33, "3.4", false}} {
 		sup := &supervisor.Supervisor{Executable: c.bundle, Airflow: c.airflow, Env: env}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		res, err := sup.RunTask(ctx, supervisor.TaskRequest{DagID: selftestDag, TaskID: "fail", MaxTries: 1})
-		cancel()
+		res, err := sup.RunTask(deadline.Context(t), supervisor.TaskRequest{DagID: selftestDag, TaskID: "fail", MaxTries: 1})
 		if err != nil || res.State != supervisor.StateFailed || res.Terminal["type"] != "TaskState" {
 			t.Fatalf("%s under %s: %v %s %v", c.bundle, c.airflow, err, res.State, res.Terminal)
 		}

@@ -21,7 +21,7 @@ func TestBundleSelectionUnderAirflow33(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := func(name string, roots []string, dag, task string) tcase {
-		return tcase{Name: name, Roots: roots, DagID: dag, TaskID: task, MaxTries: 1, Timeout: 60}
+		return tcase{Name: name, Roots: roots, DagID: dag, TaskID: task, MaxTries: 1}
 	}
 	res := runCases(t, []tcase{
 		c("only_a", []string{two}, "only_a", "which"),
@@ -106,7 +106,7 @@ func TestBindingsUnderAirflow33(t *testing.T) {
 	root := t.TempDir()
 	pack(t, root, "a.bundle", bundleA)
 	c := func(name string, conf map[string]any) tcase {
-		return tcase{Name: name, Roots: []string{root}, DagID: "bindings", TaskID: "add", MaxTries: 1, Timeout: 60,
+		return tcase{Name: name, Roots: []string{root}, DagID: "bindings", TaskID: "add", MaxTries: 1,
 			Conf: conf, XComs: map[string]any{"up/return_value": 41}}
 	}
 	missing := c("no_upstream", nil)

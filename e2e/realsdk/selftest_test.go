@@ -15,7 +15,7 @@ func TestSelfTestUnderAirflow33(t *testing.T) {
 	root := t.TempDir()
 	pack(t, root, "airflow-go-worker.bundle", workerBin) // default flags: --airflow 3.3
 	c := func(name, task string) tcase {
-		return tcase{Name: name, Roots: []string{root}, DagID: selftestDag, TaskID: task, MaxTries: 1, Timeout: 60}
+		return tcase{Name: name, Roots: []string{root}, DagID: selftestDag, TaskID: task, MaxTries: 1}
 	}
 	conn := c("connection", "connection")
 	conn.Conf = map[string]any{"conn_id": "warehouse"}

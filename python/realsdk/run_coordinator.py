@@ -287,12 +287,14 @@ def run_case(case: dict) -> dict:
         _capture_logs(on_event)
 
     def on_alarm(signum, frame):
-        raise TimeoutError(f"the task did not finish within {case.get('timeout', 60)} s")
+        raise TimeoutError(f"the task did not finish within {case.get('timeout')} s")
 
     saved_env = {k: os.environ.get(k) for k in (case.get("env") or {})}
     os.environ.update(case.get("env") or {})
     signal.signal(signal.SIGALRM, on_alarm)
-    signal.alarm(int(case.get("timeout", 60)))
+    # The Go side gives each case what is left of its test's time; no
+    # timeout (a benchmark) means no alarm.
+    signal.alarm(int(case.get("timeout") or 0))
     result = {"name": case.get("name", ""), "ti_id": str(ti.id)}
     started = time.monotonic()
     try:

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airflow-sandbox/airflow-go-worker/testing/deadline"
+
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/eventually"
 )
@@ -199,7 +201,7 @@ func TestDestroyDuringExecReportsLost(t *testing.T) {
 		if !res.SandboxLost {
 			t.Fatalf("want SandboxLost, got %+v", res)
 		}
-	case <-time.After(30 * time.Second):
+	case <-deadline.Context(t).Done():
 		t.Fatal("exec did not return after destroy")
 	}
 }

@@ -107,7 +107,7 @@ func TestKilledWorkersLeftoversAreRemoved(t *testing.T) {
 			t.Fatalf("the killed worker's sandbox keeps its cgroup %s: %v", shared, err)
 		}
 	}
-	eventually.True(t, "the killed worker's loop device to be freed", time.Minute, func() bool {
+	eventually.True(t, "the killed worker's loop device to be freed", func() bool {
 		return !slices.Contains(loopBacking(), image)
 	})
 	if h := heldBy(root, live.cgroupPrefix, parents); !slices.Equal(h.mounts, liveHeld.mounts) || !slices.Equal(h.cgroups, liveHeld.cgroups) {
@@ -163,7 +163,7 @@ func startAndKillWorker(t *testing.T, root string, parents []string) (prefix, im
 	}
 	// Its command dies with it (bubblewrap's parent-death signal); a
 	// cgroup can be removed once its processes are gone.
-	eventually.True(t, "the killed worker's command to end", time.Minute, func() bool { return cgroupsEmpty(h.cgroups) })
+	eventually.True(t, "the killed worker's command to end", func() bool { return cgroupsEmpty(h.cgroups) })
 	if h := heldBy(root, prefix, parents); len(h.mounts) != 1 || len(h.cgroups) < len(parents) {
 		t.Fatalf("killing the worker should have left its mount and cgroups: %+v", h)
 	}

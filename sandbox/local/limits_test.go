@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airflow-sandbox/airflow-go-worker/testing/deadline"
+
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 )
 
@@ -736,7 +738,7 @@ func TestSecondWorkerUsesAMountedSandbox(t *testing.T) {
 		if got != "one\n<nil>" {
 			t.Fatalf("the second worker read %q, want the first worker's file", got)
 		}
-	case <-time.After(2 * time.Minute):
+	case <-deadline.Context(t).Done():
 		t.Fatal("the second worker's command never started: it waits on the first worker's mount")
 	}
 }

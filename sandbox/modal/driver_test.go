@@ -541,14 +541,12 @@ func TestExecCancelAndPerCommandOptions(t *testing.T) {
 		close(started)
 		cancel()
 	}()
-	begin := time.Now()
+	// An exec that ignored the cancellation would end with the sleep, and
+	// no error.
 	_, err = sb.Exec(ctx, "sleep 60", sandbox.ExecOptions{})
 	<-started
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("want the context's error, got %v", err)
-	}
-	if d := time.Since(begin); d > 30*time.Second {
-		t.Fatalf("cancelled exec returned after %v", d)
 	}
 }
 

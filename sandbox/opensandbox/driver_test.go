@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airflow-sandbox/airflow-go-worker/testing/deadline"
+
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/opensandbox"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/fakeopensandbox"
@@ -41,11 +43,9 @@ func newEnv(t *testing.T, fo fakeopensandbox.Options, tweak func(*opensandbox.Op
 	return env{srv: srv, drv: drv}
 }
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+// ctxT is a test's context: no fixed limit, which a loaded host can miss,
+// but the test binary's deadline.
+func ctxT(t *testing.T) context.Context { return deadline.Context(t) }
 
 func create(t *testing.T, e env, spec sandbox.Spec) *sandbox.Sandbox {
 	t.Helper()

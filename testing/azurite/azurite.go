@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airflow-sandbox/airflow-go-worker/testing/deadline"
+
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
@@ -27,8 +29,6 @@ import (
 // Package is the azurite version installed (npm install -g) when none is
 // found.
 const Package = "azurite@3.37.0"
-
-const startTimeout = 60 * time.Second
 
 // Server is a running Azurite blob service.
 type Server struct {
@@ -48,7 +48,7 @@ func Start(tb testing.TB) *Server {
 	return serverproc.StartForTest(tb, "azurite", Binary, start)
 }
 
-func start(bin, dir string) (*Server, error) {
+func start(bin, dir string, within time.Duration) (*Server, error) {
 	addr, err := serverproc.FreePort()
 	if err != nil {
 		return nil, err
@@ -65,7 +65,7 @@ func start(bin, dir string) (*Server, error) {
 	cmd.Dir = dir
 	// The account and its key go through the environment, not argv.
 	cmd.Env = append(os.Environ(), "AZURITE_ACCOUNTS="+s.Account+":"+s.Key)
-	proc, err := serverproc.Start("azurite on "+addr, cmd, startTimeout, s.ready)
+	proc, err := serverproc.Start("azurite on "+addr, cmd, within, s.ready)
 	if err != nil {
 		return nil, err
 	}
@@ -115,9 +115,7 @@ func (s *Server) client() *azblob.Client {
 // CreateContainer creates a container or fails the test.
 func (s *Server) CreateContainer(tb testing.TB, name string) {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := s.client().CreateContainer(ctx, name, nil); err != nil {
+	if _, err := s.client().CreateContainer(deadline.Context(tb), name, nil); err != nil {
 		tb.Fatalf("azurite: creating container %q: %v", name, err)
 	}
 }

@@ -34,9 +34,10 @@ func Of(t testing.TB) time.Time {
 	return end.Add(-Margin)
 }
 
-// Context ends at Of(t), and when t ends.
+// Context ends at Of(t), and when t's cleanups run (it works inside a
+// cleanup too, unlike t.Context()).
 func Context(t testing.TB) context.Context {
-	ctx, cancel := Bound(t, t.Context())
+	ctx, cancel := Bound(t, context.Background())
 	t.Cleanup(cancel)
 	return ctx
 }

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airflow-sandbox/airflow-go-worker/testing/deadline"
+
 	modal "github.com/modal-labs/modal-client/go"
 	pb "github.com/modal-labs/modal-client/go/proto/modal_proto"
 	"google.golang.org/grpc/codes"
@@ -93,14 +95,11 @@ func TestSDKCreateExecTerminate(t *testing.T) {
 func TestSDKExecTimeoutIsSignal9(t *testing.T) {
 	_, c := newClient(t)
 	sb := create(t, c, nil)
-	start := time.Now()
+	// A timeout not enforced would end with the sleep: exit 0.
 	_, _, code, err := run(t, sb, &modal.SandboxExecParams{Timeout: time.Second}, "sleep", "30")
 	var te modal.ExecTimeoutError
 	if !(code == 137 || errors.As(err, &te)) {
 		t.Fatalf("want 137 or ExecTimeoutError, got %d %v", code, err)
-	}
-	if d := time.Since(start); d > 10*time.Second {
-		t.Fatalf("timeout took %v", d)
 	}
 }
 
@@ -376,11 +375,7 @@ func TestTerminateIsRecordedBeforeItsAnswer(t *testing.T) {
 		t.Errorf("wait right after terminate: %v, %v; want TERMINATED", waited.GetResult(), err)
 	}
 	// The teardown still happens, in the background.
-	select {
-	case <-fsb.destroyed:
-	case <-time.After(time.Minute):
-		t.Fatal("the terminated sandbox's processes and files were never destroyed")
-	}
+	deadline.Wait(t, "the terminated sandbox's processes and files to be destroyed", fsb.destroyed)
 }
 
 // slowExec passes Exec calls to a real exec driver and returns from them
@@ -425,11 +420,7 @@ func TestCloseWaitsForCommandsInTheExecDriver(t *testing.T) {
 	if _, err := sb.Exec(context.Background(), []string{"sleep", "600"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-exec.started:
-	case <-time.After(time.Minute):
-		t.Fatal("the command never reached the exec driver")
-	}
+	deadline.Wait(t, "the command to reach the exec driver", exec.started)
 	s.Close()
 	if n := exec.inflight.Load(); n != 0 {
 		t.Fatalf("Close returned while %d command(s) were still inside the exec driver", n)

@@ -10,7 +10,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/airflow-sandbox/airflow-go-worker/testing/deadline"
 
 	"github.com/airflow-sandbox/airflow-go-worker/testing/fakeopensandbox"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/pyenv"
@@ -88,10 +89,10 @@ func runSDK(t *testing.T, srv *fakeopensandbox.Server) []byte {
 	go func() { done <- cmd.Wait() }()
 	select {
 	case err = <-done:
-	case <-time.After(5 * time.Minute): // a generous guard: the script takes seconds
+	case <-deadline.Context(t).Done(): // the script takes seconds
 		cmd.Process.Kill()
 		<-done
-		t.Fatalf("calls.py did not finish within 5 minutes\n%s", errb.String())
+		t.Fatalf("calls.py did not finish before the test binary's deadline\n%s", errb.String())
 	}
 	if err != nil {
 		t.Fatalf("calls.py: %v\n%s", err, errb.String())

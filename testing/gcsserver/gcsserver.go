@@ -6,7 +6,6 @@ package gcsserver
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -15,14 +14,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airflow-sandbox/airflow-go-worker/testing/deadline"
+
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/serverproc"
 )
 
 // Module is the fake-gcs-server version installed when none is found.
 const Module = "github.com/fsouza/fake-gcs-server@v1.56.1"
-
-const startTimeout = 30 * time.Second
 
 // Server is a running fake-gcs-server.
 type Server struct {
@@ -41,7 +40,7 @@ func Start(tb testing.TB) *Server {
 	return serverproc.StartForTest(tb, "gcsserver", Binary, start)
 }
 
-func start(bin, dir string) (*Server, error) {
+func start(bin, dir string, within time.Duration) (*Server, error) {
 	addr, err := serverproc.FreePort()
 	if err != nil {
 		return nil, err
@@ -54,7 +53,7 @@ func start(bin, dir string) (*Server, error) {
 		"-external-url", s.Endpoint, "-public-host", addr,
 		"-backend", "filesystem", "-filesystem-root", dir, "-log-level", "warn")
 	cmd.Dir = dir
-	proc, err := serverproc.Start("fake-gcs-server on "+s.Endpoint, cmd, startTimeout, s.ready)
+	proc, err := serverproc.Start("fake-gcs-server on "+s.Endpoint, cmd, within, s.ready)
 	if err != nil {
 		return nil, err
 	}
@@ -96,9 +95,7 @@ func (s *Server) Connection(id string) connections.Connection {
 func (s *Server) CreateBucket(tb testing.TB, name string) {
 	tb.Helper()
 	body, _ := json.Marshal(map[string]string{"name": name})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.Endpoint+"/storage/v1/b?project="+s.Project, bytes.NewReader(body))
+	req, _ := http.NewRequestWithContext(deadline.Context(tb), http.MethodPost, s.Endpoint+"/storage/v1/b?project="+s.Project, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -9,7 +9,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
-	"time"
+
+	"github.com/airflow-sandbox/airflow-go-worker/testing/deadline"
 )
 
 // Command runs python/<script> (a path under the repo's python/ directory)
@@ -28,16 +29,14 @@ func Command(ctx context.Context, tb testing.TB, env map[string]string, script s
 	return cmd
 }
 
-// RunJSON runs python/<script> to completion (five minutes at most: a
-// script that imports Airflow's provider took over two on a 2-core machine
-// at load 13) and
+// RunJSON runs python/<script> to completion (for as long as it takes, up
+// to near the test binary's deadline: a script that imports Airflow's
+// provider took over two minutes on a 2-core machine at load 13) and
 // decodes the last line it printed on stdout, a JSON value, into out. The
 // test fails, with the script's stderr, if it fails or prints no JSON.
 func RunJSON(tb testing.TB, env map[string]string, out any, script string, args ...string) {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := Command(ctx, tb, env, script, args...)
+	cmd := Command(deadline.Context(tb), tb, env, script, args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {

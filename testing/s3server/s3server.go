@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airflow-sandbox/airflow-go-worker/testing/deadline"
+
 	"github.com/airflow-sandbox/airflow-go-worker/internal/randhex"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -31,7 +33,9 @@ import (
 // Module is the versitygw version the helper installs when none is found.
 const Module = "github.com/versity/versitygw/cmd/versitygw@v1.8.0"
 
-// startTimeout bounds how long we wait for the gateway to answer.
+// startTimeout bounds how long Launch waits for the gateway to answer
+// outside a test (the demo, the airflow-e2e driver); a test waits until
+// near its deadline (serverproc.Patience).
 const startTimeout = 30 * time.Second
 
 // Server is a running versitygw.
@@ -49,7 +53,7 @@ type Server struct {
 // It fails the test, with the gateway's output, if the server does not come up.
 func Start(tb testing.TB) *Server {
 	tb.Helper()
-	s, err := Launch(tb.TempDir())
+	s, err := launchOn(tb.TempDir(), "127.0.0.1", serverproc.Patience(tb))
 	if err != nil {
 		tb.Fatalf("s3server: %v", err)
 	}
@@ -64,25 +68,28 @@ func Launch(dir string) (*Server, error) { return LaunchOn(dir, "127.0.0.1") }
 // LaunchOn is Launch listening on host, an address of this machine (the
 // airflow-e2e Celery mode serves workers in other network namespaces from
 // a bridge's).
-func LaunchOn(dir, host string) (*Server, error) {
+func LaunchOn(dir, host string) (*Server, error) { return launchOn(dir, host, startTimeout) }
+
+// launchOn waits `within` for the gateway to answer (0: no limit).
+func launchOn(dir, host string, within time.Duration) (*Server, error) {
 	bin, err := Binary()
 	if err != nil {
 		return nil, err
 	}
-	return serverproc.Retry(func() (*Server, error) { return start(bin, dir, host) })
+	return serverproc.Retry(func() (*Server, error) { return start(bin, dir, host, within) })
 }
 
-func start(bin, dir, host string) (*Server, error) {
+func start(bin, dir, host string, within time.Duration) (*Server, error) {
 	addr, err := serverproc.FreePort()
 	if err != nil {
 		return nil, err
 	}
 	_, port, _ := net.SplitHostPort(addr)
-	return startOn(bin, dir, net.JoinHostPort(host, port))
+	return startOn(bin, dir, net.JoinHostPort(host, port), within)
 }
 
 // startOn runs versitygw on addr (host:port).
-func startOn(bin, dir, port string) (*Server, error) {
+func startOn(bin, dir, port string, within time.Duration) (*Server, error) {
 	s := &Server{
 		Endpoint:  "http://" + port,
 		AccessKey: "AKTEST" + randomHex(6),
@@ -94,7 +101,7 @@ func startOn(bin, dir, port string) (*Server, error) {
 	// Credentials go through the environment, not argv, so they do not show
 	// up in process listings.
 	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+s.AccessKey, "ROOT_SECRET_KEY="+s.SecretKey)
-	proc, err := serverproc.Start("versitygw on "+s.Endpoint, cmd, startTimeout, s.ready)
+	proc, err := serverproc.Start("versitygw on "+s.Endpoint, cmd, within, s.ready)
 	if err != nil {
 		return nil, err
 	}
@@ -152,9 +159,7 @@ func (s *Server) Client() *s3.Client {
 // CreateBucket creates a bucket and fails the test if it cannot.
 func (s *Server) CreateBucket(tb testing.TB, name string) {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := s.Client().CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(name)}); err != nil {
+	if _, err := s.Client().CreateBucket(deadline.Context(tb), &s3.CreateBucketInput{Bucket: aws.String(name)}); err != nil {
 		tb.Fatalf("s3server: creating bucket %q: %v", name, err)
 	}
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/airflow-sandbox/airflow-go-worker/testing/serverproc"
 )
 
 func TestStartServesS3AndStops(t *testing.T) {
@@ -58,7 +60,7 @@ func TestAnotherServerOnThePortIsNotTakenForTheGateway(t *testing.T) {
 		http.Error(w, "AccessDenied", http.StatusForbidden)
 	}))
 	t.Cleanup(other.Close)
-	s, err := startOn(bin, t.TempDir(), other.Listener.Addr().String())
+	s, err := startOn(bin, t.TempDir(), other.Listener.Addr().String(), serverproc.Patience(t))
 	if err == nil {
 		s.Stop()
 		t.Fatalf("a gateway was reported ready on %s, a port another server holds", other.URL)

@@ -11,12 +11,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os/exec"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/airflow-sandbox/airflow-go-worker/testing/deadline"
 
 	"github.com/airflow-sandbox/airflow-go-worker/internal/poll"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/syncbuf"
@@ -31,9 +34,13 @@ type Proc struct {
 }
 
 // Start runs cmd and polls ready every 20 ms until it returns nil, the
-// process exits, or timeout passes. On failure the process is stopped and
-// the error carries its output.
+// process exits, or timeout passes (0: no limit). On failure the process is
+// stopped and the error carries its output.
 func Start(name string, cmd *exec.Cmd, timeout time.Duration, ready func() error) (*Proc, error) {
+	within := timeout
+	if within <= 0 {
+		within = math.MaxInt64
+	}
 	p := &Proc{cmd: cmd, exited: make(chan struct{}), output: &syncbuf.Buffer{}}
 	cmd.Stdout, cmd.Stderr = p.output, p.output
 	// Own process group, so the whole server goes away on Stop, and gone
@@ -44,7 +51,7 @@ func Start(name string, cmd *exec.Cmd, timeout time.Duration, ready func() error
 	}
 	go func() { _ = cmd.Wait(); close(p.exited) }()
 	var notReady error
-	err := poll.Until(context.Background(), timeout, poll.Every(20*time.Millisecond), func() (bool, error) {
+	err := poll.Until(context.Background(), within, poll.Every(20*time.Millisecond), func() (bool, error) {
 		if notReady = ready(); notReady == nil {
 			return true, nil
 		}
@@ -62,7 +69,7 @@ func Start(name string, cmd *exec.Cmd, timeout time.Duration, ready func() error
 		return nil, fmt.Errorf("%s exited before it served; its output:\n%s", name, p.Output())
 	default:
 		p.Stop()
-		return nil, fmt.Errorf("%s did not answer within %s (last error: %v); its output:\n%s", name, timeout, notReady, p.Output())
+		return nil, fmt.Errorf("%s did not answer within %s (last error: %v); its output:\n%s", name, within, notReady, p.Output())
 	}
 }
 
@@ -122,19 +129,30 @@ func Retry[T any](start func() (T, error)) (T, error) {
 	return v, err
 }
 
+// Patience is how long a test's server may take to answer: until near the
+// test binary's deadline, since a loaded host can miss any fixed limit (a
+// benchmark, which has none, waits as long as it takes: 0).
+func Patience(tb testing.TB) time.Duration {
+	if end := deadline.Of(tb); !end.IsZero() {
+		return max(time.Until(end), time.Millisecond)
+	}
+	return 0
+}
+
 // Stopper is a started server.
 type Stopper interface{ Stop() }
 
 // StartForTest finds the server's binary (installing it when missing),
 // starts it in a fresh directory with Retry, and stops it when tb ends; it
-// fails tb, naming the server, when any step fails.
-func StartForTest[S Stopper](tb testing.TB, name string, binary func() (string, error), start func(bin, dir string) (S, error)) S {
+// fails tb, naming the server, when any step fails. start gets how long
+// the server may take to answer: Patience(tb).
+func StartForTest[S Stopper](tb testing.TB, name string, binary func() (string, error), start func(bin, dir string, within time.Duration) (S, error)) S {
 	tb.Helper()
 	bin, err := binary()
 	if err != nil {
 		tb.Fatalf("%s: %v", name, err)
 	}
-	s, err := Retry(func() (S, error) { return start(bin, tb.TempDir()) })
+	s, err := Retry(func() (S, error) { return start(bin, tb.TempDir(), Patience(tb)) })
 	if err != nil {
 		tb.Fatalf("%s: %v", name, err)
 	}

@@ -11,7 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
+
+	"github.com/airflow-sandbox/airflow-go-worker/testing/deadline"
 
 	modal "github.com/modal-labs/modal-client/go"
 )
@@ -93,13 +94,8 @@ func TestCommandServesWhatItPrints(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("after Ctrl-C the command ended with %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the command did not stop on Ctrl-C")
+	if err := deadline.Wait(t, "the command to stop on Ctrl-C", exited); err != nil {
+		t.Fatalf("after Ctrl-C the command ended with %v", err)
 	}
 	entries, _ := os.ReadDir(root)
 	for _, e := range entries {
