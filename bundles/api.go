@@ -1,10 +1,34 @@
 // Package bundles is the bundle runtime: what Airflow's Go SDK would provide
-// if we could import it. Go code registers (dag_id, task_id) -> func; Serve
-// speaks the coordinator protocol (docs/protocol.md),
-// binds the task's inputs, runs it and reports its outcome.
+// if we could import it. A Go program registers functions as the tasks of
+// its Dags (Bundle.Register), and each task instance Airflow forks runs one
+// of them: the runtime speaks the coordinator protocol (docs/protocol.md),
+// binds the task's inputs, calls the function and reports its outcome. It
+// knows nothing of sandboxes.
 //
-// This file is the public surface task authors program against. It knows
-// nothing of sandboxes.
+// # Task functions
+//
+// A task function may take, in any order: context.Context (cancelled when
+// Airflow stops the task or its execution timeout passes), TaskInstance or
+// *TaskInstance, DagRun or *DagRun, hclog.Logger (the task log), *Outlets,
+// Client or any narrower interface the client satisfies (one with just
+// GetConnection, say), and at most one input struct (or pointer to one)
+// whose fields bind by their json names. It returns error or (T, error); T
+// is pushed as the XCom return_value.
+//
+// An input's value comes from, highest first: an argument of the stub call
+// (Airflow 3.4's arg_bindings), its binding (WithXCom, WithParam,
+// WithTemplate, WithExpandXCom, WithAssetEvent, ...), the dag_run.conf keys
+// AllowConf lets a run set, WithDefaults, or the zero value. A conf key
+// naming an input the task does not allow fails the task before it runs.
+//
+// The error chooses the outcome: nil succeeds, Skip ends the task skipped,
+// an error marked FailNoRetry fails it even with retries left, and any
+// other error fails it for Airflow to retry.
+//
+// What Airflow applies to a Python task in its task runner and never hands
+// an executable, the Go side declares: WithExecutionTimeout,
+// WithMultipleOutputs, WithBranch, WithOutlets, WithMapIndexTemplate; the
+// check command compares each with the stub Dag.
 package bundles
 
 import (

@@ -253,8 +253,8 @@ func validID(s string) bool {
 }
 
 // Add registers fn as the implementation of (dagID, taskID). It checks the
-// ids, fn's signature (see package docs of Register) and the defaults, and
-// refuses a duplicate.
+// ids, fn's signature (see "Task functions" in the package documentation),
+// the options and the defaults, and refuses a duplicate.
 func (b *Bundle) Add(dagID, taskID string, fn any, opts ...TaskOption) error {
 	for _, id := range []struct{ what, v string }{{"dag_id", dagID}, {"task_id", taskID}} {
 		if !validID(id.v) {
@@ -282,12 +282,6 @@ func (b *Bundle) Add(dagID, taskID string, fn any, opts ...TaskOption) error {
 
 // Register is Add for code that registers at start-up, where a bad
 // registration is a programming error: it panics instead of returning it.
-//
-// A task function may take, in any order: context.Context, TaskInstance or
-// *TaskInstance, DagRun or *DagRun, hclog.Logger, Client or any interface the
-// runtime client satisfies (e.g. one with just GetConnection), and at most one input
-// struct (or pointer to struct) whose fields bind by name. It returns error
-// or (T, error); a nil-error T is pushed as XCom return_value.
 func (b *Bundle) Register(dagID, taskID string, fn any, opts ...TaskOption) *Bundle {
 	if err := b.Add(dagID, taskID, fn, opts...); err != nil {
 		panic("bundles: " + err.Error())
