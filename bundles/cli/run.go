@@ -42,143 +42,37 @@ or the bundle's literal list): run the upstream first with the same --state.
 Flags:
 `
 
-// runCommand implements `<bundle> run`.
+// runCommand implements `<bundle> run`: read the flags, check what they
+// name before anything runs, build the local supervisor, run the task (or
+// the Dag's tasks in order), and record a whole Dag run's end.
 func (p Program) runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprintf(stderr, runUsage, p.name()); fs.PrintDefaults() }
-	var vars varFlags
-	fs.Var(&vars, "var", "an Airflow variable as KEY=VALUE, served over the comm socket as Airflow serves variables from its database (repeatable)")
-	bundleFile := fs.String("bundle", "", "an AFBNDL01 bundle file to run instead of this bundle (its tasks come from its manifest)")
-	dagID := fs.String("dag", "", "Dag id (required)")
-	taskID := fs.String("task", "", "task id; omit to run the whole Dag")
-	confJSON := fs.String("conf", "", "dag_run.conf as a JSON object")
-	stateDir := fs.String("state", "", "directory that keeps XComs between runs (default: in memory)")
-	connFile := fs.String("connections", "", "connections file (YAML or JSON, conn_id -> URI or object)")
-	runID := fs.String("run-id", "", "Dag run id (default manual__<now>)")
-	retry := fs.Bool("retry", false, "report failures as up_for_retry (ti_context.should_retry)")
-	airflow := fs.String("airflow", schema.DefaultAirflow, "Airflow release to behave as: 3.3 or 3.4 (refuses a bundle whose schema that release does not know)")
-	var runStates runStateFlags
-	fs.Var(&runStates, "dag-run-state", "answer GetDagRunState for another Dag run, as DAG_ID/RUN_ID=STATE (queued, running, success or failed; repeatable); runs this command runs are recorded in --state")
-	mapIndex := fs.Int("map-index", -1, "run one mapped instance of the task: its map index (0, 1, ...), whose element the task binds from its upstream's XCom in --state or its literal list, as under Airflow")
-	argJSON := fs.String("arg-bindings", "", "Airflow 3.4 only: the stub call's arguments as a JSON list, e.g. '[{\"name\": \"sandbox\", \"kind\": \"xcom\", \"task_id\": \"provision\"}]'")
-	if help, err := ParseFlags(fs, args); help {
-		return exitorder.OK
-	} else if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", p.name(), err)
+	f, exit, ok := p.parseRunFlags(args, stderr)
+	if !ok {
+		return exit
+	}
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "%s run: %v\n", p.name(), err)
 		return exitorder.Usage
 	}
-	fail := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "%s run: %s\n", p.name(), fmt.Sprintf(format, a...))
-		return exitorder.Usage
-	}
-	var conf map[string]any
-	if *confJSON != "" {
-		if err := json.Unmarshal([]byte(*confJSON), &conf); err != nil || conf == nil {
-			return fail("--conf must be a JSON object, e.g. '{\"seconds\": 2}': %v", errOrNull(err))
-		}
-	}
-	var argBindings []protocol.ArgBinding
-	if *argJSON != "" {
-		if err := json.Unmarshal([]byte(*argJSON), &argBindings); err != nil || argBindings == nil {
-			return fail("--arg-bindings must be a JSON list of {name, kind, value | task_id}: %v", errOrNull(err))
-		}
-	}
-	// Read the connections file now: a typo in its path or its YAML would
-	// otherwise surface only when a task asks for a connection, or never.
-	if *connFile != "" {
-		if _, err := connections.LoadFile(*connFile); err != nil {
-			return fail("--connections: %v", err)
-		}
-	}
-	// Create --state now: an unusable directory would otherwise fail the
-	// task only after it ran, when it pushes its result.
-	if *stateDir != "" {
-		if err := os.MkdirAll(*stateDir, 0o700); err != nil { // XComs are private to the worker's user
-			return fail("--state: %v (give a directory you can write to)", err)
-		}
-	}
-	exe, childArgs, dags, err := p.runTarget(*bundleFile)
+	in, err := f.inputs()
 	if err != nil {
-		return fail("%v", err)
+		return fail(err)
 	}
-	if *dagID == "" {
-		return fail("--dag is required; this bundle's Dags are: %s", strings.Join(dags.dagNames(), ", "))
-	}
-	taskIDs, err := dags.resolve(*dagID, *taskID)
+	sup, taskIDs, err := p.runPlan(f, in, stderr)
 	if err != nil {
-		return fail("%v", err)
-	}
-	if *mapIndex < -1 || *mapIndex >= 0 && *taskID == "" {
-		return fail("--map-index %d: give a map index of 0 or more together with --task (the mapped task whose instance to run)", *mapIndex)
-	}
-	if *runID == "" {
-		*runID = "manual__" + time.Now().UTC().Format("2006-01-02T15:04:05.000000+00:00")
-	}
-	sup := &supervisor.Supervisor{
-		Executable:      exe,
-		Args:            childArgs,
-		ConnectionsFile: *connFile,
-		Variables:       vars.m,
-		StateDir:        *stateDir,
-		DagRunStates:    runStates.m,
-		Logs:            stderr,
-		Airflow:         *airflow,
-	}
-	version, err := sup.BundleSchema()
-	if err != nil {
-		return fail("%v", err)
-	}
-	if argBindings != nil && !schema.AtLeast(version, schema.V34) {
-		return fail("--arg-bindings: this bundle declares supervisor schema %s (Airflow 3.3), which has no arg_bindings; pack it with --airflow 3.4 and run the packed bundle with --airflow 3.4, or bind the input with inputs: in the bundle config", version)
+		return fail(err)
 	}
 	ctx, interrupted, stop := cancelOnSignal(ctx)
 	defer stop()
-
-	code := exitorder.OK
-	skipped := map[string]bool{} // what a branch had Airflow skip
-	for _, t := range taskIDs {
-		if skipped[t] {
-			fmt.Fprintf(stdout, "%s.%s (run %s): skipped (by a branch)\n", *dagID, t, *runID)
-			continue
-		}
-		res, err := sup.RunTask(ctx, supervisor.TaskRequest{DagID: *dagID, TaskID: t, RunID: *runID, Conf: conf, ArgBindings: argBindings, ShouldRetry: *retry, MaxTries: 1,
-			Mapped: *mapIndex >= 0, MapIndex: *mapIndex})
-		for _, s := range res.SkippedDownstream {
-			skipped[s] = true
-		}
-		line := fmt.Sprintf("%s.%s (run %s): %s", *dagID, t, *runID, res.State)
-		if *mapIndex >= 0 {
-			line = fmt.Sprintf("%s.%s[%d] (run %s): %s", *dagID, t, *mapIndex, *runID, res.State)
-		}
-		if res.RetryReason != "" {
-			line += " (" + res.RetryReason + ")"
-		}
-		if err != nil {
-			line += ": " + err.Error()
-		}
-		fmt.Fprintln(stdout, line)
-		if res.State != supervisor.StateSuccess {
-			code = exitorder.Failure
-			break
-		}
-		if v, ok, _ := sup.GetMappedXCom(*dagID, *runID, t, protocol.ReturnValueKey, *mapIndex); ok {
-			data, _ := json.Marshal(v)
-			fmt.Fprintf(stdout, "  return_value: %s\n", data)
-		}
-		if ctx.Err() != nil {
-			code = exitorder.Failure
-			break
-		}
-	}
+	code := runTasks(ctx, sup, f, in, taskIDs, stdout)
 	// A whole Dag run is over when its last task ran or one did not
 	// succeed; a run of one task (--task) may go on with the next.
-	if *taskID == "" {
+	if f.taskID == "" {
 		end := supervisor.DagRunSuccess
 		if code != exitorder.OK {
 			end = supervisor.DagRunFailed
 		}
-		if err := sup.SetDagRunState(*dagID, *runID, end); err != nil {
+		if err := sup.SetDagRunState(f.dagID, f.runID, end); err != nil {
 			fmt.Fprintf(stderr, "run: %v\n", err)
 		}
 	}
@@ -189,6 +83,167 @@ func (p Program) runCommand(ctx context.Context, args []string, stdout, stderr i
 		return 128 + int(sig)
 	}
 	return code
+}
+
+// runFlags are run's command line.
+type runFlags struct {
+	vars                                varFlags
+	runStates                           runStateFlags
+	bundleFile, dagID, taskID, confJSON string
+	stateDir, connFile, runID, airflow  string
+	argJSON                             string
+	mapIndex                            int
+	retry                               bool
+}
+
+// parseRunFlags reads run's flags; when it returns !ok, run exits with
+// exit (0 after --help).
+func (p Program) parseRunFlags(args []string, stderr io.Writer) (f *runFlags, exit int, ok bool) {
+	f = &runFlags{}
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprintf(stderr, runUsage, p.name()); fs.PrintDefaults() }
+	fs.Var(&f.vars, "var", "an Airflow variable as KEY=VALUE, served over the comm socket as Airflow serves variables from its database (repeatable)")
+	fs.StringVar(&f.bundleFile, "bundle", "", "an AFBNDL01 bundle file to run instead of this bundle (its tasks come from its manifest)")
+	fs.StringVar(&f.dagID, "dag", "", "Dag id (required)")
+	fs.StringVar(&f.taskID, "task", "", "task id; omit to run the whole Dag")
+	fs.StringVar(&f.confJSON, "conf", "", "dag_run.conf as a JSON object")
+	fs.StringVar(&f.stateDir, "state", "", "directory that keeps XComs between runs (default: in memory)")
+	fs.StringVar(&f.connFile, "connections", "", "connections file (YAML or JSON, conn_id -> URI or object)")
+	fs.StringVar(&f.runID, "run-id", "", "Dag run id (default manual__<now>)")
+	fs.BoolVar(&f.retry, "retry", false, "report failures as up_for_retry (ti_context.should_retry)")
+	fs.StringVar(&f.airflow, "airflow", schema.DefaultAirflow, "Airflow release to behave as: 3.3 or 3.4 (refuses a bundle whose schema that release does not know)")
+	fs.Var(&f.runStates, "dag-run-state", "answer GetDagRunState for another Dag run, as DAG_ID/RUN_ID=STATE (queued, running, success or failed; repeatable); runs this command runs are recorded in --state")
+	fs.IntVar(&f.mapIndex, "map-index", -1, "run one mapped instance of the task: its map index (0, 1, ...), whose element the task binds from its upstream's XCom in --state or its literal list, as under Airflow")
+	fs.StringVar(&f.argJSON, "arg-bindings", "", "Airflow 3.4 only: the stub call's arguments as a JSON list, e.g. '[{\"name\": \"sandbox\", \"kind\": \"xcom\", \"task_id\": \"provision\"}]'")
+	if help, err := ParseFlags(fs, args); help {
+		return nil, exitorder.OK, false
+	} else if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", p.name(), err)
+		return nil, exitorder.Usage, false
+	}
+	return f, 0, true
+}
+
+// runInputs are what run hands every task it runs.
+type runInputs struct {
+	conf        map[string]any
+	argBindings []protocol.ArgBinding
+}
+
+// inputs parses --conf and --arg-bindings and checks --connections and
+// --state now: a typo in a path or its YAML, or a directory run cannot
+// write, would otherwise surface only when a task asks for a connection or
+// pushes its result, or never.
+func (f *runFlags) inputs() (runInputs, error) {
+	var in runInputs
+	if f.confJSON != "" {
+		if err := json.Unmarshal([]byte(f.confJSON), &in.conf); err != nil || in.conf == nil {
+			return in, fmt.Errorf("--conf must be a JSON object, e.g. '{\"seconds\": 2}': %v", errOrNull(err))
+		}
+	}
+	if f.argJSON != "" {
+		if err := json.Unmarshal([]byte(f.argJSON), &in.argBindings); err != nil || in.argBindings == nil {
+			return in, fmt.Errorf("--arg-bindings must be a JSON list of {name, kind, value | task_id}: %v", errOrNull(err))
+		}
+	}
+	if f.connFile != "" {
+		if _, err := connections.LoadFile(f.connFile); err != nil {
+			return in, fmt.Errorf("--connections: %v", err)
+		}
+	}
+	if f.stateDir != "" {
+		if err := os.MkdirAll(f.stateDir, 0o700); err != nil { // XComs are private to the worker's user
+			return in, fmt.Errorf("--state: %v (give a directory you can write to)", err)
+		}
+	}
+	return in, nil
+}
+
+// runPlan finds what run forks and the tasks to run, and builds the
+// supervisor, refusing arg bindings a 3.3 bundle could not receive.
+func (p Program) runPlan(f *runFlags, in runInputs, logs io.Writer) (*supervisor.Supervisor, []string, error) {
+	exe, childArgs, dags, err := p.runTarget(f.bundleFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	if f.dagID == "" {
+		return nil, nil, fmt.Errorf("--dag is required; this bundle's Dags are: %s", strings.Join(dags.dagNames(), ", "))
+	}
+	taskIDs, err := dags.resolve(f.dagID, f.taskID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if f.mapIndex < -1 || f.mapIndex >= 0 && f.taskID == "" {
+		return nil, nil, fmt.Errorf("--map-index %d: give a map index of 0 or more together with --task (the mapped task whose instance to run)", f.mapIndex)
+	}
+	if f.runID == "" {
+		f.runID = "manual__" + time.Now().UTC().Format("2006-01-02T15:04:05.000000+00:00")
+	}
+	sup := &supervisor.Supervisor{
+		Executable:      exe,
+		Args:            childArgs,
+		ConnectionsFile: f.connFile,
+		Variables:       f.vars.m,
+		StateDir:        f.stateDir,
+		DagRunStates:    f.runStates.m,
+		Logs:            logs,
+		Airflow:         f.airflow,
+	}
+	version, err := sup.BundleSchema()
+	if err != nil {
+		return nil, nil, err
+	}
+	if in.argBindings != nil && !schema.AtLeast(version, schema.V34) {
+		return nil, nil, fmt.Errorf("--arg-bindings: this bundle declares supervisor schema %s (Airflow 3.3), which has no arg_bindings; pack it with --airflow 3.4 and run the packed bundle with --airflow 3.4, or bind the input with inputs: in the bundle config", version)
+	}
+	return sup, taskIDs, nil
+}
+
+// runTasks runs the tasks in order, printing each outcome and return
+// value, skipping what a branch had Airflow skip, and stops at the first
+// that does not succeed or when ctx ends.
+func runTasks(ctx context.Context, sup *supervisor.Supervisor, f *runFlags, in runInputs, taskIDs []string, stdout io.Writer) int {
+	skipped := map[string]bool{}
+	for _, t := range taskIDs {
+		if skipped[t] {
+			fmt.Fprintf(stdout, "%s.%s (run %s): skipped (by a branch)\n", f.dagID, t, f.runID)
+			continue
+		}
+		res, err := sup.RunTask(ctx, supervisor.TaskRequest{DagID: f.dagID, TaskID: t, RunID: f.runID, Conf: in.conf, ArgBindings: in.argBindings, ShouldRetry: f.retry, MaxTries: 1,
+			Mapped: f.mapIndex >= 0, MapIndex: f.mapIndex})
+		for _, s := range res.SkippedDownstream {
+			skipped[s] = true
+		}
+		fmt.Fprintln(stdout, f.outcomeLine(t, res, err))
+		if res.State != supervisor.StateSuccess {
+			return exitorder.Failure
+		}
+		if v, ok, _ := sup.GetMappedXCom(f.dagID, f.runID, t, protocol.ReturnValueKey, f.mapIndex); ok {
+			data, _ := json.Marshal(v)
+			fmt.Fprintf(stdout, "  return_value: %s\n", data)
+		}
+		if ctx.Err() != nil {
+			return exitorder.Failure
+		}
+	}
+	return exitorder.OK
+}
+
+// outcomeLine is what run prints for a task it ran:
+// dag.task[map index] (run id): state (retry reason): error.
+func (f *runFlags) outcomeLine(taskID string, res supervisor.Result, err error) string {
+	line := fmt.Sprintf("%s.%s (run %s): %s", f.dagID, taskID, f.runID, res.State)
+	if f.mapIndex >= 0 {
+		line = fmt.Sprintf("%s.%s[%d] (run %s): %s", f.dagID, taskID, f.mapIndex, f.runID, res.State)
+	}
+	if res.RetryReason != "" {
+		line += " (" + res.RetryReason + ")"
+	}
+	if err != nil {
+		line += ": " + err.Error()
+	}
+	return line
 }
 
 // cancelOnSignal cancels ctx on SIGINT or SIGTERM; interrupted tells which

@@ -158,7 +158,43 @@ func (c *control) SandboxCreate(ctx context.Context, req *pb.SandboxCreateReques
 	return pb.SandboxCreateResponse_builder{SandboxId: sb.id}.Build(), nil
 }
 
+// create makes a sandbox for either RPC version: admit the call (a retry
+// of a create that happened, a name taken, a server closing), start the
+// exec driver's sandbox behind it, register it, and answer as the test
+// asked (held, delayed, or failing after the sandbox exists).
 func (s *Server) create(ctx context.Context, v2 bool, appID string, def *pb.Sandbox, tagList []*pb.SandboxTag, env map[string]string) (*fakeSandbox, error) {
+	req := newCreateReq(ctx, v2, appID, def, tagList, env)
+	prev, plan, err := s.admitCreate(req)
+	if err != nil || prev != nil {
+		return prev, err
+	}
+	defer s.work.Done()
+	sb, err := s.startSandbox(ctx, req, plan)
+	if err != nil {
+		return nil, err
+	}
+	hold, err := s.register(sb, req)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.answerCreate(ctx, sb.id, hold, plan); err != nil {
+		return nil, err
+	}
+	return sb, nil
+}
+
+// createReq is one create call, as both RPC versions give it.
+type createReq struct {
+	v2      bool
+	appID   string
+	def     *pb.Sandbox
+	tags    map[string]string
+	env     map[string]string
+	timeout time.Duration // the sandbox's lifetime: 300 s unless the definition sets one
+	key     string        // the idempotency key, "" without one
+}
+
+func newCreateReq(ctx context.Context, v2 bool, appID string, def *pb.Sandbox, tagList []*pb.SandboxTag, env map[string]string) createReq {
 	tags := map[string]string{}
 	for _, t := range tagList {
 		tags[t.GetTagName()] = t.GetTagValue()
@@ -167,89 +203,111 @@ func (s *Server) create(ctx context.Context, v2 bool, appID string, def *pb.Sand
 	if timeout == 0 {
 		timeout = 300 * time.Second
 	}
-	name := def.GetName()
+	return createReq{v2: v2, appID: appID, def: def, tags: tags, env: env, timeout: timeout, key: idempotencyKey(ctx)}
+}
 
-	key := idempotencyKey(ctx)
+// createPlan is what admitting a create decided: the new sandbox's ids and
+// the faults the test set for it.
+type createPlan struct {
+	id, taskID string
+	delay      time.Duration
+	failAfter  bool
+}
+
+// errFailedAfterCreate is FailAfterCreate's answer: the sandbox exists, the
+// caller hears Unavailable.
+var errFailedAfterCreate = status.Error(codes.Unavailable, "fakemodal: injected Unavailable after the sandbox was created")
+
+// admitCreate answers a retried create with the sandbox it made (prev),
+// refuses a running sandbox's name in the same app and a closing server,
+// and otherwise plans the new sandbox, counting it as work Close waits
+// for (the caller owes s.work.Done).
+func (s *Server) admitCreate(req createReq) (prev *fakeSandbox, plan createPlan, err error) {
 	s.mu.Lock()
-	if prev := s.idempotent[key]; key != "" && prev != nil {
+	defer s.mu.Unlock()
+	if prev := s.idempotent[req.key]; req.key != "" && prev != nil {
 		// A retry of a create that already happened: Modal answers with
 		// the same sandbox rather than making a second one.
-		failAfter := s.failAfterCreate > 0
-		if failAfter {
+		if s.failAfterCreate > 0 {
 			s.failAfterCreate--
+			return nil, plan, errFailedAfterCreate
 		}
-		s.mu.Unlock()
-		if failAfter {
-			return nil, status.Error(codes.Unavailable, "fakemodal: injected Unavailable after the sandbox was created")
-		}
-		return prev, nil
+		return prev, plan, nil
 	}
-	if name != "" {
+	if name := req.def.GetName(); name != "" {
 		for _, other := range s.sandboxes {
-			if other.appID == appID && other.name == name && !other.isDone() {
-				s.mu.Unlock()
-				return nil, status.Errorf(codes.AlreadyExists, "a running sandbox named %q already exists in this app", name)
+			if other.appID == req.appID && other.name == name && !other.isDone() {
+				return nil, plan, status.Errorf(codes.AlreadyExists, "a running sandbox named %q already exists in this app", name)
 			}
 		}
 	}
-	id, taskID := newV1SandboxID(), newV1TaskID()
-	if v2 {
-		id, taskID = newV2SandboxID(), newV2TaskID()
-	}
 	if s.closed {
-		s.mu.Unlock()
-		return nil, errShuttingDown
+		return nil, plan, errShuttingDown
+	}
+	plan = createPlan{id: newV1SandboxID(), taskID: newV1TaskID(), delay: s.createDelay}
+	if req.v2 {
+		plan.id, plan.taskID = newV2SandboxID(), newV2TaskID()
+	}
+	if s.failAfterCreate > 0 {
+		s.failAfterCreate--
+		plan.failAfter = true
 	}
 	s.work.Add(1)
-	defer s.work.Done()
-	delay := s.createDelay
-	failAfter := s.failAfterCreate > 0
-	if failAfter {
-		s.failAfterCreate--
-	}
-	s.mu.Unlock()
+	return nil, plan, nil
+}
 
-	// The exec driver holds the files and runs the commands. Network:
-	// anything other than OPEN is run with no network at all, which is at
-	// least as strict as the allowlist asked for.
+// startSandbox creates the exec driver's sandbox, which holds the files
+// and runs the commands. Network: anything other than OPEN is run with no
+// network at all, which is at least as strict as the allowlist asked for.
+func (s *Server) startSandbox(ctx context.Context, req createReq, plan createPlan) (*fakeSandbox, error) {
 	spec := sandbox.Spec{
-		Lifetime: timeout, Workdir: def.GetWorkdir(), Env: env,
-		Network: sandbox.NetworkPolicy{Open: def.GetNetworkAccess().GetNetworkAccessType() == pb.NetworkAccess_OPEN},
+		Lifetime: req.timeout, Workdir: req.def.GetWorkdir(), Env: req.env,
+		Network: sandbox.NetworkPolicy{Open: req.def.GetNetworkAccess().GetNetworkAccessType() == pb.NetworkAccess_OPEN},
 	}.WithDefaults()
-	execName := sandbox.NewName()
-	info, err := s.exec.Create(context.WithoutCancel(ctx), execName, spec)
+	info, err := s.exec.Create(context.WithoutCancel(ctx), sandbox.NewName(), spec)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "fakemodal: cannot start the sandbox's process environment: %v", err)
 	}
 	sbCtx, stop := context.WithCancel(context.Background())
-	sb := &fakeSandbox{
-		id: id, taskID: taskID, name: name, appID: appID,
-		execID: info.ID, created: s.createdAt(), timeout: timeout, workdir: spec.Workdir, env: env,
-		tags: tags, execs: map[string]*fakeExec{}, done: make(chan struct{}), destroyed: make(chan struct{}), ctx: sbCtx, stop: stop,
-	}
+	return &fakeSandbox{
+		id: plan.id, taskID: plan.taskID, name: req.def.GetName(), appID: req.appID,
+		execID: info.ID, created: s.createdAt(), timeout: req.timeout, workdir: spec.Workdir, env: req.env,
+		tags: req.tags, execs: map[string]*fakeExec{}, done: make(chan struct{}), destroyed: make(chan struct{}), ctx: sbCtx, stop: stop,
+	}, nil
+}
+
+// register lists the sandbox (by id, task and idempotency key), records
+// the create, starts its lifetime, and returns the hold the create must
+// wait on (nil when none). A create that lost the race with Close is
+// undone.
+func (s *Server) register(sb *fakeSandbox, req createReq) (hold chan struct{}, err error) {
 	s.mu.Lock()
 	if s.closed { // Close has taken its list of sandboxes to destroy
 		s.mu.Unlock()
-		stop()
-		if err := s.exec.Destroy(context.Background(), info.ID); err != nil {
+		sb.stop()
+		if err := s.exec.Destroy(context.Background(), sb.execID); err != nil {
 			s.log.Warn("destroying the exec sandbox of a create that lost the race with Close failed", "error", err)
 		}
 		return nil, errShuttingDown
 	}
-	s.sandboxes[id] = sb
-	s.byTask[taskID] = sb
-	if key != "" {
-		s.idempotent[key] = sb
+	defer s.mu.Unlock()
+	s.sandboxes[sb.id] = sb
+	s.byTask[sb.taskID] = sb
+	if req.key != "" {
+		s.idempotent[req.key] = sb
 	}
-	rec := CreateRecord{SandboxID: id, V2: v2, AppID: appID, Definition: def, Tags: maps.Clone(tags), Env: maps.Clone(env)}
+	rec := CreateRecord{SandboxID: sb.id, V2: req.v2, AppID: req.appID, Definition: req.def, Tags: maps.Clone(req.tags), Env: maps.Clone(req.env)}
 	s.creates = append(s.creates, rec)
-	sb.timer = time.AfterFunc(timeout, func() { s.finish(sb, pb.GenericResult_GENERIC_STATUS_TIMEOUT, 0) })
-	hold := s.hold
-	if hold != nil {
-		s.held[id] = rec
+	sb.timer = time.AfterFunc(req.timeout, func() { s.finish(sb, pb.GenericResult_GENERIC_STATUS_TIMEOUT, 0) })
+	if s.hold != nil {
+		s.held[sb.id] = rec
 	}
-	s.mu.Unlock()
+	return s.hold, nil
+}
 
+// answerCreate waits while the test holds creates (HoldCreates) or delays
+// them, then fails the call if the test asked for that.
+func (s *Server) answerCreate(ctx context.Context, id string, hold chan struct{}, plan createPlan) error {
 	if hold != nil {
 		select {
 		case <-hold:
@@ -259,21 +317,20 @@ func (s *Server) create(ctx context.Context, v2 bool, appID string, def *pb.Sand
 		delete(s.held, id)
 		s.mu.Unlock()
 		if err := ctx.Err(); err != nil {
-			return nil, status.FromContextError(err).Err()
+			return status.FromContextError(err).Err()
 		}
 	}
-
-	if delay > 0 {
+	if plan.delay > 0 {
 		select {
-		case <-time.After(delay):
+		case <-time.After(plan.delay):
 		case <-ctx.Done():
-			return nil, status.FromContextError(ctx.Err()).Err()
+			return status.FromContextError(ctx.Err()).Err()
 		}
 	}
-	if failAfter {
-		return nil, status.Error(codes.Unavailable, "fakemodal: injected Unavailable after the sandbox was created")
+	if plan.failAfter {
+		return errFailedAfterCreate
 	}
-	return sb, nil
+	return nil
 }
 
 // finish ends a sandbox once: records the result, kills its commands and
