@@ -5,6 +5,9 @@
 #   make airflow-e2e EXECUTOR=celery
 #                     the same on CeleryExecutor: two workers as separate hosts, then
 #                     faults (a worker killed, Redis stopped, a bundle missing); needs root
+#   make opensandbox-e2e
+#                     the OpenSandbox backend against a real opensandbox-server on
+#                     Docker (started and stopped by it; needs root; CI runs it too)
 #   make build [EXTRAS="s3 modal opensandbox gcs azure" | EXTRAS=all]
 #                     bin/airflow-go-worker with the backends and stores it links
 
@@ -131,6 +134,14 @@ EXECUTOR ?= local
 .PHONY: test-arm64
 test-arm64:
 	AIRFLOW_GO_WORKER_ARM64_KERNEL=$$(./scripts/ensure-arm64-vm.sh) $(GO) test -count=1 -timeout 20m -tags arm64vm ./e2e/arm64vm
+
+# The OpenSandbox backend against the real opensandbox-server on a Docker
+# engine this target starts and stops (root; Docker, mmdebstrap and the
+# server installed when missing; scripts/opensandbox-e2e.sh says what it
+# does and how to point it at a deployment of your own). .ci/run runs it.
+.PHONY: opensandbox-e2e
+opensandbox-e2e:
+	./scripts/opensandbox-e2e.sh
 
 .PHONY: airflow-e2e
 airflow-e2e:

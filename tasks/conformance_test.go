@@ -18,7 +18,7 @@ func TestTestDriverConformance(t *testing.T) {
 		// An open network cannot reach the worker's 127.0.0.1 (issue 19):
 		// TestOpenNetworkIsPrivate in sandbox/local is the positive control,
 		// against a server outside the worker.
-		OpenNetworkReachesHost: false,
+		OpenNetworkReachesTarget: false,
 		HostWorkdir: func(id string) string {
 			work, _, err := drv.HostDirs(id)
 			if err != nil {

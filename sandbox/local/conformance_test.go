@@ -29,8 +29,8 @@ func TestConformance(t *testing.T) {
 		// An open network cannot reach the worker's 127.0.0.1 (issue 19):
 		// TestOpenNetworkIsPrivate in sandbox/local is the positive control,
 		// against a server outside the worker.
-		OpenNetworkReachesHost: false,
-		HostWorkdir:            func(id string) string { w, _, _ := d.HostDirs(id); return w },
+		OpenNetworkReachesTarget: false,
+		HostWorkdir:              func(id string) string { w, _, _ := d.HostDirs(id); return w },
 		// Every directory counts, half-created ones included.
 		CountProvisioned: func(ctx context.Context, drv driver.Driver) (int, error) {
 			entries, err := os.ReadDir(root)

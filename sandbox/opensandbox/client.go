@@ -18,6 +18,10 @@ const (
 	EgressPort = osdk.DefaultEgressPort
 )
 
+// transferBuffer is the size of the HTTP transport's read and write
+// buffers.
+const transferBuffer = 256 << 10
+
 // ListPageSize is the server's maximum page size.
 const ListPageSize = 200
 
@@ -30,6 +34,10 @@ func newHTTPClient(opts Options) *http.Client {
 	if base == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConnsPerHost = 16
+		// Transfers go through these buffers: with the default 4 KiB, a
+		// 200 MiB upload was 50,000 writes and took a third longer than
+		// curl's (issue 39).
+		tr.WriteBufferSize, tr.ReadBufferSize = transferBuffer, transferBuffer
 		base = tr
 	}
 	return &http.Client{Transport: &guardTransport{base: base, stall: opts.StallTimeout}}

@@ -79,6 +79,12 @@ func TestAPIErrorShapes(t *testing.T) {
 		{"execd transient 500", 500, `{"code":"RUNTIME_ERROR","message":"open /w/f: too many open files"}`, "retry later", "RUNTIME_ERROR", true},
 		{"501", 501, `{"code":"SNAPSHOT::NOT_IMPLEMENTED","message":"no snapshots"}`, "no snapshots", "SNAPSHOT::NOT_IMPLEMENTED", false},
 		{"gin 404", 404, "404 page not found", "404 page not found", "", false},
+		// The lifecycle server's own answers (opensandbox-server 1.1.1 on Docker).
+		{"image not on the server", 500, `{"code":"DOCKER::SANDBOX_IMAGE_PULL_FAILED","message":"Failed to pull image agw/none:1: 404 Client Error: pull access denied"}`, "the image is not on the OpenSandbox server", "DOCKER::SANDBOX_IMAGE_PULL_FAILED", false},
+		{"pull rate-limited", 500, `{"code":"DOCKER::SANDBOX_IMAGE_PULL_FAILED","message":"Failed to pull image python:3.12: toomanyrequests: You have reached your pull rate limit"}`, "rate limit", "DOCKER::SANDBOX_IMAGE_PULL_FAILED", true},
+		{"lifetime over the server's cap", 400, `{"code":"SANDBOX::INVALID_PARAMETER","message":"Sandbox timeout 7200s exceeds configured maximum of 3600s."}`, "max_sandbox_timeout_seconds", "SANDBOX::INVALID_PARAMETER", false},
+		{"execd image without execd", 500, `{"code":"DOCKER::SANDBOX_EXECD_DISTRIBUTION_FAILED","message":"Failed to read execd artifacts: Could not find the file /execd in container"}`, "its operator must fix", "DOCKER::SANDBOX_EXECD_DISTRIBUTION_FAILED", false},
+		{"container start failed", 500, `{"code":"DOCKER::SANDBOX_START_FAILED","message":"Egress sidecar container failed to start."}`, "retry later", "DOCKER::SANDBOX_START_FAILED", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -108,6 +114,9 @@ func TestAPIErrorShapes(t *testing.T) {
 			}
 			if got := sandbox.IsRetryable(classify(err)); got != tt.retryable {
 				t.Fatalf("retryable = %v, want %v", got, tt.retryable)
+			}
+			if sandbox.IsFinal(err) == tt.retryable {
+				t.Fatalf("final = %v for an answer whose retryable = %v", sandbox.IsFinal(err), tt.retryable)
 			}
 		})
 	}
@@ -393,4 +402,25 @@ func TestStallGuard(t *testing.T) {
 		t.Fatalf("want a StallError, got %v", err)
 	}
 	g.Close()
+}
+
+// execd on a container's overlay file system answers a download of a
+// directory with 500 "seeker can't seek" (opensandbox-server on Docker):
+// that is ErrIsDir, final; any other 500 body stays the error it says.
+func TestDirectoryDownloadSeekError(t *testing.T) {
+	body := "seeker can't seek\n"
+	srv := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, strings.TrimSuffix(body, "\n"), http.StatusInternalServerError)
+	})
+	d := testDriver(t, srv.URL)
+	x := execdAt(d, srv.URL, nil)
+	if _, err := x.download(context.Background(), "/workspace", 0); !errors.Is(err, sandbox.ErrIsDir) {
+		t.Fatalf("download of a directory: %v", err)
+	}
+	body = "disk on fire\n"
+	_, err := x.download(context.Background(), "/workspace/f", 0)
+	var api *APIError
+	if !errors.As(err, &api) || api.Status != 500 || !strings.Contains(err.Error(), "disk on fire") || errors.Is(err, sandbox.ErrIsDir) {
+		t.Fatalf("another 500: %v", err)
+	}
 }

@@ -46,6 +46,9 @@ func (e *APIError) Error() string {
 }
 
 func (e *APIError) hint() string {
+	if h := e.serverHint(); h != "" {
+		return h
+	}
 	switch {
 	case e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden:
 		return "check the API key (the connection's password or OPEN_SANDBOX_API_KEY) and the endpoint headers"
@@ -65,23 +68,89 @@ func (e *APIError) hint() string {
 	return ""
 }
 
-// Retryable: 5xx, 408 and 429 may pass; other 4xx will not. execd answers
-// 500 RUNTIME_ERROR for deterministic failures too (a path that is a
-// directory, no such session, mkdir over a file, a bad mode): those are
-// terminal unless the message names a passing cause.
+// serverHint explains the lifecycle server's answers that name their own
+// cause: an image it has not got, its cap on a sandbox's lifetime, and its
+// own configuration faults.
+func (e *APIError) serverHint() string {
+	switch {
+	case e.imageMissing() && e.rateLimited():
+		return "the registry refused the pull for now (rate limit); retry later, or put the image on the server's Docker host"
+	case e.imageMissing():
+		return "the image is not on the OpenSandbox server and the server could not pull it: load or build it on the server's Docker host (docker load, docker build), push it to a registry the server reaches, or fix the image name; retrying will not help"
+	case e.lifetimeCapped():
+		return "the sandbox's lifetime is longer than this server allows (max_sandbox_timeout_seconds in the server's [server] configuration): ask for a shorter lifetime, or have the server's operator raise that setting"
+	case e.serverMisconfigured():
+		return "the server cannot set up a sandbox as it is configured (its execd image, bootstrap script or network mode); its operator must fix the server's [runtime] or [docker] configuration; retrying will not help"
+	}
+	return ""
+}
+
+// Retryable: 5xx, 408 and 429 may pass; other 4xx will not. Some 5xx do
+// not pass either: execd answers 500 RUNTIME_ERROR for deterministic
+// failures too (a path that is a directory, no such session, mkdir over a
+// file, a bad mode), terminal unless the message names a passing cause;
+// and the lifecycle server answers 500 for an image it has not got and
+// cannot pull (retrying would spend Airflow's retries on a create that
+// cannot succeed) and for faults of its own configuration.
 func (e *APIError) Retryable() bool {
 	switch {
 	case e.runtimeError():
 		return transientCause(e.Message)
 	case e.Status == http.StatusNotImplemented:
 		return false
+	case e.imageMissing():
+		return e.rateLimited()
+	case e.serverMisconfigured():
+		return false
 	}
 	return e.Status >= 500 || e.Status == http.StatusRequestTimeout || e.Status == http.StatusTooManyRequests
 }
 
+// serverCode is the lifecycle server's code without its runtime's prefix
+// (DOCKER::SANDBOX_IMAGE_PULL_FAILED -> SANDBOX_IMAGE_PULL_FAILED), so the
+// codes of its Docker and Kubernetes runtimes read alike; "" for codes
+// without one (execd's).
+func (e *APIError) serverCode() string {
+	_, code, ok := strings.Cut(e.Code, "::")
+	if !ok {
+		return ""
+	}
+	return code
+}
+
+// imageMissing: the server has not got the sandbox's image and could not
+// pull it (opensandbox-server: 500 DOCKER::SANDBOX_IMAGE_PULL_FAILED).
+func (e *APIError) imageMissing() bool { return e.serverCode() == "SANDBOX_IMAGE_PULL_FAILED" }
+
+// rateLimited: a registry's "too many requests", which passes.
+func (e *APIError) rateLimited() bool {
+	m := strings.ToLower(e.Message)
+	return strings.Contains(m, "toomanyrequests") || strings.Contains(m, "too many requests") || strings.Contains(m, "rate limit")
+}
+
+// lifetimeCapped: the server's max_sandbox_timeout_seconds refused the
+// requested timeout (400 SANDBOX::INVALID_PARAMETER "Sandbox timeout 7200s
+// exceeds configured maximum of 3600s.").
+func (e *APIError) lifetimeCapped() bool {
+	return e.Status == http.StatusBadRequest && strings.Contains(e.Message, "exceeds configured maximum")
+}
+
+// serverMisconfigured: codes of a server that cannot set up any sandbox as
+// it is configured (its execd image lacks the binary or the bootstrap
+// script, its network mode gives no endpoint), which only its operator can
+// fix.
+func (e *APIError) serverMisconfigured() bool {
+	switch e.serverCode() {
+	case "SANDBOX_EXECD_DISTRIBUTION_FAILED", "SANDBOX_BOOTSTRAP_INSTALL_FAILED", "NETWORK_MODE_ENDPOINT_UNAVAILABLE", "API_NOT_SUPPORTED":
+		return true
+	}
+	return false
+}
+
 // Unwrap makes an answer retrying will not change an ErrRejected, so the
-// task fails without Airflow's retries: a 4xx (bad key, invalid request)
-// or execd's deterministic 500 RUNTIME_ERROR.
+// task fails without Airflow's retries: a 4xx (bad key, invalid request,
+// the lifetime cap), execd's deterministic 500 RUNTIME_ERROR, the server's
+// missing image and its configuration faults.
 func (e *APIError) Unwrap() []error {
 	errs := []error{}
 	if e.sdk != nil {

@@ -372,8 +372,9 @@ func (d *Driver) execStartError(ctx context.Context, id string, err error) error
 		if api.Status == 400 {
 			return &sandbox.Error{Op: "exec", Sandbox: id, Err: fmt.Errorf("%w; check that the workdir exists", err)}
 		}
-	} else {
-		d.forget(id) // the endpoint may have moved; look it up again next time
+	}
+	if gone := d.goneInstead(ctx, "exec", id, err); gone != nil {
+		return gone
 	}
 	return fail("exec", id, "", nil, err)
 }

@@ -330,10 +330,11 @@ func TestRenew(t *testing.T) {
 	}
 }
 
-// Direct endpoints need the headers the lookup returned; the SDK's client
-// without them gets execd's 401.
+// Direct endpoints need the headers the lookup returned (here execd's
+// access token, as a gateway in front of the server hands it out); the
+// SDK's client without them gets execd's 401.
 func TestEndpointHeadersAreRequired(t *testing.T) {
-	e := newEnv(t, fakeopensandbox.Options{}, func(o *opensandbox.Options) { o.Config.UseServerProxy = false })
+	e := newEnv(t, fakeopensandbox.Options{ExecdToken: "tok-" + sandbox.RandomHex(8)}, func(o *opensandbox.Options) { o.Config.UseServerProxy = false })
 	ctx := ctxT(t)
 	sb := create(t, e, sandbox.Spec{})
 	ep, err := e.drv.Lifecycle().GetEndpoint(ctx, sb.ID(), opensandbox.ExecdPort, nil)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/http"
 	"path"
 	"sort"
 	"strings"
@@ -43,10 +44,30 @@ func (d *Driver) fileError(ctx context.Context, op, id, p string, err error) err
 		}
 		return fail(op, id, p, sandbox.ErrNotFound, nil)
 	}
-	if !errors.As(err, &api) {
-		d.forget(id) // transport trouble: look the endpoint up again next time
+	if gone := d.goneInstead(ctx, op, id, err); gone != nil {
+		return gone
 	}
 	return fail(op, id, p, nil, err)
+}
+
+// goneInstead tells a sandbox that has stopped from a passing fault, for
+// an answer that could be either: a proxy's 502 or no answer at all (a
+// stopped container's endpoint: on Docker the server reports it Failed
+// for a moment before it is gone). It returns the ErrGone error when the
+// server's record says so, else nil (and the endpoint is looked up again
+// next time).
+func (d *Driver) goneInstead(ctx context.Context, op, id string, err error) error {
+	var api *APIError
+	if errors.As(err, &api) && api.Status != http.StatusBadGateway {
+		return nil
+	}
+	d.forget(id)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	if _, gerr := d.record(rctx, op, id); errors.Is(gerr, sandbox.ErrGone) {
+		return gerr
+	}
+	return nil
 }
 
 // lstat describes p without following a final symlink, with its Type set:

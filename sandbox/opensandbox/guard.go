@@ -22,7 +22,8 @@ import (
 //     transfers (no request timeout) the SDK would wait for it forever;
 //   - execd answers a download of a directory with 200, a Content-Length of
 //     2^63-1 and no body: that is ErrIsDir, not a body to wait on (a proxy
-//     in between may hold the connection open);
+//     in between may hold the connection open); on an overlay file system
+//     (a container's) with 500 "seeker can't seek", ErrIsDir too;
 //   - a command stream or a download that delivers nothing for the stall
 //     timeout is broken (execd pings streams every 3 s);
 //   - a command stream line is at most MaxEventBytes: the SDK reads a line
@@ -41,7 +42,10 @@ func (g *guardTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	switch {
 	case resp.StatusCode >= 400:
 		resp.Body = newBodyDeadline(resp.Body, errorBodyWait)
-	case req.Method == http.MethodGet && strings.HasSuffix(path, "/files/download"):
+		if isDownload(req) && seekFailed(resp) {
+			return nil, errDirectoryDownload
+		}
+	case isDownload(req):
 		if resp.StatusCode == http.StatusOK && resp.ContentLength == math.MaxInt64 {
 			resp.Body.Close()
 			return nil, errDirectoryDownload
@@ -60,7 +64,34 @@ func (g *guardTransport) CloseIdleConnections() {
 	}
 }
 
-var errDirectoryDownload = fmt.Errorf("%w (execd answered as for a directory: a 2^63-1 Content-Length and no body)", sandbox.ErrIsDir)
+var errDirectoryDownload = fmt.Errorf("%w (execd answered as for a directory: a 2^63-1 Content-Length and no body, or 500 \"seeker can't seek\")", sandbox.ErrIsDir)
+
+func isDownload(req *http.Request) bool {
+	return req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/files/download")
+}
+
+// seekFailed reports execd's answer for a download of a directory on an
+// overlay file system (a container's root: opensandbox-server on Docker):
+// 500 "seeker can't seek", Go's http.ServeContent failing to size it. Any
+// other error body is left for the SDK to read.
+func seekFailed(resp *http.Response) bool {
+	if resp.StatusCode != http.StatusInternalServerError || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
+		return false
+	}
+	head := make([]byte, 64)
+	n, _ := io.ReadFull(resp.Body, head)
+	if strings.TrimSpace(string(head[:n])) == "seeker can't seek" {
+		resp.Body.Close()
+		return true
+	}
+	resp.Body = readCloser{io.MultiReader(bytes.NewReader(head[:n]), resp.Body), resp.Body}
+	return false
+}
+
+type readCloser struct {
+	io.Reader
+	io.Closer
+}
 
 // newBodyDeadline closes rc if it is not read to its end within d.
 func newBodyDeadline(rc io.ReadCloser, d time.Duration) io.ReadCloser {

@@ -64,11 +64,21 @@ type Options struct {
 	// CountProvisioned counts what the backend has provisioned, for the
 	// refused-spec tests. Default: the number sandbox.Backend.List(ctx, nil) lists.
 	CountProvisioned func(ctx context.Context, drv driver.Driver) (int, error)
-	// OpenNetworkReachesHost: a sandbox with Network{Open: true} can
-	// connect to a listener on the test host's 127.0.0.1. When true, this
-	// positive control proves the no-network test's probe would notice a
-	// connection.
-	OpenNetworkReachesHost bool
+	// ProbeTarget listens where a sandbox could connect if its network
+	// were not blocked: the no-network test probes it from a blocked
+	// sandbox. Default: the test host's 127.0.0.1, which a sandbox reaches
+	// only when it shares the test host's network (what a process-based
+	// backend's sandbox would do without its network namespace). A
+	// sandbox in a container has a 127.0.0.1 of its own, so a
+	// container backend must give a listener on the host side of the
+	// containers' bridge (or in another container).
+	ProbeTarget func(t *testing.T) net.Listener
+	// OpenNetworkReachesTarget: a sandbox with Network{Open: true}
+	// connects to ProbeTarget. When true, the no-network test starts with
+	// this positive control, which proves that its probe would notice a
+	// connection; when false, the driver's own tests must prove it (name
+	// them in a comment).
+	OpenNetworkReachesTarget bool
 	// HostWorkdir returns the host directory backing a sandbox's workdir,
 	// if there is one; the isolation test then tries that path from another
 	// sandbox too.
@@ -292,15 +302,23 @@ func (s *suite) testParentEnv(t *testing.T, drv driver.Driver) {
 	}
 }
 
-// tcpProbe tries to open a TCP connection to 127.0.0.1:port from inside.
-func tcpProbe(port int) string {
-	return fmt.Sprintf(`bash -c 'exec 3<>/dev/tcp/127.0.0.1/%d' 2>/dev/null && echo connected || echo refused`, port)
+// tcpProbe tries to open a TCP connection to addr from inside, for at
+// most 10 s (a filter that drops packets leaves a connect waiting).
+func tcpProbe(addr *net.TCPAddr) string {
+	return fmt.Sprintf(`timeout 10 bash -c 'exec 3<>/dev/tcp/%s/%d' 2>/dev/null && echo connected || echo refused`, addr.IP, addr.Port)
 }
 
-func (s *suite) testNoNetwork(t *testing.T, drv driver.Driver) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+// probeTarget is the listener the no-network test probes, counting the
+// connections it accepts.
+func (s *suite) probeTarget(t *testing.T) (*net.TCPAddr, *atomic.Int32) {
+	var ln net.Listener
+	if s.opts.ProbeTarget != nil {
+		ln = s.opts.ProbeTarget(t)
+	} else {
+		var err error
+		if ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	t.Cleanup(func() { ln.Close() })
 	var accepted atomic.Int32
@@ -314,24 +332,29 @@ func (s *suite) testNoNetwork(t *testing.T, drv driver.Driver) {
 			c.Close()
 		}
 	}()
-	port := ln.Addr().(*net.TCPAddr).Port
+	return ln.Addr().(*net.TCPAddr), &accepted
+}
 
+func (s *suite) testNoNetwork(t *testing.T, drv driver.Driver) {
+	addr, accepted := s.probeTarget(t)
+	if s.opts.OpenNetworkReachesTarget {
+		// The positive control first: the probe can see a connection.
+		open := s.create(t, drv, func(sp *sandbox.Spec) { sp.Network = sandbox.NetworkPolicy{Open: true} })
+		if got := s.mustSucceed(t, open, tcpProbe(addr)); got != "connected\n" {
+			t.Fatalf("positive control: an open-network sandbox could not reach %s (%q); the probe would prove nothing", addr, got)
+		}
+		if accepted.Load() == 0 {
+			t.Fatalf("positive control: the probe said connected but %s accepted nothing", addr)
+		}
+	}
+	before := accepted.Load()
 	sb := s.create(t, drv, func(sp *sandbox.Spec) { sp.Network = sandbox.NetworkPolicy{} }) // the zero value: blocked
-	if got := s.mustSucceed(t, sb, tcpProbe(port)); got != "refused\n" {
-		t.Errorf("a default sandbox connected to the host's 127.0.0.1:%d (%q)", port, got)
+	if got := s.mustSucceed(t, sb, tcpProbe(addr)); got != "refused\n" || accepted.Load() != before {
+		t.Errorf("a default sandbox connected to %s (%q, %d connections accepted)", addr, got, accepted.Load()-before)
 	}
 	o := s.exec(t, sb, "getent hosts example.com", sandbox.ExecOptions{})
 	if o.res.ExitCode == 0 {
 		t.Errorf("a default sandbox resolved example.com: %q", o.stdout)
-	}
-	if s.opts.OpenNetworkReachesHost {
-		open := s.create(t, drv, func(sp *sandbox.Spec) { sp.Network = sandbox.NetworkPolicy{Open: true} })
-		if got := s.mustSucceed(t, open, tcpProbe(port)); got != "connected\n" {
-			t.Errorf("positive control: an open-network sandbox could not reach 127.0.0.1:%d (%q); the probe proves nothing", port, got)
-		}
-		if accepted.Load() == 0 {
-			t.Errorf("positive control connected but the listener accepted nothing")
-		}
 	}
 }
 

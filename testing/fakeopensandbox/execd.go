@@ -256,7 +256,7 @@ trap 'interrupted=1' USR1
 setsid bash -c "$cmd" &
 pid=$!
 me=$$
-(trap - USR1; read -r _ <&3 && kill -USR1 $me 2>/dev/null) &
+(trap - USR1; read -r _ <&3 && kill -USR1 $me) >/dev/null 2>&1 &
 disown $!
 until wait $pid 2>/dev/null; rc=$?; [ -z "$interrupted" ] || [ -n "$signalled" ] || ! kill -0 $pid 2>/dev/null; do
   signalled=1
@@ -266,65 +266,28 @@ until wait $pid 2>/dev/null; rc=$?; [ -z "$interrupted" ] || [ -n "$signalled" ]
 done
 exit $rc`)
 
+// commandRequest is POST /command's body.
+type commandRequest struct {
+	Command    string            `json:"command"`
+	Cwd        string            `json:"cwd"`
+	Background bool              `json:"background"`
+	Timeout    *int64            `json:"timeout"`
+	Envs       map[string]string `json:"envs"`
+	Uid        *uint32           `json:"uid"`
+	Gid        *uint32           `json:"gid"`
+}
+
+// runCommand is POST /command: the request checked as execd checks it,
+// the command started (in the background or streaming its output), and
+// its events sent as execd sends them.
 func (s *Server) runCommand(w http.ResponseWriter, r *http.Request, b *sbx) {
-	var req struct {
-		Command    string            `json:"command"`
-		Cwd        string            `json:"cwd"`
-		Background bool              `json:"background"`
-		Timeout    *int64            `json:"timeout"`
-		Envs       map[string]string `json:"envs"`
-		Uid        *uint32           `json:"uid"`
-		Gid        *uint32           `json:"gid"`
-	}
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		bindError(w, err)
+	req, ok := decodeCommand(w, r)
+	if !ok {
 		return
 	}
-	invalid := func(why string) {
-		execdError(w, http.StatusBadRequest, "INVALID_REQUEST_BODY", "invalid request, validation error "+why)
-	}
-	switch {
-	case req.Command == "":
-		invalid("Key: 'RunCommandRequest.Command' Error:Field validation for 'Command' failed on the 'required' tag")
+	cwd, ok := s.commandCwd(w, r, b, req.Cwd)
+	if !ok {
 		return
-	case req.Timeout != nil && *req.Timeout < 0:
-		invalid("Key: 'RunCommandRequest.TimeoutMs' Error:Field validation for 'TimeoutMs' failed on the 'gte' tag")
-		return
-	case req.Gid != nil && req.Uid == nil:
-		invalid("uid is required when gid is provided")
-		return
-	}
-	cwd := s.resolve(req.Cwd)
-	if req.Cwd != "" {
-		fi, err := s.drv.Stat(r.Context(), b.id, cwd)
-		if err == nil && fi.Mode&os.ModeSymlink != 0 {
-			fi, err = s.statFollow(r.Context(), b, cwd)
-		}
-		switch {
-		case errors.Is(err, sandbox.ErrNotFound) && s.typed():
-			invalid("working directory does not exist: " + req.Cwd + ": " + notExist("stat", cwd))
-			return
-		case errors.Is(err, sandbox.ErrNotFound):
-			invalid("working directory does not exist: " + req.Cwd)
-			return
-		case err != nil:
-			invalid(fmt.Sprintf("cannot access working directory %q: %v", req.Cwd, err))
-			return
-		case !fi.IsDir():
-			invalid("working directory path is not a directory: " + req.Cwd)
-			return
-		}
-	}
-	timeout := sandbox.MaxLifetime
-	if req.Timeout != nil && *req.Timeout > 0 {
-		timeout = time.Duration(*req.Timeout) * time.Millisecond
-	}
-	env := map[string]string{}
-	if s.opts.ExecdTokenInEnv && s.opts.ExecdToken != "" {
-		env["EXECD_ACCESS_TOKEN"] = s.opts.ExecdToken // execd's own environment, inherited
-	}
-	for k, v := range req.Envs {
-		env[k] = v
 	}
 	ctlR, ctlW, err := os.Pipe()
 	if err != nil {
@@ -347,128 +310,215 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request, b *sbx) {
 
 	// Events go from the command's goroutine to this handler through a
 	// channel; once the handler has gone, they are dropped.
-	events := make(chan event, 64)
-	handlerGone := make(chan struct{})
-	defer close(handlerGone)
-	emit := func(ev event) bool {
-		select {
-		case events <- ev:
-			return true
-		case <-handlerGone:
-			return false
-		}
+	ev := &eventQueue{ch: make(chan event, 64), handlerGone: make(chan struct{})}
+	defer close(ev.handlerGone)
+	run := commandRun{s: s, b: b, cmd: cmd, id: cmdID, ctx: ctx, ctlR: ctlR, cwd: cwd, env: s.commandEnv(req.Envs), timeout: commandTimeout(req.Timeout), ev: ev}
+	if req.Background {
+		run.background()
+	} else {
+		run.foreground()
 	}
+	s.streamEvents(w, r, b, ev.ch, fault, vanish, kill)
+}
+
+// decodeCommand reads POST /command's body; false when it answered.
+func decodeCommand(w http.ResponseWriter, r *http.Request) (commandRequest, bool) {
+	var req commandRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		bindError(w, err)
+		return req, false
+	}
+	invalid := func(why string) (commandRequest, bool) {
+		execdError(w, http.StatusBadRequest, "INVALID_REQUEST_BODY", "invalid request, validation error "+why)
+		return req, false
+	}
+	switch {
+	case req.Command == "":
+		return invalid("Key: 'RunCommandRequest.Command' Error:Field validation for 'Command' failed on the 'required' tag")
+	case req.Timeout != nil && *req.Timeout < 0:
+		return invalid("Key: 'RunCommandRequest.TimeoutMs' Error:Field validation for 'TimeoutMs' failed on the 'gte' tag")
+	case req.Gid != nil && req.Uid == nil:
+		return invalid("uid is required when gid is provided")
+	}
+	return req, true
+}
+
+// commandCwd resolves and checks the command's working directory; false
+// when it answered.
+func (s *Server) commandCwd(w http.ResponseWriter, r *http.Request, b *sbx, raw string) (string, bool) {
+	cwd := s.resolve(raw)
+	if raw == "" {
+		return cwd, true
+	}
+	invalid := func(why string) (string, bool) {
+		execdError(w, http.StatusBadRequest, "INVALID_REQUEST_BODY", "invalid request, validation error "+why)
+		return "", false
+	}
+	fi, err := s.drv.Stat(r.Context(), b.id, cwd)
+	if err == nil && fi.Mode&os.ModeSymlink != 0 {
+		fi, err = s.statFollow(r.Context(), b, cwd)
+	}
+	switch {
+	case errors.Is(err, sandbox.ErrNotFound) && s.typed():
+		return invalid("working directory does not exist: " + raw + ": " + notExist("stat", cwd))
+	case errors.Is(err, sandbox.ErrNotFound):
+		return invalid("working directory does not exist: " + raw)
+	case err != nil:
+		return invalid(fmt.Sprintf("cannot access working directory %q: %v", raw, err))
+	case !fi.IsDir():
+		return invalid("working directory path is not a directory: " + raw)
+	}
+	return cwd, true
+}
+
+// commandEnv is what a command's environment adds to the sandbox's:
+// execd's own token when it got it by environment, and the request's.
+func (s *Server) commandEnv(envs map[string]string) map[string]string {
+	env := map[string]string{}
+	if s.opts.ExecdTokenInEnv && s.opts.ExecdToken != "" {
+		env["EXECD_ACCESS_TOKEN"] = s.opts.ExecdToken // execd's own environment, inherited
+	}
+	for k, v := range envs {
+		env[k] = v
+	}
+	return env
+}
+
+// commandTimeout reads the request's timeout (ms; 0 or absent: none).
+func commandTimeout(ms *int64) time.Duration {
+	if ms != nil && *ms > 0 {
+		return time.Duration(*ms) * time.Millisecond
+	}
+	return sandbox.MaxLifetime
+}
+
+// eventQueue carries a command's events to the handler that streams them.
+type eventQueue struct {
+	ch          chan event
+	handlerGone chan struct{}
+}
+
+// emit queues ev; false once the handler has gone.
+func (q *eventQueue) emit(ev event) bool {
+	select {
+	case q.ch <- ev:
+		return true
+	case <-q.handlerGone:
+		return false
+	}
+}
+
+// commandRun is one command on its way through the backing sandbox.
+type commandRun struct {
+	s       *Server
+	b       *sbx
+	cmd     *command
+	id      string
+	ctx     context.Context
+	ctlR    *os.File
+	cwd     string
+	env     map[string]string
+	timeout time.Duration
+	ev      *eventQueue
+}
+
+// background runs the command with stdout and stderr in one buffer, as
+// execd's one file for both; the stream only says it started.
+func (c commandRun) background() {
+	c.cmd.background = true
+	go func() {
+		defer c.cmd.kill()
+		defer c.ctlR.Close()
+		out := &combinedOutput{s: c.s, c: c.cmd}
+		res, err := c.s.drv.Exec(c.ctx, c.b.id, sandbox.ExecRequest{
+			Command: interruptible, Timeout: c.timeout, Workdir: c.cwd, Stdin: c.ctlR, Stdout: out, Stderr: out,
+			Env: withCommand(c.env, "exec 2>&1\n"+c.cmd.content),
+		})
+		c.s.finish(c.cmd, res, err)
+		c.cmd.ctl.Close()
+		close(c.cmd.done)
+	}()
+	go func() {
+		if c.ev.emit(event{Type: "init", Text: c.id}) && c.ev.emit(event{Type: "ping", Text: "pong"}) &&
+			c.ev.emit(event{Type: "execution_complete", ExecutionTime: max(1, time.Since(c.cmd.startedAt).Milliseconds())}) {
+			close(c.ev.ch)
+		}
+	}()
+}
+
+// foreground runs the command and sends its output as execd polls it,
+// then its terminal event.
+func (c commandRun) foreground() {
 	stdout, stderr := &outputPoller{typ: "stdout"}, &outputPoller{typ: "stderr"}
 	flush := func(final bool) bool {
 		for _, p := range []*outputPoller{stdout, stderr} {
 			for _, line := range p.lines(final) {
-				if !emit(event{Type: p.typ, Text: line}) {
+				if !c.ev.emit(event{Type: p.typ, Text: line}) {
 					return false
 				}
 			}
 		}
 		return true
 	}
-	if req.Background {
-		// The command writes stdout and stderr to one file; the stream only
-		// says it started.
-		cmd.background = true
-		go func() {
-			defer kill()
-			defer ctlR.Close()
-			out := &combinedOutput{s: s, c: cmd}
-			res, err := s.drv.Exec(ctx, b.id, sandbox.ExecRequest{
-				Command: interruptible, Timeout: timeout, Workdir: cwd, Stdin: ctlR, Stdout: out, Stderr: out,
-				Env: withCommand(env, "exec 2>&1\n"+req.Command),
-			})
-			s.finish(cmd, res, err)
-			ctlW.Close()
-			close(cmd.done)
-		}()
-		go func() {
-			if emit(event{Type: "init", Text: cmdID}) && emit(event{Type: "ping", Text: "pong"}) &&
-				emit(event{Type: "execution_complete", ExecutionTime: max(1, time.Since(cmd.startedAt).Milliseconds())}) {
-				close(events)
-			}
-		}()
-	} else {
-		go func() {
-			defer kill()
-			defer ctlR.Close()
-			emit(event{Type: "init", Text: cmdID})
-			emit(event{Type: "ping", Text: "pong"})
-			polling, pollerDone := make(chan struct{}), make(chan struct{})
-			go func() {
-				defer close(pollerDone)
-				t := time.NewTicker(outputPoll)
-				defer t.Stop()
-				for {
-					select {
-					case <-t.C:
-						if !flush(false) {
-							return
-						}
-					case <-polling:
-						return
-					}
+	go func() {
+		defer c.cmd.kill()
+		defer c.ctlR.Close()
+		c.ev.emit(event{Type: "init", Text: c.id})
+		c.ev.emit(event{Type: "ping", Text: "pong"})
+		stopPolling := pollOutput(flush)
+		res, err := c.s.drv.Exec(c.ctx, c.b.id, sandbox.ExecRequest{
+			Command: interruptible, Timeout: c.timeout, Workdir: c.cwd, Stdin: c.ctlR, Stdout: stdout, Stderr: stderr,
+			Env: withCommand(c.env, c.cmd.content),
+		})
+		stopPolling()
+		final, lost := c.s.finish(c.cmd, res, err)
+		c.cmd.ctl.Close()
+		close(c.cmd.done)
+		if lost {
+			return // the sandbox is gone: no terminal event, the stream breaks
+		}
+		if flush(true) && c.ev.emit(final) {
+			close(c.ev.ch)
+		}
+	}()
+}
+
+// pollOutput flushes the output every outputPoll until the returned stop
+// is called; stop returns once no flush runs, so events never close under
+// a flush's send nor interleave with the final one.
+func pollOutput(flush func(final bool) bool) (stop func()) {
+	polling, pollerDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(pollerDone)
+		t := time.NewTicker(outputPoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				if !flush(false) {
+					return
 				}
-			}()
-			res, err := s.drv.Exec(ctx, b.id, sandbox.ExecRequest{
-				Command: interruptible, Timeout: timeout, Workdir: cwd, Stdin: ctlR, Stdout: stdout, Stderr: stderr,
-				Env: withCommand(env, req.Command),
-			})
-			close(polling)
-			// The poller may be in the middle of a flush: events must not
-			// close under its send, nor the final flush interleave with it.
-			<-pollerDone
-			final, lost := s.finish(cmd, res, err)
-			ctlW.Close()
-			close(cmd.done)
-			if lost {
-				return // the sandbox is gone: no terminal event, the stream breaks
+			case <-polling:
+				return
 			}
-			if flush(true) && emit(final) {
-				close(events)
-			}
-		}()
-
+		}
+	}()
+	return func() {
+		close(polling)
+		<-pollerDone
 	}
+}
 
+// streamEvents writes a command's events as execd does: bare JSON objects
+// each followed by a blank line, a ping every pingEvery, and after the
+// terminal event a ping and Options.Linger of an open stream. A stream
+// fault of the test's cuts or stalls it.
+func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, b *sbx, events <-chan event, fault streamFault, vanish bool, kill func()) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	flusher, _ := w.(http.Flusher)
-	sent := 0
-	// Periodic pings are not counted towards a stream fault's n, so a
-	// command that starts slowly (a loaded machine) cannot move the cut
-	// from the event a test aims at to an earlier one.
-	write := func(ev event, counted bool) {
-		if ev.Timestamp == 0 {
-			ev.Timestamp = time.Now().UnixMilli()
-		}
-		data, _ := json.Marshal(ev)
-		data = append(data, '\n', '\n')
-		if fault.kind != 0 && sent >= fault.after {
-			switch fault.kind {
-			case cutMidEvent:
-				w.Write(data[:len(data)/2])
-				flusher.Flush()
-				panic(http.ErrAbortHandler)
-			case cutBetween:
-				panic(http.ErrAbortHandler)
-			case stall:
-				s.hold(r, b) // the connection stays open, nothing more comes
-				panic(http.ErrAbortHandler)
-			}
-		}
-		if _, err := w.Write(data); err != nil {
-			panic(http.ErrAbortHandler)
-		}
-		flusher.Flush()
-		if counted {
-			sent++
-		}
-	}
+	sw := &streamWriter{s: s, w: w, r: r, b: b, flusher: flusher, fault: fault}
 	flusher.Flush()
 	pings := time.NewTicker(pingEvery)
 	defer pings.Stop()
@@ -476,25 +526,15 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request, b *sbx) {
 		select {
 		case ev, ok := <-events:
 			if !ok {
-				// After the terminal event execd keeps the stream open for
-				// its graceful-shutdown time; a ping may come in it.
-				write(event{Type: "ping", Text: "pong"}, true)
-				t := time.NewTimer(s.opts.Linger)
-				defer t.Stop()
-				select {
-				case <-t.C:
-				case <-r.Context().Done():
-				case <-s.closing:
-				case <-b.gone:
-				}
+				sw.linger()
 				return
 			}
 			if vanish && (ev.Type == "stdout" || ev.Type == "stderr") {
 				s.remove(b.id)
 			}
-			write(ev, true)
+			sw.write(ev, true)
 		case <-pings.C:
-			write(event{Type: "ping", Text: "pong"}, false)
+			sw.write(event{Type: "ping", Text: "pong"}, false)
 		case <-b.gone:
 			panic(http.ErrAbortHandler)
 		case <-s.closing:
@@ -503,6 +543,62 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request, b *sbx) {
 		case <-r.Context().Done():
 			return
 		}
+	}
+}
+
+// streamWriter writes one command stream's events, applying a fault.
+type streamWriter struct {
+	s       *Server
+	w       http.ResponseWriter
+	r       *http.Request
+	b       *sbx
+	flusher http.Flusher
+	fault   streamFault
+	// sent counts the events written but periodic pings, so a command that
+	// starts slowly (a loaded machine) cannot move the cut from the event
+	// a test aims at to an earlier one.
+	sent int
+}
+
+func (sw *streamWriter) write(ev event, counted bool) {
+	if ev.Timestamp == 0 {
+		ev.Timestamp = time.Now().UnixMilli()
+	}
+	data, _ := json.Marshal(ev)
+	data = append(data, '\n', '\n')
+	if sw.fault.kind != 0 && sw.sent >= sw.fault.after {
+		switch sw.fault.kind {
+		case cutMidEvent:
+			sw.w.Write(data[:len(data)/2])
+			sw.flusher.Flush()
+			panic(http.ErrAbortHandler)
+		case cutBetween:
+			panic(http.ErrAbortHandler)
+		case stall:
+			sw.s.hold(sw.r, sw.b) // the connection stays open, nothing more comes
+			panic(http.ErrAbortHandler)
+		}
+	}
+	if _, err := sw.w.Write(data); err != nil {
+		panic(http.ErrAbortHandler)
+	}
+	sw.flusher.Flush()
+	if counted {
+		sw.sent++
+	}
+}
+
+// linger: after the terminal event execd keeps the stream open for its
+// graceful-shutdown time; a ping may come in it.
+func (sw *streamWriter) linger() {
+	sw.write(event{Type: "ping", Text: "pong"}, true)
+	t := time.NewTimer(sw.s.opts.Linger)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-sw.r.Context().Done():
+	case <-sw.s.closing:
+	case <-sw.b.gone:
 	}
 }
 

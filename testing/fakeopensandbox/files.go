@@ -73,6 +73,9 @@ func (s *Server) resolve(p string) string {
 
 // writable reports whether p lies where the backing sandbox keeps files.
 func (s *Server) writable(p string) bool {
+	if s.writableAll {
+		return true
+	}
 	for _, dir := range []string{s.opts.Workdir, "/tmp"} {
 		if p == dir || strings.HasPrefix(p, dir+"/") {
 			return true
@@ -717,6 +720,12 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request, b *sbx) {
 	h := w.Header()
 	h.Set("Content-Type", "application/octet-stream")
 	h.Set("Content-Disposition", contentDisposition(path.Base(p)))
+	if isDir && s.opts.OverlayFS {
+		// http.ServeContent seeks to the end to learn the size, which
+		// overlayfs refuses for a directory.
+		http.Error(w, "seeker can't seek", http.StatusInternalServerError)
+		return
+	}
 	if isDir {
 		// http.ServeContent on a directory: its size from seeking to the
 		// end, then a read that fails, and the connection is closed.

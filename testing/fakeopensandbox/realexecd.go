@@ -111,25 +111,8 @@ func (s *Server) startRealExecd(ctx context.Context, id string, blocked bool, en
 			args = append(args, "--access-token", tok)
 		}
 	}
-	runCtx, stop := context.WithCancel(context.Background())
-	x := &realExecd{stop: stop, done: make(chan struct{})}
-	var logs strings.Builder
-	out := &limitedWriter{b: &logs, left: 64 << 10}
-	go func() {
-		defer close(x.done)
-		quoted := make([]string, len(args))
-		for i, a := range args {
-			quoted[i] = quote(a)
-		}
-		res, err := s.drv.Exec(runCtx, id, sandbox.ExecRequest{
-			Command: "exec " + strings.Join(quoted, " "), Timeout: sandbox.MaxLifetime, Workdir: s.opts.Workdir,
-			Env: runEnv, Stdout: out, Stderr: out,
-		})
-		if runCtx.Err() == nil {
-			fmt.Fprintf(out, "\n[execd exited: code %d, timed out %v, error %v]\n", res.ExitCode, res.TimedOut, err)
-			s.log.Warn("fake: the real execd stopped", "sandbox", id, "exit_code", res.ExitCode, "error", err)
-		}
-	}()
+	x, out := s.launchRealExecd(id, args, runEnv)
+	stop := x.stop
 	fail := func(err error) (*realExecd, error) {
 		stop()
 		<-x.done
@@ -162,8 +145,40 @@ func (s *Server) startRealExecd(ctx context.Context, id string, blocked bool, en
 	if err := waitFor(ctx, x.done, pinged); err != nil {
 		return fail(fmt.Errorf("the real execd did not answer /ping: %w", err))
 	}
+	x.proxy = s.realExecdProxy(id, port, tr, out)
+	return x, nil
+}
+
+// launchRealExecd runs the execd binary in the backing sandbox id until
+// its stop is called; out collects what it prints.
+func (s *Server) launchRealExecd(id string, args []string, runEnv map[string]string) (*realExecd, *limitedWriter) {
+	runCtx, stop := context.WithCancel(context.Background())
+	x := &realExecd{stop: stop, done: make(chan struct{})}
+	var logs strings.Builder
+	out := &limitedWriter{b: &logs, left: 64 << 10}
+	go func() {
+		defer close(x.done)
+		quoted := make([]string, len(args))
+		for i, a := range args {
+			quoted[i] = quote(a)
+		}
+		res, err := s.drv.Exec(runCtx, id, sandbox.ExecRequest{
+			Command: "exec " + strings.Join(quoted, " "), Timeout: sandbox.MaxLifetime, Workdir: s.opts.Workdir,
+			Env: runEnv, Stdout: out, Stderr: out,
+		})
+		if runCtx.Err() == nil {
+			fmt.Fprintf(out, "\n[execd exited: code %d, timed out %v, error %v]\n", res.ExitCode, res.TimedOut, err)
+			s.log.Warn("fake: the real execd stopped", "sandbox", id, "exit_code", res.ExitCode, "error", err)
+		}
+	}()
+	return x, out
+}
+
+// realExecdProxy forwards requests to the real execd listening on port in
+// the backing sandbox id, through tr.
+func (s *Server) realExecdProxy(id string, port int, tr http.RoundTripper, out *limitedWriter) *httputil.ReverseProxy {
 	target, _ := url.Parse("http://execd")
-	x.proxy = &httputil.ReverseProxy{
+	return &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(target)
 			r.Out.URL.Path = r.In.URL.Path
@@ -183,7 +198,6 @@ func (s *Server) startRealExecd(ctx context.Context, id string, blocked bool, en
 			http.Error(w, "Bad Gateway", http.StatusBadGateway)
 		},
 	}
-	return x, nil
 }
 
 // serve proxies one request to the sandbox's execd, sub being the path

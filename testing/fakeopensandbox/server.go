@@ -13,11 +13,19 @@
 // for the execd details. With Options.ExecdBinary it runs a real execd in
 // each sandbox instead (realexecd.go).
 //
-// Execd is reachable two ways, as on a real server: through the server
-// proxy route /sandboxes/{id}/proxy/{port}/... (use_server_proxy=true; no
-// API key) and through a "direct" endpoint /direct/{id}/{port}/... that
-// demands the header the endpoint lookup returned, so tests see whether a
-// client forwards endpoint headers.
+// Execd is reachable two ways, as on a real server on Docker
+// (endpoints.go): through the server proxy route
+// [/v1]/sandboxes/{id}/proxy/{port}/... (use_server_proxy=true; no API
+// key) and through the sandbox's own endpoint, a port of its own on
+// 127.0.0.1 serving /proxy/{port}/..., where nothing listens once the
+// sandbox is gone. The egress sidecar's endpoint comes with its token
+// header, so tests see whether a client forwards endpoint headers.
+//
+// Where the real server's answers matter to a client, the fake gives them
+// (options Images, MaxTimeout, CreateLatency, ExpiredFor, OverlayFS): an
+// image the server has not got, its lifetime cap, a create answered only
+// once the sandbox is up, Failed before 404 at expiry, a directory
+// download on a container's file system.
 //
 // The network policy is enforced, not just stored: a sandbox created with
 // a policy that denies by default runs every command in its own network
@@ -59,12 +67,11 @@ import (
 
 // Header names the fake uses.
 const (
-	APIKeyHeader      = "OPEN-SANDBOX-API-KEY"
-	EgressAuthHeader  = "OPENSANDBOX-EGRESS-AUTH"
-	ExecdTokenHeader  = "X-EXECD-ACCESS-TOKEN"
-	DirectTokenHeader = "X-Fake-Endpoint-Token"
-	ExecdPort         = 44772
-	EgressPort        = 18080
+	APIKeyHeader     = "OPEN-SANDBOX-API-KEY"
+	EgressAuthHeader = "OPENSANDBOX-EGRESS-AUTH"
+	ExecdTokenHeader = "X-EXECD-ACCESS-TOKEN"
+	ExecdPort        = 44772
+	EgressPort       = 18080
 )
 
 // The execd builds the fake imitates (Options.Version), each verified
@@ -163,8 +170,31 @@ type Options struct {
 	// of it (see realexecd.go). Version and the execd fault hooks do not
 	// apply.
 	ExecdBinary string
-	Logger      hclog.Logger
+	// Images are the images the server's Docker host has; a create naming
+	// another answers as opensandbox-server does for an image it cannot
+	// pull: 500 DOCKER::SANDBOX_IMAGE_PULL_FAILED. Nil: every image.
+	Images []string
+	// MaxTimeout is the server's max_sandbox_timeout_seconds: a create
+	// asking for a longer timeout is 400 SANDBOX::INVALID_PARAMETER. Zero:
+	// no cap (the server's default).
+	MaxTimeout time.Duration
+	// CreateLatency holds each create's answer this long: the real server
+	// answers 202 only once the sandbox's containers are up (1.3-5.7 s
+	// measured on Docker).
+	CreateLatency time.Duration
+	// ExpiredFor is how long an expired sandbox's record says Failed
+	// (CONTAINER_EXITED_ERROR) before it is gone, as on the real server
+	// (about a second); default 1 s, negative: gone at once.
+	ExpiredFor time.Duration
+	// OverlayFS: execd's files live on a container's overlay file system
+	// (the real server on Docker), where a directory download answers 500
+	// "seeker can't seek" instead of 200 with a 2^63-1 Content-Length.
+	OverlayFS bool
+	Logger    hclog.Logger
 }
+
+// defaultLinger is execd's --graceful-shutdown-timeout.
+const defaultLinger = time.Second
 
 // Server is a running fake.
 type Server struct {
@@ -191,6 +221,9 @@ type Server struct {
 	creates   []json.RawMessage
 	ignorePol bool
 	pending   time.Duration
+	// writableAll: every path is writable (NewExecd's container), not only
+	// the workdir and /tmp of a local backing sandbox.
+	writableAll bool
 }
 
 // sbx is one sandbox.
@@ -205,8 +238,10 @@ type sbx struct {
 	expiresAt   time.Time // zero: no expiry
 	timer       *time.Timer
 	forced      *status // a state forced by SetState
-	directToken string
 	egressToken string
+	direct      *http.Server // its own endpoint (endpoints.go)
+	directAddr  string
+	stopOnce    sync.Once
 	gone        chan struct{}
 	cmds        map[string]*command
 	real        *realExecd // with Options.ExecdBinary, once it answers
@@ -251,7 +286,10 @@ func Start(tb testing.TB, opts Options) *Server {
 		tb.Fatalf("fakeopensandbox: unknown execd version %q; use one of %v", s.opts.Version, Versions)
 	}
 	if s.opts.Linger == 0 {
-		s.opts.Linger = time.Second
+		s.opts.Linger = defaultLinger
+	}
+	if s.opts.ExpiredFor == 0 {
+		s.opts.ExpiredFor = time.Second
 	}
 	s.log = opts.Logger
 	if s.log == nil {
@@ -453,13 +491,13 @@ func (s *Server) remove(id string) bool {
 		if b.timer != nil {
 			b.timer.Stop()
 		}
-		close(b.gone)
 		real = b.real
 	}
 	s.mu.Unlock()
 	if !ok {
 		return false
 	}
+	s.stopContainer(b)
 	if real != nil {
 		real.close()
 	}
@@ -505,6 +543,11 @@ func validation(w http.ResponseWriter, loc []string, msg string) {
 	writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"detail": []map[string]any{{"loc": l, "msg": msg, "type": "value_error"}}})
 }
 
+// jsonInvalid answers as FastAPI does for a body that is not JSON.
+func jsonInvalid(w http.ResponseWriter, msg string) {
+	writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"detail": []map[string]any{{"loc": []any{"body"}, "msg": msg, "type": "json_invalid"}}})
+}
+
 func toAny(xs []string) []any {
 	out := make([]any, len(xs))
 	for i, x := range xs {
@@ -534,13 +577,10 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "healthy"})
 	})
-	// The proxy route is not API-key checked, as on the real server.
-	mux.HandleFunc("/sandboxes/{id}/proxy/{port}/{path...}", func(w http.ResponseWriter, r *http.Request) {
-		s.handleInSandbox(w, r, false)
-	})
-	mux.HandleFunc("/direct/{id}/{port}/{path...}", func(w http.ResponseWriter, r *http.Request) {
-		s.handleInSandbox(w, r, true)
-	})
+	// The proxy route is not API-key checked, as on the real server, which
+	// serves it with and without /v1.
+	mux.HandleFunc("/sandboxes/{id}/proxy/{port}/{path...}", s.handleProxy)
+	mux.HandleFunc("/v1/sandboxes/{id}/proxy/{port}/{path...}", s.handleProxy)
 	return mux
 }
 
@@ -602,109 +642,6 @@ func ptrs(m map[string]string) map[string]*string {
 		out[k] = &v
 	}
 	return out
-}
-
-func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
-	if s.injected(RouteCreate, w, r) {
-		return
-	}
-	raw, err := readBody(r)
-	if err != nil {
-		validation(w, nil, err.Error())
-		return
-	}
-	var body createBody
-	if err := json.Unmarshal(raw, &body); err != nil {
-		validation(w, nil, "JSON decode error: "+err.Error())
-		return
-	}
-	switch {
-	case body.Image == nil || body.Image.URI == "":
-		validation(w, []string{"image", "uri"}, "Field required")
-		return
-	case len(body.Entrypoint) == 0:
-		validation(w, []string{"entrypoint"}, "entrypoint is required when image is given")
-		return
-	case body.ResourceLimits == nil:
-		validation(w, []string{"resourceLimits"}, "resourceLimits is required")
-		return
-	case body.Timeout != nil && *body.Timeout < 60:
-		validation(w, []string{"timeout"}, "Input should be greater than or equal to 60")
-		return
-	}
-	if msg := checkMetadata(ptrs(body.Metadata)); msg != "" {
-		writeJSON(w, http.StatusBadRequest, apiError{Code: "SANDBOX::INVALID_METADATA_LABEL", Message: msg})
-		return
-	}
-	if p := body.NetworkPolicy; p != nil {
-		if p.DefaultAction != "" && p.DefaultAction != "allow" && p.DefaultAction != "deny" {
-			validation(w, []string{"networkPolicy", "defaultAction"}, "Input should be 'allow' or 'deny'")
-			return
-		}
-		for i, rule := range p.Egress {
-			if rule.Action != "allow" && rule.Action != "deny" || rule.Target == "" {
-				validation(w, []string{"networkPolicy", "egress", strconv.Itoa(i)}, "rule needs action allow|deny and a target")
-				return
-			}
-		}
-	}
-	s.mu.Lock()
-	s.creates = append(s.creates, raw)
-	pending := s.pending
-	ignore := s.ignorePol
-	s.mu.Unlock()
-	block, refusal := s.backingNetwork(body.NetworkPolicy, ignore)
-	if refusal != "" {
-		writeJSON(w, http.StatusBadRequest, apiError{Code: "SANDBOX::INVALID_PARAMETER", Message: refusal})
-		return
-	}
-
-	id := randHex(16)
-	now := time.Now().UTC()
-	spec := sandbox.Spec{Env: body.Env, Workdir: s.opts.Workdir, Lifetime: sandbox.MaxLifetime, Network: sandbox.NetworkPolicy{Open: !block}}
-	if body.Timeout != nil && time.Duration(*body.Timeout)*time.Second+time.Minute < sandbox.MaxLifetime {
-		spec.Lifetime = time.Duration(*body.Timeout)*time.Second + time.Minute
-	}
-	if _, err := s.drv.Create(r.Context(), id, spec); err != nil {
-		if errors.Is(err, sandbox.ErrRefused) {
-			// The backing driver cannot give what was asked (the network
-			// policy among it): refuse rather than run it weaker.
-			writeJSON(w, http.StatusBadRequest, apiError{Code: "SANDBOX::INVALID_PARAMETER", Message: "the sandbox cannot be provided as requested: " + err.Error()})
-			return
-		}
-		writeJSON(w, http.StatusInternalServerError, apiError{Code: "DOCKER::SANDBOX_START_FAILED", Message: err.Error()})
-		return
-	}
-	b := &sbx{
-		id: id, image: body.Image.URI, entrypoint: body.Entrypoint, metadata: body.Metadata,
-		policy: body.NetworkPolicy, createdAt: now, readyAt: now.Add(pending),
-		directToken: randHex(8), egressToken: randHex(8), gone: make(chan struct{}), cmds: map[string]*command{},
-	}
-	if s.opts.ExecdBinary != "" {
-		b.starting = true // Pending until the real execd answers
-		go s.startReal(b, block, body.Env)
-	}
-	if b.metadata == nil {
-		b.metadata = map[string]string{}
-	}
-	s.mu.Lock()
-	if body.Timeout != nil {
-		life := time.Duration(*body.Timeout) * time.Second
-		if s.opts.Lifetime > 0 {
-			life = s.opts.Lifetime
-		}
-		b.expiresAt = now.Add(life)
-		b.timer = time.AfterFunc(time.Until(b.expiresAt), func() { s.remove(id) })
-	}
-	s.sandboxes[id] = b
-	resp := s.record(b)
-	lose := s.loseAns
-	s.loseAns = false
-	s.mu.Unlock()
-	if lose {
-		panic(http.ErrAbortHandler)
-	}
-	writeJSON(w, http.StatusAccepted, resp)
 }
 
 // backingNetwork decides how the backing sandbox's network is set up for
@@ -934,88 +871,8 @@ func (s *Server) handleRenew(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, apiError{Code: "DOCKER::INVALID_EXPIRATION", Message: "New expiration time must be in the future."})
 	default:
 		b.expiresAt = body.ExpiresAt.UTC()
-		b.timer.Reset(time.Until(b.expiresAt))
+		b.timer.Reset(time.Until(b.expiresAt)) // its function is s.expire
 		writeJSON(w, http.StatusOK, map[string]string{"expiresAt": b.expiresAt.Format(time.RFC3339Nano)})
-	}
-}
-
-func (s *Server) handleEndpoint(w http.ResponseWriter, r *http.Request) {
-	if s.injected(RouteEndpoint, w, r) {
-		return
-	}
-	id := r.PathValue("id")
-	port, err := strconv.Atoi(r.PathValue("port"))
-	if err != nil || port < 1 || port > 65535 {
-		validation(w, []string{"port"}, "port must be 1-65535")
-		return
-	}
-	s.mu.Lock()
-	b, ok := s.sandboxes[id]
-	s.mu.Unlock()
-	if !ok {
-		notFound(w, id)
-		return
-	}
-	headers := map[string]string{}
-	var ep string
-	if v := r.URL.Query().Get("use_server_proxy"); v == "true" || v == "True" || v == "1" {
-		ep = fmt.Sprintf("%s/sandboxes/%s/proxy/%d", s.Domain, id, port)
-	} else {
-		ep = fmt.Sprintf("%s/direct/%s/%d", s.Domain, id, port)
-		headers[DirectTokenHeader] = b.directToken
-	}
-	if port == EgressPort {
-		headers[EgressAuthHeader] = b.egressToken
-	}
-	if port == ExecdPort && s.opts.ExecdToken != "" {
-		headers[ExecdTokenHeader] = s.opts.ExecdToken
-	}
-	resp := map[string]any{"endpoint": ep}
-	if len(headers) > 0 {
-		resp["headers"] = headers
-	}
-	writeJSON(w, http.StatusOK, resp)
-}
-
-// handleInSandbox serves requests addressed to a port inside a sandbox.
-func (s *Server) handleInSandbox(w http.ResponseWriter, r *http.Request, direct bool) {
-	id := r.PathValue("id")
-	b, ok := s.lookup(id)
-	if !ok {
-		if direct {
-			// Nothing listens at a direct address once the sandbox is gone.
-			http.Error(w, "Bad Gateway", http.StatusBadGateway)
-			return
-		}
-		notFound(w, id)
-		return
-	}
-	if direct && r.Header.Get(DirectTokenHeader) != b.directToken {
-		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "Unauthorized: invalid or missing header " + DirectTokenHeader})
-		return
-	}
-	s.mu.Lock()
-	state := s.state(b)
-	s.mu.Unlock()
-	if state != "Running" {
-		http.Error(w, "Bad Gateway", http.StatusBadGateway)
-		return
-	}
-	sub := "/" + r.PathValue("path")
-	switch r.PathValue("port") {
-	case strconv.Itoa(ExecdPort):
-		s.mu.Lock()
-		real := b.real
-		s.mu.Unlock()
-		if real != nil {
-			real.serve(w, r, sub, s.spool)
-			return
-		}
-		s.serveExecd(w, r, b, sub)
-	case strconv.Itoa(EgressPort):
-		s.serveEgress(w, r, b, sub)
-	default:
-		http.Error(w, "Bad Gateway", http.StatusBadGateway)
 	}
 }
 
