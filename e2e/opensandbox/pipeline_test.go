@@ -3,7 +3,6 @@
 package opensandbox
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -13,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/testing/deadline"
 )
 
 // pipelineConfig is a bundle config whose Dag provisions a sandbox on the
@@ -87,7 +87,7 @@ func TestStandardBinaryPipeline(t *testing.T) {
 		t.Errorf("%d sandboxes before the Dag, %d after its destroy task", before, after)
 	}
 	// The run was the sandbox's owner: none of its sandboxes is left.
-	left, err := sandbox.NewBackend(drv).List(context.Background(), map[string]string{sandbox.TagOwner: "e2e_opensandbox/" + runID})
+	left, err := sandbox.NewBackend(drv).List(deadline.Context(t), map[string]string{sandbox.TagOwner: "e2e_opensandbox/" + runID})
 	if err != nil || len(left) != 0 {
 		t.Errorf("sandboxes of the run left: %v (%v)", left, err)
 	}

@@ -3,19 +3,18 @@
 package opensandbox
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/opensandbox"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/conformance"
+	"github.com/airflow-sandbox/airflow-go-worker/testing/deadline"
 )
 
 // The conformance suite against the real server, through its proxy route
@@ -51,8 +50,7 @@ func TestMissingImageIsFinal(t *testing.T) {
 	d := deploymentFromEnv(t)
 	counter := &countingTransport{}
 	drv := d.newDriver(t, true, func(o *opensandbox.Options) { o.Transport = counter })
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	ctx := deadline.Context(t)
 	before := liveSandboxes(t, drv)
 	sb, err := sandbox.NewBackend(drv).Create(ctx, sandbox.Spec{Image: "airflow-go-worker-e2e/not-there:1"})
 	if err == nil {
@@ -80,8 +78,7 @@ func TestMissingImageIsFinal(t *testing.T) {
 func TestLifetimeCapIsNamed(t *testing.T) {
 	d := deploymentFromEnv(t)
 	drv := d.newDriver(t, true, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	ctx := deadline.Context(t)
 	sb, err := sandbox.NewBackend(drv).Create(ctx, sandbox.Spec{Image: d.image, Lifetime: sandbox.MaxLifetime})
 	if err == nil {
 		sb.Destroy(ctx)
@@ -94,7 +91,7 @@ func TestLifetimeCapIsNamed(t *testing.T) {
 
 func liveSandboxes(t *testing.T, drv *opensandbox.Driver) int {
 	t.Helper()
-	l, err := sandbox.NewBackend(drv).List(context.Background(), nil)
+	l, err := sandbox.NewBackend(drv).List(deadline.Context(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,8 +127,7 @@ func TestDNSModeLetsAddressesThrough(t *testing.T) {
 	fmt.Println("egress mode dns: the no-network test fails (a blocked sandbox connected)")
 
 	strict := d.newDriver(t, true, func(o *opensandbox.Options) { o.RequireIPEgressEnforcement = true })
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	ctx := deadline.Context(t)
 	before := liveSandboxes(t, strict)
 	sb, err := sandbox.NewBackend(strict).Create(ctx, sandbox.Spec{Image: d.image})
 	if err == nil {
