@@ -111,10 +111,10 @@ func (d *Driver) Backend() string { return "modal" }
 // Capabilities: cpu, memory, GPUs, a blocked or open network, CIDR
 // allowlists, host allowlists when egress enforcement is "sni", tags,
 // listing and a server-side lifetime.
-func (d *Driver) Capabilities() sandbox.Capabilities { return capabilities(d.opts.EgressEnforcement) }
+func (d *Driver) Capabilities() driver.Capabilities { return capabilities(d.opts.EgressEnforcement) }
 
-func capabilities(egress string) sandbox.Capabilities {
-	return sandbox.Capabilities{CPU: true, Memory: true, GPU: true, BlockNetwork: true, OpenNetwork: true,
+func capabilities(egress string) driver.Capabilities {
+	return driver.Capabilities{CPU: true, Memory: true, GPU: true, BlockNetwork: true, OpenNetwork: true,
 		AllowCIDRs: true, AllowHosts: egress == EgressSNI, Tags: true, List: true, Lifetime: true,
 		Hints: map[driver.Capability]string{driver.CapAllowHosts: "Modal can only allow hostnames by TLS SNI: set the modal option egress_enforcement: sni, or allow the hosts' IPv4 ranges with allow_cidrs"}}
 }
@@ -148,7 +148,7 @@ func (d *Driver) Close() error {
 // handle returns the cached SDK handle for id, making one (no RPC) if needed.
 func (d *Driver) handle(ctx context.Context, id string) (*modal.Sandbox, error) {
 	if !strings.HasPrefix(id, "sb-") {
-		return nil, &sandbox.Error{Op: "open", Sandbox: id, Kind: sandbox.ErrGone,
+		return nil, &driver.Error{Op: "open", Sandbox: id, Kind: driver.ErrGone,
 			Err: fmt.Errorf("%q is not a Modal sandbox id (sb-...); pass the id the provisioning task returned", id)}
 	}
 	d.mu.Lock()
@@ -189,7 +189,7 @@ func (d *Driver) appHandle(ctx context.Context) (*modal.App, error) {
 		})
 		var nf modal.NotFoundError
 		if errors.As(err, &nf) {
-			return &sandbox.Error{Op: "look up app", Kind: sandbox.ErrRejected, Err: fmt.Errorf("Modal app %q does not exist in environment %q and creating it is disabled; deploy or create the app, or enable create_app_if_missing (%v); %s", d.opts.AppName, d.opts.Credentials.Environment, err, credentialHint)}
+			return &driver.Error{Op: "look up app", Kind: driver.ErrRejected, Err: fmt.Errorf("Modal app %q does not exist in environment %q and creating it is disabled; deploy or create the app, or enable create_app_if_missing (%v); %s", d.opts.AppName, d.opts.Credentials.Environment, err, credentialHint)}
 		}
 		return mapErr("look up app", "", err)
 	})
@@ -230,7 +230,7 @@ func (d *Driver) retry(ctx context.Context, op, id string, fn func() error) erro
 	delay := d.opts.RetryDelay
 	var err error
 	for attempt := 0; ; attempt++ {
-		if err = fn(); err == nil || !sandbox.IsRetryable(err) || attempt >= d.opts.Retries {
+		if err = fn(); err == nil || !driver.IsRetryable(err) || attempt >= d.opts.Retries {
 			return err
 		}
 		d.log.Warn("retrying after a transient Modal error", "op", op, "sandbox", id, "attempt", attempt+1, "error", err)
@@ -244,14 +244,14 @@ func (d *Driver) retry(ctx context.Context, op, id string, fn func() error) erro
 }
 
 // Create provisions a Modal sandbox named name.
-func (d *Driver) Create(ctx context.Context, name string, spec sandbox.Spec) (sandbox.Info, error) {
+func (d *Driver) Create(ctx context.Context, name string, spec driver.Spec) (driver.Info, error) {
 	params, err := d.createParams(name, spec)
 	if err != nil {
-		return sandbox.Info{}, err
+		return driver.Info{}, err
 	}
 	app, err := d.appHandle(ctx)
 	if err != nil {
-		return sandbox.Info{}, err
+		return driver.Info{}, err
 	}
 	image := spec.Image
 	if image == "" {
@@ -259,7 +259,7 @@ func (d *Driver) Create(ctx context.Context, name string, spec sandbox.Spec) (sa
 	}
 	img, err := d.image(ctx, app, image)
 	if err != nil {
-		return sandbox.Info{}, err
+		return driver.Info{}, err
 	}
 
 	var sb *modal.Sandbox
@@ -282,13 +282,13 @@ func (d *Driver) Create(ctx context.Context, name string, spec sandbox.Spec) (sa
 		if maybeCreated || mayHaveCreated(err) {
 			d.reap(ctx, app.Name, name)
 		}
-		return sandbox.Info{}, err
+		return driver.Info{}, err
 	}
 	d.mu.Lock()
 	d.handles[sb.SandboxID] = sb
 	d.mu.Unlock()
 	d.log.Debug("created modal sandbox", "id", sb.SandboxID, "name", name)
-	return sandbox.Info{
+	return driver.Info{
 		ID: sb.SandboxID, Name: name, Backend: d.Backend(), Workdir: spec.Workdir,
 		CreatedAt: time.Now(), ExpiresAt: sandbox.ExpiresAt(spec.Tags), Tags: maps.Clone(spec.Tags),
 	}, nil
@@ -338,17 +338,17 @@ func (d *Driver) reap(ctx context.Context, appName, name string) {
 // a spec (SpecProblems) the portable layer has refused already; a spec it
 // did not stamp with the ownership tags is refused here, so a direct caller
 // of the driver cannot skip that check.
-func (d *Driver) createParams(name string, spec sandbox.Spec) (*modal.SandboxCreateParams, error) {
+func (d *Driver) createParams(name string, spec driver.Spec) (*modal.SandboxCreateParams, error) {
 	for _, k := range []string{sandbox.TagSandbox, sandbox.TagExpiresAt, sandbox.TagNetwork} {
 		if spec.Tags[k] == "" {
-			return nil, &sandbox.Error{Op: "create", Kind: sandbox.ErrRefused, Err: fmt.Errorf("ownership tag %s is missing; create sandboxes through sandbox.Create, which stamps them", k)}
+			return nil, &driver.Error{Op: "create", Kind: driver.ErrRefused, Err: fmt.Errorf("ownership tag %s is missing: the driver was called directly; create sandboxes through the portable API (sandbox.NewBackend(driver).Create), which stamps the ownership tags", k)}
 		}
 	}
 	if spec.Tags[sandbox.TagSandbox] != name {
-		return nil, &sandbox.Error{Op: "create", Kind: sandbox.ErrRefused, Err: fmt.Errorf("tag %s=%q does not match the sandbox name %q", sandbox.TagSandbox, spec.Tags[sandbox.TagSandbox], name)}
+		return nil, &driver.Error{Op: "create", Kind: driver.ErrRefused, Err: fmt.Errorf("tag %s=%q does not match the sandbox name %q", sandbox.TagSandbox, spec.Tags[sandbox.TagSandbox], name)}
 	}
 	if spec.Owner != "" && spec.Tags[sandbox.TagOwner] != spec.Owner {
-		return nil, &sandbox.Error{Op: "create", Kind: sandbox.ErrRefused, Err: fmt.Errorf("tag %s does not carry the owner %q", sandbox.TagOwner, spec.Owner)}
+		return nil, &driver.Error{Op: "create", Kind: driver.ErrRefused, Err: fmt.Errorf("tag %s does not carry the owner %q", sandbox.TagOwner, spec.Owner)}
 	}
 	net, err := mapNetwork(spec.NetworkPolicy(), d.opts.EgressEnforcement)
 	if err != nil {
@@ -378,21 +378,21 @@ func (d *Driver) createParams(name string, spec sandbox.Spec) (*modal.SandboxCre
 }
 
 // Info reads the sandbox's tags (workdir, expiry) and whether it still runs.
-func (d *Driver) Info(ctx context.Context, id string) (sandbox.Info, error) {
+func (d *Driver) Info(ctx context.Context, id string) (driver.Info, error) {
 	tags, err := d.Tags(ctx, id)
 	if err != nil {
-		return sandbox.Info{}, err
+		return driver.Info{}, err
 	}
 	if alive, err := d.alive(ctx, id); err != nil {
-		return sandbox.Info{}, err
+		return driver.Info{}, err
 	} else if !alive {
-		return sandbox.Info{}, &sandbox.Error{Op: "info", Sandbox: id, Kind: sandbox.ErrGone, Err: errors.New("the sandbox has finished (terminated or past its lifetime)")}
+		return driver.Info{}, &driver.Error{Op: "info", Sandbox: id, Kind: driver.ErrGone, Err: errors.New("the sandbox has finished (terminated or past its lifetime)")}
 	}
 	wd := tags[sandbox.TagWorkdir]
 	if wd == "" {
-		wd = sandbox.DefaultWorkdir
+		wd = driver.DefaultWorkdir
 	}
-	return sandbox.Info{ID: id, Name: tags[sandbox.TagSandbox], Backend: d.Backend(), Workdir: wd,
+	return driver.Info{ID: id, Name: tags[sandbox.TagSandbox], Backend: d.Backend(), Workdir: wd,
 		ExpiresAt: sandbox.ExpiresAt(tags), Tags: tags}, nil
 }
 
@@ -436,7 +436,7 @@ func (d *Driver) SetTags(ctx context.Context, id string, tags map[string]string)
 }
 
 // ListSandboxes lists the app's running sandboxes carrying every tag in match.
-func (d *Driver) ListSandboxes(ctx context.Context, match map[string]string) ([]sandbox.Info, error) {
+func (d *Driver) ListSandboxes(ctx context.Context, match map[string]string) ([]driver.Info, error) {
 	app, err := d.appHandle(ctx)
 	if err != nil {
 		return nil, err
@@ -445,7 +445,7 @@ func (d *Driver) ListSandboxes(ctx context.Context, match map[string]string) ([]
 	if err != nil {
 		return nil, mapErr("list sandboxes", "", err)
 	}
-	var out []sandbox.Info
+	var out []driver.Info
 	for sb, err := range it {
 		if err != nil {
 			return nil, mapErr("list sandboxes", "", err)
@@ -459,7 +459,7 @@ func (d *Driver) ListSandboxes(ctx context.Context, match map[string]string) ([]
 			return nil, mapErr("read tags", sb.SandboxID, err)
 		}
 		wd := tags[sandbox.TagWorkdir]
-		out = append(out, sandbox.Info{ID: sb.SandboxID, Name: tags[sandbox.TagSandbox], Backend: d.Backend(),
+		out = append(out, driver.Info{ID: sb.SandboxID, Name: tags[sandbox.TagSandbox], Backend: d.Backend(),
 			Workdir: wd, ExpiresAt: sandbox.ExpiresAt(tags), Tags: tags})
 	}
 	return out, nil

@@ -225,6 +225,20 @@ func TestOwnershipTagContract(t *testing.T) {
 	}
 }
 
+// A caller that skips the portable layer gets no sandbox without the
+// ownership tags, told what to call instead, and nothing reaches Modal.
+func TestDirectCreateWithoutTagsIsRefused(t *testing.T) {
+	fake, drv := newFake(t, nil)
+	_, err := drv.Create(context.Background(), sandbox.NewName(), sandbox.Spec{}.WithDefaults())
+	if !errors.Is(err, sandbox.ErrRefused) || !strings.Contains(err.Error(), "ownership tag airflow_sandbox is missing") ||
+		!strings.Contains(err.Error(), "sandbox.NewBackend(driver).Create") {
+		t.Fatalf("want a refusal naming the missing tag and the call to make, got %v", err)
+	}
+	if n := fake.Calls("SandboxCreateV2") + fake.Calls("SandboxCreate"); n != 0 {
+		t.Fatalf("%d creates reached Modal", n)
+	}
+}
+
 func TestAttachReleaseThroughSDK(t *testing.T) {
 	fake, drv := newFake(t, nil)
 	owner := sandbox.OwnerFor("d", "r")

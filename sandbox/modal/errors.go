@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 )
 
 // credentialHint ends every credential error: it is what the user can fix.
@@ -39,7 +39,7 @@ func mapErr(op, id string, err error) error {
 	if err == nil {
 		return nil
 	}
-	e := &sandbox.Error{Op: op, Sandbox: id, Err: err}
+	e := &driver.Error{Op: op, Sandbox: id, Err: err}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return e
 	}
@@ -53,16 +53,16 @@ func mapErr(op, id string, err error) error {
 	case errors.As(err, &notFound), errors.As(err, &conflict):
 		// "Sandbox is unavailable" / "has already finished".
 		if id != "" {
-			e.Kind = sandbox.ErrGone
+			e.Kind = driver.ErrGone
 		}
 		return e
 	case errors.As(err, &exhausted):
-		return sandbox.Retryable(e)
+		return driver.Retryable(e)
 	case errors.As(err, &closed):
-		e.Kind = sandbox.ErrGone
+		e.Kind = driver.ErrGone
 		return e
 	case strings.Contains(err.Error(), "missing credentials"):
-		e.Kind = sandbox.ErrRejected
+		e.Kind = driver.ErrRejected
 		e.Err = fmt.Errorf("no Modal credentials found: %v; set the modal connection's login/password, or MODAL_TOKEN_ID/MODAL_TOKEN_SECRET, or run `modal token new`", err)
 		return e
 	}
@@ -72,20 +72,20 @@ func mapErr(op, id string, err error) error {
 	}
 	switch code {
 	case codes.Unauthenticated, codes.PermissionDenied:
-		e.Kind = sandbox.ErrRejected
+		e.Kind = driver.ErrRejected
 		e.Err = fmt.Errorf("Modal refused the credentials (%v); %s", err, credentialHint)
 	case codes.InvalidArgument:
-		e.Kind = sandbox.ErrRejected
+		e.Kind = driver.ErrRejected
 		e.Err = fmt.Errorf("Modal rejected the request as invalid: %v", err)
 	case codes.NotFound, codes.FailedPrecondition:
 		if id != "" {
-			e.Kind = sandbox.ErrGone
+			e.Kind = driver.ErrGone
 		}
 	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted:
-		return sandbox.Retryable(e)
+		return driver.Retryable(e)
 	}
 	return e
 }
 
 // isGone reports whether err says the sandbox no longer exists.
-func isGone(err error) bool { return errors.Is(err, sandbox.ErrGone) }
+func isGone(err error) bool { return errors.Is(err, driver.ErrGone) }

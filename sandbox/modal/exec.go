@@ -10,6 +10,7 @@ import (
 	modal "github.com/modal-labs/modal-client/go"
 
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 )
 
 // stdinChunk is how much stdin one TaskExecStdinWrite carries.
@@ -83,12 +84,12 @@ func (p *process) abandon() {
 }
 
 // Exec runs req.Command through sh -c.
-func (d *Driver) Exec(ctx context.Context, id string, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+func (d *Driver) Exec(ctx context.Context, id string, req driver.ExecRequest) (driver.ExecResult, error) {
 	if req.Timeout <= 0 { // the Sandbox type always sets it; direct callers may not
 		req.Timeout = sandbox.DefaultExecTimeout
 	}
 	budget := wholeSeconds(req.Timeout)
-	res := sandbox.ExecResult{AppliedTimeout: budget}
+	res := driver.ExecResult{AppliedTimeout: budget}
 	begin := time.Now()
 	argv := []string{"sh", "-c", req.Command}
 	if req.Stdin == nil {
@@ -102,9 +103,9 @@ func (d *Driver) Exec(ctx context.Context, id string, req sandbox.ExecRequest) (
 		&modal.SandboxExecParams{Workdir: req.Workdir, Env: req.Env, Timeout: budget},
 		req.Stdin, req.Stdout, req.Stderr)
 	if err != nil {
-		if !isGone(err) && !sandbox.IsRetryable(err) {
+		if !isGone(err) && !driver.IsRetryable(err) {
 			if alive, perr := d.alive(ctx, id); perr == nil && !alive {
-				err = &sandbox.Error{Op: "exec", Sandbox: id, Kind: sandbox.ErrGone, Err: err}
+				err = &driver.Error{Op: "exec", Sandbox: id, Kind: driver.ErrGone, Err: err}
 			}
 		}
 		return res, err
@@ -125,7 +126,7 @@ func (d *Driver) Exec(ctx context.Context, id string, req sandbox.ExecRequest) (
 	case <-ctx.Done():
 		p.abandon()
 		<-ch
-		return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: ctx.Err()}
+		return res, &driver.Error{Op: "exec", Sandbox: id, Err: ctx.Err()}
 	}
 	var timeoutErr modal.ExecTimeoutError
 	switch {
@@ -150,7 +151,7 @@ func (d *Driver) Exec(ctx context.Context, id string, req sandbox.ExecRequest) (
 		if perr == nil && !alive {
 			res.SandboxLost = true
 			if w.err != nil && !res.TimedOut {
-				return res, &sandbox.Error{Op: "exec", Sandbox: id, Kind: sandbox.ErrGone, Err: w.err}
+				return res, &driver.Error{Op: "exec", Sandbox: id, Kind: driver.ErrGone, Err: w.err}
 			}
 			return res, nil
 		}

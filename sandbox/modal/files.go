@@ -17,6 +17,7 @@ import (
 	modal "github.com/modal-labs/modal-client/go"
 
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 )
 
 // Exit codes of the file scripts, as the Python provider's read/export
@@ -79,14 +80,14 @@ func (d *Driver) OpenFile(ctx context.Context, id, p string, maxBytes int64) (io
 		if code != 0 {
 			return nil, 0, fileExitErr("read", id, p, code, stderr.String(), maxBytes)
 		}
-		return nil, 0, &sandbox.Error{Op: "read", Sandbox: id, Path: p, Err: fmt.Errorf("no size line from the read script: %v", err)}
+		return nil, 0, &driver.Error{Op: "read", Sandbox: id, Path: p, Err: fmt.Errorf("no size line from the read script: %v", err)}
 	}
 	size, err := strconv.ParseInt(strings.TrimSpace(line), 10, 64)
 	if err != nil {
 		proc.abandon()
 		pr.CloseWithError(err)
 		<-done
-		return nil, 0, &sandbox.Error{Op: "read", Sandbox: id, Path: p, Err: fmt.Errorf("bad size line %q", line)}
+		return nil, 0, &driver.Error{Op: "read", Sandbox: id, Path: p, Err: fmt.Errorf("bad size line %q", line)}
 	}
 	// The limit is enforced here too (the file may have grown since the
 	// check); Close stops the exec's streams.
@@ -103,17 +104,17 @@ type closeFunc func() error
 func (f closeFunc) Close() error { return f() }
 
 func fileExitErr(op, id, p string, code int, stderr string, maxBytes int64) error {
-	e := &sandbox.Error{Op: op, Sandbox: id, Path: p}
+	e := &driver.Error{Op: op, Sandbox: id, Path: p}
 	switch code {
 	case exitMissing:
-		e.Kind = sandbox.ErrNotFound
+		e.Kind = driver.ErrNotFound
 	case exitIsDir:
-		e.Kind = sandbox.ErrIsDir
+		e.Kind = driver.ErrIsDir
 	case exitNotRegular:
-		e.Kind = sandbox.ErrNotRegular
+		e.Kind = driver.ErrNotRegular
 	case exitTooLarge:
 		size, _ := strconv.ParseInt(strings.TrimSpace(stderr), 10, 64)
-		return &sandbox.TooLargeError{Path: p, Size: size, MaxBytes: maxBytes}
+		return &driver.TooLargeError{Path: p, Size: size, MaxBytes: maxBytes}
 	default:
 		e.Err = fmt.Errorf("exit %d: %s", code, strings.TrimSpace(stderr))
 	}
@@ -159,7 +160,7 @@ func (d *Driver) WriteFile(ctx context.Context, id, p string, r io.Reader, mode 
 	}
 	if cr.err != nil {
 		d.cleanup(ctx, id, tmp)
-		return &sandbox.Error{Op: "write", Sandbox: id, Path: p, Err: fmt.Errorf("reading the data to upload failed; nothing was written: %w", cr.err)}
+		return &driver.Error{Op: "write", Sandbox: id, Path: p, Err: fmt.Errorf("reading the data to upload failed; nothing was written: %w", cr.err)}
 	}
 	var errb bytes.Buffer
 	proc, err = d.start(ctx, id, []string{"sh", "-c", finishScript, "sh", tmp, p, fmt.Sprintf("%o", mode.Perm())},
@@ -175,7 +176,7 @@ func (d *Driver) WriteFile(ctx context.Context, id, p string, r io.Reader, mode 
 	}
 	if err != nil {
 		d.cleanup(ctx, id, tmp)
-		return &sandbox.Error{Op: "write", Sandbox: id, Path: p, Err: err}
+		return &driver.Error{Op: "write", Sandbox: id, Path: p, Err: err}
 	}
 	return nil
 }
@@ -228,7 +229,7 @@ func (l *limitedWriter) Write(p []byte) (int, error) {
 }
 
 // List lists a directory through the SDK's filesystem API, sorted by name.
-func (d *Driver) List(ctx context.Context, id, p string) ([]sandbox.FileInfo, error) {
+func (d *Driver) List(ctx context.Context, id, p string) ([]driver.FileInfo, error) {
 	sb, err := d.handle(ctx, id)
 	if err != nil {
 		return nil, err
@@ -237,7 +238,7 @@ func (d *Driver) List(ctx context.Context, id, p string) ([]sandbox.FileInfo, er
 	if err != nil {
 		return nil, d.fsErr(ctx, "list", id, p, err)
 	}
-	out := make([]sandbox.FileInfo, 0, len(entries))
+	out := make([]driver.FileInfo, 0, len(entries))
 	for _, e := range entries {
 		out = append(out, fromSDKInfo(p, e))
 	}
@@ -246,14 +247,14 @@ func (d *Driver) List(ctx context.Context, id, p string) ([]sandbox.FileInfo, er
 }
 
 // Stat describes p without following a final symlink.
-func (d *Driver) Stat(ctx context.Context, id, p string) (sandbox.FileInfo, error) {
+func (d *Driver) Stat(ctx context.Context, id, p string) (driver.FileInfo, error) {
 	sb, err := d.handle(ctx, id)
 	if err != nil {
-		return sandbox.FileInfo{}, err
+		return driver.FileInfo{}, err
 	}
 	fi, err := sb.Filesystem.Stat(ctx, p, nil)
 	if err != nil {
-		return sandbox.FileInfo{}, d.fsErr(ctx, "stat", id, p, err)
+		return driver.FileInfo{}, d.fsErr(ctx, "stat", id, p, err)
 	}
 	return fromSDKInfo(path.Dir(p), *fi), nil
 }
@@ -268,14 +269,14 @@ func (d *Driver) fsErr(ctx context.Context, op, id, p string, err error) error {
 	)
 	switch {
 	case errors.As(err, &nf):
-		return &sandbox.Error{Op: op, Sandbox: id, Path: p, Kind: sandbox.ErrNotFound, Err: err}
+		return &driver.Error{Op: op, Sandbox: id, Path: p, Kind: driver.ErrNotFound, Err: err}
 	case errors.As(err, &isDir):
-		return &sandbox.Error{Op: op, Sandbox: id, Path: p, Kind: sandbox.ErrIsDir, Err: err}
+		return &driver.Error{Op: op, Sandbox: id, Path: p, Kind: driver.ErrIsDir, Err: err}
 	}
 	mapped := mapErr(op, id, err)
 	if !isGone(mapped) {
 		if alive, perr := d.alive(context.WithoutCancel(ctx), id); perr == nil && !alive {
-			return &sandbox.Error{Op: op, Sandbox: id, Path: p, Kind: sandbox.ErrGone, Err: err}
+			return &driver.Error{Op: op, Sandbox: id, Path: p, Kind: driver.ErrGone, Err: err}
 		}
 	}
 	return mapped
@@ -283,7 +284,7 @@ func (d *Driver) fsErr(ctx context.Context, op, id, p string, err error) error {
 
 // fromSDKInfo converts fs-tools metadata. Mode may carry st_mode type bits;
 // when it does not, the type string decides.
-func fromSDKInfo(dir string, e modal.FileInfo) sandbox.FileInfo {
+func fromSDKInfo(dir string, e modal.FileInfo) driver.FileInfo {
 	mode := fs.FileMode(e.Mode & 0o777)
 	switch e.Mode & 0o170000 {
 	case 0o040000:
@@ -318,5 +319,5 @@ func fromSDKInfo(dir string, e modal.FileInfo) sandbox.FileInfo {
 	if e.ModifiedTime > 0 {
 		mt = time.Unix(0, int64(e.ModifiedTime*1e9))
 	}
-	return sandbox.FileInfo{Name: name, Path: full, Size: e.Size, Mode: mode, ModTime: mt}
+	return driver.FileInfo{Name: name, Path: full, Size: e.Size, Mode: mode, ModTime: mt}
 }

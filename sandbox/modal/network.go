@@ -7,7 +7,7 @@ import (
 
 	modal "github.com/modal-labs/modal-client/go"
 
-	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 )
 
 // Egress enforcement modes, as the Python provider names them.
@@ -31,10 +31,10 @@ type egress struct {
 
 // mapNetwork turns the portable policy into Modal parameters, refusing
 // (terminally, before any RPC) whatever Modal cannot enforce.
-func mapNetwork(p sandbox.NetworkPolicy, enforcement string) (egress, error) {
+func mapNetwork(p driver.NetworkPolicy, enforcement string) (egress, error) {
 	if p.Open {
 		if len(p.AllowHosts) > 0 || len(p.AllowCIDRs) > 0 {
-			return egress{}, sandbox.Refused("network: allow lists only narrow a blocked network; set block: true, or drop the lists for an open network")
+			return egress{}, driver.Refused("network: allow lists only narrow a blocked network; set block: true, or drop the lists for an open network")
 		}
 		return egress{}, nil // open network: Modal's default
 	}
@@ -47,7 +47,7 @@ func mapNetwork(p sandbox.NetworkPolicy, enforcement string) (egress, error) {
 		for _, c := range p.AllowCIDRs {
 			canon, err := canonicalCIDR(c)
 			if err != nil {
-				return egress{}, sandbox.Refused("network: allow_cidrs entry %q: %v", c, err)
+				return egress{}, driver.Refused("network: allow_cidrs entry %q: %v", c, err)
 			}
 			cidrs = append(cidrs, canon)
 		}
@@ -55,13 +55,13 @@ func mapNetwork(p sandbox.NetworkPolicy, enforcement string) (egress, error) {
 	}
 	if len(p.AllowHosts) > 0 {
 		if enforcement != EgressSNI {
-			return egress{}, sandbox.Refused("network: allow_hosts %q cannot be enforced with egress_enforcement %q: Modal can only allow hostnames by TLS SNI; configure the modal backend with egress_enforcement: sni, or allow the hosts' IPv4 ranges with allow_cidrs", p.AllowHosts, enforcement)
+			return egress{}, driver.Refused("network: allow_hosts %q cannot be enforced with egress_enforcement %q: Modal can only allow hostnames by TLS SNI; configure the modal backend with egress_enforcement: sni, or allow the hosts' IPv4 ranges with allow_cidrs", p.AllowHosts, enforcement)
 		}
 		hosts := make([]string, 0, len(p.AllowHosts))
 		for _, h := range p.AllowHosts {
 			canon, err := canonicalHost(h)
 			if err != nil {
-				return egress{}, sandbox.Refused("network: allow_hosts entry %q: %v", h, err)
+				return egress{}, driver.Refused("network: allow_hosts entry %q: %v", h, err)
 			}
 			hosts = append(hosts, canon)
 		}

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 )
 
@@ -18,7 +17,7 @@ func (o BundleOptions) SpecProblems(spec driver.Spec) []driver.Problem {
 	ps := lifetimeProblems(spec)
 	if _, err := mapNetwork(spec.NetworkPolicy(), o.EgressEnforcement); err != nil {
 		msg := err.Error()
-		var e *sandbox.Error
+		var e *driver.Error
 		if errors.As(err, &e) && e.Err != nil {
 			msg = e.Err.Error()
 		}
