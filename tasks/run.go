@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"unicode"
 	"time"
+	"unicode"
 
 	"github.com/airflow-sandbox/airflow-go-worker/internal/final"
 	"github.com/airflow-sandbox/airflow-go-worker/redact"

@@ -37,13 +37,13 @@ func bareKeys(n int) string {
 	return "x: {" + repeated(n, func(b *strings.Builder, i int) { fmt.Fprintf(b, "k%d,", i) }) + "z}\n"
 }
 
-// readWatched reads meta as a bundle's manifest and returns the error and
-// the process's peak resident set while it did.
-func readWatched(meta []byte) (error, memwatch.Peak) {
+// readWatched reads meta as a bundle's manifest and returns the process's
+// peak resident set while it did, and the error.
+func readWatched(meta []byte) (memwatch.Peak, error) {
 	b := rawBundle(meta)
 	watch := memwatch.Start()
 	_, err := ReadFrom(bytes.NewReader(b), int64(len(b)))
-	return err, watch.Stop()
+	return watch.Stop(), err
 }
 
 // maxReadRSS bounds the process's peak resident set while it reads one
@@ -54,7 +54,7 @@ const maxReadRSS = 64 << 20
 // (the YAML parser's nodes). It is refused by its size, unread.
 func TestLargeManifestIsRefusedBeforeItIsParsed(t *testing.T) {
 	meta := []byte(manifestHead + "x: [" + strings.Repeat("1,", 3_500_000) + "1]\n")
-	err, peak := readWatched(meta)
+	peak, err := readWatched(meta)
 	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "over the") {
 		t.Fatalf("want a refusal saying the manifest is too large, got %v", err)
 	}
@@ -84,7 +84,7 @@ func TestCraftedManifestIsRefusedInLittleMemory(t *testing.T) {
 	if len(meta) < 3_800_000 {
 		t.Fatalf("the crafted manifest is %d bytes; the probe's was 3.8 MB", len(meta))
 	}
-	err, peak := readWatched(meta)
+	peak, err := readWatched(meta)
 	t.Logf("a %d-byte manifest: peak RSS %d MiB (%d MiB at the start), heap growth %d MiB", len(meta), peak.RSS>>20, peak.BaseRSS>>20, peak.HeapGrowth()>>20)
 	if err == nil {
 		t.Fatal("the crafted manifest was accepted")
@@ -115,7 +115,7 @@ func TestCraftedManifestsStaySmall(t *testing.T) {
 			if err := checkManifestSize(meta); err != nil {
 				t.Fatalf("the test's manifest should be within the bounds: %v", err)
 			}
-			err, peak := readWatched(meta)
+			peak, err := readWatched(meta)
 			t.Logf("%d bytes: read (error %v), peak RSS %d MiB (%d at the start), heap growth %d MiB", len(meta), err, peak.RSS>>20, peak.BaseRSS>>20, peak.HeapGrowth()>>20)
 			if peak.RSS == 0 || peak.RSS > maxReadRSS {
 				t.Fatalf("peak RSS %d MiB; want it under %d MiB", peak.RSS>>20, maxReadRSS>>20)
