@@ -44,6 +44,7 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/selftest"
 	"github.com/airflow-sandbox/airflow-go-worker/internal/yamlnode"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/registry"
+	"github.com/airflow-sandbox/airflow-go-worker/storage"
 	"github.com/airflow-sandbox/airflow-go-worker/tasks"
 )
 
@@ -406,8 +407,8 @@ func checkDefaults(input reflect.Type, defaults map[string]any, bound []string) 
 			return err
 		}
 	}
-	if c, ok := in.(interface{ CheckStores() error }); ok {
-		return c.CheckStores()
+	if c, ok := in.(interface{ CheckStores(*storage.Registry) error }); ok {
+		return c.CheckStores(storage.Default)
 	}
 	return nil
 }

@@ -35,6 +35,9 @@ func adapt[In, Out any](fn func(context.Context, tasks.Deps, In) (Out, error)) t
 	return taskKind{
 		fn: func(ctx context.Context, ti bundles.TaskInstance, af tasks.Airflow, log hclog.Logger, o *bundles.Outlets, in In) (Out, error) {
 			d := DepsFor(ti, af, log)
+			// Closing releases the stores' clients; the task's outcome is
+			// already decided by then.
+			defer func() { _ = d.Storage.Close() }()
 			var exported []tasks.ExportedFile
 			d.OnExported = func(files []tasks.ExportedFile) { exported = append(exported, files...) }
 			out, err := fn(ctx, d, in)
@@ -75,12 +78,15 @@ func describeExports(o *bundles.Outlets, files []tasks.ExportedFile) error {
 	return nil
 }
 
-// DepsFor is the tasks.Deps of a running task instance.
+// DepsFor is the tasks.Deps of a running task instance, with the storage
+// handle every transfer of the task shares (tasks.NewStorage); the caller
+// closes it when the task ends.
 func DepsFor(ti bundles.TaskInstance, af tasks.Airflow, log hclog.Logger) tasks.Deps {
 	return tasks.Deps{
 		Airflow: af,
 		Run:     tasks.Run{DagID: ti.DagID, RunID: ti.RunID, TaskID: ti.TaskID, MapIndex: ti.MapIndex},
 		Logger:  log,
+		Storage: tasks.NewStorage(nil),
 	}
 }
 

@@ -139,5 +139,5 @@ func checkPackedConfig(name string, data []byte) error {
 // links is what a bundle config may name in this binary: the sandbox
 // backends and the storage URL schemes it links.
 func links() map[string][]string {
-	return map[string][]string{"backends": registry.Default.Names(), "stores": storage.Names()}
+	return map[string][]string{"backends": registry.Default.Names(), "stores": storage.Default.Names()}
 }

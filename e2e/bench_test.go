@@ -157,7 +157,7 @@ func startBenchProfile(job benchJob) (func() error, error) {
 // with the part or chunk size and concurrency package storage uses.
 func directUpload(ctx context.Context, job benchJob) error {
 	for i, file := range job.Files {
-		loc, err := storage.ParseURL(job.Dests[i])
+		loc, err := storage.Default.Parse(job.Dests[i])
 		if err != nil {
 			return err
 		}

@@ -2,18 +2,13 @@ package storage
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net/url"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
-	"github.com/airflow-sandbox/airflow-go-worker/internal/final"
 )
 
 // Driver is what a store implements, for one bucket, container or the
@@ -75,12 +70,17 @@ type Pending interface {
 	Abort(ctx context.Context) error
 }
 
-// OpenFunc opens the bucket loc lives in with the credentials in opt.
-type OpenFunc func(ctx context.Context, loc Location, opt Options) (Driver, error)
+// OpenFunc opens one bucket (container; "" for a store without buckets,
+// such as file://) with creds, the store's credentials as its
+// Registration.FromConnection parsed them, or nil for its default
+// credentials. Drivers read their own type with CredentialsAs. A Handle
+// calls it once per bucket and connection, the first time a location there
+// is used.
+type OpenFunc func(ctx context.Context, bucket string, creds Credentials) (Driver, error)
 
 // Credentials are one store's resolved connection, as its driver parsed it
 // (*s3.AWSConfig, *gcs.Config, *azure.Config): opaque to package storage and
-// its callers, which only pass them back in Options.Credentials.
+// its callers, which only hand them to Handle.Connect.
 type Credentials interface {
 	// Secrets are the values a secret masker must hide, keyed by what
 	// each is ("private key"); empty values are ignored.
@@ -93,8 +93,8 @@ type Credentials interface {
 // own package plus one Register call; this package names no store but
 // file://.
 type Registration struct {
-	// Scheme is the store's name in Location.Scheme and
-	// Options.Credentials ("gs").
+	// Scheme is the store's name in Location.Scheme and Handle.Connect
+	// ("gs").
 	Scheme string
 	// Forms are the URL schemes that name the store, the canonical one
 	// first ("gs", "gcs"); empty means Scheme alone.
@@ -117,76 +117,11 @@ type Registration struct {
 	// FromConnection parses a connection of one of ConnTypes; its errors
 	// name the connection and field, never a secret.
 	FromConnection func(connections.Connection) (Credentials, error)
-	// Open opens a bucket, with Options.Credentials[Scheme] (nil: the
-	// store's default credentials).
+	// Open opens a bucket.
 	Open OpenFunc
 	// Sweep, when set, clears a prefix of the store of what interrupted
-	// transfers left (Sweep); a store without it cannot be swept.
+	// transfers left (Registry.Sweep); a store without it cannot be swept.
 	Sweep SweepFunc
-}
-
-var (
-	driversMu sync.RWMutex
-	drivers   = map[string]Registration{}
-	forms     = map[string]string{} // URL scheme -> store
-	refused   = map[string]string{} // URL scheme -> what to write instead
-)
-
-func init() { Register(fileRegistration) }
-
-// Register makes a store usable; driver packages call it from init. It
-// panics on a driver without a scheme, Open or FromConnection, or a
-// scheme or URL form registered twice: programming errors that must fail
-// at start-up.
-func Register(d Registration) {
-	if d.Scheme == "" || d.Open == nil || (d.FromConnection == nil) != (len(d.ConnTypes) == 0) {
-		panic(fmt.Sprintf("storage: driver %q needs a scheme, Open, and connection types with FromConnection", d.Scheme))
-	}
-	driversMu.Lock()
-	defer driversMu.Unlock()
-	if _, dup := drivers[d.Scheme]; dup {
-		panic(fmt.Sprintf("storage: driver %q registered twice", d.Scheme))
-	}
-	for _, f := range append(d.forms(), slices.Collect(maps.Keys(d.Refuse))...) {
-		f = strings.ToLower(f)
-		if other, dup := forms[f]; dup {
-			panic(fmt.Sprintf("storage: URL scheme %s:// of driver %q is driver %q's already", f, d.Scheme, other))
-		}
-		if _, dup := refused[f]; dup {
-			panic(fmt.Sprintf("storage: URL scheme %s:// of driver %q is refused by another driver", f, d.Scheme))
-		}
-	}
-	drivers[d.Scheme] = d
-	for _, f := range d.forms() {
-		forms[strings.ToLower(f)] = d.Scheme
-	}
-	for f, why := range d.Refuse {
-		refused[strings.ToLower(f)] = why
-	}
-}
-
-// Lookup is the registration of store scheme ("gs"), as
-// registry.Registry.Lookup is a sandbox backend's.
-func Lookup(scheme string) (Registration, bool) {
-	driversMu.RLock()
-	defer driversMu.RUnlock()
-	d, ok := drivers[scheme]
-	return d, ok
-}
-
-// driverFor is the driver of URL scheme form, or why there is none.
-func driverFor(form string) (Registration, error) {
-	driversMu.RLock()
-	d, ok := drivers[forms[form]]
-	why, isRefused := refused[form]
-	driversMu.RUnlock()
-	switch {
-	case ok:
-		return d, nil
-	case isRefused:
-		return Registration{}, errors.New(why)
-	}
-	return Registration{}, unlinked(form)
 }
 
 // forms are the URL schemes of d, the canonical one first.
@@ -216,35 +151,7 @@ func (d Registration) parse(u *url.URL) (Location, error) {
 	return ParseBucketURL(u, connType, "bucket")
 }
 
-// ConnType is the Airflow connection type to create for a store ("" for
-// file:// and stores that take none).
-func ConnType(scheme string) string {
-	if d, ok := Lookup(scheme); ok && len(d.ConnTypes) > 0 {
-		return d.ConnTypes[0]
-	}
-	return ""
-}
-
-// FromConnection parses Airflow connection c for the store scheme ("s3",
-// "gs", "az": a Location's Scheme) with the store's own adapter, after
-// checking that its type is one the store accepts. Its errors are final:
-// the connection has to be fixed.
-func FromConnection(scheme string, c connections.Connection) (Credentials, error) {
-	d, ok := Lookup(scheme)
-	if !ok {
-		return nil, final.Errorf("no store %q is linked into this binary (it links %s)", scheme, strings.Join(Names(), ", "))
-	}
-	if d.FromConnection == nil {
-		return nil, final.Errorf("%s URLs take no connection; remove the connection %q from the task", d.describe(), c.ConnID)
-	}
-	if t := strings.ToLower(c.ConnType); t != "" && !slices.Contains(d.ConnTypes, t) {
-		return nil, final.Errorf("connection %q has type %q, not %s; %s URLs need %s connection", c.ConnID, c.ConnType, d.ConnTypes[0], d.describe(), article(d.ConnTypes[0]))
-	}
-	cfg, err := d.FromConnection(c)
-	return cfg, final.Mark(err)
-}
-
-// describe names the store's URL forms ("gs:// and gcs://").
+// describe names the store's URL forms ("gs://, gcs://").
 func (d Registration) describe() string {
 	fs := d.forms()
 	out := make([]string, len(fs))
@@ -255,7 +162,7 @@ func (d Registration) describe() string {
 }
 
 // Adapt turns a connection adapter that returns the driver's config T into
-// Registration.FromConnection, which hands out *T (what CredentialsFor reads).
+// Registration.FromConnection, which hands out *T (what CredentialsAs reads).
 func Adapt[T any, P interface {
 	*T
 	Credentials
@@ -269,79 +176,17 @@ func Adapt[T any, P interface {
 	}
 }
 
-// CredentialsFor is opt's credentials for scheme as the driver's own type
-// T (a pointer); the zero T when opt holds none. Drivers call it in Open.
-func CredentialsFor[T Credentials](opt Options, scheme string) (T, error) {
+// CredentialsAs is creds as the driver's own type T (a pointer): the zero T
+// when creds is nil (the store's default credentials). Drivers call it in
+// Open; credentials parsed for another store are an error.
+func CredentialsAs[T Credentials](creds Credentials) (T, error) {
 	var zero T
-	c, ok := opt.Credentials[scheme]
-	if !ok || c == nil {
+	if creds == nil {
 		return zero, nil
 	}
-	t, ok := c.(T)
+	t, ok := creds.(T)
 	if !ok {
-		return zero, fmt.Errorf("Options.Credentials[%q] holds %T, not the %T its driver reads; parse the connection with storage.FromConnection(%q, conn)", scheme, c, zero, scheme)
+		return zero, fmt.Errorf("the credentials given are a %T, not the %T this store reads; parse the connection with the store's own Registry.FromConnection", creds, zero)
 	}
 	return t, nil
-}
-
-// unlinkedHint names the store a URL scheme this binary does not link
-// belongs to and how to get a binary that links it (SetUnlinkedHint).
-var unlinkedHint func(form string) (store, how string)
-
-// SetUnlinkedHint sets what a URL of a store this binary does not link is
-// told: hint gets the URL scheme ("gcs", "abfs") and returns the store's
-// name and the build command that adds it (the standard binary chooses its
-// stores with build tags), or "" for a scheme it does not know.
-func SetUnlinkedHint(hint func(form string) (store, how string)) {
-	driversMu.Lock()
-	defer driversMu.Unlock()
-	unlinkedHint = hint
-}
-
-// Names lists the stores this binary links, sorted ("az", "file", "gs",
-// "s3"), as registry.Registry.Names lists the sandbox backends.
-func Names() []string {
-	driversMu.RLock()
-	defer driversMu.RUnlock()
-	return slices.Sorted(maps.Keys(drivers))
-}
-
-// RequireLinked fails when raw is a URL whose scheme no store this binary
-// links reads, saying what to do; it is nil for a URL a linked store reads,
-// valid or not (ParseURL explains what is wrong with those), and for text
-// that is no URL. Bundle configs are checked with it when they load, so
-// such a config is refused when packed.
-func RequireLinked(raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil || u.Scheme == "" {
-		return nil
-	}
-	if _, err := driverFor(strings.ToLower(u.Scheme)); err != nil {
-		return final.Mark(err)
-	}
-	return nil
-}
-
-// unlinked is the error for URL scheme form, which no linked store reads.
-func unlinked(form string) error {
-	driversMu.RLock()
-	hint := unlinkedHint
-	driversMu.RUnlock()
-	if hint != nil {
-		if store, how := hint(form); how != "" {
-			return fmt.Errorf("%s:// URLs need the %s store, which is not linked into this binary (it links %s); %s",
-				form, store, strings.Join(Names(), ", "), how)
-		}
-	}
-	return fmt.Errorf("no store this bundle links reads %s:// URLs (%s); a store's URLs need its package imported in the bundle's main package",
-		form, SupportedURLs())
-}
-
-// openStore opens the bucket (or filesystem) that loc lives in.
-func openStore(ctx context.Context, loc Location, opt Options) (Driver, error) {
-	d, ok := Lookup(loc.Scheme)
-	if !ok {
-		return nil, final.Mark(unlinked(loc.Scheme))
-	}
-	return d.Open(ctx, loc, opt)
 }

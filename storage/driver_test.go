@@ -24,12 +24,12 @@ func TestFromConnectionChecksTheType(t *testing.T) {
 		{"file", "fs", `file:// URLs take no connection; remove the connection "c"`},
 		{"nope", "aws", `no store "nope" is linked into this binary (it links dir, file)`},
 	} {
-		_, err := storage.FromConnection(tt.scheme, connections.Connection{ConnID: "c", ConnType: tt.connType, Host: "/srv/buckets"})
+		_, err := storage.Default.FromConnection(tt.scheme, connections.Connection{ConnID: "c", ConnType: tt.connType, Host: "/srv/buckets"})
 		if tt.err == "" && err != nil || tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)) {
 			t.Errorf("%s with a %q connection: got %v, want %q", tt.scheme, tt.connType, err, tt.err)
 		}
 	}
-	if got := storage.ConnType("dir"); got != "dirstore" {
+	if got := storage.Default.ConnType("dir"); got != "dirstore" {
 		t.Errorf("ConnType(dir) = %q", got)
 	}
 }
@@ -41,12 +41,18 @@ func (otherCreds) Secrets() map[string]string { return nil }
 // TestCredentialsOfAnotherStoreAreRefused: a driver given credentials
 // parsed for another store says so instead of using them.
 func TestCredentialsOfAnotherStoreAreRefused(t *testing.T) {
-	opt := storage.Options{Credentials: map[string]storage.Credentials{"dir": otherCreds{}}}
-	err := storage.Check(context.Background(), "dir://b/k", false, opt)
+	loc, err := storage.Default.Parse("dir://b/k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := storage.Default.NewHandle(storage.Options{})
+	defer h.Close()
+	h.Connect("dir", "", otherCreds{})
+	err = h.Check(context.Background(), loc, false)
 	if err == nil || !strings.Contains(err.Error(), "storage_test.otherCreds, not the *dirstore.Config") {
 		t.Fatalf("got %v", err)
 	}
-	if _, err := storage.CredentialsFor[*dirstore.Config](opt, "gs"); err != nil {
-		t.Fatalf("no credentials for a store is not an error: %v", err)
+	if c, err := storage.CredentialsAs[*dirstore.Config](nil); err != nil || c != nil {
+		t.Fatalf("no credentials (the store's default ones) is not an error: %v, %v", c, err)
 	}
 }

@@ -29,9 +29,17 @@ func ExampleExport() {
 		"file://" + filepath.Join(root, "out/summary.txt"): "1 row\n",
 	}
 
-	e := storage.NewExport(storage.Options{})
+	// One handle for the task: each bucket is opened once, on first use.
+	h := storage.Default.NewHandle(storage.Options{})
+	defer h.Close()
+	e := h.NewExport()
 	defer e.Abort(ctx) // a no-op once Commit succeeded
-	for dest, body := range files {
+	for raw, body := range files {
+		dest, err := storage.Default.Parse(raw) // the URL is checked here, once
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
 		if _, err := e.Stage(ctx, dest, strings.NewReader(body), int64(len(body))); err != nil {
 			fmt.Println(err)
 			return

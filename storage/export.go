@@ -26,9 +26,9 @@ const cleanupTimeout = parts.CleanupTimeout
 //
 // Typical use:
 //
-//	e := storage.NewExport(opt)
+//	e := h.NewExport()
 //	defer e.Abort(ctx) // no-op after a successful Commit
-//	for dest, f := range files {
+//	for dest, f := range files { // dest: a Location from Registry.Parse
 //		if _, err := e.Stage(ctx, dest, f.r, f.size); err != nil {
 //			return err
 //		}
@@ -38,16 +38,17 @@ const cleanupTimeout = parts.CleanupTimeout
 // ExampleExport runs it on file:// URLs.
 //
 // Stage may be called from several goroutines; Commit and Abort must not run
-// while a Stage is in progress. An Export is used once.
+// while a Stage is in progress. An Export is used once. Its buckets are its
+// Handle's, opened once and left open for the handle's other uses.
 type Export struct {
+	h   *Handle
 	opt Options
 
 	mu       sync.Mutex
 	state    exportState
-	stores   map[string]Driver // opened once per bucket
-	reserved map[string]bool   // destinations staged or being staged
-	files    []*stagedFile     // staged successfully, in Stage order
-	failed   []string          // destinations whose Stage failed
+	reserved map[string]bool // destinations staged or being staged
+	files    []*stagedFile   // staged successfully, in Stage order
+	failed   []string        // destinations whose Stage failed
 	inflight int
 }
 
@@ -65,26 +66,19 @@ type stagedFile struct {
 	written Written
 }
 
-// NewExport starts an export.
-func NewExport(opt Options) *Export {
-	return &Export{opt: opt, stores: map[string]Driver{}, reserved: map[string]bool{}}
+// NewExport starts an export through h.
+func (h *Handle) NewExport() *Export {
+	return &Export{h: h, opt: h.opt, reserved: map[string]bool{}}
 }
 
-// Stage streams r toward destURL and holds it for Commit. size is the
+// Stage streams r toward dest and holds it for Commit. size is the
 // number of bytes r must yield, or -1 if unknown: a stream that turns out
 // longer or shorter (a file something still writes) fails before its
 // upload completes. The returned Written names the destination, with the
 // size and SHA-256 of the staged bytes. On error nothing is left pending
 // and Commit will refuse to land the export.
-func (e *Export) Stage(ctx context.Context, destURL string, r io.Reader, size int64) (Written, error) {
-	loc, err := parseURL(destURL)
-	if err != nil {
-		return Written{}, err
-	}
-	if err := checkConn(loc, e.opt); err != nil {
-		return Written{}, err
-	}
-	st, err := e.begin(ctx, loc)
+func (e *Export) Stage(ctx context.Context, dest Location, r io.Reader, size int64) (Written, error) {
+	st, err := e.begin(ctx, dest)
 	if err != nil {
 		return Written{}, err
 	}
@@ -92,8 +86,8 @@ func (e *Export) Stage(ctx context.Context, destURL string, r io.Reader, size in
 	if size >= 0 {
 		r = &sizedReader{r: r, want: size}
 	}
-	w, werr := hashed(e.opt, loc, r, func(hr io.Reader) (err error) {
-		p, err = st.Upload(ctx, loc.Key, hr, size)
+	w, werr := hashed(e.opt, dest, r, func(hr io.Reader) (err error) {
+		p, err = st.Upload(ctx, dest.Key, hr, size)
 		return err
 	})
 
@@ -101,43 +95,36 @@ func (e *Export) Stage(ctx context.Context, destURL string, r io.Reader, size in
 	defer e.mu.Unlock()
 	e.inflight--
 	if werr == nil && e.state == exportOpen {
-		e.files = append(e.files, &stagedFile{dest: loc, pending: p, written: w})
+		e.files = append(e.files, &stagedFile{dest: dest, pending: p, written: w})
 		return w, nil
 	}
 	if werr != nil {
-		e.failed = append(e.failed, loc.String())
-		if e.state != exportOpen {
-			e.closeStoresIfIdle() // Abort left them open for us
-		}
-		return Written{}, fmt.Errorf("staging %s failed: %w; nothing was written to the destination; the export will not be committed", loc, werr)
+		e.failed = append(e.failed, dest.String())
+		return Written{}, fmt.Errorf("staging %s failed: %w; nothing was written to the destination; the export will not be committed", dest, werr)
 	}
 	// Abort ran meanwhile: nobody else will discard this upload.
-	left := abortAll(ctx, []*stagedFile{{dest: loc, pending: p}})
-	e.closeStoresIfIdle()
-	return Written{}, fmt.Errorf("staging %s: the export was aborted meanwhile; the upload was discarded%s", loc, leftover(left))
+	left := abortAll(ctx, []*stagedFile{{dest: dest, pending: p}})
+	return Written{}, fmt.Errorf("staging %s: the export was aborted meanwhile; the upload was discarded%s", dest, leftover(left))
 }
 
-// begin reserves the destination and returns its (cached) store.
-func (e *Export) begin(ctx context.Context, loc Location) (Driver, error) {
+// begin reserves the destination and returns its store, which the handle
+// opens the first time.
+func (e *Export) begin(ctx context.Context, dest Location) (Driver, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.state != exportOpen {
-		return nil, fmt.Errorf("staging %s: the export is already %s; start a new one with NewExport", loc, e.state)
+		return nil, fmt.Errorf("staging %s: the export is already %s; start a new one with Handle.NewExport", dest, e.state)
 	}
-	if e.reserved[loc.String()] {
-		return nil, fmt.Errorf("staging %s: this destination is already part of the export; each file needs its own destination", loc)
+	if e.reserved[dest.String()] {
+		return nil, fmt.Errorf("staging %s: this destination is already part of the export; each file needs its own destination", dest)
 	}
-	st := e.stores[loc.storeID()]
-	if st == nil {
-		var err error
-		if st, err = openStore(ctx, loc, e.opt); err != nil {
-			return nil, fmt.Errorf("staging %s: %w", loc, err)
-		}
-		e.stores[loc.storeID()] = st
+	b, err := e.h.open(ctx, dest, "staging ")
+	if err != nil {
+		return nil, err
 	}
-	e.reserved[loc.String()] = true
+	e.reserved[dest.String()] = true
 	e.inflight++
-	return st, nil
+	return b.d, nil
 }
 
 // Commit completes every staged upload, in Stage order, and returns the
@@ -196,25 +183,12 @@ func (e *Export) Abort(ctx context.Context) error {
 	return nil
 }
 
-// finish discards the given uploads, closes the stores and sets the final
-// state. It returns the uploads it could not discard. Called with e.mu held.
+// finish discards the given uploads and sets the final state. It returns
+// the uploads it could not discard. Called with e.mu held.
 func (e *Export) finish(ctx context.Context, state exportState, discard []*stagedFile) []string {
 	left := abortAll(ctx, discard)
 	e.state = state
-	e.closeStoresIfIdle()
 	return left
-}
-
-// closeStoresIfIdle closes the stores once no Stage uses them any more (an
-// Abort may run while a Stage is still writing). Called with e.mu held.
-func (e *Export) closeStoresIfIdle() {
-	if e.inflight > 0 {
-		return
-	}
-	for id, st := range e.stores {
-		_ = st.Close()
-		delete(e.stores, id)
-	}
 }
 
 // abortAll discards uploads on a context that survives the caller's

@@ -48,10 +48,11 @@ func TestAbortNamesUploadsItCouldNotDiscard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := storage.NewExport(storage.Options{})
-	storage.InjectStoreForTest(e, &faultyStore{Driver: st, abortFails: func(key string) bool { return strings.HasSuffix(key, "/stuck") }})
+	h := a.Handle(t, storage.Options{})
+	storage.InjectStoreForTest(h, &faultyStore{Driver: st, abortFails: func(key string) bool { return strings.HasSuffix(key, "/stuck") }})
+	e := h.NewExport()
 	for _, k := range []string{"ok", "stuck"} {
-		if _, err := e.Stage(ctx, a.URL(k), strings.NewReader(k), -1); err != nil {
+		if _, err := e.Stage(ctx, a.Loc(t, k), strings.NewReader(k), -1); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -68,9 +69,9 @@ func TestAbortNamesUploadsItCouldNotDiscard(t *testing.T) {
 func TestExportCommitFailureMidway(t *testing.T) {
 	a, root := storagetest.FileArea(t)
 	ctx := context.Background()
-	e := storage.NewExport(a.Options)
+	e := a.Handle(t, storage.Options{}).NewExport()
 	for _, k := range []string{"a", "b", "c"} {
-		if _, err := e.Stage(ctx, a.URL(k), strings.NewReader("content of "+k), -1); err != nil {
+		if _, err := e.Stage(ctx, a.Loc(t, k), strings.NewReader("content of "+k), -1); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -102,11 +103,11 @@ func TestOpenLogsDownloadProgress(t *testing.T) {
 	a, _ := storagetest.FileArea(t)
 	ctx := context.Background()
 	data := storagetest.RandomBytes(1<<20, 9)
-	if _, err := storage.Put(ctx, a.URL("dl.bin"), strings.NewReader(string(data)), storage.Options{}); err != nil {
+	if _, err := a.Handle(t, storage.Options{}).Put(ctx, a.Loc(t, "dl.bin"), strings.NewReader(string(data))); err != nil {
 		t.Fatal(err)
 	}
 	sink := waitwriter.New("transfer progress")
-	rc, err := storage.Open(ctx, a.URL("dl.bin"), storage.Options{Logger: hclog.New(&hclog.LoggerOptions{Output: sink}), ProgressEvery: 1})
+	rc, err := a.Handle(t, storage.Options{Logger: hclog.New(&hclog.LoggerOptions{Output: sink}), ProgressEvery: 1}).Open(ctx, a.Loc(t, "dl.bin"))
 	if err != nil {
 		t.Fatal(err)
 	}

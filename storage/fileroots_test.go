@@ -35,27 +35,27 @@ func TestFileURLsOutsideTheRootsAreRefused(t *testing.T) {
 	root, outside := t.TempDir(), t.TempDir()
 	t.Setenv(FileRootsEnv, root)
 	ctx := context.Background()
-	if _, err := Open(ctx, "file:///etc/shadow", Options{}); err == nil || !strings.Contains(err.Error(), "outside the directories") {
+	if _, err := openURL(ctx, "file:///etc/shadow", Options{}); err == nil || !strings.Contains(err.Error(), "outside the directories") {
 		t.Fatalf("reading /etc/shadow: %v", err)
 	}
 	target := filepath.Join(outside, "planted")
-	if _, err := Put(ctx, "file://"+target, strings.NewReader("x"), Options{}); err == nil {
+	if _, err := putURL(ctx, "file://"+target, strings.NewReader("x"), Options{}); err == nil {
 		t.Fatal("a write outside the roots succeeded")
 	}
 	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
 		t.Fatalf("written outside the roots: %v", entries)
 	}
-	if err := Check(ctx, "file://"+target, false, Options{}); err == nil || !strings.Contains(err.Error(), FileRootsEnv) {
+	if err := checkURL(ctx, "file://"+target, false); err == nil || !strings.Contains(err.Error(), FileRootsEnv) {
 		t.Fatalf("Check should refuse before anything runs: %v", err)
 	}
 	fifo := filepath.Join(root, "pipe")
 	syscall.Mkfifo(fifo, 0o644)
 	for _, p := range []string{fifo, root + "/"} {
-		if _, err := Open(ctx, "file://"+strings.TrimSuffix(p, "/")+"/", Options{}); err == nil {
+		if _, err := openURL(ctx, "file://"+strings.TrimSuffix(p, "/")+"/", Options{}); err == nil {
 			t.Errorf("%s: read as a file", p)
 		}
 	}
-	if _, err := Open(ctx, "file://"+fifo, Options{}); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+	if _, err := openURL(ctx, "file://"+fifo, Options{}); err == nil || !strings.Contains(err.Error(), "not a regular file") {
 		t.Errorf("a named pipe: %v", err)
 	}
 }

@@ -49,13 +49,15 @@ func parseFileURL(u *url.URL) (Location, error) {
 	return Location{Key: strings.TrimPrefix(u.Path, "/")}, nil
 }
 
-// openFileStore checks loc's path against the roots, so that storage.Check
-// (run before a sandbox is created) refuses a path outside them.
-func openFileStore(_ context.Context, loc Location, _ Options) (Driver, error) {
-	if _, _, err := confine("/" + loc.Key); err != nil {
-		return nil, err
-	}
-	return fileStore{}, nil
+// openFileStore opens the filesystem, the file store's one "bucket"; each
+// path is held to the roots when it is used.
+func openFileStore(context.Context, string, Credentials) (Driver, error) { return fileStore{}, nil }
+
+// checkKey holds key's path to the roots, so that Handle.Check (run before
+// a sandbox is created) refuses a path outside them.
+func (fileStore) checkKey(key string) error {
+	_, _, err := confine("/" + key)
+	return err
 }
 
 // fileModeKey carries the permission bits a write should give its file.

@@ -53,7 +53,7 @@ func TestListFiles(t *testing.T) {
 		{"in/s", "", []string{"in/sub/c.csv"}},
 		{"missing/", "", nil},
 	} {
-		got, err := List(ctx, base+c.prefix, c.match, 10, Options{})
+		got, err := listURL(ctx, base+c.prefix, c.match, 10)
 		if err != nil {
 			t.Fatalf("List(%s, %q): %v", c.prefix, c.match, err)
 		}
@@ -78,10 +78,10 @@ func TestListRefusals(t *testing.T) {
 	files(t, root, "in/a.csv", "in/b.csv", "in/c.csv")
 	ctx := context.Background()
 	// The listing itself works, so each refusal below is the refusal's.
-	if got, err := List(ctx, "file://"+root+"/in/", "", 3, Options{}); err != nil || len(got) != 3 {
+	if got, err := listURL(ctx, "file://"+root+"/in/", "", 3); err != nil || len(got) != 3 {
 		t.Fatalf("three objects under a limit of three: %v, %v", got, err)
 	}
-	_, err := List(ctx, "file://"+root+"/in/", "", 2, Options{})
+	_, err := listURL(ctx, "file://"+root+"/in/", "", 2)
 	if !errors.Is(err, ErrTooMany) || !final.Is(err) || !strings.Contains(err.Error(), "narrower prefix") {
 		t.Errorf("over the limit: want a final ErrTooMany saying what to do, got %v", err)
 	}
@@ -91,11 +91,11 @@ func TestListRefusals(t *testing.T) {
 		{"file://" + root + "/../in/", "", ".."},          // a .. segment
 		{"nope://bucket/", "", "nope"},
 	} {
-		if _, err := List(ctx, c.prefix, c.match, 10, Options{}); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := listURL(ctx, c.prefix, c.match, 10); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("List(%s, %q): want an error naming %q, got %v", c.prefix, c.match, c.want, err)
 		}
 	}
-	if _, err := List(ctx, "file://"+root+"/in/", "", 0, Options{}); err == nil {
+	if _, err := listURL(ctx, "file://"+root+"/in/", "", 0); err == nil {
 		t.Error("a limit of 0 must be refused")
 	}
 }
@@ -113,7 +113,7 @@ func TestListStaysInTheFileRoot(t *testing.T) {
 	if err := os.Symlink(filepath.Join(outside, "secret.csv"), filepath.Join(root, "in", "file-link.csv")); err != nil {
 		t.Fatal(err)
 	}
-	got, err := List(context.Background(), "file://"+root+"/in/", "", 10, Options{})
+	got, err := listURL(context.Background(), "file://"+root+"/in/", "", 10)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,16 +2,12 @@ package storage
 
 import (
 	"fmt"
-	"maps"
 	"net/url"
-	"slices"
 	"strings"
-
-	"github.com/airflow-sandbox/airflow-go-worker/internal/final"
 )
 
-// Location is a parsed storage URL. Each store's driver reads its own URLs
-// (Registration.ParseURL, by default ParseBucketURL's
+// Location is a parsed storage URL (Registry.Parse). Each store's driver
+// reads its own URLs (Registration.ParseURL, by default ParseBucketURL's
 // scheme://[conn_id@]bucket/key); this package only finds the driver by the
 // URL's scheme and checks the key.
 type Location struct {
@@ -24,11 +20,34 @@ type Location struct {
 	// Key is the object key; for file, the absolute path without its
 	// leading "/".
 	Key string
-	// ConnID is the Airflow connection the URL names (scheme://conn_id@bucket/key,
-	// as Airflow's ObjectStoragePath reads it).
+	// ConnID is the Airflow connection the location is reached with: the
+	// one the URL names (scheme://conn_id@bucket/key, as Airflow's
+	// ObjectStoragePath reads it), or one its caller chose for a URL that
+	// names none (a task's export_conn_id); "" for the store's default
+	// credentials. A Handle opens a bucket once per connection, with the
+	// credentials Handle.Connect gave for it.
 	ConnID string
 
-	form string // the URL scheme as written, which String keeps
+	form string  // the URL scheme as written, which String keeps
+	kind keyKind // what Parse or ParsePrefix checked the key for
+}
+
+// keyKind says how a Location's key was checked: a Handle uses only
+// Locations that Registry.Parse (an object) or ParsePrefix (a listing)
+// made, so no key reaches a store unchecked.
+type keyKind uint8
+
+const (
+	unchecked keyKind = iota
+	objectKey
+	prefixKey
+)
+
+func (k keyKind) check(key string) error {
+	if k == prefixKey {
+		return checkPrefix(key)
+	}
+	return checkKey(key)
 }
 
 // String is the URL without its connection id, in the scheme it was
@@ -50,87 +69,6 @@ func escapeKey(key string) string {
 		segs[i] = url.PathEscape(s)
 	}
 	return strings.Join(segs, "/")
-}
-
-// storeID identifies the bucket (or filesystem) a location lives in, so an
-// Export opens each one once.
-func (l Location) storeID() string { return l.Scheme + "://" + l.Bucket }
-
-// SupportedURLs lists the URL forms of the stores this binary links, for
-// error messages: "supported here: file:///absolute/path, s3://bucket/key
-// (also s3a://); a connection may be named before the bucket, as in
-// s3://conn_id@bucket/key".
-func SupportedURLs() string {
-	driversMu.RLock()
-	defer driversMu.RUnlock()
-	var each []string
-	withConn := ""
-	for _, scheme := range slices.Sorted(maps.Keys(drivers)) {
-		d := drivers[scheme]
-		fs := d.forms()
-		ex := d.example()
-		if len(fs) > 1 {
-			ex += " (also " + strings.Join(fs[1:], "://, ") + "://)"
-		}
-		each = append(each, ex)
-		if withConn == "" && d.FromConnection != nil {
-			withConn = fs[0] + "://conn_id@bucket/key"
-		}
-	}
-	msg := "supported here: " + strings.Join(each, ", ")
-	if withConn != "" {
-		msg += "; a connection may be named before the bucket, as in " + withConn
-	}
-	return msg
-}
-
-// ParseURL checks a storage URL and explains what is wrong with it.
-func ParseURL(raw string) (Location, error) { return parseURL(raw) }
-
-// ParsePrefix checks a listing's prefix URL (s3://bucket/incoming/, whose
-// key may be empty or end with "/") and explains what is wrong with it.
-func ParsePrefix(raw string) (Location, error) {
-	loc, err := parseChecked(raw, checkPrefix)
-	return loc, final.Mark(err)
-}
-
-// parseURL checks a destination or source URL and explains what is wrong
-// with it; its errors are final, as the URL will not change.
-func parseURL(raw string) (Location, error) {
-	loc, err := parseLocation(raw)
-	return loc, final.Mark(err)
-}
-
-// parseLocation is parseURL's work: the URL's scheme chooses the driver,
-// which reads the rest; every key is then held to what every store keeps
-// verbatim (checkKey).
-func parseLocation(raw string) (Location, error) { return parseChecked(raw, checkKey) }
-
-// parseChecked is parseLocation with the key held to check: checkKey for
-// an object, checkPrefix for a listing.
-func parseChecked(raw string, check func(string) error) (Location, error) {
-	shown := redactURL(raw)
-	u, err := url.Parse(raw)
-	if err != nil {
-		return Location{}, fmt.Errorf("%q is not a valid URL (%v); %s", shown, err, SupportedURLs())
-	}
-	form := strings.ToLower(u.Scheme)
-	if form == "" {
-		return Location{}, fmt.Errorf("%q is not a storage URL; %s", shown, SupportedURLs())
-	}
-	d, err := driverFor(form) // its errors name the scheme
-	if err != nil {
-		return Location{}, err
-	}
-	loc, err := d.parse(u)
-	if err != nil {
-		return Location{}, fmt.Errorf("%q %v", shown, err)
-	}
-	loc.Scheme, loc.form = d.Scheme, form
-	if err := check(loc.Key); err != nil {
-		return Location{}, fmt.Errorf("%q: %v", shown, err)
-	}
-	return loc, nil
 }
 
 // ParseBucketURL reads scheme://[conn_id@]bucket/key, the URL form of most

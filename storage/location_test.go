@@ -16,30 +16,30 @@ import (
 // store package registers itself, reading its URLs as most stores do);
 // the key is then held to what every store keeps verbatim.
 func TestParseURL(t *testing.T) {
-	registerMem(t, nil)
+	reg := memRegistry(nil)
 	ok := []struct {
 		in   string
 		want Location
 	}{
-		{"mem://bucket/key", Location{Scheme: "mem", Bucket: "bucket", Key: "key", form: "mem"}},
-		{"mem://bucket/a/b/c.parquet", Location{Scheme: "mem", Bucket: "bucket", Key: "a/b/c.parquet", form: "mem"}},
-		{"MEM://bucket/a%20b", Location{Scheme: "mem", Bucket: "bucket", Key: "a b", form: "mem"}},
-		{"memory://bucket/k", Location{Scheme: "mem", Bucket: "bucket", Key: "k", form: "memory"}},
-		{"mem://mem_prod@bucket/k", Location{Scheme: "mem", Bucket: "bucket", Key: "k", ConnID: "mem_prod", form: "mem"}},
+		{"mem://bucket/key", Location{Scheme: "mem", Bucket: "bucket", Key: "key", form: "mem", kind: objectKey}},
+		{"mem://bucket/a/b/c.parquet", Location{Scheme: "mem", Bucket: "bucket", Key: "a/b/c.parquet", form: "mem", kind: objectKey}},
+		{"MEM://bucket/a%20b", Location{Scheme: "mem", Bucket: "bucket", Key: "a b", form: "mem", kind: objectKey}},
+		{"memory://bucket/k", Location{Scheme: "mem", Bucket: "bucket", Key: "k", form: "memory", kind: objectKey}},
+		{"mem://mem_prod@bucket/k", Location{Scheme: "mem", Bucket: "bucket", Key: "k", ConnID: "mem_prod", form: "mem", kind: objectKey}},
 		// What a dependency that is gone reserved is an ordinary key now.
-		{"mem://bucket/a__0x41__", Location{Scheme: "mem", Bucket: "bucket", Key: "a__0x41__", form: "mem"}},
-		{"file:///tmp/out/x.bin", Location{Scheme: "file", Key: "tmp/out/x.bin", form: "file"}},
-		{"file://localhost/tmp/x", Location{Scheme: "file", Key: "tmp/x", form: "file"}},
-		{"file:///tmp/x.attrs", Location{Scheme: "file", Key: "tmp/x.attrs", form: "file"}},
+		{"mem://bucket/a__0x41__", Location{Scheme: "mem", Bucket: "bucket", Key: "a__0x41__", form: "mem", kind: objectKey}},
+		{"file:///tmp/out/x.bin", Location{Scheme: "file", Key: "tmp/out/x.bin", form: "file", kind: objectKey}},
+		{"file://localhost/tmp/x", Location{Scheme: "file", Key: "tmp/x", form: "file", kind: objectKey}},
+		{"file:///tmp/x.attrs", Location{Scheme: "file", Key: "tmp/x.attrs", form: "file", kind: objectKey}},
 	}
 	for _, tt := range ok {
-		got, err := parseURL(tt.in)
+		got, err := reg.Parse(tt.in)
 		if err != nil {
-			t.Errorf("parseURL(%q): %v", tt.in, err)
+			t.Errorf("Parse(%q): %v", tt.in, err)
 			continue
 		}
 		if got != tt.want {
-			t.Errorf("parseURL(%q) = %+v, want %+v", tt.in, got, tt.want)
+			t.Errorf("Parse(%q) = %+v, want %+v", tt.in, got, tt.want)
 		}
 	}
 
@@ -67,15 +67,15 @@ func TestParseURL(t *testing.T) {
 		{"file:///", "no object key or file name"},
 	}
 	for _, tt := range bad {
-		_, err := parseURL(tt.in)
+		_, err := reg.Parse(tt.in)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("parseURL(%q): want error containing %q, got %v", tt.in, tt.want, err)
+			t.Errorf("Parse(%q): want error containing %q, got %v", tt.in, tt.want, err)
 		}
 		if err != nil && strings.Contains(err.Error(), "secret") {
-			t.Errorf("parseURL(%q) leaks the secret: %v", tt.in, err)
+			t.Errorf("Parse(%q) leaks the secret: %v", tt.in, err)
 		}
 		if err != nil && !final.Is(err) {
-			t.Errorf("parseURL(%q): a URL that does not parse is final: %v", tt.in, err)
+			t.Errorf("Parse(%q): a URL that does not parse is final: %v", tt.in, err)
 		}
 	}
 }
@@ -84,7 +84,8 @@ func TestParseURL(t *testing.T) {
 // spellings users reach for (Refuse), with nothing in this package naming
 // it; its URLs print in the spelling they were written in.
 func TestStoreParsesItsOwnURLs(t *testing.T) {
-	Register(Registration{
+	reg := NewRegistry()
+	reg.Register(Registration{
 		Scheme: "vault", Forms: []string{"vault", "vlt"}, Example: "vault://shelf/key",
 		ParseURL: func(u *url.URL) (Location, error) {
 			if u.Host != "shelf" {
@@ -93,23 +94,22 @@ func TestStoreParsesItsOwnURLs(t *testing.T) {
 			return Location{Bucket: "shelf", Key: strings.TrimPrefix(u.Path, "/")}, nil
 		},
 		Refuse: map[string]string{"safe": "safe:// was the old name; write vault://shelf/key"},
-		Open:   func(context.Context, Location, Options) (Driver, error) { return nil, errors.New("not opened") },
+		Open:   func(context.Context, string, Credentials) (Driver, error) { return nil, errors.New("not opened") },
 	})
-	t.Cleanup(func() { unregister("vault") })
-	loc, err := parseURL("vlt://shelf/a/b")
-	if err != nil || loc != (Location{Scheme: "vault", Bucket: "shelf", Key: "a/b", form: "vlt"}) || loc.String() != "vlt://shelf/a/b" {
-		t.Fatalf("parseURL: %+v (%s), %v", loc, loc, err)
+	loc, err := reg.Parse("vlt://shelf/a/b")
+	if err != nil || loc != (Location{Scheme: "vault", Bucket: "shelf", Key: "a/b", form: "vlt", kind: objectKey}) || loc.String() != "vlt://shelf/a/b" {
+		t.Fatalf("Parse: %+v (%s), %v", loc, loc, err)
 	}
 	for in, want := range map[string]string{
 		"vault://attic/k":   `"vault://attic/k" names shelf "attic"; this vault has one shelf`,
 		"vault://shelf/a/.": "empty, . or ..",
 		"safe://shelf/k":    `safe:// was the old name; write vault://shelf/key`,
 	} {
-		if _, err := parseURL(in); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("parseURL(%q): want %q, got %v", in, want, err)
+		if _, err := reg.Parse(in); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Parse(%q): want %q, got %v", in, want, err)
 		}
 	}
-	if got := SupportedURLs(); !strings.Contains(got, "vault://shelf/key (also vlt://)") {
+	if got := reg.SupportedURLs(); !strings.Contains(got, "vault://shelf/key (also vlt://)") {
 		t.Errorf("SupportedURLs must list the registered store: %s", got)
 	}
 	for _, d := range []Registration{
@@ -122,15 +122,15 @@ func TestStoreParsesItsOwnURLs(t *testing.T) {
 					t.Errorf("registering %s, which claims a URL scheme another store has, must panic", d.Scheme)
 				}
 			}()
-			Register(d)
+			reg.Register(d)
 		}()
 	}
 }
 
 func TestLocationString(t *testing.T) {
-	registerMem(t, nil)
+	reg := memRegistry(nil)
 	for _, in := range []string{"mem://b/k/x", "memory://b/k", "file:///tmp/x", "mem://b/run/manual__2026-12-01T00:00:00+00:00/a%20b"} {
-		l, err := parseURL(in)
+		l, err := reg.Parse(in)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -163,34 +163,34 @@ func TestRedactURL(t *testing.T) {
 // what this one reads, and, where the binary knows the store (the standard
 // binary's extras, SetUnlinkedHint), how to build one that links it.
 func TestStoreNotLinked(t *testing.T) {
-	_, err := Put(context.Background(), "s3a://b/k", strings.NewReader("x"), Options{})
-	if err == nil || !strings.Contains(err.Error(), "no store this bundle links reads s3a:// URLs (supported here: ") || !strings.Contains(err.Error(), "import") {
-		t.Errorf("Put: %v", err)
+	_, err := Default.Parse("s3a://b/k")
+	if err == nil || !strings.Contains(err.Error(), "no store this bundle links reads s3a:// URLs (supported here: ") || !strings.Contains(err.Error(), "import") || !final.Is(err) {
+		t.Errorf("Parse: %v", err)
 	}
-	if err2 := RequireLinked("s3a://b/k"); err2 == nil || !strings.HasSuffix(err.Error(), err2.Error()) {
-		t.Errorf("RequireLinked: %v, want the error Put gave (%v)", err2, err)
+	if err2 := Default.RequireLinked("s3a://b/k"); err2 == nil || !strings.HasSuffix(err.Error(), err2.Error()) {
+		t.Errorf("RequireLinked: %v, want the error Parse gave (%v)", err2, err)
 	}
 	for _, u := range []string{"file:///x", "nonsense", "file:///relative/../x"} {
-		if err := RequireLinked(u); err != nil {
+		if err := Default.RequireLinked(u); err != nil {
 			t.Errorf("RequireLinked %s: %v; only a URL no linked store reads is its business", u, err)
 		}
 	}
 	// The test binary links file:// and, through the external tests,
 	// testing/dirstore.
-	if got := strings.Join(Names(), ","); got != "dir,file" {
-		t.Errorf("Schemes: %s", got)
+	if got := strings.Join(Default.Names(), ","); got != "dir,file" {
+		t.Errorf("Names: %s", got)
 	}
-	SetUnlinkedHint(func(form string) (string, string) {
+	Default.SetUnlinkedHint(func(form string) (string, string) {
 		if form == "gcs" {
 			return "gcs", "build with -tags store_gcs"
 		}
 		return "", ""
 	})
-	t.Cleanup(func() { SetUnlinkedHint(nil) })
-	if err := RequireLinked("gcs://b/k"); err == nil || !strings.Contains(err.Error(), "gcs:// URLs need the gcs store, which is not linked into this binary (it links dir, file); build with -tags store_gcs") || !final.Is(err) {
+	t.Cleanup(func() { Default.SetUnlinkedHint(nil) })
+	if err := Default.RequireLinked("gcs://b/k"); err == nil || !strings.Contains(err.Error(), "gcs:// URLs need the gcs store, which is not linked into this binary (it links dir, file); build with -tags store_gcs") || !final.Is(err) {
 		t.Errorf("with a hint: %v", err)
 	}
-	if err := RequireLinked("abfs://c/k"); err == nil || !strings.Contains(err.Error(), "no store this bundle links reads abfs:// URLs") {
+	if err := Default.RequireLinked("abfs://c/k"); err == nil || !strings.Contains(err.Error(), "no store this bundle links reads abfs:// URLs") {
 		t.Errorf("a scheme the hint does not know keeps the generic advice: %v", err)
 	}
 }

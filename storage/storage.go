@@ -5,6 +5,18 @@
 // abfs://container/key with its spellings az://, abfss://, azblob:// (Azure
 // Blob, storage/azure).
 //
+// A URL is checked once, where it enters: Registry.Parse turns it into a
+// Location (Default holds the stores the binary links). A Handle is what
+// transfers go through: it opens each bucket once per connection and
+// reads (Open), writes (Put, Export), checks (Check) and lists (List)
+// Locations in it until it is closed:
+//
+//	h := storage.Default.NewHandle(storage.Options{})
+//	defer h.Close()
+//	loc, err := storage.Default.Parse("s3://bucket/report.csv")
+//	...
+//	w, err := h.Put(ctx, loc, r)
+//
 // Transfers stream: memory use does not grow with the object's size. An S3
 // or Azure upload holds at most (UploadConcurrency+parts.ReadAhead+1) ×
 // PartSize bytes (56 MiB, kept off the Go heap and reused by the next
@@ -25,10 +37,8 @@
 package storage
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"hash"
 	"io"
@@ -66,14 +76,8 @@ const (
 // Options.ProgressEvery is zero.
 const DefaultProgressEvery = 5 * time.Second
 
-// Options configure a transfer.
+// Options configure a Handle's transfers.
 type Options struct {
-	// Credentials are each store's resolved connection by scheme ("s3",
-	// "gs", "az"), from FromConnection (or the driver's own type: an
-	// *s3.AWSConfig for s3). A store without an entry uses its default
-	// credentials: the AWS chain, Google's application default
-	// credentials, the AZURE_STORAGE_* variables.
-	Credentials map[string]Credentials
 	// Logger receives progress lines; nil discards them.
 	Logger hclog.Logger
 	// ProgressEvery is the interval between progress lines; zero means
@@ -105,120 +109,6 @@ type Written struct {
 	URL    string // canonical URL of the object (for an Export stage: its destination)
 	Size   int64  // bytes written
 	SHA256 string // hex SHA-256 of those bytes, when Options.SHA256 asked for it
-}
-
-// Open streams the object at rawURL. The caller must Close the reader.
-// A missing object is an error wrapping ErrNotFound.
-func Open(ctx context.Context, rawURL string, opt Options) (io.ReadCloser, error) {
-	loc, st, err := openURL(ctx, rawURL, parseURL, opt, "reading ")
-	if err != nil {
-		return nil, err
-	}
-	r, err := st.Open(ctx, loc.Key)
-	if err != nil {
-		st.Close()
-		if errors.Is(err, ErrNotFound) {
-			return nil, fmt.Errorf("reading %s: %w; check the bucket, key or path", loc, ErrNotFound)
-		}
-		return nil, fmt.Errorf("reading %s: %w", loc, err)
-	}
-	p := startProgress(opt, "download", loc.String())
-	return &readCloser{r: r, st: st, p: p}, nil
-}
-
-type readCloser struct {
-	r  io.ReadCloser
-	st Driver
-	p  *Progress
-}
-
-func (rc *readCloser) Read(b []byte) (int, error) {
-	n, err := rc.r.Read(b)
-	rc.p.Add(n)
-	return n, err
-}
-
-func (rc *readCloser) Close() error {
-	rc.p.Finish()
-	err := rc.r.Close()
-	if cerr := rc.st.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-// Put streams r to rawURL, replacing any object there. On error nothing new
-// is at rawURL (an older object stays as it was).
-func Put(ctx context.Context, rawURL string, r io.Reader, opt Options) (Written, error) {
-	loc, st, err := openURL(ctx, rawURL, parseURL, opt, "writing ")
-	if err != nil {
-		return Written{}, err
-	}
-	defer st.Close()
-	w, err := hashed(opt, loc, r, func(hr io.Reader) error { return st.Put(ctx, loc.Key, hr) })
-	if err != nil {
-		return Written{}, fmt.Errorf("writing %s: %w", loc, err)
-	}
-	return w, nil
-}
-
-// Check fails, before any byte moves, when rawURL cannot be used: its
-// bucket or container does not exist, the credentials cannot reach it, or
-// (forRead) the object is missing. Tasks call it before they provision a
-// sandbox. It creates nothing.
-func Check(ctx context.Context, rawURL string, forRead bool, opt Options) error {
-	loc, st, err := openURL(ctx, rawURL, parseURL, opt, "")
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	if err := st.Check(ctx); err != nil {
-		return fmt.Errorf("%s: %w", loc, err)
-	}
-	if !forRead {
-		return nil
-	}
-	ok, err := st.Exists(ctx, loc.Key)
-	if err != nil {
-		return fmt.Errorf("checking %s: %w", loc, err)
-	}
-	if !ok {
-		return fmt.Errorf("reading %s: %w; check the bucket, key or path", loc, ErrNotFound)
-	}
-	return nil
-}
-
-// openURL is the start every operation on a URL shares: parse reads raw
-// (parseURL for an object, ParsePrefix for a listing), checkConn refuses a
-// connection the caller did not resolve, and the store opens. A failure to
-// open says what was being done (doing: "reading ", or "" for a check).
-// The caller closes the store.
-func openURL(ctx context.Context, raw string, parse func(string) (Location, error), opt Options, doing string) (Location, Driver, error) {
-	loc, err := parse(raw)
-	if err != nil {
-		return Location{}, nil, err
-	}
-	if err := checkConn(loc, opt); err != nil {
-		return Location{}, nil, err
-	}
-	st, err := openStore(ctx, loc, opt)
-	if err != nil {
-		return Location{}, nil, fmt.Errorf("%s%s: %w", doing, loc, err)
-	}
-	return loc, st, nil
-}
-
-// checkConn refuses scheme://conn_id@bucket/key without that store's
-// credentials: the connection must be resolved by the caller, and silently
-// falling back to the default chain would write with the wrong identity.
-func checkConn(loc Location, opt Options) error {
-	if loc.ConnID == "" {
-		return nil
-	}
-	if opt.Credentials[loc.Scheme] != nil {
-		return nil
-	}
-	return final.Errorf("%s names connection %q; resolve it (a %s connection) with storage.FromConnection(%q, conn) and pass it in Options.Credentials[%q]", loc, loc.ConnID, ConnType(loc.Scheme), loc.Scheme, loc.Scheme)
 }
 
 // hashed runs write on r, counting (and with opt.SHA256 hashing) what

@@ -11,23 +11,16 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	_ "github.com/airflow-sandbox/airflow-go-worker/testing/dirstore" // a store of its own package: one import line links it
+	"github.com/airflow-sandbox/airflow-go-worker/testing/dirstore" // a store of its own package: one import line links it
 	"github.com/airflow-sandbox/airflow-go-worker/testing/storagetest"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/waitwriter"
 )
 
 func TestUnsupportedScheme(t *testing.T) {
-	ctx := context.Background()
 	for _, u := range []string{"https://example.com/x", "ftp://host/x"} {
-		_, err := storage.Put(ctx, u, strings.NewReader("x"), storage.Options{})
+		_, err := storage.Default.Parse(u)
 		if err == nil || !strings.Contains(err.Error(), "no store this bundle links reads") || !strings.Contains(err.Error(), "supported here: dir://bucket/key, file:///absolute/path") {
-			t.Errorf("Put %s: want an unsupported-scheme error listing the supported ones, got %v", u, err)
-		}
-		if _, err := storage.Open(ctx, u, storage.Options{}); err == nil || !strings.Contains(err.Error(), "no store this bundle links reads") {
-			t.Errorf("Open %s: got %v", u, err)
-		}
-		if _, err := storage.NewExport(storage.Options{}).Stage(ctx, u, strings.NewReader("x"), 1); err == nil || !strings.Contains(err.Error(), "no store this bundle links reads") {
-			t.Errorf("Stage %s: got %v", u, err)
+			t.Errorf("Parse %s: want an unsupported-scheme error listing the supported ones, got %v", u, err)
 		}
 	}
 }
@@ -36,8 +29,15 @@ func TestUnsupportedScheme(t *testing.T) {
 // caller resolves the connection, and falling back to the store's default
 // credentials would write with the wrong identity.
 func TestURLNamingAConnectionNeedsIt(t *testing.T) {
-	_, err := storage.Put(context.Background(), "dir://my_dirs@bucket/key", strings.NewReader("x"), storage.Options{})
-	if err == nil || !strings.Contains(err.Error(), `names connection "my_dirs"; resolve it (a dirstore connection)`) || !strings.Contains(err.Error(), "Options.Credentials") {
+	loc, err := storage.Default.Parse("dir://my_dirs@bucket/key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := storage.Default.NewHandle(storage.Options{})
+	defer h.Close()
+	h.Connect("dir", "", &dirstore.Config{Root: t.TempDir()}) // another connection's
+	_, err = h.Put(context.Background(), loc, strings.NewReader("x"))
+	if err == nil || !strings.Contains(err.Error(), `names connection "my_dirs", which was not resolved; read it (a dirstore connection)`) || !strings.Contains(err.Error(), "Handle.Connect") {
 		t.Errorf("Put: got %v", err)
 	}
 }
@@ -49,8 +49,8 @@ func TestProgressIsLogged(t *testing.T) {
 	log := hclog.New(&hclog.LoggerOptions{Output: sink, Level: hclog.Info})
 	a, _ := storagetest.FileArea(t)
 	r := io.MultiReader(strings.NewReader("first chunk"), &waitReader{until: sink.Seen()}, strings.NewReader("rest"))
-	opt := storage.Options{Logger: log, ProgressEvery: 1} // every nanosecond: the ticker fires as soon as it can
-	w, err := storage.Put(context.Background(), a.URL("slow.bin"), r, opt)
+	h := a.Handle(t, storage.Options{Logger: log, ProgressEvery: 1}) // every nanosecond: the ticker fires as soon as it can
+	w, err := h.Put(context.Background(), a.Loc(t, "slow.bin"), r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,12 +70,12 @@ func (r *waitReader) Read([]byte) (int, error) { <-r.until; return 0, io.EOF }
 func TestExportRejectsDuplicateDestination(t *testing.T) {
 	a, _ := storagetest.FileArea(t)
 	ctx := context.Background()
-	e := storage.NewExport(a.Options)
+	e := a.Handle(t, storage.Options{}).NewExport()
 	defer e.Abort(ctx)
-	if _, err := e.Stage(ctx, a.URL("same"), strings.NewReader("1"), 1); err != nil {
+	if _, err := e.Stage(ctx, a.Loc(t, "same"), strings.NewReader("1"), 1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Stage(ctx, a.URL("same"), strings.NewReader("2"), 1); err == nil || !strings.Contains(err.Error(), "already part of the export") {
+	if _, err := e.Stage(ctx, a.Loc(t, "same"), strings.NewReader("2"), 1); err == nil || !strings.Contains(err.Error(), "already part of the export") {
 		t.Fatalf("got %v", err)
 	}
 }

@@ -53,11 +53,13 @@ type SweepReport struct {
 
 // Sweep finds the leftovers of interrupted transfers under prefix
 // (s3://bucket/some/prefix, file:///dir) last touched before cutoff, and
-// removes them unless dryRun. Only names this package writes are
-// considered; everything else under the prefix is left alone. A leftover
-// that could not be removed makes it fail, after trying the others.
-// file:// prefixes must lie under FileRootsEnv like any file:// URL.
-func Sweep(ctx context.Context, prefix string, cutoff time.Time, dryRun bool, opt Options) (SweepReport, error) {
+// removes them unless dryRun, reaching the store with creds (parsed by
+// FromConnection; nil: its default credentials). Only names this package
+// writes are considered; everything else under the prefix is left alone. A
+// leftover that could not be removed makes it fail, after trying the
+// others. file:// prefixes must lie under FileRootsEnv like any file://
+// URL.
+func (r *Registry) Sweep(ctx context.Context, prefix string, cutoff time.Time, dryRun bool, creds Credentials) (SweepReport, error) {
 	u, err := url.Parse(prefix)
 	if err != nil {
 		return SweepReport{}, fmt.Errorf("sweep: %q is not a URL prefix such as s3://bucket/prefix or file:///dir: %v", redactURL(prefix), err)
@@ -67,26 +69,26 @@ func Sweep(ctx context.Context, prefix string, cutoff time.Time, dryRun bool, op
 	if form == "file" {
 		return rep, sweepFiles(u, cutoff, dryRun, &rep)
 	}
-	d, err := driverFor(form)
+	d, err := r.driverFor(form)
 	switch {
 	case err != nil:
 		err = fmt.Errorf("sweep: %w", err)
 	case d.Sweep != nil:
-		err = d.Sweep(ctx, u, cutoff, dryRun, opt, &rep)
+		err = d.Sweep(ctx, u, cutoff, dryRun, creds, &rep)
 	default:
-		err = fmt.Errorf("sweep: %q: only %s prefixes can be swept", redactURL(prefix), strings.Join(sweepable(), ", "))
+		err = fmt.Errorf("sweep: %q: only %s prefixes can be swept", redactURL(prefix), strings.Join(r.sweepable(), ", "))
 	}
 	return rep, err
 }
 
 // sweepable lists the URL schemes whose prefixes Sweep clears: file://
-// and the linked stores that set Registration.Sweep.
-func sweepable() []string {
-	driversMu.RLock()
-	defer driversMu.RUnlock()
+// and the stores that set Registration.Sweep.
+func (r *Registry) sweepable() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
 	out := []string{"file://"}
-	for _, scheme := range slices.Sorted(maps.Keys(drivers)) {
-		if d := drivers[scheme]; d.Sweep != nil {
+	for _, scheme := range slices.Sorted(maps.Keys(r.stores)) {
+		if d := r.stores[scheme]; d.Sweep != nil {
 			out = append(out, d.forms()[0]+"://")
 		}
 	}
@@ -98,9 +100,10 @@ func sweepable() []string {
 // finds the leftovers of interrupted transfers last touched before cutoff
 // (IsLeftoverPartial objects, and whatever the store keeps of unfinished
 // uploads), adds each to rep.Found and, unless dryRun, removes it and adds
-// it to rep.Removed. It tries every leftover before failing with
-// SweepFailed's error for those it could not remove.
-type SweepFunc func(ctx context.Context, prefix *url.URL, cutoff time.Time, dryRun bool, opt Options, rep *SweepReport) error
+// it to rep.Removed. creds are the store's credentials, as for OpenFunc. It
+// tries every leftover before failing with SweepFailed's error for those
+// it could not remove.
+type SweepFunc func(ctx context.Context, prefix *url.URL, cutoff time.Time, dryRun bool, creds Credentials, rep *SweepReport) error
 
 func sweepFiles(u *url.URL, cutoff time.Time, dryRun bool, rep *SweepReport) error {
 	if u.Host != "" && u.Host != "localhost" || !strings.HasPrefix(u.Path, "/") {
@@ -170,9 +173,9 @@ func SweepFailed(failed []string) error {
 }
 
 // SweepOlderThan is Sweep with a cutoff of age before now.
-func SweepOlderThan(ctx context.Context, prefix string, age time.Duration, dryRun bool, opt Options) (SweepReport, error) {
+func (r *Registry) SweepOlderThan(ctx context.Context, prefix string, age time.Duration, dryRun bool, creds Credentials) (SweepReport, error) {
 	if age < 0 {
 		return SweepReport{}, fmt.Errorf("sweep: the age %v is negative; give how old a leftover must be, e.g. 24h", age)
 	}
-	return Sweep(ctx, prefix, time.Now().Add(-age), dryRun, opt)
+	return r.Sweep(ctx, prefix, time.Now().Add(-age), dryRun, creds)
 }

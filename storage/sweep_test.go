@@ -54,11 +54,11 @@ func TestSweepRemovesOldFileLeftovers(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	rep, err := SweepOlderThan(context.Background(), "file://"+out, 24*time.Hour, true, Options{})
+	rep, err := Default.SweepOlderThan(context.Background(), "file://"+out, 24*time.Hour, true, nil)
 	if err != nil || len(rep.Found) != 3 || len(rep.Removed) != 0 || !exists(oldTmp) {
 		t.Fatalf("dry run: %+v, %v", rep, err)
 	}
-	rep, err = SweepOlderThan(context.Background(), "file://"+out, 24*time.Hour, false, Options{})
+	rep, err = Default.SweepOlderThan(context.Background(), "file://"+out, 24*time.Hour, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,18 +83,18 @@ func TestSweepRemovesOldFileLeftovers(t *testing.T) {
 func TestSweepFileObeysTheRoots(t *testing.T) {
 	root := t.TempDir()
 	t.Setenv(FileRootsEnv, "")
-	if _, err := SweepOlderThan(context.Background(), "file://"+root, time.Hour, false, Options{}); err == nil || !strings.Contains(err.Error(), FileRootsEnv) {
+	if _, err := Default.SweepOlderThan(context.Background(), "file://"+root, time.Hour, false, nil); err == nil || !strings.Contains(err.Error(), FileRootsEnv) {
 		t.Fatalf("without roots: %v", err)
 	}
 	t.Setenv(FileRootsEnv, filepath.Join(root, "allowed"))
 	os.Mkdir(filepath.Join(root, "allowed"), 0o755)
 	victim := filepath.Join(root, "etc", "passwd.0123456789ab.partial")
 	writeAged(t, victim, 48*time.Hour)
-	_, err := SweepOlderThan(context.Background(), "file://"+filepath.Join(root, "etc"), time.Hour, false, Options{})
+	_, err := Default.SweepOlderThan(context.Background(), "file://"+filepath.Join(root, "etc"), time.Hour, false, nil)
 	if err == nil || !strings.Contains(err.Error(), "outside the directories") || !exists(victim) {
 		t.Fatalf("outside the roots: %v", err)
 	}
-	if _, err := SweepOlderThan(context.Background(), "file://"+filepath.Join(root, "allowed", "../etc"), time.Hour, false, Options{}); err == nil || !exists(victim) {
+	if _, err := Default.SweepOlderThan(context.Background(), "file://"+filepath.Join(root, "allowed", "../etc"), time.Hour, false, nil); err == nil || !exists(victim) {
 		t.Fatalf("climbing out with ..: %v", err)
 	}
 }
@@ -104,21 +104,22 @@ func TestSweepFileObeysTheRoots(t *testing.T) {
 // which can be swept, and a URL no linked store reads says so.
 func TestSweepGoesToTheStoresDriver(t *testing.T) {
 	ctx := context.Background()
-	registerMem(t, nil)
+	reg := memRegistry(nil)
 	var swept string
-	Register(Registration{Scheme: "sweepy", Open: fileRegistration.Open,
-		Sweep: func(_ context.Context, prefix *url.URL, _ time.Time, _ bool, _ Options, _ *SweepReport) error {
-			swept = prefix.String()
+	var sweptWith Credentials
+	reg.Register(Registration{Scheme: "sweepy", Open: fileRegistration.Open,
+		Sweep: func(_ context.Context, prefix *url.URL, _ time.Time, _ bool, creds Credentials, _ *SweepReport) error {
+			swept, sweptWith = prefix.String(), creds
 			return nil
 		}})
-	t.Cleanup(func() { unregister("sweepy") })
-	if _, err := Sweep(ctx, "sweepy://b/runs/", time.Now(), true, Options{}); err != nil || swept != "sweepy://b/runs/" {
-		t.Errorf("the store's Sweep was not called with the prefix: %q, %v", swept, err)
+	creds := &memCreds{token: "t0k"}
+	if _, err := reg.Sweep(ctx, "sweepy://b/runs/", time.Now(), true, creds); err != nil || swept != "sweepy://b/runs/" || sweptWith != creds {
+		t.Errorf("the store's Sweep was not called with the prefix and credentials: %q, %v, %v", swept, sweptWith, err)
 	}
-	if _, err := Sweep(ctx, "s3a://b/runs/", time.Now(), true, Options{}); err == nil || !strings.Contains(err.Error(), "sweep: no store this bundle links reads s3a:// URLs") {
+	if _, err := reg.Sweep(ctx, "s3a://b/runs/", time.Now(), true, nil); err == nil || !strings.Contains(err.Error(), "sweep: no store this bundle links reads s3a:// URLs") {
 		t.Errorf("s3a:// without storage/s3: %v", err)
 	}
-	if _, err := Sweep(ctx, "mem://b/runs/", time.Now(), true, Options{}); err == nil || !strings.Contains(err.Error(), "only file://, sweepy:// prefixes can be swept") {
+	if _, err := reg.Sweep(ctx, "mem://b/runs/", time.Now(), true, nil); err == nil || !strings.Contains(err.Error(), "only file://, sweepy:// prefixes can be swept") {
 		t.Errorf("mem://: %v", err)
 	}
 }

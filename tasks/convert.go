@@ -41,6 +41,10 @@ func Convert(ctx context.Context, d Deps, in ConvertInput) (ConvertResult, error
 	if len(in.Command) == 0 {
 		return ConvertResult{}, final.Errorf("command: nothing to run; give the conversion command")
 	}
+	// One storage handle for the task: a bucket the inputs come from and
+	// the outputs go to is opened once.
+	d, done := d.withStorage()
+	defer done()
 	// Check the outputs, and resolve their connection, before paying for a
 	// sandbox: a mistake there would otherwise surface only after the
 	// conversion ran, once per retry.

@@ -14,6 +14,7 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/internal/final"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/registry"
+	"github.com/airflow-sandbox/airflow-go-worker/storage"
 )
 
 // Airflow is what the tasks ask of Airflow while they run. bundles.Client
@@ -48,8 +49,15 @@ type Deps struct {
 	// bundle links (registry.Default: each imported backend package
 	// registers itself).
 	Backends *registry.Registry
-	// Storage reads and writes object storage URLs; nil = DefaultStorage.
-	Storage Storage
+	// Stores are the object stores tasks may use; nil = those the bundle
+	// links (storage.Default: each imported store package registers
+	// itself).
+	Stores *storage.Registry
+	// Storage is the task's storage handle, which every transfer, check
+	// and listing of the task shares, so each bucket is opened once per
+	// connection (NewStorage; the catalogue makes one per task instance).
+	// nil = each call opens one on Stores and closes it when done.
+	Storage *storage.Handle
 	// OnExported, when set, is told what an export (export, collect,
 	// convert) landed, once it is all in place: the catalogue puts it in
 	// the task's asset outlet events.
@@ -68,13 +76,6 @@ func (d Deps) backends() *registry.Registry {
 		return registry.Default
 	}
 	return d.Backends
-}
-
-func (d Deps) storage() Storage {
-	if d.Storage == nil {
-		return DefaultStorage
-	}
-	return d.Storage
 }
 
 func (d Deps) check() error {

@@ -95,6 +95,8 @@ func Collect(ctx context.Context, d Deps, in CollectInput) ([]string, error) {
 	if len(in.Exports) == 0 {
 		return []string{}, nil
 	}
+	d, done := d.withStorage()
+	defer done()
 	plan, err := planExport(ctx, d, in.Exports, in.ExportConnID, in.MaxBytes)
 	if err != nil {
 		return nil, err

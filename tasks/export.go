@@ -58,6 +58,8 @@ func Export(ctx context.Context, d Deps, in ExportInput) ([]string, error) {
 	if err := d.check(); err != nil {
 		return nil, err
 	}
+	d, done := d.withStorage()
+	defer done()
 	plan, err := planExport(ctx, d, in.Exports, in.ExportConnID, in.MaxBytes)
 	if err != nil {
 		return nil, err
@@ -71,20 +73,12 @@ func Export(ctx context.Context, d Deps, in ExportInput) ([]string, error) {
 	return exportFrom(ctx, d, sb, plan)
 }
 
-func checkExports(m map[string]string) error {
-	if len(m) == 0 {
-		return final.Errorf("exports: nothing to export; map sandbox paths to URLs, e.g. {report.json: s3://bucket/report.json}")
-	}
-	return checkURLs("exports", m)
-}
-
 // exportPlan is an export whose settings were checked and resolved before
-// any byte moves: the URLs with the run filled in, the byte budget and the
-// storage credentials.
+// any byte moves: the destinations (the run filled in, parsed, each with
+// the connection it is written with) and the byte budget.
 type exportPlan struct {
-	exports  map[string]string
+	exports  map[string]storage.Location
 	maxBytes int64
-	creds    StorageCreds
 	sha256   bool
 }
 
@@ -93,8 +87,8 @@ type exportPlan struct {
 // the credentials reach it), so that a mistake is reported before a sandbox
 // is paid for (convert) and names the setting at fault.
 func planExport(ctx context.Context, d Deps, exports map[string]string, connID string, maxBytes int64) (exportPlan, error) {
-	if err := checkExports(exports); err != nil {
-		return exportPlan{}, err
+	if len(exports) == 0 {
+		return exportPlan{}, final.Errorf("exports: nothing to export; map sandbox paths to URLs, e.g. {report.json: s3://bucket/report.json}")
 	}
 	if maxBytes == 0 {
 		maxBytes = DefaultMaxExportBytes
@@ -106,20 +100,23 @@ func planExport(ctx context.Context, d Deps, exports map[string]string, connID s
 	if err != nil {
 		return exportPlan{}, err
 	}
-	creds, err := resolveStorage(ctx, d, "export_conn_id", connID, exports)
+	dests, err := parseURLs(d, "exports", exports, (*storage.Registry).Parse)
 	if err != nil {
-		return exportPlan{}, fmt.Errorf("exports: %w", err)
-	}
-	if err := checkStorage(ctx, d, "exports", exports, false, creds); err != nil {
 		return exportPlan{}, err
 	}
-	return exportPlan{exports: exports, maxBytes: maxBytes, creds: creds}, nil
+	if dests, err = resolveStorage(ctx, d, "export_conn_id", connID, dests); err != nil {
+		return exportPlan{}, fmt.Errorf("exports: %w", err)
+	}
+	if err := checkStorage(ctx, d, "exports", dests, false); err != nil {
+		return exportPlan{}, err
+	}
+	return exportPlan{exports: dests, maxBytes: maxBytes}, nil
 }
 
 // exportFrom is the export shared by Export, Collect and Convert.
 func exportFrom(ctx context.Context, d Deps, sb *sandbox.Sandbox, plan exportPlan) ([]string, error) {
 	log := d.logger()
-	exp := d.storage().NewExport(plan.creds, log, len(plan.exports))
+	exp := d.Storage.NewExport()
 	abort := func(err error) ([]string, error) {
 		actx, cancel := cleanup.Context(ctx, cleanupTimeout)
 		defer cancel()
@@ -159,7 +156,7 @@ func exportFrom(ctx context.Context, d Deps, sb *sandbox.Sandbox, plan exportPla
 
 // stageOut checks one file and streams it to its staging object, hashing
 // it on the way when withSHA256.
-func stageOut(ctx context.Context, d Deps, sb *sandbox.Sandbox, exp Exporter, p, dest string, maxBytes int64, withSHA256 bool) (ExportedFile, error) {
+func stageOut(ctx context.Context, d Deps, sb *sandbox.Sandbox, exp *storage.Export, p string, dest storage.Location, maxBytes int64, withSHA256 bool) (ExportedFile, error) {
 	st, err := sb.Stat(ctx, p)
 	if errors.Is(err, sandbox.ErrNotFound) {
 		return ExportedFile{}, final.Errorf("the file does not exist; make the command write it, or remove it from exports")
@@ -183,8 +180,8 @@ func stageOut(ctx context.Context, d Deps, sb *sandbox.Sandbox, exp Exporter, p,
 	}
 	defer rc.Close()
 	log := d.logger()
-	log.Info("exporting", "from", p, "to", dest, "bytes", size)
-	pr := storage.StartProgress(log, ProgressEvery, "what", p+" -> "+dest, "of", size)
+	log.Info("exporting", "from", p, "to", dest.String(), "bytes", size)
+	pr := storage.StartProgress(log, ProgressEvery, "what", p+" -> "+dest.String(), "of", size)
 	defer pr.Finish()
 	r := pr.Reader(rc)
 	var h hash.Hash
@@ -193,17 +190,17 @@ func stageOut(ctx context.Context, d Deps, sb *sandbox.Sandbox, exp Exporter, p,
 		r = io.TeeReader(r, h)
 	}
 	// A file:// destination gets the file's permissions, never wider ones.
-	n, err := exp.Stage(storage.WithFileMode(ctx, st.Mode.Perm()), dest, r, size)
+	w, err := exp.Stage(storage.WithFileMode(ctx, st.Mode.Perm()), dest, r, size)
 	if err != nil {
 		return ExportedFile{}, err
 	}
 	pr.Finish()
-	f := ExportedFile{URL: dest, Bytes: n}
+	f := ExportedFile{URL: w.URL, Bytes: w.Size}
 	if h == nil {
-		log.Info("staged", "from", p, "to", dest, "bytes", n)
+		log.Info("staged", "from", p, "to", w.URL, "bytes", w.Size)
 		return f, nil
 	}
 	f.SHA256 = hex.EncodeToString(h.Sum(nil))
-	log.Info("staged", "from", p, "to", dest, "bytes", n, "sha256", f.SHA256)
+	log.Info("staged", "from", p, "to", w.URL, "bytes", w.Size, "sha256", f.SHA256)
 	return f, nil
 }

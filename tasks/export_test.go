@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
+	"github.com/airflow-sandbox/airflow-go-worker/storage"
 )
 
 func writeIn(t *testing.T, e *env, id, p, content string) {
@@ -20,19 +22,26 @@ func writeIn(t *testing.T, e *env, id, p, content string) {
 
 func TestExportStagesAllThenCommits(t *testing.T) {
 	e := newEnv(t)
+	dir := t.TempDir()
+	t.Setenv(storage.FileRootsEnv, dir)
 	id := provisioned(t, e)
 	writeIn(t, e, id, "/workspace/a.txt", "AAA")
 	writeIn(t, e, id, "/workspace/out/b.txt", "BBBB")
+	e.st.beforeStage = func(string) {
+		if _, err := os.Stat(filepath.Join(dir, "x", "b.txt")); err == nil {
+			t.Error("b.txt landed before every file was staged")
+		}
+	}
 	urls, err := Export(context.Background(), e.deps, ExportInput{Sandbox: SandboxRef{ID: id}, Exports: map[string]string{
-		"a.txt": "s3://out/a.txt", "/workspace/out/b.txt": "file:///tmp/x/b.txt"}})
+		"a.txt": "s3://out/a.txt", "/workspace/out/b.txt": "file://" + dir + "/x/b.txt"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(urls, " ") != "file:///tmp/x/b.txt s3://out/a.txt" {
+	if strings.Join(urls, " ") != "file://"+dir+"/x/b.txt s3://out/a.txt" {
 		t.Fatalf("urls %v", urls)
 	}
-	if string(e.st.objects["s3://out/a.txt"]) != "AAA" || string(e.st.objects["file:///tmp/x/b.txt"]) != "BBBB" {
-		t.Fatalf("objects %v", e.st.objects)
+	if b, _ := os.ReadFile(filepath.Join(dir, "x", "b.txt")); string(e.st.objects["s3://out/a.txt"]) != "AAA" || string(b) != "BBBB" {
+		t.Fatalf("objects %v, b.txt %q", e.st.objects, b)
 	}
 	if len(e.st.staged) != 0 {
 		t.Fatalf("staging left behind: %v", e.st.staged)
@@ -250,7 +259,7 @@ func TestConvertChecksTheExportSettingsBeforeProvisioning(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t)
 			e.af.conns["a"] = connections.Connection{ConnID: "a", ConnType: "aws"}
-			e.st.failCheck["s3://nobucket/o.txt"] = errors.New(`bucket "nobucket" does not exist`)
+			e.st.noBucket["s3://nobucket"] = true
 			in := base
 			mod(&in)
 			if _, err := Convert(context.Background(), e.deps, in); err == nil {
@@ -293,7 +302,7 @@ func TestStorageConnectionFromTheURL(t *testing.T) {
 		for _, conn := range []connections.Connection{aws("lake"), aws("sea"), aws("aws_default"), gcp, wasb} {
 			e.af.conns[conn.ConnID] = conn
 		}
-		creds, err := resolveStorage(context.Background(), e.deps, "export_conn_id", c.field, c.urls)
+		h, locs, err := resolveURLs(e, "export_conn_id", c.field, c.urls)
 		if c.err != "" {
 			if err == nil || !strings.Contains(err.Error(), c.err) {
 				t.Errorf("%v: want error %q, got %v", c.urls, c.err, err)
@@ -302,14 +311,31 @@ func TestStorageConnectionFromTheURL(t *testing.T) {
 		}
 		var got []string
 		for _, scheme := range []string{"s3", "gs", "az"} {
-			if creds[scheme] != nil {
-				got = append(got, scheme)
+			for _, loc := range locs {
+				if c, _ := h.Credentials(scheme, loc.ConnID); loc.Scheme == scheme && c != nil {
+					got = append(got, scheme)
+					break
+				}
 			}
 		}
 		if err != nil || strings.Join(got, ",") != c.want {
 			t.Errorf("%v with %q: got %v, %v; want %q", c.urls, c.field, got, err, c.want)
 		}
 	}
+}
+
+// resolveURLs parses urls and resolves their connections through a
+// storage handle on e's stores, as a task does; it returns the handle and
+// the Locations, each with the connection it is reached with.
+func resolveURLs(e *env, field, connID string, urls map[string]string) (*storage.Handle, map[string]storage.Location, error) {
+	d := e.deps
+	d.Storage = NewStorage(d.Stores)
+	locs, err := parseURLs(d, "urls", urls, (*storage.Registry).Parse)
+	if err != nil {
+		return d.Storage, nil, err
+	}
+	locs, err = resolveStorage(context.Background(), d, field, connID, locs)
+	return d.Storage, locs, err
 }
 
 func TestExportResolvesTheConnectionTheURLNames(t *testing.T) {
@@ -339,7 +365,7 @@ func TestConnectionCredentialsAreMasked(t *testing.T) {
 		Extra: `{"keyfile_dict": {"type": "service_account", "client_email": "sa@p.iam.gserviceaccount.com", "private_key": "gcp-private-key-321"}}`}
 	e.af.conns["wasb"] = connections.Connection{ConnID: "wasb", ConnType: "wasb", Login: "acct", Password: "azure-key-654"}
 	urls := map[string]string{"a": "s3://lake@b/k", "b": "gs://gcp@b/k", "c": "abfs://wasb@c/k"}
-	if _, err := resolveStorage(context.Background(), e.deps, "export_conn_id", "", urls); err != nil {
+	if _, _, err := resolveURLs(e, "export_conn_id", "", urls); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := resolveBackendRequest(context.Background(), e.deps, BackendOptions{Backend: "modal"}); err != nil {
@@ -365,8 +391,11 @@ func TestURLsExpandTheRun(t *testing.T) {
 	writeIn(t, e, id, "/workspace/out.txt", "out")
 	urls, err := Export(context.Background(), e.deps, ExportInput{Sandbox: SandboxRef{ID: id},
 		Exports: map[string]string{"out.txt": "s3://out/{dag_id}/{run_id}/{task_id}-{map_index}/{other}.txt"}})
-	want := "s3://out/dag_a/manual__2026-11-29T10:00:00+00:00/t--1/{other}.txt"
-	if err != nil || len(urls) != 1 || urls[0] != want || string(e.st.objects[want]) != "out" {
+	// The key holds the unknown placeholder literally; the URL reported
+	// escapes its braces.
+	key := "s3://out/dag_a/manual__2026-11-29T10:00:00+00:00/t--1/{other}.txt"
+	want := "s3://out/dag_a/manual__2026-11-29T10:00:00+00:00/t--1/%7Bother%7D.txt"
+	if err != nil || len(urls) != 1 || urls[0] != want || string(e.st.objects[key]) != "out" {
 		t.Fatalf("urls %v, %v; want %s", urls, err, want)
 	}
 }

@@ -1,11 +1,9 @@
 package tasks
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -21,7 +19,6 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/local"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/registry"
-	"github.com/airflow-sandbox/airflow-go-worker/storage"
 )
 
 // fakeAirflow records what tasks push and mask.
@@ -31,17 +28,19 @@ type fakeAirflow struct {
 	vars   map[string]string
 	xcoms  map[string]any
 	masked []string
+	reads  map[string]int // GetConnection calls by id
 	// failMask, when set, is what MaskSecret answers.
 	failMask error
 }
 
 func newFakeAirflow() *fakeAirflow {
-	return &fakeAirflow{conns: map[string]connections.Connection{}, vars: map[string]string{}, xcoms: map[string]any{}}
+	return &fakeAirflow{conns: map[string]connections.Connection{}, vars: map[string]string{}, xcoms: map[string]any{}, reads: map[string]int{}}
 }
 
 func (f *fakeAirflow) GetConnection(_ context.Context, id string) (connections.Connection, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.reads[id]++
 	c, ok := f.conns[id]
 	if !ok {
 		return connections.Connection{}, fmt.Errorf("connection %q: %w", id, connections.ErrNotFound)
@@ -293,122 +292,6 @@ func (c configuredDriver) ListSandboxes(ctx context.Context, match map[string]st
 	return c.Driver.(driver.Lister).ListSandboxes(ctx, match)
 }
 
-// memStorage is an in-memory Storage with Export's staging semantics and
-// failure injection.
-type memStorage struct {
-	mu        sync.Mutex
-	objects   map[string][]byte
-	staged    map[string][]byte
-	failStage map[string]error // by destination URL
-	failCheck map[string]error // by URL: Check refuses it
-	failOpen  map[string]error // by URL: Open fails, though Check passed
-	aborts    int
-	// beforeStage, when set, runs as a Stage starts, before it reads.
-	beforeStage func(dest string)
-	// midRead, when set, holds each object read by Open after its first
-	// byte until it is closed: a transfer that is visibly under way.
-	midRead <-chan struct{}
-}
-
-func newMemStorage() *memStorage {
-	return &memStorage{objects: map[string][]byte{}, staged: map[string][]byte{}, failStage: map[string]error{}, failCheck: map[string]error{}, failOpen: map[string]error{}}
-}
-
-func (m *memStorage) Open(_ context.Context, url string, _ StorageCreds, _ hclog.Logger) (io.ReadCloser, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if err := m.failOpen[url]; err != nil {
-		return nil, err
-	}
-	b, ok := m.objects[url]
-	if !ok {
-		return nil, fmt.Errorf("%s: %w", url, storage.ErrNotFound)
-	}
-	if m.midRead != nil {
-		return io.NopCloser(io.MultiReader(bytes.NewReader(b[:1]), &heldReader{m.midRead, bytes.NewReader(b[1:])})), nil
-	}
-	return io.NopCloser(bytes.NewReader(b)), nil
-}
-
-// heldReader reads nothing until held is closed.
-type heldReader struct {
-	held <-chan struct{}
-	r    io.Reader
-}
-
-func (h *heldReader) Read(p []byte) (int, error) {
-	<-h.held // a test that never releases it hangs until go test's -timeout
-	return h.r.Read(p)
-}
-
-// Check refuses what failCheck names, as a store refuses a missing bucket.
-func (m *memStorage) Check(_ context.Context, url string, forRead bool, _ StorageCreds) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if err := m.failCheck[url]; err != nil {
-		return err
-	}
-	if _, ok := m.objects[url]; forRead && !ok {
-		return fmt.Errorf("%s: %w", url, storage.ErrNotFound)
-	}
-	return nil
-}
-
-func (m *memStorage) NewExport(StorageCreds, hclog.Logger, int) Exporter {
-	return &memExport{m: m, mine: map[string]bool{}}
-}
-
-type memExport struct {
-	m    *memStorage
-	mine map[string]bool
-}
-
-func (e *memExport) Stage(_ context.Context, dest string, r io.Reader, size int64) (int64, error) {
-	if e.m.beforeStage != nil {
-		e.m.beforeStage(dest)
-	}
-	b, err := io.ReadAll(r)
-	e.m.mu.Lock()
-	defer e.m.mu.Unlock()
-	if err != nil {
-		return 0, err
-	}
-	if size >= 0 && int64(len(b)) != size {
-		return 0, fmt.Errorf("%s: %d bytes streamed, %d announced: %w", dest, len(b), size, storage.ErrChanged)
-	}
-	if ferr := e.m.failStage[dest]; ferr != nil {
-		e.m.staged[dest+".partial"] = b[:len(b)/2] // half-written, as a real failure leaves it
-		e.mine[dest] = true
-		return 0, ferr
-	}
-	e.m.staged[dest+".partial"] = b
-	e.mine[dest] = true
-	return int64(len(b)), nil
-}
-
-func (e *memExport) Commit(context.Context) ([]string, error) {
-	e.m.mu.Lock()
-	defer e.m.mu.Unlock()
-	var urls []string
-	for dest := range e.mine {
-		e.m.objects[dest] = e.m.staged[dest+".partial"]
-		delete(e.m.staged, dest+".partial")
-		urls = append(urls, dest)
-	}
-	sort.Strings(urls)
-	return urls, nil
-}
-
-func (e *memExport) Abort(context.Context) error {
-	e.m.mu.Lock()
-	defer e.m.mu.Unlock()
-	e.m.aborts++
-	for dest := range e.mine {
-		delete(e.m.staged, dest+".partial")
-	}
-	return nil
-}
-
 // env is one test's world: Airflow, a driver, storage and the log.
 type env struct {
 	af   *fakeAirflow
@@ -426,7 +309,7 @@ func newEnv(t *testing.T) *env {
 		Run:      Run{DagID: "dag_a", RunID: "manual__2026-11-29T10:00:00+00:00", TaskID: "t", MapIndex: -1},
 		Logger:   hclog.New(&hclog.LoggerOptions{Output: e.log, Level: hclog.Debug}),
 		Backends: e.drv.opener(&e.reqs),
-		Storage:  e.st,
+		Stores:   e.st.reg,
 	}
 	return e
 }

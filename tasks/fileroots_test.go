@@ -16,7 +16,7 @@ import (
 // deployed worker, and rootDir as the only file:// root.
 func realStorageEnv(t *testing.T, rootDir string) *env {
 	e := newEnv(t)
-	e.deps.Storage = nil // DefaultStorage
+	e.deps.Stores = nil // storage.Default, with the real file:// store
 	t.Setenv(storage.FileRootsEnv, rootDir)
 	return e
 }

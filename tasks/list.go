@@ -34,15 +34,6 @@ type ListInput struct {
 	Max int `json:"max,omitempty"`
 }
 
-// StorageLister is a Storage that lists prefixes; DefaultStorage is one.
-type StorageLister interface {
-	List(ctx context.Context, prefix, match string, max int, creds StorageCreds) ([]storage.Listed, error)
-}
-
-func (objectStorage) List(ctx context.Context, prefix, match string, max int, creds StorageCreds) ([]storage.Listed, error) {
-	return storage.List(ctx, prefix, match, max, storageOptions(creds, nil))
-}
-
 // List returns the URLs of the objects under in.Prefix, sorted, leaving
 // out what an interrupted export left behind: the list a mapped task
 // expands over, one instance per object. None found is an empty list
@@ -61,15 +52,17 @@ func List(ctx context.Context, d Deps, in ListInput) ([]string, error) {
 	case max < 0 || max > maxListMax:
 		return nil, final.Errorf("max is %d; give a number of objects from 1 to %d", max, maxListMax)
 	}
-	lister, ok := d.storage().(StorageLister)
-	if !ok {
-		return nil, final.Errorf("this bundle's storage cannot list prefixes")
-	}
-	creds, err := resolveStorageWith(ctx, d, "storage_conn_id", in.StorageConnID, map[string]string{"prefix": in.Prefix}, storage.ParsePrefix)
+	d, done := d.withStorage()
+	defer done()
+	prefix, err := parseOne(d, "prefix", in.Prefix, (*storage.Registry).ParsePrefix)
 	if err != nil {
 		return nil, err
 	}
-	found, err := lister.List(ctx, in.Prefix, in.Match, max, creds)
+	locs, err := resolveStorage(ctx, d, "storage_conn_id", in.StorageConnID, map[string]storage.Location{"prefix": prefix})
+	if err != nil {
+		return nil, err
+	}
+	found, err := d.Storage.List(ctx, locs["prefix"], in.Match, max)
 	if err != nil {
 		return nil, fmt.Errorf("prefix: %w", err)
 	}
@@ -79,6 +72,6 @@ func List(ctx context.Context, d Deps, in ListInput) ([]string, error) {
 		urls[i] = o.URL
 		bytes += o.Size
 	}
-	d.logger().Info("listed objects", "prefix", storage.RedactURL(in.Prefix), "match", in.Match, "objects", len(urls), "bytes", bytes)
+	d.logger().Info("listed objects", "prefix", prefix.String(), "match", in.Match, "objects", len(urls), "bytes", bytes)
 	return urls, nil
 }

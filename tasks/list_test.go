@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/internal/final"
 	"github.com/airflow-sandbox/airflow-go-worker/storage"
 )
@@ -24,7 +25,7 @@ func TestListReturnsTheObjectsToMapOver(t *testing.T) {
 		}
 	}
 	e := newEnv(t)
-	e.deps.Storage = DefaultStorage
+	e.deps.Stores = nil // storage.Default, with the real file:// store
 	got, err := List(context.Background(), e.deps, ListInput{Prefix: "file://" + dir + "/in/", Match: "*.csv"})
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +45,6 @@ func TestListReturnsTheObjectsToMapOver(t *testing.T) {
 
 func TestListRefusesBadInput(t *testing.T) {
 	e := newEnv(t)
-	e.deps.Storage = DefaultStorage
 	for _, c := range []struct {
 		in   ListInput
 		want string
@@ -62,9 +62,21 @@ func TestListRefusesBadInput(t *testing.T) {
 			t.Errorf("%+v: want a final error containing %q, got %v", c.in, c.want, err)
 		}
 	}
-	// A Storage that cannot list (the tests' in-memory one) says so.
-	e = newEnv(t)
-	if _, err := List(context.Background(), e.deps, ListInput{Prefix: "s3://bucket/in/"}); err == nil || !strings.Contains(err.Error(), "cannot list") {
-		t.Errorf("a storage without List: %v", err)
+}
+
+// A bucket store's prefix is listed through the task's storage handle,
+// with the connection the task names.
+func TestListABucketWithTheTasksConnection(t *testing.T) {
+	e := newEnv(t)
+	e.af.conns["lake"] = connections.Connection{ConnID: "lake", ConnType: "aws", Login: "AKIA1", Password: "lake-secret-2"}
+	for _, k := range []string{"in/b.csv", "in/a.csv", "in/notes.txt", "out/c.csv"} {
+		e.st.objects["s3://bucket/"+k] = []byte(k)
+	}
+	got, err := List(context.Background(), e.deps, ListInput{Prefix: "s3://bucket/in/", Match: "*.csv", StorageConnID: "lake"})
+	if want := []string{"s3://bucket/in/a.csv", "s3://bucket/in/b.csv"}; err != nil || !slices.Equal(got, want) {
+		t.Fatalf("List = %v, %v; want %v", got, err, want)
+	}
+	if !slices.Contains(e.af.masked, "lake-secret-2") {
+		t.Error("the listing's connection secret was not masked")
 	}
 }

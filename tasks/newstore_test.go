@@ -19,7 +19,7 @@ import (
 func TestAStoreOfItsOwnPackageNeedsOneImport(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
-	e.deps.Storage = nil // the real storage package, with whatever stores the binary links
+	e.deps.Stores = nil // storage.Default: whatever stores the binary links
 	root := t.TempDir()
 	for _, dir := range []string{"in", "out"} {
 		if err := os.Mkdir(filepath.Join(root, dir), 0o755); err != nil {

@@ -56,6 +56,8 @@ type ProvisionInput struct {
 // return_value a Python SandboxToolset(attach_to=...) reads. If anything
 // fails after the sandbox exists, the sandbox is destroyed first.
 func Provision(ctx context.Context, d Deps, in ProvisionInput) (string, error) {
+	d, done := d.withStorage()
+	defer done()
 	p, err := provision(ctx, d, in)
 	if err != nil {
 		return "", err
@@ -102,20 +104,12 @@ func provision(ctx context.Context, d Deps, in ProvisionInput) (created, error) 
 	if err != nil {
 		return created{}, err
 	}
-	in.StageIn = staged
 	spec, secrets, err := buildSpec(ctx, d, in)
 	if err != nil {
 		return created{}, err
 	}
-	if err := checkURLs("stage_in", in.StageIn); err != nil {
-		return created{}, err
-	}
-	creds, err := resolveStorage(ctx, d, "storage_conn_id", in.StorageConnID, in.StageIn)
+	sources, err := planStageIn(ctx, d, staged, in.StorageConnID)
 	if err != nil {
-		return created{}, fmt.Errorf("stage_in: %w", err)
-	}
-	// A missing bucket or object fails here, before a sandbox exists.
-	if err := checkStorage(ctx, d, "stage_in", in.StageIn, true, creds); err != nil {
 		return created{}, err
 	}
 	backend, req, err := b.open(ctx, d)
@@ -137,8 +131,8 @@ func provision(ctx context.Context, d Deps, in ProvisionInput) (created, error) 
 	if err != nil {
 		return fail(fmt.Errorf("describing the new sandbox: %w", err))
 	}
-	for _, p := range slices.Sorted(maps.Keys(in.StageIn)) {
-		if err := stageIn(ctx, d, sb, p, in.StageIn[p], creds); err != nil {
+	for _, p := range slices.Sorted(maps.Keys(sources)) {
+		if err := stageIn(ctx, d, sb, p, sources[p]); err != nil {
 			return fail(err)
 		}
 	}
@@ -346,13 +340,31 @@ func connectionField(c connections.Connection, field string) (string, error) {
 	return fmt.Sprint(v), nil
 }
 
-// stageIn streams one object from storage into the sandbox.
-func stageIn(ctx context.Context, d Deps, sb *sandbox.Sandbox, path, url string, creds StorageCreds) error {
-	log := d.logger()
-	log.Info("staging in", "from", url, "to", path)
-	rc, err := d.storage().Open(ctx, url, creds, log)
+// planStageIn parses stage_in's URLs (the run filled in), resolves their
+// connection and checks each object is there: a missing bucket or object
+// fails before a sandbox exists.
+func planStageIn(ctx context.Context, d Deps, stageIn map[string]string, connID string) (map[string]storage.Location, error) {
+	sources, err := parseURLs(d, "stage_in", stageIn, (*storage.Registry).Parse)
 	if err != nil {
-		return fmt.Errorf("stage_in %s: reading %s: %w", path, url, err)
+		return nil, err
+	}
+	if sources, err = resolveStorage(ctx, d, "storage_conn_id", connID, sources); err != nil {
+		return nil, fmt.Errorf("stage_in: %w", err)
+	}
+	if err := checkStorage(ctx, d, "stage_in", sources, true); err != nil {
+		return nil, err
+	}
+	return sources, nil
+}
+
+// stageIn streams one object from storage into the sandbox.
+func stageIn(ctx context.Context, d Deps, sb *sandbox.Sandbox, path string, src storage.Location) error {
+	log := d.logger()
+	url := src.String()
+	log.Info("staging in", "from", url, "to", path)
+	rc, err := d.Storage.Open(ctx, src)
+	if err != nil {
+		return fmt.Errorf("stage_in %s: %w", path, err)
 	}
 	defer rc.Close()
 	pr := storage.StartProgress(log, ProgressEvery, "what", url+" -> "+path)
@@ -362,21 +374,6 @@ func stageIn(ctx context.Context, d Deps, sb *sandbox.Sandbox, path, url string,
 	}
 	pr.Finish()
 	log.Info("staged in", "to", path, "bytes", pr.Bytes())
-	return nil
-}
-
-// checkURLs refuses empty paths and destinations that are not URLs, before
-// anything is provisioned or copied.
-func checkURLs(field string, m map[string]string) error {
-	for _, p := range slices.Sorted(maps.Keys(m)) {
-		u := m[p]
-		if strings.TrimSpace(p) == "" {
-			return final.Errorf("%s: an entry has an empty sandbox path", field)
-		}
-		if !strings.Contains(u, "://") {
-			return final.Errorf("%s[%q] = %q is not a storage URL; %s", field, p, u, storage.SupportedURLs())
-		}
-	}
 	return nil
 }
 

@@ -108,7 +108,7 @@ func TestProvisionStampsOwnershipStagesInputsAndPushesRecord(t *testing.T) {
 // fails before a sandbox is created.
 func TestProvisionChecksStageInBeforeCreating(t *testing.T) {
 	e := newEnv(t)
-	e.st.failCheck["s3://nobucket/a"] = errors.New(`s3://nobucket/a: bucket "nobucket" does not exist`)
+	e.st.noBucket["s3://nobucket"] = true
 	for _, url := range []string{"s3://in/missing.txt", "s3://nobucket/a"} {
 		_, err := Provision(context.Background(), e.deps, ProvisionInput{StageIn: map[string]string{"a.txt": url}})
 		if err == nil || !strings.Contains(err.Error(), "stage_in") || !strings.Contains(err.Error(), url) {

@@ -30,7 +30,7 @@ func TestExportsKeyedByRunID(t *testing.T) {
 			t.Fatalf("run %q: the export is not at the run's own path (%v, %q); it went to %v", runID, err, got, urls)
 		}
 		// The URL it reports reads back to the same file.
-		loc, err := storage.ParseURL(urls[0])
+		loc, err := storage.Default.Parse(urls[0])
 		if err != nil || !strings.HasSuffix(loc.Key, "/"+runID+"/out.txt") {
 			t.Fatalf("run %q: reported %v (%v)", runID, urls, err)
 		}

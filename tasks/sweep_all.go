@@ -81,4 +81,6 @@ func (in SweepAllInput) Check(r *registry.Registry) error {
 }
 
 // CheckStores checks storage.
-func (in SweepAllInput) CheckStores() error { return SweepInput{Storage: in.Storage}.CheckStores() }
+func (in SweepAllInput) CheckStores(r *storage.Registry) error {
+	return SweepInput{Storage: in.Storage}.CheckStores(r)
+}

@@ -20,6 +20,8 @@ const DefaultLeftoverAge = 24 * time.Hour
 // .partial staging objects, and unfinished S3 multipart uploads, older than
 // in.OlderThan. It tries every prefix before reporting a failure.
 func sweepStorage(ctx context.Context, d Deps, in SweepInput) ([]storage.SweepReport, error) {
+	d, done := d.withStorage()
+	defer done()
 	age := time.Duration(in.OlderThan)
 	if age == 0 {
 		age = DefaultLeftoverAge
@@ -39,17 +41,20 @@ func sweepStorage(ctx context.Context, d Deps, in SweepInput) ([]storage.SweepRe
 			connID, by = c, storage.RedactURL(p)
 		}
 	}
-	creds := StorageCreds{}
+	var creds storage.Credentials
 	if connID != "" {
-		if err := resolveOne(ctx, d, "storage_conn_id", "s3", connID, by, creds); err != nil {
+		c, err := resolveConn(ctx, d, "storage_conn_id", "s3", connID, by)
+		if err != nil {
 			return nil, err
 		}
+		creds = c
 	}
+	reg := d.Storage.Registry()
 	log := d.logger()
 	reports := []storage.SweepReport{}
 	var firstErr error
 	for _, p := range in.Storage {
-		rep, err := storage.SweepOlderThan(ctx, p, age, in.DryRun, storageOptions(creds, log))
+		rep, err := reg.SweepOlderThan(ctx, p, age, in.DryRun, creds)
 		for _, l := range rep.Found {
 			verb := "removed"
 			if in.DryRun {

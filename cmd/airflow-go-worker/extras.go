@@ -39,7 +39,7 @@ const allExtrasTag = "all_extras"
 // package's, so the hints are set before anything can need them.
 func init() {
 	registry.Default.SetUnlinkedHint(func(name string) string { return buildHint("backend", name) })
-	storage.SetUnlinkedHint(func(form string) (string, string) {
+	storage.Default.SetUnlinkedHint(func(form string) (string, string) {
 		for _, e := range extras {
 			if slices.Contains(e.forms, form) {
 				return e.option, buildHint("store", e.name)
@@ -55,7 +55,7 @@ func (e extra) linked() bool {
 		_, ok := registry.Default.Lookup(e.name)
 		return ok
 	}
-	for _, s := range storage.Names() {
+	for _, s := range storage.Default.Names() {
 		if s == e.name {
 			return true
 		}

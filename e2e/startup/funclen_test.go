@@ -29,7 +29,6 @@ var longFuncs = map[string]struct {
 	"e2e/airflow/main.go: run":                             {134, "the airflow-e2e driver's"},
 	"sandbox/opensandbox/exec.go: Driver.Exec":             {119, "sandbox/opensandbox's (os-real)"},
 	"bundles/protocol/structure.go: checkStructure":        {116, "bundles/protocol's (leaks)"},
-	"testing/storagetest/listing.go: listing":              {106, "storagetest's (storage-handle)"},
 	"bundles/supervisor/supervisor.go: Supervisor.RunTask": {103, "the supervisor's (lead: it passed 100 with --map-index)"},
 	"bundles/check/datamodel.go: checker.checkDataModel":   {103, "bundles/check's (lead)"},
 }

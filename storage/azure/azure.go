@@ -73,10 +73,11 @@ type bucket struct {
 	c    *container.Client
 }
 
-// Open opens the container loc names with opt.Credentials["az"], a
-// *Config (none: the AZURE_STORAGE_* environment variables).
-func Open(_ context.Context, loc storage.Location, opt storage.Options) (storage.Driver, error) {
-	cfg, err := storage.CredentialsFor[*Config](opt, "az")
+// Open opens the container name (container@account-host when the URL
+// named the account), with creds, a *Config (nil: the AZURE_STORAGE_*
+// environment variables).
+func Open(_ context.Context, name string, creds storage.Credentials) (storage.Driver, error) {
+	cfg, err := storage.CredentialsAs[*Config](creds)
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +87,7 @@ func Open(_ context.Context, loc storage.Location, opt storage.Options) (storage
 	if cfg == nil {
 		return nil, errNoCredentials
 	}
-	container, account, _ := strings.Cut(loc.Bucket, "@")
+	container, account, _ := strings.Cut(name, "@")
 	client, err := serviceClient(*cfg, account)
 	if err != nil {
 		return nil, err

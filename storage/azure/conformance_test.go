@@ -15,7 +15,7 @@ func TestConformance(t *testing.T) {
 		name := storagetest.NewBucketName()
 		srv.CreateContainer(t, name)
 		return storagetest.Area{
-			Options:       storagetest.Options(t, "az", srv.Connection("az_test")),
+			Connect:       storagetest.Connection(t, "az", srv.Connection("az_test")),
 			URL:           func(key string) string { return "abfs://" + name + "/" + key },
 			Objects:       func(t testing.TB) []string { return srv.Blobs(t, name) },
 			MissingBucket: "abfs://no-such-container/k",

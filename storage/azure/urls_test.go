@@ -7,6 +7,7 @@ import (
 
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/storage"
+	"github.com/airflow-sandbox/airflow-go-worker/testing/storagetest"
 )
 
 // The Azure store reads its own URLs: four spellings, a connection or
@@ -20,7 +21,7 @@ func TestURLs(t *testing.T) {
 		"azblob://container/k":                           {"container", ""},
 		"abfs://container@myacct.dfs.core.windows.net/k": {"container@myacct.dfs.core.windows.net", ""},
 	} {
-		loc, err := storage.ParseURL(in)
+		loc, err := storage.Default.Parse(in)
 		if err != nil || loc.Scheme != "az" || loc.Bucket != want.bucket || loc.ConnID != want.conn {
 			t.Errorf("ParseURL(%q) = %+v, %v; want bucket %q, connection %q", in, loc, err, want.bucket, want.conn)
 		}
@@ -36,11 +37,11 @@ func TestURLs(t *testing.T) {
 		"abfs:///key":                                   "has no container; write it as abfs://container/key",
 		"abfs://name:secret@container/k":                "put them in a wasb connection",
 	} {
-		if _, err := storage.ParseURL(in); err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "secret@") {
+		if _, err := storage.Default.Parse(in); err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "secret@") {
 			t.Errorf("ParseURL(%q): want %q, got %v", in, want, err)
 		}
 	}
-	if _, err := storage.FromConnection("az", connections.Connection{ConnID: "c", ConnType: "wasb", Login: "acct", Password: "S0VZ"}); err != nil {
+	if _, err := storage.Default.FromConnection("az", connections.Connection{ConnID: "c", ConnType: "wasb", Login: "acct", Password: "S0VZ"}); err != nil {
 		t.Errorf("a wasb connection: %v", err)
 	}
 }
@@ -52,7 +53,7 @@ func TestNoCredentialsSaysWhichConnectionToCreate(t *testing.T) {
 		t.Setenv(v, "")
 	}
 	for _, u := range []string{"abfs://c/k", "azblob://c/k"} {
-		if err := storage.Check(context.Background(), u, false, storage.Options{}); err == nil || !strings.Contains(err.Error(), "create a wasb connection") {
+		if err := (storagetest.Area{}).Handle(t, storage.Options{}).Check(context.Background(), storagetest.Parse(t, u), false); err == nil || !strings.Contains(err.Error(), "create a wasb connection") {
 			t.Errorf("Check %s: got %v", u, err)
 		}
 	}

@@ -16,7 +16,7 @@ func TestConformance(t *testing.T) {
 		bucket := storagetest.NewBucketName()
 		srv.CreateBucket(t, bucket)
 		return storagetest.Area{
-			Options:       storagetest.Options(t, "gs", srv.Connection("gs_test")),
+			Connect:       storagetest.Connection(t, "gs", srv.Connection("gs_test")),
 			URL:           func(key string) string { return "gs://" + bucket + "/" + key },
 			Objects:       func(t testing.TB) []string { o := srv.Objects(t, bucket); slices.Sort(o); return o },
 			MissingBucket: "gs://no-such-bucket/k",

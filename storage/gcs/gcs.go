@@ -54,11 +54,10 @@ type bucket struct {
 	uploadURL string
 }
 
-// Open opens the bucket loc names with opt.Credentials["gs"], a *Config
-// (none: application default credentials, or STORAGE_EMULATOR_HOST's
-// emulator).
-func Open(ctx context.Context, loc storage.Location, opt storage.Options) (storage.Driver, error) {
-	cfg, err := storage.CredentialsFor[*Config](opt, "gs")
+// Open opens the bucket name with creds, a *Config (nil: application
+// default credentials, or STORAGE_EMULATOR_HOST's emulator).
+func Open(ctx context.Context, name string, creds storage.Credentials) (storage.Driver, error) {
+	cfg, err := storage.CredentialsAs[*Config](creds)
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +73,7 @@ func Open(ctx context.Context, loc storage.Location, opt storage.Options) (stora
 	if err != nil {
 		return nil, explain(err)
 	}
-	return &bucket{name: loc.Bucket, hc: hc, svc: svc, uploadURL: endpoint + "/upload/storage/v1/b/" + url.PathEscape(loc.Bucket) + "/o"}, nil
+	return &bucket{name: name, hc: hc, svc: svc, uploadURL: endpoint + "/upload/storage/v1/b/" + url.PathEscape(name) + "/o"}, nil
 }
 
 // clientOptions are the transport's options for cfg and the endpoint (no

@@ -13,7 +13,6 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/storage"
 	"github.com/airflow-sandbox/airflow-go-worker/storage/gcs"
-	"github.com/airflow-sandbox/airflow-go-worker/testing/storagetest"
 )
 
 // pagedListing serves objects.list of bucket bkt in two pages, the first
@@ -39,13 +38,12 @@ func pagedListing(t *testing.T) (storage.Lister, *atomic.Int32) {
 		fmt.Fprint(w, `{"items":[{"name":"in/c","size":"0","updated":"2026-12-01T12:00:00Z"}]}`)
 	}))
 	t.Cleanup(srv.Close)
-	opt := storagetest.Options(t, "gs", connections.Connection{ConnID: "paged", ConnType: "google_cloud_platform",
+	creds, err := storage.Default.FromConnection("gs", connections.Connection{ConnID: "paged", ConnType: "google_cloud_platform",
 		Extra: `{"gcs.endpoint": "` + srv.URL + `", "is_anonymous": true}`})
-	loc, err := storage.ParsePrefix("gs://bkt/in/")
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := gcs.Open(context.Background(), loc, opt)
+	d, err := gcs.Open(context.Background(), "bkt", creds)
 	if err != nil {
 		t.Fatal(err)
 	}

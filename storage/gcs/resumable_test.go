@@ -46,12 +46,14 @@ type strictGCS struct {
 	corrupt           bool // downloads announce a wrong CRC32C
 }
 
-func newStrictGCS(t *testing.T) (*strictGCS, storage.Options) {
+// newStrictGCS starts the server and returns a handle reaching it.
+func newStrictGCS(t *testing.T) (*strictGCS, *storage.Handle) {
 	s := &strictGCS{t: t, objects: map[string][]byte{}, sessions: map[string][]byte{}}
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
-	return s, storagetest.Options(t, "gs", connections.Connection{ConnID: "strict", ConnType: "google_cloud_platform",
-		Extra: `{"gcs.endpoint": "` + srv.URL + `", "is_anonymous": true}`})
+	a := storagetest.Area{Connect: storagetest.Connection(t, "gs", connections.Connection{ConnID: "strict", ConnType: "google_cloud_platform",
+		Extra: `{"gcs.endpoint": "` + srv.URL + `", "is_anonymous": true}`})}
+	return s, a.Handle(t, storage.Options{})
 }
 
 func crc(b []byte) string {
@@ -195,10 +197,10 @@ func (s *strictGCS) object(name string) ([]byte, bool) {
 // of are resent from where the session stands, and the object is exactly
 // the stream.
 func TestResumableUploadRecovers(t *testing.T) {
-	s, opt := newStrictGCS(t)
+	s, h := newStrictGCS(t)
 	s.failChunk, s.shortChunk = 2, 3
 	data := storagetest.RandomBytes(3*gcs.ChunkSize+5, 1)
-	if _, err := storage.Put(context.Background(), "gs://bkt/big.bin", bytes.NewReader(data), opt); err != nil {
+	if _, err := h.Put(context.Background(), storagetest.Parse(t, "gs://bkt/big.bin"), bytes.NewReader(data)); err != nil {
 		t.Fatal(err)
 	}
 	got, ok := s.object("big.bin")
@@ -214,10 +216,10 @@ func TestResumableUploadRecovers(t *testing.T) {
 // TestSmallObjectIsOneRequest: an object within one chunk is stored whole
 // at Commit with its checksum, and nothing is visible before.
 func TestSmallObjectIsOneRequest(t *testing.T) {
-	s, opt := newStrictGCS(t)
+	s, h := newStrictGCS(t)
 	s.failWhole = 1 // and a 503 is retried
-	e := storage.NewExport(opt)
-	if _, err := e.Stage(context.Background(), "gs://bkt/small", strings.NewReader("hello"), 5); err != nil {
+	e := h.NewExport()
+	if _, err := e.Stage(context.Background(), storagetest.Parse(t, "gs://bkt/small"), strings.NewReader("hello"), 5); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := s.object("small"); ok {
@@ -237,10 +239,10 @@ func TestSmallObjectIsOneRequest(t *testing.T) {
 // TestAbortCancelsTheSession: an aborted export leaves no object and asks
 // the server to drop the session's bytes.
 func TestAbortCancelsTheSession(t *testing.T) {
-	s, opt := newStrictGCS(t)
-	e := storage.NewExport(opt)
+	s, h := newStrictGCS(t)
+	e := h.NewExport()
 	data := storagetest.RandomBytes(gcs.ChunkSize+1, 2)
-	if _, err := e.Stage(context.Background(), "gs://bkt/a", bytes.NewReader(data), int64(len(data))); err != nil {
+	if _, err := e.Stage(context.Background(), storagetest.Parse(t, "gs://bkt/a"), bytes.NewReader(data), int64(len(data))); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.Abort(context.Background()); err != nil {
@@ -256,12 +258,13 @@ func TestAbortCancelsTheSession(t *testing.T) {
 // CRC32C the server announced fails at its end instead of passing as the
 // object.
 func TestCorruptDownloadFails(t *testing.T) {
-	s, opt := newStrictGCS(t)
-	if _, err := storage.Put(context.Background(), "gs://bkt/k", strings.NewReader("content"), opt); err != nil {
+	s, h := newStrictGCS(t)
+	k := storagetest.Parse(t, "gs://bkt/k")
+	if _, err := h.Put(context.Background(), k, strings.NewReader("content")); err != nil {
 		t.Fatal(err)
 	}
 	read := func() error {
-		rc, err := storage.Open(context.Background(), "gs://bkt/k", opt)
+		rc, err := h.Open(context.Background(), k)
 		if err != nil {
 			return err
 		}

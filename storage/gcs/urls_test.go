@@ -7,19 +7,20 @@ import (
 
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
 	"github.com/airflow-sandbox/airflow-go-worker/storage"
+	"github.com/airflow-sandbox/airflow-go-worker/testing/storagetest"
 )
 
 // gs:// and gcs:// name the store; both connection types reach it.
 func TestURLsAndConnectionTypes(t *testing.T) {
-	loc, err := storage.ParseURL("gcs://gcp_prod@bucket/a/b")
+	loc, err := storage.Default.Parse("gcs://gcp_prod@bucket/a/b")
 	if err != nil || loc.Scheme != "gs" || loc.Bucket != "bucket" || loc.Key != "a/b" || loc.ConnID != "gcp_prod" || loc.String() != "gcs://bucket/a/b" {
 		t.Errorf("ParseURL: %+v (%s), %v", loc, loc, err)
 	}
-	if _, err := storage.ParseURL("gs://AKIA:secret@bucket/k"); err == nil || !strings.Contains(err.Error(), "put them in a google_cloud_platform connection") {
+	if _, err := storage.Default.Parse("gs://AKIA:secret@bucket/k"); err == nil || !strings.Contains(err.Error(), "put them in a google_cloud_platform connection") {
 		t.Errorf("credentials in the URL: %v", err)
 	}
 	for _, typ := range []string{"google_cloud_platform", "gcp", ""} {
-		if _, err := storage.FromConnection("gs", connections.Connection{ConnID: "c", ConnType: typ}); err != nil {
+		if _, err := storage.Default.FromConnection("gs", connections.Connection{ConnID: "c", ConnType: typ}); err != nil {
 			t.Errorf("a %q connection: %v", typ, err)
 		}
 	}
@@ -32,7 +33,7 @@ func TestNoCredentialsSaysWhichConnectionToCreate(t *testing.T) {
 	for _, v := range []string{"GOOGLE_APPLICATION_CREDENTIALS", "GCE_METADATA_HOST", "STORAGE_EMULATOR_HOST"} {
 		t.Setenv(v, "")
 	}
-	if err := storage.Check(context.Background(), "gs://b/k", false, storage.Options{}); err == nil || !strings.Contains(err.Error(), "create a google_cloud_platform connection") {
+	if err := (storagetest.Area{}).Handle(t, storage.Options{}).Check(context.Background(), storagetest.Parse(t, "gs://b/k"), false); err == nil || !strings.Contains(err.Error(), "create a google_cloud_platform connection") {
 		t.Errorf("Check: got %v", err)
 	}
 }

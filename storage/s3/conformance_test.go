@@ -19,7 +19,7 @@ func areaOn(t testing.TB, srv *s3server.Server) storagetest.Area {
 	bucket := storagetest.NewBucketName()
 	srv.CreateBucket(t, bucket)
 	return storagetest.Area{
-		Options:       storagetest.Options(t, "s3", srv.Connection("s3_test")),
+		Connect:       storagetest.Connection(t, "s3", srv.Connection("s3_test")),
 		URL:           func(key string) string { return "s3://" + bucket + "/" + key },
 		Objects:       func(t testing.TB) []string { return srv.Keys(t, bucket) },
 		Pending:       func(t testing.TB) int { return srv.PendingUploads(t, bucket) },

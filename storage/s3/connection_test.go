@@ -131,7 +131,7 @@ func TestAWSFromConnection(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			// Through the registry, which checks the type first.
 			var got AWSConfig
-			c, err := storage.FromConnection("s3", tt.conn)
+			c, err := storage.Default.FromConnection("s3", tt.conn)
 			if err == nil {
 				got = *c.(*AWSConfig)
 			}

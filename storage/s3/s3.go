@@ -48,18 +48,18 @@ type s3Store struct {
 	client *awss3.Client
 }
 
-// Open opens the bucket loc names with opt.Credentials["s3"], an
-// *AWSConfig (none: the AWS SDK's default credential chain).
-func Open(ctx context.Context, loc storage.Location, opt storage.Options) (storage.Driver, error) {
-	cfg, err := storage.CredentialsFor[*AWSConfig](opt, "s3")
+// Open opens bucket with creds, an *AWSConfig (nil: the AWS SDK's
+// default credential chain).
+func Open(ctx context.Context, bucket string, creds storage.Credentials) (storage.Driver, error) {
+	cfg, err := storage.CredentialsAs[*AWSConfig](creds)
 	if err != nil {
 		return nil, err
 	}
-	client, err := newClient(ctx, cfg, loc.Bucket)
+	client, err := newClient(ctx, cfg, bucket)
 	if err != nil {
 		return nil, err
 	}
-	return &s3Store{bucket: loc.Bucket, client: client}, nil
+	return &s3Store{bucket: bucket, client: client}, nil
 }
 
 // newClient builds a client from an aws connection, or from the default

@@ -15,9 +15,13 @@ import (
 
 func TestS3WrongCredentials(t *testing.T) {
 	a, _ := s3Area(t)
-	bad := *a.Options.Credentials["s3"].(*s3.AWSConfig)
+	good, _ := a.Handle(t, storage.Options{}).Credentials("s3", "")
+	bad := *good.(*s3.AWSConfig)
 	bad.SecretAccessKey = "this-is-the-wrong-secret"
-	_, err := storage.Put(context.Background(), a.URL("k"), strings.NewReader("x"), storage.Options{Credentials: map[string]storage.Credentials{"s3": &bad}})
+	h := storage.Default.NewHandle(storage.Options{})
+	defer h.Close()
+	h.Connect("s3", "", &bad)
+	_, err := h.Put(context.Background(), a.Loc(t, "k"), strings.NewReader("x"))
 	if err == nil || !strings.Contains(err.Error(), "credentials were rejected") {
 		t.Fatalf("want a rejected-credentials error, got %v", err)
 	}
@@ -36,7 +40,9 @@ func TestDefaultCredentialChainFromEnvironment(t *testing.T) {
 	t.Setenv("AWS_ENDPOINT_URL_S3", strings.Replace(srv.Endpoint, "127.0.0.1", "localhost", 1))
 	t.Setenv("AWS_CONFIG_FILE", "/nonexistent")
 	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
-	if _, err := storage.Put(context.Background(), a.URL("from-env"), strings.NewReader("env"), storage.Options{}); err != nil {
+	h := storage.Default.NewHandle(storage.Options{}) // connected to nothing: the default chain
+	defer h.Close()
+	if _, err := h.Put(context.Background(), a.Loc(t, "from-env"), strings.NewReader("env")); err != nil {
 		t.Fatalf("Put with the default chain: %v", err)
 	}
 	storagetest.AssertObjects(t, a, "from-env")
@@ -46,11 +52,16 @@ func TestAWSConfigFromConnectionReachesServer(t *testing.T) {
 	a, srv := s3Area(t)
 	conn := connections.Connection{ConnID: "aws_test", ConnType: "aws", Login: srv.AccessKey, Password: srv.SecretKey,
 		Extra: fmt.Sprintf(`{"endpoint_url": %q, "region_name": %q}`, srv.Endpoint, srv.Region)}
-	cfg, err := storage.FromConnection("s3", conn)
+	cfg, err := storage.Default.FromConnection("s3", conn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := storage.Put(context.Background(), a.URL("via-conn"), strings.NewReader("x"), storage.Options{Credentials: map[string]storage.Credentials{"s3": cfg}}); err != nil {
+	h := storage.Default.NewHandle(storage.Options{})
+	defer h.Close()
+	h.Connect("s3", "aws_test", cfg)
+	loc := a.Loc(t, "via-conn")
+	loc.ConnID = "aws_test" // as a task's export_conn_id chooses it
+	if _, err := h.Put(context.Background(), loc, strings.NewReader("x")); err != nil {
 		t.Fatal(err)
 	}
 	storagetest.AssertObjects(t, a, "via-conn")
@@ -62,10 +73,10 @@ func TestAWSConfigFromConnectionReachesServer(t *testing.T) {
 func TestS3ExportCopiesNothing(t *testing.T) {
 	a, _ := s3Area(t)
 	ctx := context.Background()
-	e := storage.NewExport(a.Options)
+	e := a.Handle(t, storage.Options{}).NewExport()
 	for _, k := range []string{"one", "two", "three"} {
 		data := storagetest.RandomBytes(storage.PartSize+1, 1)
-		if _, err := e.Stage(ctx, a.URL(k), strings.NewReader(string(data)), int64(len(data))); err != nil {
+		if _, err := e.Stage(ctx, a.Loc(t, k), strings.NewReader(string(data)), int64(len(data))); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -17,12 +17,12 @@ import (
 // sweep is the driver's storage.SweepFunc. On S3 the leftovers are
 // .partial objects and multipart uploads never completed (billed, and
 // invisible in the bucket listing).
-func sweep(ctx context.Context, u *url.URL, cutoff time.Time, dryRun bool, opt storage.Options, rep *storage.SweepReport) error {
+func sweep(ctx context.Context, u *url.URL, cutoff time.Time, dryRun bool, creds storage.Credentials, rep *storage.SweepReport) error {
 	bucket := u.Host
 	if bucket == "" {
 		return fmt.Errorf("sweep: %q has no bucket; write it as s3://bucket/prefix", storage.RedactURL(u.String()))
 	}
-	cfg, err := storage.CredentialsFor[*AWSConfig](opt, "s3")
+	cfg, err := storage.CredentialsAs[*AWSConfig](creds)
 	if err != nil {
 		return fmt.Errorf("sweep: %w", err)
 	}

@@ -26,7 +26,6 @@ func TestSweepRemovesOldS3Leftovers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opt := storage.Options{Credentials: map[string]storage.Credentials{"s3": &cfg}}
 	c := srv.Client()
 	ctx := context.Background()
 	put := func(key string) {
@@ -47,12 +46,12 @@ func TestSweepRemovesOldS3Leftovers(t *testing.T) {
 	}
 
 	// Nothing is an hour old yet: nothing is touched.
-	rep, err := storage.SweepOlderThan(ctx, "s3://"+bucket+"/runs/", time.Hour, false, opt)
+	rep, err := storage.Default.SweepOlderThan(ctx, "s3://"+bucket+"/runs/", time.Hour, false, &cfg)
 	if err != nil || len(rep.Found) != 0 {
 		t.Fatalf("young leftovers: %+v, %v", rep, err)
 	}
 	// A cutoff in the future stands for "after the age has passed".
-	rep, err = storage.Sweep(ctx, "s3://"+bucket+"/runs/", time.Now().Add(time.Minute), false, opt)
+	rep, err = storage.Default.Sweep(ctx, "s3://"+bucket+"/runs/", time.Now().Add(time.Minute), false, &cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,16 +48,16 @@ func FromConnection(c connections.Connection) (Config, error) {
 	return Config{Root: c.Host}, nil
 }
 
-// Open opens the bucket loc names under the connection's root.
-func Open(_ context.Context, loc storage.Location, opt storage.Options) (storage.Driver, error) {
-	cfg, err := storage.CredentialsFor[*Config](opt, Scheme)
+// Open opens bucket under the connection's root.
+func Open(_ context.Context, name string, creds storage.Credentials) (storage.Driver, error) {
+	cfg, err := storage.CredentialsAs[*Config](creds)
 	if err != nil {
 		return nil, err
 	}
 	if cfg == nil {
 		return nil, errors.New("dir:// URLs have no default root; create a dirstore connection (host: the directory that holds the buckets) and name it in the URL or the task")
 	}
-	return &bucket{name: loc.Bucket, dir: filepath.Join(cfg.Root, loc.Bucket)}, nil
+	return &bucket{name: name, dir: filepath.Join(cfg.Root, name)}, nil
 }
 
 type bucket struct{ name, dir string }

@@ -27,7 +27,7 @@ func Area(t testing.TB) storagetest.Area {
 		t.Fatal(err)
 	}
 	return storagetest.Area{
-		Options: storagetest.Options(t, dirstore.Scheme, connections.Connection{ConnID: "dirs", ConnType: "dirstore", Host: root}),
+		Connect: storagetest.Connection(t, dirstore.Scheme, connections.Connection{ConnID: "dirs", ConnType: "dirstore", Host: root}),
 		URL:     func(key string) string { return "dir://" + bucket + "/" + key },
 		Objects: func(t testing.TB) []string {
 			var out []string

@@ -43,15 +43,16 @@ func FileArea(t testing.TB) (Area, string) {
 	}, root
 }
 
-// Options carries the credentials that conn gives the store scheme, parsed
-// by the store's driver as a task's would be, or fails the test.
-func Options(t testing.TB, scheme string, conn connections.Connection) storage.Options {
+// Connection is an Area's Connect for conn, parsed by the store scheme's
+// driver as a task's would be (an error fails the test): a handle reaches
+// the area's URLs, which name no connection, with it.
+func Connection(t testing.TB, scheme string, conn connections.Connection) func(*storage.Handle) {
 	t.Helper()
-	c, err := storage.FromConnection(scheme, conn)
+	c, err := storage.Default.FromConnection(scheme, conn)
 	if err != nil {
 		t.Fatalf("connection %s for %s://: %v", conn.ConnID, scheme, err)
 	}
-	return storage.Options{Credentials: map[string]storage.Credentials{scheme: c}}
+	return func(h *storage.Handle) { h.Connect(scheme, "", c) }
 }
 
 // AllowFiles adds dir to storage.FileRootsEnv for the rest of the test, as

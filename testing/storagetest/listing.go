@@ -15,7 +15,7 @@ import (
 // A prefix is a key prefix, not a directory (in/ holds in/sub/..., in does
 // in-sibling.csv too); keys come back verbatim with their sizes and times;
 // each returning false ends the listing; an upload not yet committed is not
-// an object (storage.List leaves out what the store's own List may not);
+// an object (Handle.List leaves out what the store's own List may not);
 // directory placeholders are not objects; a missing bucket is
 // storage.ErrNoBucket.
 func listing(t *testing.T, a Area) {
@@ -41,8 +41,14 @@ func listing(t *testing.T, a Area) {
 			t.Errorf("List(%q) found %v, want %v", base+prefix, got, want)
 		}
 	}
+	listingStops(t, l, base)
+	listingLeavesOutPending(t, a, l, base, under("in/"))
+	listingLeavesOutPlaceholders(t, d, l, base, under("in/"))
+	listingMissingBucket(t, a)
+}
 
-	// Stopping: the second false ends it, however many objects remain.
+// listingStops: the second false ends the listing of in (4 objects).
+func listingStops(t *testing.T, l storage.Lister, base string) {
 	calls := 0
 	if err := l.List(ctx, base+"in", func(storage.Object) bool { calls++; return calls < 2 }); err != nil {
 		t.Fatal(err)
@@ -50,41 +56,54 @@ func listing(t *testing.T, a Area) {
 	if calls != 2 {
 		t.Fatalf("each was called %d times; it returned false on its 2nd call, which must end the listing of 4 objects", calls)
 	}
+}
 
-	// An upload whose bytes are all sent but not committed is no object.
-	e := storage.NewExport(a.Options)
+// listingLeavesOutPending: an upload whose bytes are all sent but not
+// committed is no object, to the store's List or to Handle.List, which
+// must find exactly want under in/.
+func listingLeavesOutPending(t *testing.T, a Area, l storage.Lister, base string, want map[string]int64) {
+	h := a.Handle(t, storage.Options{})
+	e := h.NewExport()
 	defer func() { _ = e.Abort(ctx) }()
 	pending := RandomBytes(storage.PartSize+10, 9) // a multipart upload, not one request
-	if _, err := e.Stage(ctx, a.URL("in/pending.bin"), bytes.NewReader(pending), int64(len(pending))); err != nil {
+	if _, err := e.Stage(ctx, a.Loc(t, "in/pending.bin"), bytes.NewReader(pending), int64(len(pending))); err != nil {
 		t.Fatal(err)
 	}
 	if got := listAll(t, l, base, "in/")["in/pending.bin"]; got != 0 {
 		t.Errorf("the store lists an uncommitted upload as in/pending.bin (%d bytes)", got)
 	}
-	listed, err := storage.List(ctx, a.URL("in")+"/", "", 100, a.Options)
+	prefix, err := storage.Default.ParsePrefix(a.URL("in") + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed, err := h.List(ctx, prefix, "", 100)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := map[string]int64{}
 	for _, o := range listed {
-		loc, err := storage.ParseURL(o.URL)
+		loc, err := storage.Default.Parse(o.URL)
 		if err != nil {
-			t.Fatalf("storage.List gave %s, which does not parse: %v", o.URL, err)
+			t.Fatalf("Handle.List gave %s, which does not parse: %v", o.URL, err)
 		}
 		got[strings.TrimPrefix(loc.Key, base)] = o.Size
 	}
-	if want := under("in/"); !maps.Equal(got, want) {
-		t.Errorf("storage.List during an export found %v, want %v", got, want)
+	if !maps.Equal(got, want) {
+		t.Errorf("Handle.List during an export found %v, want %v", got, want)
 	}
 	if err := e.Abort(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
 
-	// A key ending in "/", as cloud consoles make for a folder, where the
-	// store holds one apart from the key without it (a filesystem does
-	// not: storage.Put refuses such keys, a driver's Put may write in/folder).
+// listingLeavesOutPlaceholders: a key ending in "/", as cloud consoles
+// make for a folder, where the store holds one apart from the key without
+// it, is no object: List under in/ still finds exactly want. A filesystem
+// holds none (Registry.Parse refuses such keys; a driver's Put may write
+// in/folder), and then there is nothing to leave out.
+func listingLeavesOutPlaceholders(t *testing.T, d storage.Driver, l storage.Lister, base string, want map[string]int64) {
 	placeholder := base + "in/folder/"
-	err = d.Put(ctx, placeholder, strings.NewReader(""))
+	err := d.Put(ctx, placeholder, strings.NewReader(""))
 	if err == nil {
 		var ok, plain bool
 		if ok, err = d.Exists(ctx, placeholder); err == nil {
@@ -104,24 +123,32 @@ func listing(t *testing.T, a Area) {
 	}
 	if err != nil {
 		t.Logf("the store holds no key ending in /, so it has no placeholders to leave out (%v)", err)
-	} else if got := listAll(t, l, base, "in/"); !maps.Equal(got, under("in/")) {
-		t.Errorf("with a placeholder %s, List found %v, want %v", placeholder, got, under("in/"))
+	} else if got := listAll(t, l, base, "in/"); !maps.Equal(got, want) {
+		t.Errorf("with a placeholder %s, List found %v, want %v", placeholder, got, want)
 	}
+}
 
+// listingMissingBucket: listing a bucket that does not exist is
+// storage.ErrNoBucket, from the store and from Handle.List.
+func listingMissingBucket(t *testing.T, a Area) {
 	if a.MissingBucket == "" {
 		return // file:// has no buckets
 	}
 	_, missing, _ := lister(t, a, a.MissingBucket, "")
 	called := false
-	err = missing.List(ctx, "", func(storage.Object) bool { called = true; return true })
+	err := missing.List(ctx, "", func(storage.Object) bool { called = true; return true })
 	if !errors.Is(err, storage.ErrNoBucket) || !strings.Contains(err.Error(), "does not exist") {
 		t.Errorf("List of a missing bucket: want storage.ErrNoBucket saying it does not exist, got %v", err)
 	}
 	if called {
 		t.Error("List of a missing bucket found objects")
 	}
-	if _, err := storage.List(ctx, a.MissingBucket, "", 10, a.Options); !errors.Is(err, storage.ErrNoBucket) {
-		t.Errorf("storage.List of a missing bucket: want storage.ErrNoBucket, got %v", err)
+	prefix, err := storage.Default.ParsePrefix(a.MissingBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Handle(t, storage.Options{}).List(ctx, prefix, "", 10); !errors.Is(err, storage.ErrNoBucket) {
+		t.Errorf("Handle.List of a missing bucket: want storage.ErrNoBucket, got %v", err)
 	}
 }
 
@@ -131,15 +158,13 @@ func listing(t *testing.T, a Area) {
 // directory for file://).
 func lister(t *testing.T, a Area, raw, key string) (storage.Driver, storage.Lister, string) {
 	t.Helper()
-	loc, err := storage.ParseURL(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, ok := storage.Lookup(loc.Scheme)
+	loc := Parse(t, raw)
+	reg, ok := storage.Default.Lookup(loc.Scheme)
 	if !ok {
 		t.Fatalf("no store %s is registered", loc.Scheme)
 	}
-	d, err := reg.Open(ctx, loc, a.Options)
+	creds, _ := a.Handle(t, storage.Options{}).Credentials(loc.Scheme, "")
+	d, err := reg.Open(ctx, loc.Bucket, creds)
 	if err != nil {
 		t.Fatalf("opening the bucket of %s: %v", raw, err)
 	}

@@ -37,7 +37,10 @@ type Target struct {
 
 // Area is an empty place in a store.
 type Area struct {
-	Options storage.Options
+	// Connect gives a handle the connection the area is reached with,
+	// for its URLs, which name none (Connection makes it); nil: the
+	// store's default credentials, or a store that takes none.
+	Connect func(h *storage.Handle)
 	// URL names key inside the area.
 	URL func(key string) string
 	// Objects lists every object in the area, keys relative to it, sorted;
@@ -87,23 +90,51 @@ func Run(t *testing.T, tgt Target) {
 
 var ctx = context.Background()
 
+// Handle is a handle on the stores this binary links (storage.Default),
+// reaching the area with its connection, closed when the test ends.
+func (a Area) Handle(t testing.TB, opt storage.Options) *storage.Handle {
+	t.Helper()
+	h := storage.Default.NewHandle(opt)
+	if a.Connect != nil {
+		a.Connect(h)
+	}
+	t.Cleanup(func() { h.Close() })
+	return h
+}
+
+// Loc is the area's URL of key, parsed; an error fails the test.
+func (a Area) Loc(t testing.TB, key string) storage.Location {
+	t.Helper()
+	return Parse(t, a.URL(key))
+}
+
+// Parse parses raw with storage.Default; an error fails the test.
+func Parse(t testing.TB, raw string) storage.Location {
+	t.Helper()
+	loc, err := storage.Default.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return loc
+}
+
 // urls: the store's driver reads its own URLs, and the URL a Location
 // prints parses back to it.
 func urls(t *testing.T, a Area) {
 	for _, key := range []string{"k", "dir/sub/file.csv", "run/manual__2026-12-01T00:00:00+00:00/report.md"} {
 		raw := a.URL(key)
-		loc, err := storage.ParseURL(raw)
+		loc, err := storage.Default.Parse(raw)
 		if err != nil {
 			t.Fatalf("%s: %v", raw, err)
 		}
 		if loc.Key != key && !strings.HasSuffix(loc.Key, "/"+key) {
 			t.Errorf("%s: key %q, want %q", raw, loc.Key, key)
 		}
-		again, err := storage.ParseURL(loc.String())
+		again, err := storage.Default.Parse(loc.String())
 		if err != nil || again != loc {
 			t.Errorf("%s prints as %s, which parses to %+v (%v)", raw, loc.String(), again, err)
 		}
-		if err := storage.RequireLinked(raw); err != nil {
+		if err := storage.Default.RequireLinked(raw); err != nil {
 			t.Errorf("RequireLinked(%s): %v", raw, err)
 		}
 	}
@@ -112,30 +143,26 @@ func urls(t *testing.T, a Area) {
 // wrongConnectionType: a connection of a type the store does not take is
 // refused, naming the type to create, before the store's adapter reads it.
 func wrongConnectionType(t *testing.T, a Area) {
-	loc, err := storage.ParseURL(a.URL("k"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := storage.ConnType(loc.Scheme)
+	loc := a.Loc(t, "k")
+	want := storage.Default.ConnType(loc.Scheme)
 	if want == "" {
 		return // a store without connections (file://)
 	}
-	_, err = storage.FromConnection(loc.Scheme, connections.Connection{ConnID: "c", ConnType: "not_" + want, Password: "pw"})
+	_, err := storage.Default.FromConnection(loc.Scheme, connections.Connection{ConnID: "c", ConnType: "not_" + want, Password: "pw"})
 	if err == nil || !strings.Contains(err.Error(), `has type "not_`+want+`", not `+want) {
 		t.Fatalf("want the type to create named, got %v", err)
 	}
 }
 
 func roundTrip(t *testing.T, a Area) {
+	h := a.Handle(t, storage.Options{SHA256: true})
 	sizes := []int{0, 1, 100 << 10, 3<<20 + 17, storage.PartSize, storage.PartSize*2 + 12345}
 	var keys []string
 	for i, n := range sizes {
 		key := fmt.Sprintf("round/trip-%d.bin", n)
 		keys = append(keys, key)
 		data := RandomBytes(n, uint64(i))
-		opt := a.Options
-		opt.SHA256 = true
-		w, err := storage.Put(ctx, a.URL(key), bytes.NewReader(data), opt)
+		w, err := h.Put(ctx, a.Loc(t, key), bytes.NewReader(data))
 		if err != nil {
 			t.Fatalf("Put %d bytes: %v", n, err)
 		}
@@ -147,11 +174,11 @@ func roundTrip(t *testing.T, a Area) {
 		}
 	}
 	// The same sizes through an export.
-	e := storage.NewExport(a.Options)
+	e := h.NewExport()
 	for i, n := range sizes {
 		key := fmt.Sprintf("export/%d.bin", n)
 		keys = append(keys, key)
-		if _, err := e.Stage(ctx, a.URL(key), bytes.NewReader(RandomBytes(n, uint64(100+i))), int64(n)); err != nil {
+		if _, err := e.Stage(ctx, a.Loc(t, key), bytes.NewReader(RandomBytes(n, uint64(100+i))), int64(n)); err != nil {
 			t.Fatalf("Stage %d bytes: %v", n, err)
 		}
 	}
@@ -178,9 +205,10 @@ func failedPutKeepsOlder(t *testing.T, a Area) {
 	data := RandomBytes(storage.PartSize*2+5, 7)
 	mustPut(t, a, "keep", "previous")
 	// Before any byte, inside the first part, deep into a multipart upload.
+	h := a.Handle(t, storage.Options{})
 	for _, n := range []int{0, 1000, len(data) - 1} {
 		for _, key := range []string{"new/file.bin", "keep"} {
-			_, err := storage.Put(ctx, a.URL(key), FailAfter(data, n), a.Options)
+			_, err := h.Put(ctx, a.Loc(t, key), FailAfter(data, n))
 			if !errors.Is(err, ErrInjected) {
 				t.Fatalf("after %d bytes: want the reader's error, got %v", n, err)
 			}
@@ -196,14 +224,15 @@ func failedPutKeepsOlder(t *testing.T, a Area) {
 }
 
 func openMissing(t *testing.T, a Area) {
-	_, err := storage.Open(ctx, a.URL("missing/object"), a.Options)
+	h, missing := a.Handle(t, storage.Options{}), a.Loc(t, "missing/object")
+	_, err := h.Open(ctx, missing)
 	if !errors.Is(err, storage.ErrNotFound) || !strings.Contains(err.Error(), a.URL("missing/object")) {
 		t.Fatalf("want ErrNotFound naming the URL, got %v", err)
 	}
-	if err := storage.Check(ctx, a.URL("missing/object"), true, a.Options); !errors.Is(err, storage.ErrNotFound) {
+	if err := h.Check(ctx, missing, true); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("Check for reading: want ErrNotFound, got %v", err)
 	}
-	if err := storage.Check(ctx, a.URL("missing/object"), false, a.Options); err != nil {
+	if err := h.Check(ctx, missing, false); err != nil {
 		t.Fatalf("Check for writing a new object: %v", err)
 	}
 }
@@ -212,13 +241,14 @@ func missingBucket(t *testing.T, a Area) {
 	if a.MissingBucket == "" {
 		return // file:// has no buckets
 	}
+	h, missing := a.Handle(t, storage.Options{}), Parse(t, a.MissingBucket)
 	for _, err := range []error{
-		storage.Check(ctx, a.MissingBucket, false, a.Options),
+		h.Check(ctx, missing, false),
 		func() error {
-			_, err := storage.Put(ctx, a.MissingBucket, strings.NewReader("x"), a.Options)
+			_, err := h.Put(ctx, missing, strings.NewReader("x"))
 			return err
 		}(),
-		func() error { _, err := storage.Open(ctx, a.MissingBucket, a.Options); return err }(),
+		func() error { _, err := h.Open(ctx, missing); return err }(),
 	} {
 		if err == nil || !strings.Contains(err.Error(), "does not exist") || !strings.Contains(err.Error(), "never creates") {
 			t.Fatalf("want a does-not-exist error that says the worker never creates it, got %v", err)
@@ -227,7 +257,7 @@ func missingBucket(t *testing.T, a Area) {
 			t.Fatalf("a missing bucket must be storage.ErrNoBucket (storage.NoBucket), which fails a task without retries: %v", err)
 		}
 	}
-	if err := storage.Check(ctx, a.MissingBucket, false, a.Options); errors.Is(err, storage.ErrNotFound) {
+	if err := a.Handle(t, storage.Options{}).Check(ctx, missing, false); errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("a missing bucket is reported as a missing object: %v", err)
 	}
 }
@@ -239,12 +269,11 @@ func exportLandsAllAtCommit(t *testing.T, a Area) {
 		"out/b.bin": RandomBytes(1000, 2),
 		"out/c.bin": RandomBytes(0, 3),
 	}
-	opt := a.Options
-	opt.SHA256 = true
-	e := storage.NewExport(opt)
+	h := a.Handle(t, storage.Options{SHA256: true})
+	e := h.NewExport()
 	defer func() { _ = e.Abort(ctx) }() // after Commit, a no-op
 	for _, k := range slices.Sorted(maps.Keys(files)) {
-		w, err := e.Stage(ctx, a.URL(k), bytes.NewReader(files[k]), int64(len(files[k])))
+		w, err := e.Stage(ctx, a.Loc(t, k), bytes.NewReader(files[k]), int64(len(files[k])))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -255,7 +284,7 @@ func exportLandsAllAtCommit(t *testing.T, a Area) {
 	// Staged, not landed: new destinations do not exist, the old one is as
 	// it was.
 	for _, k := range []string{"out/a.bin", "out/c.bin"} {
-		if _, err := storage.Open(ctx, a.URL(k), a.Options); !errors.Is(err, storage.ErrNotFound) {
+		if _, err := h.Open(ctx, a.Loc(t, k)); !errors.Is(err, storage.ErrNotFound) {
 			t.Fatalf("%s is visible before Commit (err=%v)", k, err)
 		}
 	}
@@ -283,12 +312,12 @@ func exportLandsAllAtCommit(t *testing.T, a Area) {
 
 func exportFailureLandsNothing(t *testing.T, a Area) {
 	mustPut(t, a, "keep/old.bin", "older")
-	e := storage.NewExport(a.Options)
+	e := a.Handle(t, storage.Options{}).NewExport()
 	big := RandomBytes(storage.PartSize*2+1, 4)
-	if _, err := e.Stage(ctx, a.URL("keep/new.bin"), bytes.NewReader(big), int64(len(big))); err != nil {
+	if _, err := e.Stage(ctx, a.Loc(t, "keep/new.bin"), bytes.NewReader(big), int64(len(big))); err != nil {
 		t.Fatal(err)
 	}
-	_, err := e.Stage(ctx, a.URL("keep/old.bin"), FailAfter(big, storage.PartSize+10), int64(len(big)))
+	_, err := e.Stage(ctx, a.Loc(t, "keep/old.bin"), FailAfter(big, storage.PartSize+10), int64(len(big)))
 	if !errors.Is(err, ErrInjected) || !strings.Contains(err.Error(), "will not be committed") {
 		t.Fatalf("want the reader's error, saying the export will not be committed; got %v", err)
 	}
@@ -302,10 +331,10 @@ func exportFailureLandsNothing(t *testing.T, a Area) {
 }
 
 func exportAbort(t *testing.T, a Area) {
-	e := storage.NewExport(a.Options)
+	e := a.Handle(t, storage.Options{}).NewExport()
 	for _, k := range []string{"ab/one", "ab/two"} {
 		data := RandomBytes(storage.PartSize+1, 5)
-		if _, err := e.Stage(ctx, a.URL(k), bytes.NewReader(data), -1); err != nil {
+		if _, err := e.Stage(ctx, a.Loc(t, k), bytes.NewReader(data), -1); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -316,14 +345,14 @@ func exportAbort(t *testing.T, a Area) {
 	if _, err := e.Commit(ctx); err == nil || !strings.Contains(err.Error(), "aborted") {
 		t.Fatalf("Commit after Abort: got %v", err)
 	}
-	if _, err := e.Stage(ctx, a.URL("ab/three"), strings.NewReader("x"), 1); err == nil || !strings.Contains(err.Error(), "already aborted") {
+	if _, err := e.Stage(ctx, a.Loc(t, "ab/three"), strings.NewReader("x"), 1); err == nil || !strings.Contains(err.Error(), "already aborted") {
 		t.Fatalf("Stage after Abort: got %v", err)
 	}
 	AssertObjects(t, a)
 }
 
 func exportConcurrentStages(t *testing.T, a Area) {
-	e := storage.NewExport(a.Options)
+	e := a.Handle(t, storage.Options{}).NewExport()
 	keys := []string{"c/0", "c/1", "c/2", "c/3"}
 	var wg sync.WaitGroup
 	errs := make([]error, len(keys))
@@ -331,7 +360,7 @@ func exportConcurrentStages(t *testing.T, a Area) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, errs[i] = e.Stage(ctx, a.URL(k), bytes.NewReader(RandomBytes(256<<10, uint64(i))), 256<<10)
+			_, errs[i] = e.Stage(ctx, a.Loc(t, k), bytes.NewReader(RandomBytes(256<<10, uint64(i))), 256<<10)
 		}()
 	}
 	wg.Wait()
@@ -347,15 +376,15 @@ func exportConcurrentStages(t *testing.T, a Area) {
 // exportAbortDuringStage aborts while a Stage is still reading: the Stage
 // must fail and leave nothing, and the export must stay aborted.
 func exportAbortDuringStage(t *testing.T, a Area) {
-	e := storage.NewExport(a.Options)
-	if _, err := e.Stage(ctx, a.URL("done"), strings.NewReader("staged before abort"), -1); err != nil {
+	e := a.Handle(t, storage.Options{}).NewExport()
+	if _, err := e.Stage(ctx, a.Loc(t, "done"), strings.NewReader("staged before abort"), -1); err != nil {
 		t.Fatal(err)
 	}
 	reading, release := make(chan struct{}), make(chan struct{})
 	r := io.MultiReader(strings.NewReader("some bytes"), &gateReader{started: reading, release: release})
 	errc := make(chan error, 1)
 	go func() {
-		_, err := e.Stage(ctx, a.URL("inflight"), r, -1)
+		_, err := e.Stage(ctx, a.Loc(t, "inflight"), r, -1)
 		errc <- err
 	}()
 	<-reading
@@ -379,12 +408,12 @@ func stageCancelledMidUpload(t *testing.T, a Area) {
 	data := RandomBytes(2*storage.PartSize+100, 5)
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	e := storage.NewExport(a.Options)
+	e := a.Handle(t, storage.Options{}).NewExport()
 	reading, release := make(chan struct{}), make(chan struct{})
 	r := io.MultiReader(bytes.NewReader(data), &gateReader{started: reading, release: release})
 	errc := make(chan error, 1)
 	go func() {
-		_, err := e.Stage(cctx, a.URL("big.bin"), r, -1)
+		_, err := e.Stage(cctx, a.Loc(t, "big.bin"), r, -1)
 		errc <- err
 	}()
 	<-reading // two parts handed over, the third is waiting for data
@@ -441,8 +470,8 @@ func fileChanging(t *testing.T, a Area) {
 			defer writer.Close()
 			// The change happens once the first MiB has streamed: mid-upload.
 			r := &hookReader{r: src, at: 1 << 20, hook: func() error { return change.do(writer) }}
-			e := storage.NewExport(a.Options)
-			_, err = e.Stage(ctx, a.URL("live.log"), r, fi.Size())
+			e := a.Handle(t, storage.Options{}).NewExport()
+			_, err = e.Stage(ctx, a.Loc(t, "live.log"), r, fi.Size())
 			if !errors.Is(err, storage.ErrChanged) {
 				t.Fatalf("want ErrChanged, got %v", err)
 			}
@@ -465,15 +494,16 @@ func fileChanging(t *testing.T, a Area) {
 // the bound.
 func boundedMemory(t *testing.T, a Area) {
 	const size = 2 * MemoryBound
+	h := a.Handle(t, storage.Options{})
 	w := memwatch.Start()
-	if _, err := storage.Put(ctx, a.URL("mem/put.bin"), NewStream(size), a.Options); err != nil {
+	if _, err := h.Put(ctx, a.Loc(t, "mem/put.bin"), NewStream(size)); err != nil {
 		t.Fatal(err)
 	}
 	checkMemory(t, fmt.Sprintf("Put of %d MiB", size>>20), w.Stop())
 	w = memwatch.Start()
-	e := storage.NewExport(a.Options)
+	e := h.NewExport()
 	for i := 0; i < 3; i++ {
-		if _, err := e.Stage(ctx, a.URL(fmt.Sprintf("mem/export-%d.bin", i)), NewStream(size/3), size/3); err != nil {
+		if _, err := e.Stage(ctx, a.Loc(t, fmt.Sprintf("mem/export-%d.bin", i)), NewStream(size/3), size/3); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -524,7 +554,7 @@ func (h *hookReader) Read(p []byte) (int, error) {
 
 func mustPut(t *testing.T, a Area, key, content string) {
 	t.Helper()
-	if _, err := storage.Put(ctx, a.URL(key), strings.NewReader(content), a.Options); err != nil {
+	if _, err := a.Handle(t, storage.Options{}).Put(ctx, a.Loc(t, key), strings.NewReader(content)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -532,7 +562,7 @@ func mustPut(t *testing.T, a Area, key, content string) {
 // ReadAll reads the object at key.
 func ReadAll(t testing.TB, a Area, key string) []byte {
 	t.Helper()
-	rc, err := storage.Open(ctx, a.URL(key), a.Options)
+	rc, err := a.Handle(t, storage.Options{}).Open(ctx, a.Loc(t, key))
 	if err != nil {
 		t.Fatalf("Open %s: %v", key, err)
 	}
