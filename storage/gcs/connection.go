@@ -83,51 +83,75 @@ func gcpField(extra map[string]any, name string) (any, bool) {
 // and key_path together are an error, as in the provider. Errors name the
 // connection and field, never key material.
 func FromConnection(c connections.Connection) (Config, error) {
-	var cfg Config
 	extra, err := c.ExtraMap()
 	if err != nil {
-		return cfg, err
+		return Config{}, err
 	}
+	if err := refuseUnsupported(c.ConnID, extra); err != nil {
+		return Config{}, err
+	}
+	// str reads a string extra, in either of its spellings.
+	str := func(name string) (string, error) {
+		v, _ := gcpField(extra, name)
+		return c.ExtraString(name, v)
+	}
+	var cfg Config
+	if err := readKey(c.ConnID, extra, str, &cfg); err != nil {
+		return Config{}, err
+	}
+	if err := readSettings(c.ConnID, extra, str, &cfg); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+// refuseUnsupported names the extras that would choose another identity
+// than the Go worker can use.
+func refuseUnsupported(connID string, extra map[string]any) error {
 	var bad []string
 	for _, k := range gcpUnsupportedExtras {
 		if _, ok := gcpField(extra, k); ok {
 			bad = append(bad, k)
 		}
 	}
-	if len(bad) > 0 {
-		sort.Strings(bad)
-		return cfg, fmt.Errorf("connection %q: extra %s is not supported by the Go worker; give the connection a service-account key (keyfile_dict or key_path), or leave it without one to use the worker's application default credentials", c.ConnID, strings.Join(bad, ", "))
+	if len(bad) == 0 {
+		return nil
 	}
-	str := func(name string) (string, error) {
-		v, _ := gcpField(extra, name)
-		return c.ExtraString(name, v)
-	}
+	sort.Strings(bad)
+	return fmt.Errorf("connection %q: extra %s is not supported by the Go worker; give the connection a service-account key (keyfile_dict or key_path), or leave it without one to use the worker's application default credentials", connID, strings.Join(bad, ", "))
+}
+
+// readKey reads the key into cfg: keyfile_dict (a JSON string or object),
+// key_path, or credential_config_file (JSON or a path), at most one of
+// them; key JSON must name its type.
+func readKey(connID string, extra map[string]any, str func(string) (string, error), cfg *Config) error {
 	if v, ok := gcpField(extra, "keyfile_dict"); ok {
 		switch kv := v.(type) {
 		case string:
 			if !json.Valid([]byte(kv)) {
-				return Config{}, fmt.Errorf("connection %q: extra keyfile_dict is not valid JSON; paste the whole service-account key file", c.ConnID)
+				return fmt.Errorf("connection %q: extra keyfile_dict is not valid JSON; paste the whole service-account key file", connID)
 			}
 			cfg.KeyfileJSON = []byte(kv)
 		case map[string]any:
 			cfg.KeyfileJSON, _ = json.Marshal(kv)
 		default:
-			return Config{}, fmt.Errorf("connection %q: extra keyfile_dict must be the key file's JSON (a string or an object), got %T", c.ConnID, v)
+			return fmt.Errorf("connection %q: extra keyfile_dict must be the key file's JSON (a string or an object), got %T", connID, v)
 		}
 	}
+	var err error
 	if cfg.KeyPath, err = str("key_path"); err != nil {
-		return Config{}, err
+		return err
 	}
 	if len(cfg.KeyfileJSON) > 0 && cfg.KeyPath != "" {
-		return Config{}, fmt.Errorf("connection %q sets both extra keyfile_dict and key_path; they are mutually exclusive, keep one", c.ConnID)
+		return fmt.Errorf("connection %q sets both extra keyfile_dict and key_path; they are mutually exclusive, keep one", connID)
 	}
 	ccf, err := str("credential_config_file")
 	if err != nil {
-		return Config{}, err
+		return err
 	}
 	if ccf != "" {
 		if cfg.HasKey() {
-			return Config{}, fmt.Errorf("connection %q sets credential_config_file and a key; keep one", c.ConnID)
+			return fmt.Errorf("connection %q sets credential_config_file and a key; keep one", connID)
 		}
 		if strings.HasPrefix(ccf, "{") {
 			cfg.KeyfileJSON = []byte(ccf)
@@ -140,15 +164,22 @@ func FromConnection(c connections.Connection) (Config, error) {
 			Type string `json:"type"`
 		}
 		if err := json.Unmarshal(cfg.KeyfileJSON, &probe); err != nil || probe.Type == "" {
-			return Config{}, fmt.Errorf("connection %q: the key JSON has no \"type\" (such as service_account); paste the key file Google gave you", c.ConnID)
+			return fmt.Errorf("connection %q: the key JSON has no \"type\" (such as service_account); paste the key file Google gave you", connID)
 		}
 	}
+	return nil
+}
+
+// readSettings reads project, scope, is_anonymous and gcs.endpoint into
+// cfg.
+func readSettings(connID string, extra map[string]any, str func(string) (string, error), cfg *Config) error {
+	var err error
 	if cfg.Project, err = str("project"); err != nil {
-		return Config{}, err
+		return err
 	}
 	scope, err := str("scope")
 	if err != nil {
-		return Config{}, err
+		return err
 	}
 	for _, s := range strings.Split(scope, ",") {
 		if s = strings.TrimSpace(s); s != "" {
@@ -162,18 +193,18 @@ func FromConnection(c connections.Connection) (Config, error) {
 		case string:
 			cfg.Anonymous = strings.EqualFold(b, "true")
 		default:
-			return Config{}, fmt.Errorf("connection %q: extra is_anonymous must be true or false, got %T", c.ConnID, v)
+			return fmt.Errorf("connection %q: extra is_anonymous must be true or false, got %T", connID, v)
 		}
 	}
 	if ep, ok := extra["gcs.endpoint"]; ok && ep != nil {
 		s, ok := ep.(string)
 		if !ok {
-			return Config{}, fmt.Errorf("connection %q: extra gcs.endpoint must be a URL string, got %T", c.ConnID, ep)
+			return fmt.Errorf("connection %q: extra gcs.endpoint must be a URL string, got %T", connID, ep)
 		}
 		cfg.Endpoint = strings.TrimSpace(s)
-		if err := connections.CheckEndpoint(c.ConnID, "gcs.endpoint", cfg.Endpoint, "extra keyfile_dict"); err != nil {
-			return Config{}, err
+		if err := connections.CheckEndpoint(connID, "gcs.endpoint", cfg.Endpoint, "extra keyfile_dict"); err != nil {
+			return err
 		}
 	}
-	return cfg, nil
+	return nil
 }
