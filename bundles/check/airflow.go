@@ -30,6 +30,10 @@ type airflowFacts struct {
 	ImportErrors   map[string]string `json:"import_errors"`
 	Routing        routing           `json:"routing"`
 	SchemaVersions []string          `json:"schema_versions"`
+	// DefaultExecutionTimeout is [core] default_task_execution_timeout
+	// in seconds (nil: none), which every parsed task without its own
+	// carries.
+	DefaultExecutionTimeout *float64 `json:"default_execution_timeout"`
 }
 
 type dagFacts struct {
@@ -48,6 +52,10 @@ type taskFacts struct {
 	Outlets          []assetFacts `json:"outlets"`
 	Expand           *expandFacts `json:"expand"`
 	MappedDependants []string     `json:"mapped_dependants"`
+	// Attributes are a stub's attributes Airflow applies in its Python
+	// task runner, its call's arguments, params and branch shape
+	// (attributes.go); nil for a task that is not a stub.
+	Attributes *stubFacts `json:"attributes"`
 }
 
 type routing struct {

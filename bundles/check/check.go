@@ -6,10 +6,17 @@
 // first), a stub on a queue no coordinator serves, and an XCom-bound input
 // naming a task that is not upstream.
 //
+// It also compares what a stub declares that Airflow applies only in its
+// Python task runner, which a Go task replaces (outlets and mapping:
+// datamodel.go; execution_timeout, multiple_outputs, do_xcom_push, the
+// call's arguments, param defaults, branches: attributes.go), with what
+// the Go side declares, and refuses what no Go-side declaration can do
+// (task callbacks, e-mail, run_as_user, map_index_template ...).
+//
 // It reads the Dags with the Airflow they are deployed on (its DagBag, run
 // by that Airflow's python: dagfacts.py) and the bundles as the
 // coordinator does (walk.go), and runs each bundle's describe command for
-// its XCom bindings.
+// its bindings and declarations.
 package check
 
 import (
@@ -132,7 +139,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		return Report{}, err
 	}
 	forceQueues(&facts.Routing, o.Queues)
-	c := &checker{ctx: ctx, facts: facts, roots: o.Roots, walks: map[string][]bundleFile{}, descriptions: map[string]*described{}}
+	c := &checker{ctx: ctx, facts: facts, roots: o.Roots, walks: map[string][]bundleFile{}, descriptions: map[string]*described{}, attrsNoted: map[string]bool{}}
 	c.run()
 	if err := timedOut(ctx, "bundles were describing their Dags"); err != nil {
 		return Report{}, err
@@ -185,6 +192,7 @@ type checker struct {
 	roots        []string
 	walks        map[string][]bundleFile // roots joined -> the walk over them
 	descriptions map[string]*described   // bundle path -> its description
+	attrsNoted   map[string]bool         // bundles noted for not describing stub attributes
 	report       Report
 }
 
@@ -284,6 +292,7 @@ func (c *checker) checkDag(d dagFacts) {
 				Problem: fmt.Sprintf("not a @task.stub, but on queue %q, which routes it to a Go bundle: its Python code never runs", t.Queue),
 				Fix:     "make it a @task.stub with a Go implementation in a bundle, or put it on a queue that runs Python"})
 		}
+		c.refuseRunnerOnly(d, t)
 		goTasks = append(goTasks, t)
 		rootsOf[t.TaskID] = roots
 	}
@@ -357,51 +366,57 @@ func (c *checker) checkBundles(d dagFacts, tasks []taskFacts, roots []string) {
 	}
 	registered := picked.b.Manifest.Dags[d.DagID].Tasks
 	desc := c.describe(picked.path)
-	upstream := map[string][]string{}
-	inDag := map[string]bool{}
-	for _, t := range d.Tasks {
-		inDag[t.TaskID] = true
-		upstream[t.TaskID] = t.Upstream
-	}
 	for _, t := range tasks {
 		if !slices.Contains(registered, t.TaskID) {
-			problem := fmt.Sprintf("on a Go queue, but %s, the bundle the coordinator runs Dag %s with, does not register it: Airflow marks the task removed and the Dag run can still succeed", picked.path, d.DagID)
-			for _, other := range usable {
-				if other == picked.path {
-					continue
-				}
-				for _, f := range files {
-					if f.path == other && slices.Contains(f.b.Manifest.Dags[d.DagID].Tasks, t.TaskID) {
-						problem += fmt.Sprintf(" (%s registers it, but the coordinator runs a whole Dag with one bundle)", other)
-					}
-				}
-			}
-			c.add(Finding{Kind: TaskNotRegistered, File: d.FileLoc, DagID: d.DagID, TaskID: t.TaskID, Problem: problem,
-				Fix: fmt.Sprintf("register %s under Dag %s in that bundle (bundle config dags.%s.tasks.%s, or bundles.Register(%q, %q, ...)) and pack it again; or remove the stub", t.TaskID, d.DagID, d.DagID, t.TaskID, d.DagID, t.TaskID)})
+			c.notRegistered(d, t, picked.path, usable, files)
 			continue
 		}
 		if desc.err != nil {
 			continue
 		}
-		c.checkDataModel(d, t, desc.d.Dags[d.DagID][t.TaskID], picked.path)
-		inputs := desc.d.Dags[d.DagID][t.TaskID].XComInputs
-		names := make([]string, 0, len(inputs))
-		for in := range inputs {
-			names = append(names, in)
+		td := desc.d.Dags[d.DagID][t.TaskID]
+		c.checkDataModel(d, t, td, picked.path)
+		c.compareAttributes(d, t, td, picked)
+		c.checkXComInputs(d, t, td, picked.path)
+	}
+}
+
+// notRegistered reports a Go task the bundle the coordinator picks for its
+// Dag lacks, naming the other bundles that register it.
+func (c *checker) notRegistered(d dagFacts, t taskFacts, picked string, usable []string, files []bundleFile) {
+	problem := fmt.Sprintf("on a Go queue, but %s, the bundle the coordinator runs Dag %s with, does not register it: Airflow marks the task removed and the Dag run can still succeed", picked, d.DagID)
+	for _, other := range usable {
+		if other == picked {
+			continue
 		}
-		sort.Strings(names)
-		for _, in := range names {
-			x := inputs[in]
-			switch {
-			case !inDag[x.Task]:
-				c.add(Finding{Kind: XComUnknownTask, File: d.FileLoc, DagID: d.DagID, TaskID: t.TaskID,
-					Problem: fmt.Sprintf("input %s is bound to the XCom of task %s (%s), which Dag %s does not have: the task fails when it starts", in, x.Task, picked.path, d.DagID),
-					Fix:     fmt.Sprintf("bind %s to an upstream task of this Dag (inputs: {%s: {xcom: <task_id>}}), or add task %s to the Dag upstream of %s", in, in, x.Task, t.TaskID)})
-			case !slices.Contains(upstream[t.TaskID], x.Task):
-				c.add(Finding{Kind: XComNotUpstream, File: d.FileLoc, DagID: d.DagID, TaskID: t.TaskID,
-					Problem: fmt.Sprintf("input %s is bound to the XCom of task %s (%s), which is not upstream of %s: %s may start before %s has run, and then finds no XCom", in, x.Task, picked.path, t.TaskID, t.TaskID, x.Task),
-					Fix:     fmt.Sprintf("make %s upstream of %s (%s >> %s, or pass its result in the stub call: %s(%s=%s())), or bind %s to a task that is upstream", x.Task, t.TaskID, x.Task, t.TaskID, t.TaskID, in, x.Task, in)})
+		for _, f := range files {
+			if f.path == other && slices.Contains(f.b.Manifest.Dags[d.DagID].Tasks, t.TaskID) {
+				problem += fmt.Sprintf(" (%s registers it, but the coordinator runs a whole Dag with one bundle)", other)
 			}
+		}
+	}
+	c.add(Finding{Kind: TaskNotRegistered, File: d.FileLoc, DagID: d.DagID, TaskID: t.TaskID, Problem: problem,
+		Fix: fmt.Sprintf("register %s under Dag %s in that bundle (bundle config dags.%s.tasks.%s, or bundles.Register(%q, %q, ...)) and pack it again; or remove the stub", t.TaskID, d.DagID, d.DagID, t.TaskID, d.DagID, t.TaskID)})
+}
+
+// checkXComInputs: an input bound to an XCom must name a task of the Dag
+// upstream of this one.
+func (c *checker) checkXComInputs(d dagFacts, t taskFacts, td TaskDescription, bundle string) {
+	inDag := map[string]bool{}
+	for _, other := range d.Tasks {
+		inDag[other.TaskID] = true
+	}
+	for _, in := range sortedKeys(td.XComInputs) {
+		x := td.XComInputs[in]
+		switch {
+		case !inDag[x.Task]:
+			c.add(Finding{Kind: XComUnknownTask, File: d.FileLoc, DagID: d.DagID, TaskID: t.TaskID,
+				Problem: fmt.Sprintf("input %s is bound to the XCom of task %s (%s), which Dag %s does not have: the task fails when it starts", in, x.Task, bundle, d.DagID),
+				Fix:     fmt.Sprintf("bind %s to an upstream task of this Dag (inputs: {%s: {xcom: <task_id>}}), or add task %s to the Dag upstream of %s", in, in, x.Task, t.TaskID)})
+		case !slices.Contains(t.Upstream, x.Task):
+			c.add(Finding{Kind: XComNotUpstream, File: d.FileLoc, DagID: d.DagID, TaskID: t.TaskID,
+				Problem: fmt.Sprintf("input %s is bound to the XCom of task %s (%s), which is not upstream of %s: %s may start before %s has run, and then finds no XCom", in, x.Task, bundle, t.TaskID, t.TaskID, x.Task),
+				Fix:     fmt.Sprintf("make %s upstream of %s (%s >> %s, or pass its result in the stub call: %s(%s=%s())), or bind %s to a task that is upstream", x.Task, t.TaskID, x.Task, t.TaskID, t.TaskID, in, x.Task, in)})
 		}
 	}
 }

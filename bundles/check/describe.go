@@ -46,6 +46,8 @@ type TaskDescription struct {
 	// TakesTaskInstance that it reads its own map index.
 	ReturnsValue      bool `json:"returns_value,omitempty"`
 	TakesTaskInstance bool `json:"takes_task_instance,omitempty"`
+	// Inputs are the task's input names (nil: it takes no input struct).
+	Inputs []string `json:"inputs,omitempty"`
 	// ParamInputs maps an input to the Dag param it is bound to, and
 	// Defaults are the inputs' registered defaults.
 	ParamInputs map[string]string `json:"param_inputs,omitempty"`
@@ -93,6 +95,7 @@ func Describe(b *bundles.Bundle) Description {
 // describeAttributes adds the stub attributes a task declares.
 func describeAttributes(t taskinfo.Task, td *TaskDescription) {
 	td.Attributes = true
+	td.Inputs = t.Inputs
 	td.ExecutionTimeout = t.ExecutionTimeout.Seconds()
 	td.MultipleOutputs, td.ReturnsValue, td.TakesTaskInstance = t.MultipleOutputs, t.ReturnsValue, t.TakesTaskInstance
 	td.Defaults, td.Templates, td.Branch, td.BranchJoins = t.Defaults, t.Templates, t.Branch, t.BranchJoins
