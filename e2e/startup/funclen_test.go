@@ -30,7 +30,6 @@ var longFuncs = map[string]struct {
 	"sandbox/opensandbox/exec.go: Driver.Exec":             {119, "sandbox/opensandbox's (os-real)"},
 	"bundles/protocol/structure.go: checkStructure":        {116, "bundles/protocol's (leaks)"},
 	"bundles/supervisor/supervisor.go: Supervisor.RunTask": {103, "the supervisor's (lead: it passed 100 with --map-index)"},
-	"bundles/check/datamodel.go: checker.checkDataModel":   {103, "bundles/check's (lead)"},
 }
 
 // Long functions hide their steps: every non-test function of the module

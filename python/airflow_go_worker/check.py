@@ -3,7 +3,9 @@
 ``airflow-go-worker check`` finds the wiring mistakes Airflow does not
 report: a stub task no bundle registers, a Dag no bundle lists, a Dag two
 bundles list, a stub on a queue no coordinator serves, an input bound to
-the XCom of a task that is not upstream. This module runs it with the
+the XCom of a task that is not upstream, and what a stub sets that a Go
+task would silently go without (execution_timeout, task callbacks, call
+arguments Airflow 3.3 drops, param defaults, ...). This module runs it with the
 python running the tests (which must have Airflow), so a Dag repository's
 tests can hold the wiring::
 
