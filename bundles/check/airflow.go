@@ -56,6 +56,8 @@ type taskFacts struct {
 	// task runner, its call's arguments, params and branch shape
 	// (attributes.go); nil for a task that is not a stub.
 	Attributes *stubFacts `json:"attributes"`
+	// AttributesError says why dagfacts.py could not read them.
+	AttributesError string `json:"attributes_error"`
 }
 
 type routing struct {

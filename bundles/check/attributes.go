@@ -174,6 +174,9 @@ func (s *stubTask) compareOutputs(td TaskDescription) {
 // refuseRunnerOnly refuses what only Airflow's Python task runner does,
 // which no Go-side declaration can replace.
 func (c *checker) refuseRunnerOnly(d dagFacts, t taskFacts) {
+	if t.AttributesError != "" {
+		c.note("%s: Dag %s, task %s: the stub's attributes, call arguments, params and branch not checked: reading them failed: %s", d.FileLoc, d.DagID, t.TaskID, t.AttributesError)
+	}
 	s := c.stubTask(d, t)
 	if s == nil {
 		return

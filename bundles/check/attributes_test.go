@@ -254,3 +254,13 @@ func TestRetryPolicyIsRefused(t *testing.T) {
 		t.Fatalf("findings %v, want retry_policy refused, naming retries instead", c.report.Findings)
 	}
 }
+
+// A stub whose attributes dagfacts.py could not read is noted, not passed
+// over in silence.
+func TestUnreadableAttributesAreNoted(t *testing.T) {
+	c := newChecker()
+	c.refuseRunnerOnly(dagFacts{DagID: "d", FileLoc: "dag.py"}, taskFacts{TaskID: "t", Stub: true, AttributesError: "TypeError: odd"})
+	if len(c.report.Notes) != 1 || !strings.Contains(c.report.Notes[0], "task t") || !strings.Contains(c.report.Notes[0], "TypeError: odd") {
+		t.Fatalf("notes %v, want one naming the task and the error", c.report.Notes)
+	}
+}

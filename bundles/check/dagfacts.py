@@ -223,10 +223,15 @@ def branch_shape(task):
     down = list(task.downstream_list)
     joins = {}
     for d in down:
-        after = sorted(o.task_id for o in down if o is not d and d.task_id in o.get_flat_relative_ids(upstream=False))
+        after = sorted(
+            o.task_id for o in down if o is not d and d.task_id in o.get_flat_relative_ids(upstream=False)
+        )
         if after:
             joins[d.task_id] = after
     return sorted(d.task_id for d in down), joins
+
+
+CALLBACKS = ("on_execute_callback", "on_success_callback", "on_failure_callback", "on_retry_callback", "on_skipped_callback")
 
 
 def runner_facts(task, run_as_default):
@@ -235,7 +240,7 @@ def runner_facts(task, run_as_default):
     e-mail, retry_policy, pre/post_execute, run_as_user, map_index_template."""
     timeout = task_attr(task, "execution_timeout")
     callbacks = {}
-    for kind in ("on_execute_callback", "on_success_callback", "on_failure_callback", "on_retry_callback", "on_skipped_callback"):
+    for kind in CALLBACKS:
         value = task_attr(task, kind) or []
         if not isinstance(value, (list, tuple)):
             value = [value]
@@ -289,7 +294,10 @@ def task_facts(dag, t, run_as_default=""):
     except Exception:
         facts["mapped_dependants"] = []
     if facts["stub"]:
-        facts["attributes"] = stub_facts(dag, t, run_as_default)
+        try:
+            facts["attributes"] = stub_facts(dag, t, run_as_default)
+        except Exception as exc:  # a form this script does not know: say so, check the rest
+            facts["attributes_error"] = f"{type(exc).__name__}: {exc}"
     return facts
 
 
@@ -315,7 +323,9 @@ def main(argv):
     # each parsed task.
     run_as_default = conf.get("core", "default_impersonation", fallback="") or ""
     try:
-        from airflow.sdk.definitions._internal.abstractoperator import DEFAULT_TASK_EXECUTION_TIMEOUT as timeout
+        from airflow.sdk.definitions._internal.abstractoperator import (
+            DEFAULT_TASK_EXECUTION_TIMEOUT as timeout,
+        )
     except ImportError:
         timeout = None
     facts["default_execution_timeout"] = timeout.total_seconds() if timeout else None
