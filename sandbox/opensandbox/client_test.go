@@ -38,8 +38,7 @@ func testDriver(t *testing.T, srvURL string) *Driver {
 
 // execdAt is an execd client of d for the execd at u.
 func execdAt(d *Driver, u string, headers map[string]string) *execd {
-	c := osdk.NewExecdClient(u, "", d.sdkOptions(headers)...)
-	return &execd{c: c, long: c}
+	return d.newExecd(u, headers)
 }
 
 func sandboxIsRefused(err error) bool {

@@ -4,7 +4,7 @@
 // LifecycleClient (create, renew, delete, list by metadata, endpoints),
 // ExecdClient (commands with streamed output, files, directories) and
 // EgressClient (the sidecar's policy). The driver keeps what is its own:
-// the mapping from sandbox.Spec, the error classes (final, retryable, not
+// the mapping from driver.Spec, the error classes (final, retryable, not
 // found), the ownership tags in metadata and the capabilities; and, below
 // the SDK, guard.go's checks of execd's answers that the SDK does not make.
 // It is verified with the execd builds VerifiedExecd names.
@@ -161,9 +161,9 @@ func (d *Driver) Backend() string { return Backend }
 // (the egress sidecar), tags (as metadata), listing, a server-side lifetime
 // and renewal. No GPUs, and no CIDR allowlists, whose enforcement cannot be
 // verified.
-func (d *Driver) Capabilities() sandbox.Capabilities { return capabilities }
+func (d *Driver) Capabilities() driver.Capabilities { return capabilities }
 
-var capabilities = sandbox.Capabilities{CPU: true, Memory: true, BlockNetwork: true, OpenNetwork: true,
+var capabilities = driver.Capabilities{CPU: true, Memory: true, BlockNetwork: true, OpenNetwork: true,
 	AllowHosts: true, Tags: true, List: true, Lifetime: true, Renew: true,
 	Hints: map[driver.Capability]string{driver.CapAllowCIDRs: "its egress sidecar enforces CIDR rules only in dns+nft mode, which cannot be verified; allow host names instead"}}
 
@@ -207,18 +207,18 @@ func (d *Driver) Close() error {
 	return nil
 }
 
-// fail wraps err as a sandbox.Error, keeping its retryability.
+// fail wraps err as a driver.Error, keeping its retryability.
 func fail(op, id, path string, kind, err error) error {
 	if err == nil && kind == nil {
 		return nil
 	}
-	var se *sandbox.Error
+	var se *driver.Error
 	if kind == nil && errors.As(err, &se) {
 		return err
 	}
-	e := &sandbox.Error{Op: op, Sandbox: id, Path: path, Kind: kind, Err: err}
-	if kind == nil && sandbox.IsRetryable(classify(err)) {
-		return sandbox.Retryable(e)
+	e := &driver.Error{Op: op, Sandbox: id, Path: path, Kind: kind, Err: err}
+	if kind == nil && driver.IsRetryable(classify(err)) {
+		return driver.Retryable(e)
 	}
 	return e
 }
@@ -227,7 +227,7 @@ func fail(op, id, path string, kind, err error) error {
 // enforce (or we cannot verify) in a spec (SpecProblems) the portable layer
 // has refused already, before anything is provisioned; a direct caller of
 // the driver gets the same refusal from CheckUnstamped.
-func (d *Driver) createRequest(name string, spec sandbox.Spec) (osdk.CreateSandboxRequest, error) {
+func (d *Driver) createRequest(name string, spec driver.Spec) (osdk.CreateSandboxRequest, error) {
 	if err := sandbox.CheckUnstamped(d, name, spec); err != nil {
 		return osdk.CreateSandboxRequest{}, err
 	}
@@ -250,7 +250,7 @@ func (d *Driver) createRequest(name string, spec sandbox.Spec) (osdk.CreateSandb
 		errs = append(errs, "tags: "+err.Error())
 	}
 	if len(errs) > 0 {
-		return osdk.CreateSandboxRequest{}, sandbox.Refused("the opensandbox backend refuses this spec: %s", strings.Join(errs, "; "))
+		return osdk.CreateSandboxRequest{}, driver.Refused("the opensandbox backend refuses this spec: %s", strings.Join(errs, "; "))
 	}
 	meta[metaCreatedBy] = metaCreatedByValue
 	meta[metaName] = name
@@ -281,11 +281,11 @@ func (d *Driver) createRequest(name string, spec sandbox.Spec) (osdk.CreateSandb
 // Create provisions the sandbox, waits until it runs and execd answers,
 // verifies a blocked network is enforced, and creates the workdir. Any
 // failure after the server accepted the sandbox deletes it.
-func (d *Driver) Create(ctx context.Context, name string, spec sandbox.Spec) (sandbox.Info, error) {
+func (d *Driver) Create(ctx context.Context, name string, spec driver.Spec) (driver.Info, error) {
 	spec = spec.WithDefaults() // for direct callers; the portable layer's spec has them
 	req, err := d.createRequest(name, spec)
 	if err != nil {
-		return sandbox.Info{}, err
+		return driver.Info{}, err
 	}
 	deadline := time.Now().Add(d.opts.ReadyTimeout)
 	rec, err := d.lifecycle().CreateSandbox(ctx, req)
@@ -299,18 +299,18 @@ func (d *Driver) Create(ctx context.Context, name string, spec sandbox.Spec) (sa
 			// The server may have created it before the answer was lost.
 			d.deleteByName(ctx, name)
 		}
-		return sandbox.Info{}, fail("create", name, "", nil, err)
+		return driver.Info{}, fail("create", name, "", nil, err)
 	}
 	id := rec.ID
 	d.log.Debug("opensandbox sandbox accepted", "id", id, "name", name, "state", rec.Status.State)
-	abort := func(err error) (sandbox.Info, error) {
+	abort := func(err error) (driver.Info, error) {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		defer cancel()
 		if derr := d.deleteSandbox(dctx, id); derr != nil {
 			d.log.Warn("could not delete a sandbox that failed to start; the server's timeout will remove it", "id", id, "error", derr)
 		}
 		d.forget(id)
-		return sandbox.Info{}, err
+		return driver.Info{}, err
 	}
 	if rec, err = d.waitRunning(ctx, id, deadline); err != nil {
 		return abort(err)
@@ -342,8 +342,8 @@ func (d *Driver) ensureWorkdir(ctx context.Context, ex *execd, id, wd string) er
 	case err == nil && kind == "directory":
 		return nil
 	case err == nil:
-		return &sandbox.Error{Op: "create", Sandbox: id, Path: wd, Err: fmt.Errorf("the workdir exists in the image and is not a directory (%s); choose another workdir", kind)}
-	case !errors.Is(err, sandbox.ErrNotFound):
+		return &driver.Error{Op: "create", Sandbox: id, Path: wd, Err: fmt.Errorf("the workdir exists in the image and is not a directory (%s); choose another workdir", kind)}
+	case !errors.Is(err, driver.ErrNotFound):
 		return fail("create", id, wd, nil, fmt.Errorf("checking the workdir: %w", err))
 	}
 	if err := ex.mkdir(ctx, wd, 0o755); err != nil {
@@ -378,9 +378,9 @@ func (d *Driver) waitRunning(ctx context.Context, id string, deadline time.Time)
 		rec, err := d.getSandbox(ctx, id)
 		if err != nil {
 			if notFound(err) {
-				return false, fail("create", id, "", sandbox.ErrGone, errors.New("the sandbox disappeared while starting; check the server's logs (image pull, resources)"))
+				return false, fail("create", id, "", driver.ErrGone, errors.New("the sandbox disappeared while starting; check the server's logs (image pull, resources)"))
 			}
-			if sandbox.IsRetryable(classify(err)) {
+			if driver.IsRetryable(classify(err)) {
 				last = err.Error()
 				return false, nil
 			}
@@ -397,7 +397,7 @@ func (d *Driver) waitRunning(ctx context.Context, id string, deadline time.Time)
 		return false, nil
 	})
 	if errors.Is(err, poll.ErrTimeout) {
-		return nil, sandbox.Retryable(&sandbox.Error{Op: "create", Sandbox: id, Err: fmt.Errorf("the sandbox was not Running within %v (last seen: %s); the server may be busy pulling the image; raise the ready timeout or retry", d.opts.ReadyTimeout, last)})
+		return nil, driver.Retryable(&driver.Error{Op: "create", Sandbox: id, Err: fmt.Errorf("the sandbox was not Running within %v (last seen: %s); the server may be busy pulling the image; raise the ready timeout or retry", d.opts.ReadyTimeout, last)})
 	}
 	if err != nil {
 		return nil, err
@@ -435,7 +435,7 @@ func (d *Driver) connectExecd(ctx context.Context, id string, deadline time.Time
 		return last == nil, nil
 	})
 	if errors.Is(err, poll.ErrTimeout) {
-		return nil, sandbox.Retryable(&sandbox.Error{Op: "create", Sandbox: id, Err: fmt.Errorf("execd in the sandbox did not answer within %v: %v", d.opts.ReadyTimeout, last)})
+		return nil, driver.Retryable(&driver.Error{Op: "create", Sandbox: id, Err: fmt.Errorf("execd in the sandbox did not answer within %v: %v", d.opts.ReadyTimeout, last)})
 	}
 	if err != nil {
 		return nil, fail("create", id, "", nil, err)
@@ -448,20 +448,27 @@ func (d *Driver) lookupExecd(ctx context.Context, id string) (*execd, error) {
 	u, headers, err := d.endpoint(ctx, id, ExecdPort)
 	if err != nil {
 		if notFound(err) {
-			return nil, fail("connect", id, "", sandbox.ErrGone, err)
+			return nil, fail("connect", id, "", driver.ErrGone, err)
 		}
 		return nil, fail("connect", id, "", nil, err)
 	}
 	// The endpoint's headers (execd's access token, routing) go on every
 	// request; the token is not the SDK's to set.
-	ex := &execd{
-		c:    osdk.NewExecdClient(u, "", d.sdkOptions(headers)...),
-		long: osdk.NewExecdClient(u, "", append(d.sdkOptions(headers), osdk.WithTimeout(0))...),
-	}
+	ex := d.newExecd(u, headers)
 	d.mu.Lock()
 	d.execd[id] = ex
 	d.mu.Unlock()
 	return ex, nil
+}
+
+// newExecd is the execd client for the endpoint u, whose requests carry
+// headers.
+func (d *Driver) newExecd(u string, headers map[string]string) *execd {
+	return &execd{
+		c:    osdk.NewExecdClient(u, "", d.sdkOptions(headers)...),
+		long: osdk.NewExecdClient(u, "", append(d.sdkOptions(headers), osdk.WithTimeout(0))...),
+		base: u, headers: headers, hc: d.hc,
+	}
 }
 
 // execdFor returns the cached execd client of a sandbox, or looks it up
@@ -487,7 +494,7 @@ func (d *Driver) forget(id string) {
 // terminally, unless it denies by default and allows exactly hosts.
 func (d *Driver) verifyEgress(ctx context.Context, id string, hosts []string, deadline time.Time) error {
 	refuse := func(why string) error {
-		return &sandbox.Error{Op: "create", Sandbox: id, Kind: sandbox.ErrRefused, Err: fmt.Errorf(
+		return &driver.Error{Op: "create", Sandbox: id, Kind: driver.ErrRefused, Err: fmt.Errorf(
 			"OpenSandbox did not enforce the requested network policy (%s); the server may be running without its egress sidecar (configure [egress] image on the server) or ignore policies; the sandbox was destroyed", why)}
 	}
 	var got *osdk.PolicyStatusResponse
@@ -499,7 +506,7 @@ func (d *Driver) verifyEgress(ctx context.Context, id string, hosts []string, de
 			return true, nil
 		}
 		last = err
-		if sandbox.IsRetryable(classify(err)) {
+		if driver.IsRetryable(classify(err)) {
 			return false, nil // the sidecar may still be starting
 		}
 		return false, refuse(fmt.Sprintf("its policy could not be read: %v", err))
@@ -522,10 +529,10 @@ func (d *Driver) verifyEgress(ctx context.Context, id string, hosts []string, de
 	return nil
 }
 
-// info builds a sandbox.Info from a lifecycle record.
-func (d *Driver) info(rec *osdk.SandboxInfo) sandbox.Info {
+// info builds a driver.Info from a lifecycle record.
+func (d *Driver) info(rec *osdk.SandboxInfo) driver.Info {
 	tags := decodeTags(rec.Metadata)
-	info := sandbox.Info{
+	info := driver.Info{
 		ID: rec.ID, Name: rec.Metadata[metaName], Backend: Backend,
 		Workdir: tags[sandbox.TagWorkdir], CreatedAt: rec.CreatedAt, Tags: tags,
 	}
@@ -545,22 +552,22 @@ func (d *Driver) record(ctx context.Context, op, id string) (*osdk.SandboxInfo, 
 	if err != nil {
 		if notFound(err) {
 			d.forget(id)
-			return nil, fail(op, id, "", sandbox.ErrGone, err)
+			return nil, fail(op, id, "", driver.ErrGone, err)
 		}
 		return nil, fail(op, id, "", nil, err)
 	}
 	if rec.Status.State == osdk.StateTerminated || rec.Status.State == osdk.StateFailed {
 		d.forget(id)
-		return nil, fail(op, id, "", sandbox.ErrGone, fmt.Errorf("the sandbox is %s (%s)", rec.Status.State, statusText(rec.Status)))
+		return nil, fail(op, id, "", driver.ErrGone, fmt.Errorf("the sandbox is %s (%s)", rec.Status.State, statusText(rec.Status)))
 	}
 	return rec, nil
 }
 
 // Info describes a sandbox; ErrGone when it no longer exists or has stopped.
-func (d *Driver) Info(ctx context.Context, id string) (sandbox.Info, error) {
+func (d *Driver) Info(ctx context.Context, id string) (driver.Info, error) {
 	rec, err := d.record(ctx, "info", id)
 	if err != nil {
-		return sandbox.Info{}, err
+		return driver.Info{}, err
 	}
 	return d.info(rec), nil
 }
@@ -579,7 +586,7 @@ func (d *Driver) Tags(ctx context.Context, id string) (map[string]string, error)
 func (d *Driver) SetTags(ctx context.Context, id string, tags map[string]string) error {
 	want, err := encodeTags(tags)
 	if err != nil {
-		return &sandbox.Error{Op: "set tags", Sandbox: id, Err: err}
+		return &driver.Error{Op: "set tags", Sandbox: id, Err: err}
 	}
 	rec, err := d.record(ctx, "set tags", id)
 	if err != nil {
@@ -592,7 +599,7 @@ func (d *Driver) SetTags(ctx context.Context, id string, tags map[string]string)
 	if _, err := d.lifecycle().PatchSandboxMetadata(ctx, id, patch); err != nil {
 		err = callError("update metadata of sandbox "+id, err)
 		if notFound(err) {
-			return fail("set tags", id, "", sandbox.ErrGone, err)
+			return fail("set tags", id, "", driver.ErrGone, err)
 		}
 		return fail("set tags", id, "", nil, err)
 	}
@@ -602,16 +609,16 @@ func (d *Driver) SetTags(ctx context.Context, id string, tags map[string]string)
 // ListSandboxes lists live sandboxes whose tags include every pair of
 // match. The filter runs on the server (on the encoded metadata) and again
 // here on the decoded tags.
-func (d *Driver) ListSandboxes(ctx context.Context, match map[string]string) ([]sandbox.Info, error) {
+func (d *Driver) ListSandboxes(ctx context.Context, match map[string]string) ([]driver.Info, error) {
 	filter, err := encodeTags(match)
 	if err != nil {
-		return nil, &sandbox.Error{Op: "list sandboxes", Err: err}
+		return nil, &driver.Error{Op: "list sandboxes", Err: err}
 	}
 	recs, err := d.listSandboxes(ctx, filter)
 	if err != nil {
 		return nil, fail("list sandboxes", "", "", nil, err)
 	}
-	var out []sandbox.Info
+	var out []driver.Info
 	for i := range recs {
 		rec := &recs[i]
 		if rec.Status.State == osdk.StateTerminated || rec.Status.State == osdk.StateFailed {
@@ -649,7 +656,7 @@ func (d *Driver) Renew(ctx context.Context, id string, extend time.Duration) (ti
 	if err != nil {
 		err = callError("renew expiration of sandbox "+id, err)
 		if notFound(err) {
-			return time.Time{}, fail("renew", id, "", sandbox.ErrGone, err)
+			return time.Time{}, fail("renew", id, "", driver.ErrGone, err)
 		}
 		return time.Time{}, fail("renew", id, "", nil, err)
 	}

@@ -11,7 +11,7 @@ import (
 
 	osdk "github.com/alibaba/OpenSandbox/sdks/sandbox/go"
 
-	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 )
 
 // APIError is a non-2xx answer from the lifecycle server, execd, or a proxy
@@ -157,7 +157,7 @@ func (e *APIError) Unwrap() []error {
 		errs = append(errs, e.sdk)
 	}
 	if !e.Retryable() {
-		errs = append(errs, sandbox.ErrRejected)
+		errs = append(errs, driver.ErrRejected)
 	}
 	return errs
 }
@@ -322,13 +322,13 @@ func classify(err error) error {
 	var api *APIError
 	if errors.As(err, &api) {
 		if api.Retryable() {
-			return sandbox.Retryable(err)
+			return driver.Retryable(err)
 		}
 		return err
 	}
 	var te *TransportError
 	if errors.As(err, &te) && !errors.Is(err, context.Canceled) {
-		return sandbox.Retryable(err)
+		return driver.Retryable(err)
 	}
 	return err
 }

@@ -17,6 +17,7 @@ import (
 	osdk "github.com/alibaba/OpenSandbox/sdks/sandbox/go"
 
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 )
 
 // interruptTimeout bounds the DELETE /command sent when a caller gives up.
@@ -184,113 +185,52 @@ func (d *Driver) workdirOf(ctx context.Context, id string) (string, error) {
 // timeout is TimedOut and the sandbox lives on; a sandbox that disappears
 // during the command is SandboxLost with an ErrGone error; when ctx ends
 // the command is interrupted, not left running.
-func (d *Driver) Exec(ctx context.Context, id string, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+func (d *Driver) Exec(ctx context.Context, id string, req driver.ExecRequest) (driver.ExecResult, error) {
 	start := time.Now()
 	timeout := req.Timeout
 	if timeout <= 0 {
 		timeout = sandbox.DefaultExecTimeout
 	}
-	res := sandbox.ExecResult{AppliedTimeout: timeout}
-	ex, err := d.execdFor(ctx, id)
+	res := driver.ExecResult{AppliedTimeout: timeout}
+	ex, cwd, stdinPath, err := d.prepareExec(ctx, id, req)
 	if err != nil {
 		return res, err
-	}
-	cwd := req.Workdir
-	if cwd == "" {
-		if cwd, err = d.workdirOf(ctx, id); err != nil {
-			return res, err
-		}
-	}
-	stdinPath := ""
-	if req.Stdin != nil {
-		stdinPath = "/tmp/.airflow-stdin-" + sandbox.RandomHex(8)
-		if err := ex.upload(ctx, stdinPath, req.Stdin, 0o600); err != nil {
-			return res, d.fileError(ctx, "exec", id, stdinPath, err)
-		}
 	}
 	stdout, stderr := newOutputStream(req.Stdout), newOutputStream(req.Stderr)
 	defer stdout.close()
 	defer stderr.close()
-	marker := "__airflow_end_" + sandbox.RandomHex(8) + "__"
 
 	// execd enforces the timeout; the wall deadline only catches a server
 	// that stops reporting.
 	wall, cancel := context.WithTimeout(ctx, timeout+execGrace)
 	defer cancel()
-	// Whether execd answered at all tells a command that never started
-	// from a stream that broke.
-	var answered atomic.Bool
-	sctx := httptrace.WithClientTrace(wall, &httptrace.ClientTrace{GotFirstResponseByte: func() { answered.Store(true) }})
-
-	cmdID := ""
-	var final *event // the terminal event
-	var output error // writing the output failed
-	err = ex.c.RunCommand(sctx, osdk.RunCommandRequest{
-		Command: hideExecdEnv(req.Env) + wrapCommand(req.Command, stdinPath, marker),
+	run := commandRun{stdout: stdout, stderr: stderr, marker: "__airflow_end_" + sandbox.RandomHex(8) + "__"}
+	err = run.stream(wall, ex, osdk.RunCommandRequest{
+		Command: hideExecdEnv(req.Env) + wrapCommand(req.Command, stdinPath, run.marker),
 		Cwd:     cwd,
 		Timeout: max(1, timeout.Milliseconds()), // 0 would mean no timeout at all
 		Envs:    req.Env,
-	}, func(se osdk.StreamEvent) error {
-		evs, err := decodeEvents(se.Data)
-		if err != nil {
-			return err
-		}
-		for _, ev := range evs {
-			switch ev.Type {
-			case eventInit:
-				cmdID = ev.Text
-			case eventStdout, eventStderr:
-				o := stdout
-				if ev.Type == eventStderr {
-					o = stderr
-				}
-				var err error
-				if ev.Text == marker {
-					err = o.marker()
-				} else {
-					err = o.line(ev.Text)
-				}
-				if err != nil {
-					output = fmt.Errorf("writing the command's %s: %w", ev.Type, err)
-					return errStopStream
-				}
-			case eventComplete, eventError:
-				// The result does not wait for the stream to close: execd
-				// keeps it open a while after the end.
-				final = &ev
-				return errStopStream
-			}
-		}
-		return nil
 	})
 	res.Duration = time.Since(start)
 	interrupt := func() {
-		if cmdID == "" {
+		if run.cmdID == "" {
 			return
 		}
 		ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), interruptTimeout)
 		defer cancel()
-		if err := ex.interrupt(ictx, cmdID); err != nil {
-			d.log.Warn("could not interrupt a command; it may keep running until its timeout", "id", id, "command_id", cmdID, "error", err)
+		if err := ex.interrupt(ictx, run.cmdID); err != nil {
+			d.log.Warn("could not interrupt a command; it may keep running until its timeout", "id", id, "command_id", run.cmdID, "error", err)
 		}
 	}
 	var api *osdk.APIError
 	switch {
-	case final != nil:
-		return d.execEnded(ctx, id, res, *final, stdout, stderr)
-	case output != nil:
+	case run.final != nil:
+		return d.execEnded(ctx, id, res, *run.final, stdout, stderr)
+	case run.output != nil:
 		interrupt()
-		return res, fail("exec", id, "", nil, output)
-	case err != nil && cmdID == "" && (!answered.Load() || errors.As(err, &api)):
-		if stdinPath != "" {
-			// The command never ran to remove it: do not leave the input
-			// (which may be sensitive) lying in the sandbox's /tmp.
-			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-			if derr := ex.deleteFile(dctx, stdinPath); derr != nil {
-				d.log.Warn("could not remove the stdin file of a command that did not start", "id", id, "path", stdinPath, "error", derr)
-			}
-			cancel()
-		}
+		return res, fail("exec", id, "", nil, run.output)
+	case err != nil && run.cmdID == "" && (!run.answered.Load() || errors.As(err, &api)):
+		d.dropStdin(ctx, ex, id, stdinPath)
 		if ctx.Err() != nil {
 			return res, fail("exec", id, "", nil, ctx.Err())
 		}
@@ -304,11 +244,105 @@ func (d *Driver) Exec(ctx context.Context, id string, req sandbox.ExecRequest) (
 	return d.streamEnded(ctx, wall, id, res, err, interrupt)
 }
 
+// prepareExec finds the sandbox's execd and the command's working
+// directory, and uploads its stdin (to a file the command removes once it
+// has opened it).
+func (d *Driver) prepareExec(ctx context.Context, id string, req driver.ExecRequest) (ex *execd, cwd, stdinPath string, err error) {
+	if ex, err = d.execdFor(ctx, id); err != nil {
+		return nil, "", "", err
+	}
+	cwd = req.Workdir
+	if cwd == "" {
+		if cwd, err = d.workdirOf(ctx, id); err != nil {
+			return nil, "", "", err
+		}
+	}
+	if req.Stdin != nil {
+		stdinPath = "/tmp/.airflow-stdin-" + sandbox.RandomHex(8)
+		if err := ex.upload(ctx, stdinPath, req.Stdin, 0o600); err != nil {
+			return nil, "", "", d.fileError(ctx, "exec", id, stdinPath, err)
+		}
+	}
+	return ex, cwd, stdinPath, nil
+}
+
+// dropStdin removes the stdin file of a command that never ran to remove
+// it: the input (which may be sensitive) must not lie in the sandbox's /tmp.
+func (d *Driver) dropStdin(ctx context.Context, ex *execd, id, stdinPath string) {
+	if stdinPath == "" {
+		return
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	if err := ex.deleteFile(dctx, stdinPath); err != nil {
+		d.log.Warn("could not remove the stdin file of a command that did not start", "id", id, "path", stdinPath, "error", err)
+	}
+}
+
+// commandRun is what one command's stream brought: its id, its terminal
+// event, a failure to pass its output on, and whether execd answered at
+// all (which tells a command that never started from a stream that
+// broke).
+type commandRun struct {
+	stdout, stderr *outputStream
+	marker         string
+	cmdID          string
+	final          *event
+	output         error
+	answered       atomic.Bool
+}
+
+// stream runs the command and reads its events until the terminal one:
+// the result does not wait for the stream to close, as execd keeps it
+// open a while after the end.
+func (c *commandRun) stream(ctx context.Context, ex *execd, req osdk.RunCommandRequest) error {
+	sctx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotFirstResponseByte: func() { c.answered.Store(true) }})
+	return ex.c.RunCommand(sctx, req, func(se osdk.StreamEvent) error {
+		evs, err := decodeEvents(se.Data)
+		if err != nil {
+			return err
+		}
+		for _, ev := range evs {
+			if stop := c.handle(ev); stop {
+				return errStopStream
+			}
+		}
+		return nil
+	})
+}
+
+// handle takes one event; true stops reading the stream.
+func (c *commandRun) handle(ev event) bool {
+	switch ev.Type {
+	case eventInit:
+		c.cmdID = ev.Text
+	case eventStdout, eventStderr:
+		o := c.stdout
+		if ev.Type == eventStderr {
+			o = c.stderr
+		}
+		var err error
+		if ev.Text == c.marker {
+			err = o.marker()
+		} else {
+			err = o.line(ev.Text)
+		}
+		if err != nil {
+			c.output = fmt.Errorf("writing the command's %s: %w", ev.Type, err)
+			return true
+		}
+	case eventComplete, eventError:
+		c.final = &ev
+		return true
+	}
+	return false
+}
+
 // errStopStream ends reading a command stream from the event handler.
 var errStopStream = errors.New("stop reading the stream")
 
 // execEnded reads how a command ended from its terminal event.
-func (d *Driver) execEnded(ctx context.Context, id string, res sandbox.ExecResult, ev event, stdout, stderr *outputStream) (sandbox.ExecResult, error) {
+func (d *Driver) execEnded(ctx context.Context, id string, res driver.ExecResult, ev event, stdout, stderr *outputStream) (driver.ExecResult, error) {
 	if err := errors.Join(stdout.finish(), stderr.finish()); err != nil {
 		return res, fail("exec", id, "", nil, fmt.Errorf("writing the command's output: %w", err))
 	}
@@ -318,7 +352,7 @@ func (d *Driver) execEnded(ctx context.Context, id string, res sandbox.ExecResul
 		if ev.Error != nil {
 			msg = ev.Error.Name + ": " + ev.Error.Value
 		}
-		return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: fmt.Errorf("the command could not be started (%s); check the command and the workdir", msg)}
+		return res, &driver.Error{Op: "exec", Sandbox: id, Err: fmt.Errorf("the command could not be started (%s); check the command and the workdir", msg)}
 	}
 	if code == KilledExitCode {
 		if ctx.Err() != nil {
@@ -333,14 +367,14 @@ func (d *Driver) execEnded(ctx context.Context, id string, res sandbox.ExecResul
 }
 
 // streamEnded explains a stream that stopped before its terminal event.
-func (d *Driver) streamEnded(ctx, wall context.Context, id string, res sandbox.ExecResult, cause error, interrupt func()) (sandbox.ExecResult, error) {
+func (d *Driver) streamEnded(ctx, wall context.Context, id string, res driver.ExecResult, cause error, interrupt func()) (driver.ExecResult, error) {
 	switch {
 	case ctx.Err() != nil:
 		interrupt()
 		return res, fail("exec", id, "", nil, fmt.Errorf("the task was stopped; the command was interrupted: %w", ctx.Err()))
 	case errors.Is(cause, ErrEventTooLarge):
 		interrupt()
-		return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: fmt.Errorf("the command printed a line longer than %d MiB, which is not streamed; the command was interrupted; write such output to a file and read that instead", MaxEventBytes>>20)}
+		return res, &driver.Error{Op: "exec", Sandbox: id, Err: fmt.Errorf("the command printed a line longer than %d MiB, which is not streamed; the command was interrupted; write such output to a file and read that instead", MaxEventBytes>>20)}
 	case wall.Err() != nil:
 		interrupt()
 		d.log.Warn("execd did not report the end of a command after its timeout; treating it as timed out", "id", id)
@@ -351,13 +385,13 @@ func (d *Driver) streamEnded(ctx, wall context.Context, id string, res sandbox.E
 	// Did the sandbox go away, or only the connection?
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	if _, err := d.record(rctx, "exec", id); errors.Is(err, sandbox.ErrGone) {
+	if _, err := d.record(rctx, "exec", id); errors.Is(err, driver.ErrGone) {
 		res.SandboxLost = true
-		return res, &sandbox.Error{Op: "exec", Sandbox: id, Kind: sandbox.ErrGone,
+		return res, &driver.Error{Op: "exec", Sandbox: id, Kind: driver.ErrGone,
 			Err: fmt.Errorf("the sandbox disappeared while the command ran (expired or destroyed): %v", err)}
 	}
 	interrupt()
-	return res, sandbox.Retryable(&sandbox.Error{Op: "exec", Sandbox: id, Err: fmt.Errorf("the command's output stream broke before it finished (%v); the command was interrupted, its outcome is unknown; retry it", cause)})
+	return res, driver.Retryable(&driver.Error{Op: "exec", Sandbox: id, Err: fmt.Errorf("the command's output stream broke before it finished (%v); the command was interrupted, its outcome is unknown; retry it", cause)})
 }
 
 // execStartError maps a failed POST /command.
@@ -365,12 +399,12 @@ func (d *Driver) execStartError(ctx context.Context, id string, err error) error
 	var api *APIError
 	if errors.As(err, &api) {
 		if api.NotFound() {
-			if _, gerr := d.record(ctx, "exec", id); errors.Is(gerr, sandbox.ErrGone) {
+			if _, gerr := d.record(ctx, "exec", id); errors.Is(gerr, driver.ErrGone) {
 				return gerr
 			}
 		}
 		if api.Status == 400 {
-			return &sandbox.Error{Op: "exec", Sandbox: id, Err: fmt.Errorf("%w; check that the workdir exists", err)}
+			return &driver.Error{Op: "exec", Sandbox: id, Err: fmt.Errorf("%w; check that the workdir exists", err)}
 		}
 	}
 	if gone := d.goneInstead(ctx, "exec", id, err); gone != nil {
@@ -390,7 +424,7 @@ type cmdResult struct {
 func (d *Driver) run(ctx context.Context, id, command string) (cmdResult, error) {
 	var out bytes.Buffer
 	errOut := sandbox.NewTailBuffer(2048)
-	res, err := d.Exec(ctx, id, sandbox.ExecRequest{Command: command, Timeout: time.Minute, Workdir: "/", Stdout: &out, Stderr: errOut})
+	res, err := d.Exec(ctx, id, driver.ExecRequest{Command: command, Timeout: time.Minute, Workdir: "/", Stdout: &out, Stderr: errOut})
 	if err != nil {
 		return cmdResult{}, err
 	}

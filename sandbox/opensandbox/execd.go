@@ -21,6 +21,12 @@ type execd struct {
 	// long has no request timeout, for calls execd may answer late: an
 	// interrupt is answered once the command's process group is gone.
 	long *osdk.ExecdClient
+	// base, headers and hc are execd's endpoint, the headers it needs and
+	// the driver's HTTP client, for the upload the driver sends itself
+	// (upload.go).
+	base    string
+	headers map[string]string
+	hc      *http.Client
 
 	untyped   atomic.Bool // GET /files/info has no type field (released v1.0.18)
 	typed     atomic.Bool // it has one
@@ -141,16 +147,9 @@ func (x *execd) deleteTree(ctx context.Context, path string) error {
 	return callError("delete "+path, x.c.DeleteDirectory(ctx, path))
 }
 
-// upload streams r into path with mode (the SDK writes the multipart body
-// while it is sent, so memory stays bounded whatever the size).
-func (x *execd) upload(ctx context.Context, path string, r io.Reader, mode fs.FileMode) error {
-	err := x.c.UploadFile(ctx, r, osdk.UploadFileOptions{FileName: "file", Metadata: osdk.FileMetadata{Path: path, Mode: osdk.OctalMode(mode.Perm())}})
-	return callError("upload "+path, err)
-}
-
 // download streams path. With limit > 0 it asks for bytes 0..limit-1 only.
 // Such a range is unsatisfiable (416) only for an empty file, which is
-// then what it returns. A directory is an error matching sandbox.ErrIsDir
+// then what it returns. A directory is an error matching driver.ErrIsDir
 // (guard.go). The caller must close the reader.
 func (x *execd) download(ctx context.Context, path string, limit int64) (io.ReadCloser, error) {
 	rng := ""

@@ -11,7 +11,7 @@ import (
 
 	osdk "github.com/alibaba/OpenSandbox/sdks/sandbox/go"
 
-	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 )
 
 // Stat and listing by commands in the sandbox, for execd builds whose API
@@ -75,7 +75,7 @@ func (d *Driver) statInSandbox(ctx context.Context, id, op, p string, follow boo
 	switch res.code {
 	case 0:
 	case exitMissing:
-		return osdk.FileInfo{}, fail(op, id, p, sandbox.ErrNotFound, nil)
+		return osdk.FileInfo{}, fail(op, id, p, driver.ErrNotFound, nil)
 	default:
 		return osdk.FileInfo{}, fail(op, id, p, nil, fmt.Errorf("stat in the sandbox failed (exit %d): %s", res.code, strings.TrimSpace(res.stderr)))
 	}
@@ -96,7 +96,7 @@ func (d *Driver) listInSandbox(ctx context.Context, id, dir string) ([]osdk.File
 	switch res.code {
 	case 0:
 	case exitMissing:
-		return nil, fail("list", id, dir, sandbox.ErrNotFound, nil)
+		return nil, fail("list", id, dir, driver.ErrNotFound, nil)
 	case exitNotDir:
 		return nil, fail("list", id, dir, nil, errors.New("not a directory"))
 	default:

@@ -14,6 +14,7 @@ import (
 	osdk "github.com/alibaba/OpenSandbox/sdks/sandbox/go"
 
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 )
 
 // The file operations work on every execd build the driver is verified
@@ -32,17 +33,17 @@ func (d *Driver) fileError(ctx context.Context, op, id, p string, err error) err
 		return fail(op, id, p, nil, fmt.Errorf("%w; this execd build does not have the call (the driver is verified with execd %s)", err, strings.Join(VerifiedExecd, " and ")))
 	}
 	if errors.As(err, &api) && api.MissingFile() { // execd itself answered: the sandbox lives
-		return fail(op, id, p, sandbox.ErrNotFound, nil)
+		return fail(op, id, p, driver.ErrNotFound, nil)
 	}
 	if errors.As(err, &api) && api.NotFound() {
 		if api.SandboxNotFound() {
 			d.forget(id)
-			return fail(op, id, p, sandbox.ErrGone, err)
+			return fail(op, id, p, driver.ErrGone, err)
 		}
-		if _, gerr := d.record(ctx, op, id); errors.Is(gerr, sandbox.ErrGone) {
+		if _, gerr := d.record(ctx, op, id); errors.Is(gerr, driver.ErrGone) {
 			return gerr
 		}
-		return fail(op, id, p, sandbox.ErrNotFound, nil)
+		return fail(op, id, p, driver.ErrNotFound, nil)
 	}
 	if gone := d.goneInstead(ctx, op, id, err); gone != nil {
 		return gone
@@ -64,7 +65,7 @@ func (d *Driver) goneInstead(ctx context.Context, op, id string, err error) erro
 	d.forget(id)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	if _, gerr := d.record(rctx, op, id); errors.Is(gerr, sandbox.ErrGone) {
+	if _, gerr := d.record(rctx, op, id); errors.Is(gerr, driver.ErrGone) {
 		return gerr
 	}
 	return nil
@@ -103,30 +104,30 @@ func (d *Driver) follow(ctx context.Context, ex *execd, id, op, p string) (strin
 }
 
 // Stat describes p without following a final symlink.
-func (d *Driver) Stat(ctx context.Context, id, p string) (sandbox.FileInfo, error) {
+func (d *Driver) Stat(ctx context.Context, id, p string) (driver.FileInfo, error) {
 	ex, err := d.execdFor(ctx, id)
 	if err != nil {
-		return sandbox.FileInfo{}, err
+		return driver.FileInfo{}, err
 	}
 	fi, err := d.lstat(ctx, ex, id, "stat", p)
 	if err != nil {
-		return sandbox.FileInfo{}, err
+		return driver.FileInfo{}, err
 	}
 	return toFileInfo(fi, p), nil
 }
 
-func toFileInfo(fi osdk.FileInfo, p string) sandbox.FileInfo {
+func toFileInfo(fi osdk.FileInfo, p string) driver.FileInfo {
 	if fi.Path != "" {
 		p = fi.Path
 	}
-	return sandbox.FileInfo{Name: path.Base(p), Path: p, Size: fi.Size, Mode: fileMode(fi), ModTime: fi.ModifiedAt}
+	return driver.FileInfo{Name: path.Base(p), Path: p, Size: fi.Size, Mode: fileMode(fi), ModTime: fi.ModifiedAt}
 }
 
 // List lists a directory's entries, sorted by name: with GET
 // /directories/list where execd has it and gives types, else with a
 // listing made in the sandbox. A symlink to a directory lists the
 // directory.
-func (d *Driver) List(ctx context.Context, id, p string) ([]sandbox.FileInfo, error) {
+func (d *Driver) List(ctx context.Context, id, p string) ([]driver.FileInfo, error) {
 	ex, err := d.execdFor(ctx, id)
 	if err != nil {
 		return nil, err
@@ -141,7 +142,7 @@ func (d *Driver) List(ctx context.Context, id, p string) ([]sandbox.FileInfo, er
 	if err != nil {
 		return nil, err
 	}
-	out := make([]sandbox.FileInfo, 0, len(entries))
+	out := make([]driver.FileInfo, 0, len(entries))
 	for _, e := range entries {
 		out = append(out, toFileInfo(e, path.Join(p, path.Base(e.Path))))
 	}
@@ -197,20 +198,20 @@ func (d *Driver) OpenFile(ctx context.Context, id, p string, maxBytes int64) (io
 	switch kind {
 	case "file":
 	case "directory":
-		return nil, 0, fail("read", id, p, sandbox.ErrIsDir, nil)
+		return nil, 0, fail("read", id, p, driver.ErrIsDir, nil)
 	default:
-		return nil, 0, fail("read", id, p, sandbox.ErrNotRegular, nil)
+		return nil, 0, fail("read", id, p, driver.ErrNotRegular, nil)
 	}
 	if maxBytes >= 0 && size > maxBytes {
-		return nil, 0, &sandbox.Error{Op: "read", Sandbox: id, Path: p, Kind: sandbox.ErrTooLarge, Err: &sandbox.TooLargeError{Path: p, Size: size, MaxBytes: maxBytes}}
+		return nil, 0, &driver.Error{Op: "read", Sandbox: id, Path: p, Kind: driver.ErrTooLarge, Err: &driver.TooLargeError{Path: p, Size: size, MaxBytes: maxBytes}}
 	}
 	limit := int64(-1)
 	if maxBytes >= 0 {
 		limit = maxBytes + 1
 	}
 	rc, err := ex.download(ctx, p, limit)
-	if errors.Is(err, sandbox.ErrIsDir) {
-		return nil, 0, fail("read", id, p, sandbox.ErrIsDir, nil) // it became one since the check
+	if errors.Is(err, driver.ErrIsDir) {
+		return nil, 0, fail("read", id, p, driver.ErrIsDir, nil) // it became one since the check
 	}
 	if err != nil {
 		return nil, 0, d.fileError(ctx, "read", id, p, err)
@@ -232,7 +233,7 @@ type brokenDownload struct {
 func (b *brokenDownload) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
 	if err != nil && err != io.EOF {
-		err = sandbox.Retryable(&sandbox.Error{Op: "read", Sandbox: b.id, Path: b.path, Err: fmt.Errorf("the download broke: %w", err)})
+		err = driver.Retryable(&driver.Error{Op: "read", Sandbox: b.id, Path: b.path, Err: fmt.Errorf("the download broke: %w", err)})
 	}
 	return n, err
 }
@@ -244,10 +245,11 @@ func (b *brokenDownload) Close() error { return b.rc.Close() }
 // so the data goes to a new hidden file beside p, which then replaces p by
 // a rename (POST /files/mv), which never follows a link. execd refuses to
 // move onto a path that exists (a dangling symlink aside, which it
-// replaces), so what is there is removed first: a file with DELETE
-// /files, a symlink with DELETE /directories, which removes the link
-// itself (DELETE /files checks the type through it); a directory is
-// ErrIsDir. Parents are created by execd.
+// replaces), so what is there, as seen before the upload, is removed
+// first: a file with DELETE /files, a symlink with DELETE /directories,
+// which removes the link itself (DELETE /files checks the type through
+// it); a directory is ErrIsDir before anything is sent. Parents are
+// created by execd.
 func (d *Driver) WriteFile(ctx context.Context, id, p string, r io.Reader, mode fs.FileMode) error {
 	ex, err := d.execdFor(ctx, id)
 	if err != nil {
@@ -256,16 +258,27 @@ func (d *Driver) WriteFile(ctx context.Context, id, p string, r io.Reader, mode 
 	if mode == 0 {
 		mode = 0o644
 	}
+	// What is at p now: a directory fails before any byte is sent, and
+	// what replace must remove is known without a refused move first.
+	at, err := d.lstat(ctx, ex, id, "write", p)
+	switch {
+	case errors.Is(err, driver.ErrNotFound):
+		at = osdk.FileInfo{}
+	case err != nil:
+		return err
+	case at.Type == "directory":
+		return fail("write", id, p, driver.ErrIsDir, nil)
+	}
 	tmp := path.Join(path.Dir(p), ".airflow-write-"+sandbox.RandomHex(8))
 	if err := ex.upload(ctx, tmp, r, mode); err != nil {
 		err = d.fileError(ctx, "write", id, p, err)
-		if !errors.Is(err, sandbox.ErrGone) {
+		if !errors.Is(err, driver.ErrGone) {
 			d.removeQuietly(ctx, ex, id, tmp) // a part may have been written
 		}
 		return err
 	}
-	if err := d.replace(ctx, ex, id, tmp, p); err != nil {
-		if !errors.Is(err, sandbox.ErrGone) {
+	if err := d.replace(ctx, ex, id, tmp, p, at.Type); err != nil {
+		if !errors.Is(err, driver.ErrGone) {
 			d.removeQuietly(ctx, ex, id, tmp)
 		}
 		return err
@@ -273,8 +286,15 @@ func (d *Driver) WriteFile(ctx context.Context, id, p string, r io.Reader, mode 
 	return nil
 }
 
-// replace renames tmp onto p, removing what is at p first.
-func (d *Driver) replace(ctx context.Context, ex *execd, id, tmp, p string) error {
+// replace renames tmp onto p, removing what is at p first: a thing of
+// type at ("" for nothing) as seen before the upload, then whatever a
+// refused move finds there.
+func (d *Driver) replace(ctx context.Context, ex *execd, id, tmp, p, at string) error {
+	if at != "" {
+		if err := d.removeAt(ctx, ex, id, p, at); err != nil {
+			return err
+		}
+	}
 	for attempt := 0; ; attempt++ {
 		err := ex.move(ctx, tmp, p)
 		if err == nil {
@@ -285,26 +305,41 @@ func (d *Driver) replace(ctx context.Context, ex *execd, id, tmp, p string) erro
 			return d.fileError(ctx, "write", id, p, err)
 		}
 		if attempt == 2 {
-			return sandbox.Retryable(&sandbox.Error{Op: "write", Sandbox: id, Path: p,
+			return driver.Retryable(&driver.Error{Op: "write", Sandbox: id, Path: p,
 				Err: errors.New("the path could not be replaced: something in the sandbox keeps recreating it; retry")})
 		}
 		fi, err := d.lstat(ctx, ex, id, "write", p)
 		switch {
-		case errors.Is(err, sandbox.ErrNotFound):
+		case errors.Is(err, driver.ErrNotFound):
 			continue // removed meanwhile
 		case err != nil:
 			return err
 		case fi.Type == "directory":
-			return fail("write", id, p, sandbox.ErrIsDir, nil)
-		case fi.Type == "symlink":
-			err = ex.deleteTree(ctx, p)
-		default:
-			err = ex.deleteFile(ctx, p)
+			return fail("write", id, p, driver.ErrIsDir, nil)
 		}
-		if err != nil {
-			return d.fileError(ctx, "write", id, p, err)
+		if err := d.removeAt(ctx, ex, id, p, fi.Type); err != nil {
+			return err
 		}
 	}
+}
+
+// removeAt removes p, a thing of type at: a symlink itself with DELETE
+// /directories (DELETE /files checks the type through it), anything else
+// but a directory with DELETE /files. Gone already is fine.
+func (d *Driver) removeAt(ctx context.Context, ex *execd, id, p, at string) error {
+	var err error
+	switch at {
+	case "directory":
+		return fail("write", id, p, driver.ErrIsDir, nil)
+	case "symlink":
+		err = ex.deleteTree(ctx, p)
+	default:
+		err = ex.deleteFile(ctx, p)
+	}
+	if err != nil {
+		return d.fileError(ctx, "write", id, p, err)
+	}
+	return nil
 }
 
 // removeQuietly deletes a file the driver made, best effort, even when ctx

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 )
 
 // guardTransport is the one piece of HTTP handling the driver keeps below
@@ -64,7 +64,7 @@ func (g *guardTransport) CloseIdleConnections() {
 	}
 }
 
-var errDirectoryDownload = fmt.Errorf("%w (execd answered as for a directory: a 2^63-1 Content-Length and no body, or 500 \"seeker can't seek\")", sandbox.ErrIsDir)
+var errDirectoryDownload = fmt.Errorf("%w (execd answered as for a directory: a 2^63-1 Content-Length and no body, or 500 \"seeker can't seek\")", driver.ErrIsDir)
 
 func isDownload(req *http.Request) bool {
 	return req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/files/download")
