@@ -406,16 +406,7 @@ func (s *Supervisor) RunTask(ctx context.Context, req TaskRequest) (Result, erro
 	if req.DagID == "" || req.TaskID == "" {
 		return Result{}, errors.New("supervisor: TaskRequest needs DagID and TaskID")
 	}
-	if req.RunID == "" {
-		req.RunID = "manual__" + time.Now().UTC().Format(time.RFC3339Nano)
-	}
-	if req.TryNumber < 1 {
-		req.TryNumber = 1
-	}
-	mapIndex := -1
-	if req.Mapped {
-		mapIndex = req.MapIndex
-	}
+	req = withRequestDefaults(req)
 	red := newRedactor()
 	show := &shower{w: s.Logs}
 	failedState := StateFailed
@@ -426,10 +417,9 @@ func (s *Supervisor) RunTask(ctx context.Context, req TaskRequest) (Result, erro
 	if err != nil {
 		return Result{State: failedState, ExitCode: -1}, fmt.Errorf("task %s.%s: %w", req.DagID, req.TaskID, err)
 	}
-	args := req.ArgBindings
-	if len(args) > 0 && !schema.AtLeast(version, schema.V34) {
-		show.line("supervisor", fmt.Sprintf("schema %s (Airflow 3.3) has no arg_bindings: the stub call's %d argument(s) are dropped, as Airflow 3.3 drops them", version, len(args)))
-		args = nil
+	if len(req.ArgBindings) > 0 && !schema.AtLeast(version, schema.V34) {
+		show.line("supervisor", fmt.Sprintf("schema %s (Airflow 3.3) has no arg_bindings: the stub call's %d argument(s) are dropped, as Airflow 3.3 drops them", version, len(req.ArgBindings)))
+		req.ArgBindings = nil
 	}
 	// Airflow's run is running while any of its tasks runs.
 	if err := s.SetDagRunState(req.DagID, req.RunID, DagRunRunning); err != nil {
@@ -445,11 +435,38 @@ func (s *Supervisor) RunTask(ctx context.Context, req TaskRequest) (Result, erro
 		return res, fmt.Errorf("starting task %s.%s: %w", req.DagID, req.TaskID, err)
 	}
 	defer c.closeConns()
+	sd := startupDetails(req)
+	res := s.serveChild(ctx, c, StartupBody(sd, version), version, sd.TI, red, show)
+	res.State = finalState(res, req.ShouldRetry)
+	if res.State == StateSuccess {
+		if err := s.recordAssetEvents(sd.TI, res.OutletEvents); err != nil {
+			show.line("supervisor", "recording the task's asset events: "+err.Error())
+		}
+	}
+	return res, nil
+}
 
+// withRequestDefaults fills in what a TaskRequest may leave out.
+func withRequestDefaults(req TaskRequest) TaskRequest {
+	if req.RunID == "" {
+		req.RunID = "manual__" + time.Now().UTC().Format(time.RFC3339Nano)
+	}
+	if req.TryNumber < 1 {
+		req.TryNumber = 1
+	}
+	return req
+}
+
+// startupDetails is the first frame for req, as Airflow's supervisor builds
+// it. No hostname, as Airflow's scheduler sends none: the task's runtime
+// fills in the host it runs on.
+func startupDetails(req TaskRequest) protocol.StartupDetails {
+	mapIndex := -1
+	if req.Mapped {
+		mapIndex = req.MapIndex
+	}
 	now := time.Now().UTC()
-	// No hostname, as Airflow's scheduler sends none: the task's runtime
-	// fills in the host it runs on.
-	sd := protocol.StartupDetails{
+	return protocol.StartupDetails{
 		TI: protocol.TaskInstance{ID: newUUID(), DagID: req.DagID, TaskID: req.TaskID, RunID: req.RunID,
 			TryNumber: req.TryNumber, MapIndex: mapIndex, DagVersionID: newUUID(), Queue: "default", MaxTries: req.MaxTries},
 		DagRelPath: "local",
@@ -458,8 +475,15 @@ func (s *Supervisor) RunTask(ctx context.Context, req TaskRequest) (Result, erro
 		DagRun: protocol.DagRun{DagID: req.DagID, RunID: req.RunID, RunType: runType(req), State: "running",
 			LogicalDate: now, RunAfter: now, StartDate: now, Conf: req.Conf, TriggeringAssetEvents: req.AssetEvents},
 		ShouldRetry: req.ShouldRetry,
-		ArgBindings: args,
+		ArgBindings: req.ArgBindings,
 	}
+}
+
+// serveChild serves the started child until it has exited: the comm socket
+// (from the first frame to the terminal one), its log records and its
+// output. A cancelled ctx sends it SIGTERM, then SIGKILL after the kill
+// grace.
+func (s *Supervisor) serveChild(ctx context.Context, c *child, startup protocol.Body, version string, ti protocol.TaskInstance, red *redactor, show *shower) Result {
 	type logsResult struct {
 		lines   []map[string]any
 		dropped int
@@ -469,12 +493,11 @@ func (s *Supervisor) RunTask(ctx context.Context, req TaskRequest) (Result, erro
 		lines, dropped := readLogs(c.logs, red, show)
 		logsDone <- logsResult{lines, dropped}
 	}()
-
 	var res Result
 	commDone := make(chan struct{})
 	go func() {
 		defer close(commDone)
-		s.serveComm(c.comm, StartupBody(sd, version), version, sd.TI, red, show, &res)
+		s.serveComm(c.comm, startup, version, ti, red, show, &res)
 	}()
 	select {
 	case <-commDone:
@@ -497,13 +520,7 @@ func (s *Supervisor) RunTask(ctx context.Context, req TaskRequest) (Result, erro
 	res.ExitCode = c.exit
 	res.Usage = c.usage
 	res.Output, res.OutputDropped = c.out.lines()
-	res.State = finalState(res, req.ShouldRetry)
-	if res.State == StateSuccess {
-		if err := s.recordAssetEvents(sd.TI, res.OutletEvents); err != nil {
-			show.line("supervisor", "recording the task's asset events: "+err.Error())
-		}
-	}
-	return res, nil
+	return res
 }
 
 func runType(req TaskRequest) string {
