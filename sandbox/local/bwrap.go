@@ -534,7 +534,7 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 	}
 	var network *sandboxNetwork
 	if started && limitErr == nil && d.needsNetwork(m.Spec) {
-		if network, limitErr = d.startNetwork(pid, m.Spec, d.sandboxIDs(m)); limitErr != nil {
+		if network, limitErr = d.startNetwork(pid, m.Spec, d.sandboxIDs(m), st.kill); limitErr != nil {
 			st.kill()
 		} else {
 			// Like the cgroup's removal: off the command's path, finished

@@ -210,6 +210,9 @@ type Driver struct {
 	userns      userNamespaces
 	// networkMemMiB bounds each open-network command's slirp4netns.
 	networkMemMiB int
+	// egressUpdated, when set (by tests), is told each address a
+	// running command's filter took (addrwatch.go).
+	egressUpdated func([]netip.Prefix)
 
 	mu      sync.Mutex
 	running map[string]map[*exec.Cmd]*execState // by sandbox name, for Destroy

@@ -88,6 +88,9 @@ type egressPlan struct {
 	OnlySet bool `json:"only_set,omitempty"`
 	// DNS is slirp4netns's relay, let through for an open network.
 	DNS netip.Addr `json:"dns"`
+	// AddWorker: add Worker to the installed filter's worker set, and
+	// nothing else (addrwatch.go).
+	AddWorker bool `json:"add_worker,omitempty"`
 }
 
 // parseCIDRs reads a list of CIDRs (or bare addresses) separated by
@@ -227,6 +230,15 @@ func probeEgress() error {
 // (owned by userns) before its command starts, as: the owner of userns
 // (the sandbox's ids, or zero ids for the worker).
 func (d *Driver) installEgress(netns, userns *os.File, plan egressPlan, as ids) error {
+	if err := d.runEgressInstaller(netns, userns, plan, as); err != nil {
+		return fmt.Errorf("cannot install the sandbox's egress filter, which keeps it off the worker's own addresses and private network, so its command does not run (%v); use block: true, or have the operator set %s=off to allow open networks without it", err, EgressFilterEnv)
+	}
+	return nil
+}
+
+// runEgressInstaller runs the egress child with plan in the sandbox's
+// network namespace (owned by userns), as its owner.
+func (d *Driver) runEgressInstaller(netns, userns *os.File, plan egressPlan, as ids) error {
 	exe, err := os.Open("/proc/self/exe")
 	if err != nil {
 		return fmt.Errorf("cannot open the worker's own binary to install the sandbox's egress filter: %v", err)
@@ -243,10 +255,7 @@ func (d *Driver) installEgress(netns, userns *os.File, plan egressPlan, as ids) 
 	cmd.ExtraFiles = []*os.File{userns, netns, exe}
 	cmd.SysProcAttr = as.procAttr()
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
-	if err := runEgressChild(cmd, plan); err != nil {
-		return fmt.Errorf("cannot install the sandbox's egress filter, which keeps it off the worker's own addresses and private network, so its command does not run (%v); use block: true, or have the operator set %s=off to allow open networks without it", err, EgressFilterEnv)
-	}
-	return nil
+	return runEgressChild(cmd, plan)
 }
 
 // egressChildTimeout bounds one install; it takes milliseconds.

@@ -24,7 +24,11 @@ func init() {
 	if len(os.Args) == 2 && os.Args[1] == egressChildArg && os.Getenv(egressChildEnv) == "1" {
 		var plan egressPlan
 		err := json.NewDecoder(os.Stdin).Decode(&plan)
-		if err == nil {
+		switch {
+		case err != nil:
+		case plan.AddWorker:
+			err = addWorkerAddresses(plan.Worker)
+		default:
 			err = installPlan(plan)
 		}
 		if err != nil {
@@ -35,8 +39,46 @@ func init() {
 	}
 }
 
-// egressTable holds the filter in the sandbox's namespace.
-const egressTable = "airflow_go_worker_egress"
+// egressTable holds the filter in the sandbox's namespace; workerSet,
+// in it, the worker's addresses, to which addresses the worker gains
+// while a command runs are added (addrwatch.go).
+const (
+	egressTable = "airflow_go_worker_egress"
+	workerSet   = "worker"
+)
+
+// workerAddrSet is the set of the worker's addresses in table t.
+func workerAddrSet(t *nftables.Table) *nftables.Set {
+	return &nftables.Set{Table: t, Name: workerSet, KeyType: nftables.TypeIPAddr}
+}
+
+// addrElements are the set elements of the addresses of prefixes (each
+// a /32).
+func addrElements(prefixes []netip.Prefix) []nftables.SetElement {
+	var out []nftables.SetElement
+	for _, p := range prefixes {
+		a := p.Addr().As4()
+		out = append(out, nftables.SetElement{Key: a[:]})
+	}
+	return out
+}
+
+// addWorkerAddresses adds addresses to the filter's worker set in this
+// process's network namespace, where installPlan made it.
+func addWorkerAddresses(addrs []netip.Prefix) error {
+	c, err := nftables.New()
+	if err != nil {
+		return fmt.Errorf("cannot open netlink to nftables: %v", err)
+	}
+	t := &nftables.Table{Family: nftables.TableFamilyINet, Name: egressTable}
+	if err := c.SetAddElements(workerAddrSet(t), addrElements(addrs)); err != nil {
+		return err
+	}
+	if err := c.Flush(); err != nil {
+		return fmt.Errorf("nftables refused the worker's new addresses: %v", err)
+	}
+	return nil
+}
 
 // installPlan installs plan in this process's network namespace, in one
 // netlink transaction: all of it or none. The output chain:
@@ -44,7 +86,7 @@ const egressTable = "airflow_go_worker_egress"
 //	oif lo: accept (the sandbox's own loopback)
 //	not IPv4: drop
 //	slirp's DNS relay: accept (open networks only)
-//	each worker address: reject
+//	a worker address (the worker set): reject
 //	each allowed range: goto allowed
 //	each blocked range: reject
 //	goto allowed
@@ -57,6 +99,10 @@ func installPlan(plan egressPlan) error {
 		return fmt.Errorf("cannot open netlink to nftables: %v", err)
 	}
 	t := c.AddTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: egressTable})
+	worker := workerAddrSet(t)
+	if err := c.AddSet(worker, addrElements(plan.Worker)); err != nil {
+		return fmt.Errorf("cannot build the worker's address set: %v", err)
+	}
 	allowed := c.AddChain(&nftables.Chain{Name: "allowed", Table: t})
 	accept := nftables.ChainPolicyAccept
 	out := c.AddChain(&nftables.Chain{Name: "output", Table: t, Type: nftables.ChainTypeFilter,
@@ -78,9 +124,8 @@ func installPlan(plan egressPlan) error {
 	if !plan.OnlySet && plan.DNS.Is4() {
 		rule(out, append(daddrIn(netip.PrefixFrom(plan.DNS, 32)), acceptV)...)
 	}
-	for _, p := range plan.Worker {
-		rule(out, append(daddrIn(p), reject)...)
-	}
+	rule(out, &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
+		&expr.Lookup{SourceRegister: 1, SetName: worker.Name, SetID: worker.ID}, reject)
 	for _, p := range plan.Allowed {
 		rule(out, append(daddrIn(p), gotoAllowed)...)
 	}

@@ -56,17 +56,24 @@ const (
 )
 
 // sandboxNetwork is the network of one command: slirp4netns, joined to
-// the command's network namespace.
+// the command's network namespace, and the watch that keeps its egress
+// filter's worker addresses current (addrwatch.go).
 type sandboxNetwork struct {
-	slirp *slirpProc
+	netns, userns *os.File // the command's, held while it runs
+	slirp         *slirpProc
+	watch         *addrWatch    // nil: no filter to keep current
+	followed      chan struct{} // closed once the watch's follower returned
+	kill          func()        // stops the command
+	failed        atomic.Pointer[error]
 }
 
 // startNetwork connects the network namespace of bwrap's init (host pid)
 // to the outside, its egress filter installed first, and returns once the
 // sandbox's interface is configured (as: who owns the sandbox's user
-// namespace, usernsArgs). Its stop ends slirp4netns (which also exits by
-// itself when the worker dies: its --exit-fd closes).
-func (d *Driver) startNetwork(pid int, spec sandbox.Spec, as ids) (*sandboxNetwork, error) {
+// namespace, usernsArgs; kill stops the command, should its filter fail
+// to follow the worker's addresses). Its stop ends slirp4netns (which
+// also exits by itself when the worker dies: its --exit-fd closes).
+func (d *Driver) startNetwork(pid int, spec sandbox.Spec, as ids, kill func()) (*sandboxNetwork, error) {
 	if err := waitLoopback(pid); err != nil {
 		return nil, err
 	}
@@ -77,26 +84,42 @@ func (d *Driver) startNetwork(pid int, spec sandbox.Spec, as ids) (*sandboxNetwo
 	if err != nil {
 		return nil, err
 	}
-	defer netns.Close()
-	defer userns.Close()
+	n := &sandboxNetwork{netns: netns, userns: userns, kill: kill}
 	// Before slirp4netns connects the namespace: no packet leaves it
 	// unfiltered.
-	if err := d.filterNetwork(netns, userns, spec, as); err != nil {
+	if err := d.filterNetwork(n, spec, as); err != nil {
+		n.stop()
 		return nil, err
 	}
-	slirp, err := d.startSlirp(netns, userns)
-	if err != nil {
+	if n.slirp, err = d.startSlirp(netns, userns); err != nil {
+		n.stop()
 		return nil, err
 	}
-	return &sandboxNetwork{slirp: slirp}, nil
+	return n, nil
 }
 
 // stop ends the command's network.
-func (n *sandboxNetwork) stop() { n.slirp.stop() }
+func (n *sandboxNetwork) stop() {
+	if n.watch != nil {
+		n.watch.close()
+		<-n.followed
+	}
+	if n.slirp != nil {
+		n.slirp.stop()
+	}
+	n.netns.Close()
+	n.userns.Close()
+}
 
-// filterNetwork installs the egress filter in netns (owned by userns),
-// or says why the command may not run without it.
-func (d *Driver) filterNetwork(netns, userns *os.File, spec sandbox.Spec, as ids) error {
+// fail stops the command whose filter could not follow the worker.
+func (n *sandboxNetwork) fail(err error) {
+	n.failed.Store(&err)
+	n.kill()
+}
+
+// filterNetwork installs the egress filter in n's namespace, and starts
+// keeping it current, or says why the command may not run without it.
+func (d *Driver) filterNetwork(n *sandboxNetwork, spec sandbox.Spec, as ids) error {
 	// unfiltered says whether the operator lets this sandbox run without
 	// the filter, which cannot be installed (why); otherwise it fails.
 	unfiltered := func(why error) bool {
@@ -112,13 +135,30 @@ func (d *Driver) filterNetwork(netns, userns *os.File, spec sandbox.Spec, as ids
 		}
 		return errors.New(noEgressFilter(filter))
 	}
-	plan, err := d.planFor(spec)
+	// Subscribed before the addresses are listed: none added in between
+	// is missed.
+	watch, err := watchAddresses()
+	var plan egressPlan
 	if err == nil {
-		err = d.installEgress(netns, userns, plan, as)
+		plan, err = d.planFor(spec)
 	}
-	if err != nil && !unfiltered(err) {
+	if err == nil {
+		err = d.installEgress(n.netns, n.userns, plan, as)
+	}
+	if err != nil {
+		if watch != nil {
+			watch.close()
+		}
+		if unfiltered(err) {
+			return nil
+		}
 		return err
 	}
+	n.watch, n.followed = watch, make(chan struct{})
+	go func() {
+		defer close(n.followed)
+		d.followAddresses(watch, n.netns, n.userns, as, plan.Worker, n.fail)
+	}()
 	return nil
 }
 
@@ -227,11 +267,15 @@ func (p *slirpProc) stop() {
 }
 
 // lost says why the network ended while the command ran, "" if it did
-// not: slirp4netns exited before stop. Killed (SIGKILL) is what its
-// memory limit does when it is reached.
+// not: its filter could not follow the worker, or slirp4netns exited
+// before stop (killed, SIGKILL, is what its memory limit does when it is
+// reached).
 func (n *sandboxNetwork) lost() string {
 	if n == nil {
 		return "" // the command had no network of its own
+	}
+	if err := n.failed.Load(); err != nil {
+		return "network: " + (*err).Error()
 	}
 	p := n.slirp
 	select {
