@@ -18,7 +18,9 @@ import (
 // 35 -> 40: what a Go task declares because Airflow 3.3 does not hand it
 // over: four stub attributes (WithExecutionTimeout, WithMultipleOutputs,
 // WithBranch, WithBranchJoin) and a templated stub argument (WithTemplate).
-const maxExportedNames = 40
+// 40 -> 41: Defer, an outcome like Skip: a task that waits on remote work
+// frees its worker slot (issue 41).
+const maxExportedNames = 41
 
 // bundleMethods are all a task author calls on a Bundle; what the bundle's
 // own tools read goes through package taskinfo.

@@ -118,15 +118,6 @@ func (e *executionTimeoutError) Error() string {
 	return fmt.Sprintf("the task ran longer than its execution_timeout of %s and was stopped", e.timeout)
 }
 
-// withExecutionTimeout cancels ctx with an executionTimeoutError once
-// timeout has passed (0: never). Call stop when the task has returned.
-func withExecutionTimeout(ctx context.Context, cancel context.CancelCauseFunc, timeout time.Duration) (stop func() bool) {
-	if timeout <= 0 {
-		return func() bool { return false }
-	}
-	return time.AfterFunc(timeout, func() { cancel(&executionTimeoutError{timeout: timeout}) }).Stop
-}
-
 // timedOut turns the outcome of a task its execution timeout cancelled into
 // that failure: whatever the task returned after being cancelled (its
 // context's error, or even success), it ran past its limit.

@@ -39,7 +39,7 @@ const rawReplyKey = "\x00raw"
 
 type replyFunc func(m protocol.Message) (body, errBody map[string]any)
 
-var terminalTypes = map[string]bool{protocol.TypeSucceedTask: true, protocol.TypeRetryTask: true, protocol.TypeTaskState: true}
+var terminalTypes = map[string]bool{protocol.TypeSucceedTask: true, protocol.TypeRetryTask: true, protocol.TypeTaskState: true, protocol.TypeDeferTask: true}
 
 // runFake runs b.serve against an in-process fake supervisor that sends
 // first (an encoded frame payload) and answers requests with reply.

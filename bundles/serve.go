@@ -263,6 +263,10 @@ type outcome struct {
 	// state holds the outlet events and rendered map index of a task
 	// that ran (nil otherwise).
 	state *runState
+	// deadline is when the execution timeout ends (zero: none), deferrals
+	// the task instance's deferrals so far: what a DeferTask carries on.
+	deadline  time.Time
+	deferrals int
 }
 
 func (b *Bundle) runTask(ctx context.Context, r *rpc, startupID int64, sd protocol.StartupDetails, sink *airflowSink, cfg serveConfig) error {
@@ -303,6 +307,11 @@ func (b *Bundle) runTask(ctx context.Context, r *rpc, startupID int64, sd protoc
 		out.err = fmt.Errorf("task instance id %q is not a UUID", ti.ID)
 		shouldRetry = false
 	default:
+		out.deadline, out.deferrals = executionDeadline(t.executionTimeout, sd, time.Now()), ti.Deferrals
+		if out.err = resumeOf(sd, &ti, log); out.err != nil {
+			break
+		}
+		out.deferrals = ti.Deferrals
 		reserve := cfg.cleanupReserve
 		if reserve == 0 {
 			reserve = cleanup.Reserve
@@ -310,8 +319,9 @@ func (b *Bundle) runTask(ctx context.Context, r *rpc, startupID int64, sd protoc
 		runCtx, grace := cleanup.WithGraceReserve(taskCtx, cfg.cancelGrace, reserve)
 		cfg.oneP.restoreAfter(parallelismDelay)
 		done := make(chan outcome, 1)
-		stopTimeout := withExecutionTimeout(taskCtx, cancel, t.executionTimeout)
+		stopTimeout := withExecutionDeadline(cancel, t.executionTimeout, out.deadline)
 		go func() { done <- b.execute(runCtx, t, ti, dr, sd, log, cl, sink.redact) }()
+		deadline, deferrals := out.deadline, out.deferrals
 		select {
 		case out = <-done:
 			stopTimeout()
@@ -319,6 +329,7 @@ func (b *Bundle) runTask(ctx context.Context, r *rpc, startupID int64, sd protoc
 			out = awaitCleanup(taskCtx, done, grace, cfg.cancelGrace, log)
 		}
 		out = timedOut(out, context.Cause(taskCtx))
+		out.deadline, out.deferrals = deadline, deferrals
 	}
 	if err := r.failure(); err != nil {
 		// As Airflow's Go SDK does on a protocol error: no terminal frame
@@ -480,10 +491,13 @@ func terminalBody(out outcome, shouldRetry bool, version string, log hclog.Logge
 	now := time.Now().UTC()
 	mapIndex := out.state.renderedMapIndex()
 	var skip *skipError
+	var def *deferral
 	noRetry := errors.Is(out.err, ErrFailNoRetry)
 	switch {
 	case out.removed:
 		return &protocol.TaskState{State: "removed", EndDate: now}
+	case errors.As(out.err, &def):
+		return deferBody(def, now, out.deadline, out.deferrals, mapIndex, log)
 	case errors.As(out.err, &skip):
 		log.Info("task skipped", "reason", skip.Reason)
 		return &protocol.TaskState{State: "skipped", EndDate: now, RenderedMapIndex: mapIndex}

@@ -94,6 +94,7 @@ type runFlags struct {
 	argJSON                             string
 	mapIndex                            int
 	retry                               bool
+	deferWait                           time.Duration
 }
 
 // parseRunFlags reads run's flags; when it returns !ok, run exits with
@@ -115,6 +116,7 @@ func (p Program) parseRunFlags(args []string, stderr io.Writer) (f *runFlags, ex
 	fs.StringVar(&f.airflow, "airflow", schema.DefaultAirflow, "Airflow release to behave as: 3.3 or 3.4 (refuses a bundle whose schema that release does not know)")
 	fs.Var(&f.runStates, "dag-run-state", "answer GetDagRunState for another Dag run, as DAG_ID/RUN_ID=STATE (queued, running, success or failed; repeatable); runs this command runs are recorded in --state")
 	fs.IntVar(&f.mapIndex, "map-index", -1, "run one mapped instance of the task: its map index (0, 1, ...), whose element the task binds from its upstream's XCom in --state or its literal list, as under Airflow")
+	fs.DurationVar(&f.deferWait, "defer-wait", 5*time.Minute, "how long to wait at most for a deferred task's trigger before resuming it (0: resume at once)")
 	fs.StringVar(&f.argJSON, "arg-bindings", "", "Airflow 3.4 only: the stub call's arguments as a JSON list, e.g. '[{\"name\": \"sandbox\", \"kind\": \"xcom\", \"task_id\": \"provision\"}]'")
 	if help, err := ParseFlags(fs, args); help {
 		return nil, exitorder.OK, false
@@ -210,12 +212,15 @@ func runTasks(ctx context.Context, sup *supervisor.Supervisor, f *runFlags, in r
 			fmt.Fprintf(stdout, "%s.%s (run %s): skipped (by a branch)\n", f.dagID, t, f.runID)
 			continue
 		}
-		res, err := sup.RunTask(ctx, supervisor.TaskRequest{DagID: f.dagID, TaskID: t, RunID: f.runID, Conf: in.conf, ArgBindings: in.argBindings, ShouldRetry: f.retry, MaxTries: 1,
-			Mapped: f.mapIndex >= 0, MapIndex: f.mapIndex})
+		res, deferrals, err := sup.RunDeferrable(ctx, supervisor.TaskRequest{DagID: f.dagID, TaskID: t, RunID: f.runID, Conf: in.conf, ArgBindings: in.argBindings, ShouldRetry: f.retry, MaxTries: 1,
+			Mapped: f.mapIndex >= 0, MapIndex: f.mapIndex}, f.deferWait)
 		for _, s := range res.SkippedDownstream {
 			skipped[s] = true
 		}
 		fmt.Fprintln(stdout, f.outcomeLine(t, res, err))
+		if deferrals > 0 {
+			fmt.Fprintf(stdout, "  deferrals: %d\n", deferrals)
+		}
 		if res.State != supervisor.StateSuccess {
 			return exitorder.Failure
 		}

@@ -162,6 +162,11 @@ func (sd StartupDetails) Body(withArgBindings bool) Body {
 	if sd.TI.Hostname != "" {
 		body.TI.Hostname = sd.TI.Hostname
 	}
+	if sd.NextMethod != "" {
+		m := sd.NextMethod
+		body.TIContext.NextMethod, body.TIContext.NextKwargs = &m, sd.NextKwargs
+		body.TIContext.StartDate = ts(sd.TIStartDate)
+	}
 	if withArgBindings {
 		bindings := sd.ArgBindings
 		body.TIContext.ArgBindings = &bindings

@@ -216,6 +216,23 @@ type TaskState struct {
 	RenderedMapIndex *string   `msgpack:"rendered_map_index,omitempty"`
 }
 
+// DeferTask ends a task deferred: the Execution API stores a trigger
+// (Classpath, serde-serialized TriggerKwargs) for the triggerer and, when
+// it fires, schedules the task instance again with NextMethod and
+// NextKwargs (the trigger's event merged in under "event") in its
+// ti_context. TriggerTimeout is an ISO 8601 duration; past it the
+// scheduler resumes the task with next_method "__fail__".
+type DeferTask struct {
+	Header
+	State            string         `msgpack:"state"`
+	Classpath        string         `msgpack:"classpath"`
+	TriggerKwargs    map[string]any `msgpack:"trigger_kwargs"`
+	TriggerTimeout   *string        `msgpack:"trigger_timeout"`
+	NextMethod       string         `msgpack:"next_method"`
+	NextKwargs       map[string]any `msgpack:"next_kwargs"`
+	RenderedMapIndex *string        `msgpack:"rendered_map_index,omitempty"`
+}
+
 // TaskHandlerParsingResult answers a TaskHandlerParseRequest (Gen C,
 // spec 3.9): the tasks this bundle implements, by Dag.
 type TaskHandlerParsingResult struct {
@@ -326,6 +343,7 @@ func (*XComSequenceSliceResult) MessageType() string  { return TypeXComSequenceS
 func (*SucceedTask) MessageType() string              { return TypeSucceedTask }
 func (*RetryTask) MessageType() string                { return TypeRetryTask }
 func (*TaskState) MessageType() string                { return TypeTaskState }
+func (*DeferTask) MessageType() string                { return TypeDeferTask }
 func (*TaskHandlerParsingResult) MessageType() string { return TypeTaskHandlerParsingResult }
 func (*ConnectionResult) MessageType() string         { return TypeConnectionResult }
 func (*VariableResult) MessageType() string           { return TypeVariableResult }

@@ -34,7 +34,7 @@ func TestMessagesMatchTheSupervisorSchema(t *testing.T) {
 	for _, b := range []Body{
 		&GetConnection{}, &GetVariable{}, &GetXCom{}, &SetXCom{}, &MaskSecret{}, &GetDagRunState{},
 		&GetXComSequenceSlice{}, &SetRenderedFields{}, &SetRenderedMapIndex{}, &SkipDownstreamTasks{}, &GetAssetEventByAsset{},
-		&SucceedTask{}, &RetryTask{}, &TaskState{},
+		&SucceedTask{}, &RetryTask{}, &TaskState{}, &DeferTask{},
 		&ConnectionResult{}, &VariableResult{}, &XComResult{}, &XComSequenceSliceResult{}, &DagRunStateResult{}, &ErrorResponse{}, &startupBody{},
 	} {
 		name := b.MessageType()

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -16,6 +17,7 @@ const (
 	TypeSucceedTask              = "SucceedTask"
 	TypeRetryTask                = "RetryTask"
 	TypeTaskState                = "TaskState"
+	TypeDeferTask                = "DeferTask"
 	TypeGetConnection            = "GetConnection"
 	TypeConnectionResult         = "ConnectionResult"
 	TypeGetVariable              = "GetVariable"
@@ -53,6 +55,11 @@ type TaskInstance struct {
 	Hostname string
 	Queue    string
 	MaxTries int // ti_context.max_tries
+	// Resumed is the state the task deferred with (bundles.Defer), as
+	// JSON, when this run resumes it; "" on a first run. Deferrals counts
+	// the deferrals of this try so far.
+	Resumed   string
+	Deferrals int
 }
 
 // DagRun is the Dag run the task belongs to: StartupDetails.ti_context.dag_run.
@@ -105,6 +112,16 @@ type StartupDetails struct {
 	ShouldRetry bool
 	// ArgBindings is ti_context.arg_bindings (nil for older schemas).
 	ArgBindings []ArgBinding
+	// NextMethod and NextKwargs are ti_context's on a resumed task
+	// instance (after DeferTask): the method the task deferred to and its
+	// serde-serialized kwargs, the trigger's event merged in. Empty on a
+	// first run.
+	NextMethod string
+	NextKwargs map[string]any
+	// TIStartDate is ti_context.start_date, which the Execution API sends
+	// on a resume: the task instance's first start, kept across
+	// deferrals (zero when absent).
+	TIStartDate time.Time
 }
 
 // ParseStartupDetails validates and decodes a StartupDetails body. It fails
@@ -150,6 +167,9 @@ func ParseStartupDetails(body map[string]any) (StartupDetails, error) {
 	cf := fields{prefix: "StartupDetails.ti_context"}
 	sd.TI.MaxTries = cf.int(ctx, "max_tries", false, 0)
 	sd.ShouldRetry = cf.bool(ctx, "should_retry")
+	sd.NextMethod = cf.str(ctx, "next_method", false)
+	sd.NextKwargs = nextKwargs(&cf, ctx)
+	sd.TIStartDate = cf.time(ctx, "start_date")
 	if dr := cf.mapField(ctx, "dag_run", false); dr != nil {
 		df := fields{prefix: "StartupDetails.ti_context.dag_run"}
 		sd.DagRun = DagRun{
@@ -198,6 +218,23 @@ func ParseStartupDetails(body map[string]any) (StartupDetails, error) {
 		return sd, cf.err
 	}
 	return sd, f.err
+}
+
+// nextKwargs reads ti_context.next_kwargs: a map, or the same as a JSON
+// string (the Execution API's model allows both).
+func nextKwargs(f *fields, ctx map[string]any) map[string]any {
+	v, ok := ctx["next_kwargs"]
+	if !ok || v == nil {
+		return nil
+	}
+	if s, ok := v.(string); ok {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(s), &m); err != nil {
+			f.fail("next_kwargs", "is a string that is not a JSON object: %v", err)
+		}
+		return m
+	}
+	return f.mapField(ctx, "next_kwargs", false)
 }
 
 // assetEvents reads consumed_asset_events, oldest first, naming the entry

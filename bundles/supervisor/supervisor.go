@@ -32,6 +32,8 @@ const (
 	StateUpForRetry = "up_for_retry"
 	StateRemoved    = "removed"
 	StateSkipped    = "skipped"
+	// StateDeferred: the task sent DeferTask (RunDeferrable resumes it).
+	StateDeferred = "deferred"
 )
 
 const (
@@ -114,6 +116,15 @@ type TaskRequest struct {
 	AssetEvents []protocol.AssetEvent
 	// RunType is the Dag run's run_type (manual when empty).
 	RunType string
+	// TIID is the task instance id (a new one when empty): a resume runs
+	// the same task instance again.
+	TIID string
+	// NextMethod, NextKwargs and TIStartDate resume a deferred task
+	// instance (ti_context's next_method, next_kwargs and start_date);
+	// RunDeferrable sets them.
+	NextMethod  string
+	NextKwargs  map[string]any
+	TIStartDate time.Time
 }
 
 // Result is how one task instance ended.
@@ -159,6 +170,9 @@ type Result struct {
 	// MappedLength is the mapped_length a return value was pushed with
 	// (a mapped downstream expands over it), nil when none.
 	MappedLength *int
+	// Deferral is what a DeferTask asked for, nil unless State is
+	// deferred.
+	Deferral *Deferral
 	// Rejected lists the requests Airflow's supervisor would have failed
 	// to validate (logged and left unanswered, or, for a terminal frame,
 	// its outcome lost), with why.
@@ -438,6 +452,7 @@ func (s *Supervisor) RunTask(ctx context.Context, req TaskRequest) (Result, erro
 	sd := startupDetails(req)
 	res := s.serveChild(ctx, c, StartupBody(sd, version), version, sd.TI, red, show)
 	res.State = finalState(res, req.ShouldRetry)
+	acceptDeferral(&res, failedState, show)
 	if res.State == StateSuccess {
 		if err := s.recordAssetEvents(sd.TI, res.OutletEvents); err != nil {
 			show.line("supervisor", "recording the task's asset events: "+err.Error())
@@ -466,8 +481,12 @@ func startupDetails(req TaskRequest) protocol.StartupDetails {
 		mapIndex = req.MapIndex
 	}
 	now := time.Now().UTC()
+	tiID := req.TIID
+	if tiID == "" {
+		tiID = newUUID()
+	}
 	return protocol.StartupDetails{
-		TI: protocol.TaskInstance{ID: newUUID(), DagID: req.DagID, TaskID: req.TaskID, RunID: req.RunID,
+		TI: protocol.TaskInstance{ID: tiID, DagID: req.DagID, TaskID: req.TaskID, RunID: req.RunID,
 			TryNumber: req.TryNumber, MapIndex: mapIndex, DagVersionID: newUUID(), Queue: "default", MaxTries: req.MaxTries},
 		DagRelPath: "local",
 		BundleName: "local",
@@ -476,7 +495,25 @@ func startupDetails(req TaskRequest) protocol.StartupDetails {
 			LogicalDate: now, RunAfter: now, StartDate: now, Conf: req.Conf, TriggeringAssetEvents: req.AssetEvents},
 		ShouldRetry: req.ShouldRetry,
 		ArgBindings: req.ArgBindings,
+		NextMethod:  req.NextMethod,
+		NextKwargs:  req.NextKwargs,
+		TIStartDate: req.TIStartDate,
 	}
+}
+
+// acceptDeferral reads a deferred result's DeferTask; one the local
+// supervisor cannot play fails the task, saying why.
+func acceptDeferral(res *Result, failedState string, show *shower) {
+	if res.State != StateDeferred {
+		return
+	}
+	d, err := deferralOf(res.Terminal, time.Now())
+	if err != nil {
+		res.State = failedState
+		res.Rejected = append(res.Rejected, err.Error())
+		show.line("supervisor", err.Error())
+	}
+	res.Deferral = d
 }
 
 // serveChild serves the started child until it has exited: the comm socket
@@ -557,6 +594,8 @@ func finalState(r Result, shouldRetry bool) string {
 		return StateSuccess
 	case protocol.TypeRetryTask:
 		return StateUpForRetry
+	case protocol.TypeDeferTask:
+		return StateDeferred
 	}
 	if st, _ := r.Terminal["state"].(string); st != "" {
 		return st
@@ -643,7 +682,7 @@ func apiError(code, message string) *protocol.ErrorResponse {
 func (s *Supervisor) handle(m protocol.Message, ti protocol.TaskInstance, b map[string]any, red *redactor, show *shower, res *Result) (protocol.Body, *protocol.ErrorResponse) {
 	str := func(k string) string { v, _ := b[k].(string); return v }
 	switch m.Type() {
-	case protocol.TypeSucceedTask, protocol.TypeRetryTask, protocol.TypeTaskState:
+	case protocol.TypeSucceedTask, protocol.TypeRetryTask, protocol.TypeTaskState, protocol.TypeDeferTask:
 		res.Terminal = b
 		if r, ok := b["retry_reason"].(string); ok {
 			res.RetryReason = red.apply(r)

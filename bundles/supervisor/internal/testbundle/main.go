@@ -5,6 +5,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -64,6 +65,19 @@ type resultsIn struct {
 // mapped convert, which writes an asset; gather collects its results;
 // consume reads an asset event's url.
 func registerDataModel(b *bundles.Bundle) {
+	// poll defers twice, counting in its state, then returns what it saw.
+	b.Register("deferral", "poll", func(ti bundles.TaskInstance) (string, error) {
+		var polls int
+		if ti.Resumed != "" {
+			if err := json.Unmarshal([]byte(ti.Resumed), &polls); err != nil {
+				return "", err
+			}
+		}
+		if polls < 2 {
+			return "", bundles.Defer(time.Hour, polls+1)
+		}
+		return fmt.Sprintf("polled %d times, %s", polls, ti.ID), nil
+	}, bundles.WithExecutionTimeout(24*time.Hour))
 	out := bundles.Asset{URI: "file:///converted/"}
 	b.Register("assets", "list", func() ([]string, error) { return []string{"a.csv", "b.csv", "c.csv"}, nil })
 	b.Register("assets", "convert", func(o *bundles.Outlets, ti bundles.TaskInstance, in urlIn) (string, error) {
