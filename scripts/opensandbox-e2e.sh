@@ -41,7 +41,6 @@ log() { echo "opensandbox-e2e: $*" >&2; }
 
 bridge=agwose2e0
 bridge_ip=198.19.77.1
-suite_ok=0
 
 # run_tests MODE PATTERN: e2e/opensandbox's tests matching PATTERN against
 # the deployment in the environment, the server's egress mode being MODE.
