@@ -15,6 +15,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/internal/jinja"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
 )
 
@@ -228,7 +229,7 @@ func (t *task) addSources(o taskOptions) error {
 			if k := t.fields[i].typ.Kind(); k != reflect.String && k != reflect.Interface && b.entry == "" {
 				return fmt.Errorf("input %q: a template renders a string, and %s is %s", b.input, t.fields[i].name, jsonKind(t.fields[i].typ))
 			}
-			if _, err := renderTemplate(b.template, nil, nil); err != nil {
+			if err := jinja.Check(b.template); err != nil {
 				return fmt.Errorf("input %q: %w", b.input, err)
 			}
 		}
@@ -393,7 +394,7 @@ type bindSources struct {
 	// events that triggered the run, oldest first.
 	mapIndex int
 	events   []AssetEvent
-	// templateValues are what templates render (templateValues).
+	// templateValues are what templates render (jinja.Values).
 	templateValues map[string]string
 	// bound, when set, receives each input's final value source.
 	bound func(sources map[string]string)
@@ -626,7 +627,7 @@ func (t *task) resolveBinding(ctx context.Context, src bindSources, b inputBindi
 		return sourced{v, fmt.Sprintf("dag_run.conf[%q] (%s)", b.param, b.describe())}, ok, nil
 	}
 	if b.hasTemplate {
-		v, err := renderTemplate(b.template, src.templateValues, src.conf)
+		v, err := jinja.Render(b.template, src.templateValues, src.conf)
 		if err != nil {
 			return sourced{}, false, fmt.Errorf("input %q: %w", name, err)
 		}

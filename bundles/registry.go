@@ -203,6 +203,18 @@ func WithParam(input, param string) TaskOption {
 	}
 }
 
+// WithTemplate binds input to template rendered as Airflow renders a stub
+// argument such as "rates-{{ ds }}", which Airflow 3.3 never hands a Go task:
+// {{ name }} is replaced by the value Airflow's template context gives name
+// (the names package bundles/internal/jinja lists), {{ params.x }} and {{ dag_run.conf.x }} by the run's
+// dag_run.conf key x. Only such substitutions: filters, macros, {% %}
+// statements and other names are refused when the task is registered.
+func WithTemplate(input, template string) TaskOption {
+	return func(o *taskOptions) {
+		o.bindings = append(o.bindings, inputBinding{input: input, template: template, hasTemplate: true})
+	}
+}
+
 // AllowConf lets a run's dag_run.conf set the named inputs under their own
 // names. By default dag_run.conf sets nothing: whoever triggers a Dag run
 // must not choose, say, the files a task reads or the sandbox it acts on.

@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/cleanup"
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/internal/jinja"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/internal/schema"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
 	"github.com/airflow-sandbox/airflow-go-worker/internal/exitorder"
@@ -430,7 +431,7 @@ func (b *Bundle) execute(ctx context.Context, t *task, ti TaskInstance, dr DagRu
 		},
 		mapIndex:       ti.MapIndex,
 		events:         dr.TriggeringAssetEvents,
-		templateValues: templateValues(ti, dr),
+		templateValues: jinja.Values(ti, dr),
 		bound:          func(s map[string]string) { sources = s },
 	})
 	if err == nil && t.inputType != nil {

@@ -35,8 +35,8 @@ func checkAttributes(t *testing.T, extraEnv ...string) (Report, string) {
 	}
 	// Every stub is checked (the plain ones included), or no finding
 	// would prove nothing.
-	if r.Dags != 7 || r.GoTasks != 40 || len(r.Bundles) != 1 {
-		t.Fatalf("parsed %d Dags, %d Go tasks against bundles %v; want the 7 Dags of attributes.py, their 40 stubs and one bundle", r.Dags, r.GoTasks, r.Bundles)
+	if r.Dags != 7 || r.GoTasks != 42 || len(r.Bundles) != 1 {
+		t.Fatalf("parsed %d Dags, %d Go tasks against bundles %v; want the 7 Dags of attributes.py, their 42 stubs and one bundle", r.Dags, r.GoTasks, r.Bundles)
 	}
 	return r, filepath.Join(dags, "attributes.py")
 }
@@ -75,6 +75,7 @@ func TestCheckComparesStubAttributes(t *testing.T) {
 		{"stub_argument_dropped", "at_args", "arg_no_input"},
 		{"stub_argument_dropped", "at_args", "arg_positional"},
 		{"stub_argument_dropped", "at_args", "arg_template"},
+		{"stub_argument_dropped", "at_args", "arg_template_macro"},
 		{"stub_argument_dropped", "at_args", "arg_unbound"},
 	}
 	if got := kinds(r); !slices.Equal(got, want) {
@@ -97,7 +98,8 @@ func TestCheckComparesStubAttributes(t *testing.T) {
 		"emails":               {{"email ops@example.com", "email_on_failure", "email_on_retry"}, {"on_failure_callback"}},
 		"named_map":            {{`map_index_template "{{ task.task_id }}"`}, {"map_index:", "bundles.WithMapIndexTemplate"}},
 		"run_as":               {{"run_as_user nobody"}, {"remove run_as_user"}},
-		"arg_template":         {{`label="rates-{{ ds }}"`, "template"}, {"DagRun", "docs/compatibility.md"}},
+		"arg_template":         {{`label="rates-{{ ds }}"`, "template"}, {`inputs: {label: {template: "rates-{{ ds }}"}}`, `bundles.WithTemplate("label", "rates-{{ ds }}")`}},
+		"arg_template_macro":   {{`label="{{ macros.ds_add(ds, 1) }}"`}, {"not this (filters, macros or statements)", "DagRun"}},
 		"arg_unbound":          {{"sandbox=up()", "no arg_bindings"}, {"inputs: {sandbox: {xcom: up}} under dags.at_args.tasks.arg_unbound", `bundles.WithXCom("sandbox", "up")`}},
 		"arg_keyed":            {{`sandbox=up()["id"]`, "XCom return_value of up instead"}, {"inputs: {sandbox: {xcom: up, key: id}}"}},
 		"arg_literal_other":    {{"n=6", "default n=5"}, {"defaults: {n: 6}", `bundles.WithDefaults(map[string]any{"n": 6})`}},

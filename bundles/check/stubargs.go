@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/internal/jinja"
 )
 
 // goInputs is the Go side of a task's inputs: each one's name and what it
@@ -56,8 +58,12 @@ func (g goInputs) bindingOf(n string) string {
 // has the same literal as the default of an input nothing else binds.
 func (g goInputs) takesEffect(n string, src argSource) bool {
 	switch {
-	case n == "" || src.Unsupported != "" || src.Template:
+	case n == "" || src.Unsupported != "":
 		return false
+	case src.Template:
+		// The Go side renders the same template, as Airflow would.
+		tmpl, ok := src.Literal.(string)
+		return ok && g.td.Templates[n] == tmpl
 	case src.XCom != "":
 		x, ok := g.td.XComInputs[n]
 		_, mapped := g.td.Expansions[n]
@@ -140,7 +146,11 @@ func (s *stubTask) dropped(name string, src argSource, g goInputs, what, version
 func (s *stubTask) bindingFix(name string, src argSource) string {
 	switch {
 	case src.Template:
-		return fmt.Sprintf("drop it from the stub and have the Go task work the value out from what it reads itself: its DagRun (LogicalDate, DataIntervalStart/End, RunID, Conf), its TaskInstance, or a Dag param (inputs: {%s: {param: <name>}} under %s, Go bundles.WithParam); docs/compatibility.md lists what stands for Airflow's template variables", name, s.where)
+		tmpl, _ := src.Literal.(string)
+		if err := jinja.Check(tmpl); err == nil {
+			return fmt.Sprintf("have the Go task render the same template: inputs: {%s: {template: %q}} under %s in the bundle config (Go: bundles.WithTemplate(%q, %q)), which renders it as Airflow does, and pack it again", name, tmpl, s.where, name, tmpl)
+		}
+		return fmt.Sprintf("a Go task renders only {{ name }} substitutions of Airflow's template context, not this (filters, macros or statements): drop it from the stub and have the Go task work the value out from what it reads itself, its DagRun (LogicalDate, DataIntervalStart/End, RunID, Conf), its TaskInstance, or a Dag param (inputs: {%s: {param: <name>}} under %s, Go bundles.WithParam); docs/bundle-config.md shows how", name, s.where)
 	case src.Unsupported != "":
 		return fmt.Sprintf("pass a JSON value or an upstream task's result instead (%s=upstream()), bound on the Go side (inputs: {%s: {xcom: upstream}} under %s), or drop it", name, name, s.where)
 	case src.XCom != "" && keyOf(src) != "return_value":

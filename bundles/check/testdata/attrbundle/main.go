@@ -66,6 +66,8 @@ func arguments(b *bundles.Bundle) {
 	b.Register("at_args", "arg_literal_same", args, n5)
 	b.Register("at_args", "arg_literal_other", args, n5)
 	b.Register("at_args", "arg_template", args)
+	b.Register("at_args", "arg_template_same", args, bundles.WithTemplate("label", "rates-{{ ds }}"))
+	b.Register("at_args", "arg_template_macro", args)
 	b.Register("at_args", "arg_unbound", args)
 	b.Register("at_args", "arg_positional", args, bundles.WithXCom("sandbox", "up"))
 	b.Register("at_args", "arg_function_default", args, n5)

@@ -67,6 +67,8 @@ def at_args():
     go_args.override(task_id="arg_literal_same")(n=5)
     go_args.override(task_id="arg_literal_other")(n=6)
     go_args.override(task_id="arg_template")(label="rates-{{ ds }}")
+    go_args.override(task_id="arg_template_same")(label="rates-{{ ds }}")
+    go_args.override(task_id="arg_template_macro")(label="{{ macros.ds_add(ds, 1) }}")
     go_args.override(task_id="arg_unbound")(sandbox=up)
     go_args.override(task_id="arg_positional")(up)
     go_function_default.override(task_id="arg_function_default")()

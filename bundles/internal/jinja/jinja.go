@@ -1,28 +1,25 @@
-package bundles
+// Package jinja renders the part of Jinja a Go task's templates may use:
+// {{ name }} substitutions of Airflow's template context, rendered exactly as
+// Airflow 3.3's task runner renders them (get_template_context), from the
+// task instance and its Dag run; everything else (filters, macros,
+// statements) is refused. The bundle runtime renders templated inputs with
+// it, and check tells a template it can render from one it cannot.
+package jinja
 
 import (
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
+	"github.com/airflow-sandbox/airflow-go-worker/internal/final"
 )
 
-// WithTemplate binds input to template rendered as Airflow renders a stub
-// argument such as "rates-{{ ds }}", which Airflow 3.3 never hands a Go task:
-// {{ name }} is replaced by the value Airflow's template context gives name
-// (see templateNames), {{ params.x }} and {{ dag_run.conf.x }} by the run's
-// dag_run.conf key x. Only such substitutions: filters, macros, {% %}
-// statements and other names are refused when the task is registered.
-func WithTemplate(input, template string) TaskOption {
-	return func(o *taskOptions) {
-		o.bindings = append(o.bindings, inputBinding{input: input, template: template, hasTemplate: true})
-	}
-}
-
-// templateNames are the names of Airflow's template context a template may
+// Names are the nameslow's template context a template may
 // use, each rendered from the task instance and its Dag run exactly as
 // Airflow 3.3's task runner renders it (get_template_context).
-var templateNames = []string{
+var Names = []string{
 	"ds", "ds_nodash", "ts", "ts_nodash", "ts_nodash_with_tz", "logical_date",
 	"data_interval_start", "data_interval_end", "run_id", "task_instance_key_str",
 	"dag.dag_id", "task.task_id", "ti.try_number", "ti.map_index",
@@ -39,10 +36,10 @@ func pyTime(t time.Time, sep string) string {
 	return t.Format(layout + "-07:00")
 }
 
-// templateValues are the values templates may use, for one task instance.
+// Values are the values templates may use, for one task instance.
 // Those that depend on the logical date are missing when the run has none
 // (a manual run triggered without one), as in Airflow.
-func templateValues(ti TaskInstance, dr DagRun) map[string]string {
+func Values(ti protocol.TaskInstance, dr protocol.DagRun) map[string]string {
 	v := map[string]string{
 		"run_id": dr.RunID, "dag.dag_id": ti.DagID, "task.task_id": ti.TaskID,
 		"ti.try_number": strconv.Itoa(ti.TryNumber), "ti.map_index": strconv.Itoa(ti.MapIndex),
@@ -68,9 +65,9 @@ func pyTimeOrNone(t time.Time) string {
 	return pyTime(t, " ")
 }
 
-// renderTemplate renders tmpl with values and the run's conf; a nil values
+// Render renders tmpl with values and the run's conf; a nil values
 // map only checks what tmpl uses (at registration).
-func renderTemplate(tmpl string, values map[string]string, conf map[string]any) (string, error) {
+func Render(tmpl string, values map[string]string, conf map[string]any) (string, error) {
 	var out strings.Builder
 	rest := tmpl
 	for {
@@ -106,29 +103,29 @@ func templateValue(tmpl, name string, values map[string]string, conf map[string]
 	known := fromConf && key != "" && !strings.ContainsAny(key, " |()[]") || containsName(name)
 	switch {
 	case !known:
-		return "", fmt.Errorf("template %q: {{ %s }} is not rendered for a Go task; use one of %s, params.<name> or dag_run.conf.<name> (no filters or macros)", tmpl, name, strings.Join(templateNames, ", "))
+		return "", fmt.Errorf("template %q: {{ %s }} is not rendered for a Go task; use one of %s, params.<name> or dag_run.conf.<name> (no filters or macros)", tmpl, name, strings.Join(Names, ", "))
 	case values == nil:
 		return "", nil
 	case fromConf:
 		c, ok := conf[key]
 		if !ok {
-			return "", FailNoRetry(fmt.Errorf("template %q: the run's dag_run.conf has no %q, and a Go task cannot see the Dag's param defaults; trigger the run with it, or bind the input with {param: %s} and give its default under defaults:", tmpl, key, key))
+			return "", final.Mark(fmt.Errorf("template %q: the run's dag_run.conf has no %q, and a Go task cannot see the Dag's param defaults; trigger the run with it, or bind the input with {param: %s} and give its default under defaults:", tmpl, key, key))
 		}
 		s, err := pyString(c)
 		if err != nil {
-			return "", FailNoRetry(fmt.Errorf("template %q: dag_run.conf[%q] %w", tmpl, key, err))
+			return "", final.Mark(fmt.Errorf("template %q: dag_run.conf[%q] %w", tmpl, key, err))
 		}
 		return s, nil
 	}
 	v, ok := values[name]
 	if !ok {
-		return "", FailNoRetry(fmt.Errorf("template %q: {{ %s }} is undefined for this run: it has no logical date (a manual run triggered without one), as Airflow's template context has none either", tmpl, name))
+		return "", final.Mark(fmt.Errorf("template %q: {{ %s }} is undefined for this run: it has no logical date (a manual run triggered without one), as Airflow's template context has none either", tmpl, name))
 	}
 	return v, nil
 }
 
 func containsName(name string) bool {
-	for _, n := range templateNames {
+	for _, n := range Names {
 		if n == name {
 			return true
 		}
@@ -158,7 +155,7 @@ func pyString(v any) (string, error) {
 	case int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
 		return fmt.Sprint(v), nil
 	}
-	return "", fmt.Errorf("is a %s, which Jinja renders as Python's repr; bind the input to it directly ({param: <name>})", jsonKindOf(v))
+	return "", fmt.Errorf("is a %s, which Jinja renders as Python's repr; bind the input to it directly ({param: <name>})", kindOf(v))
 }
 
 // pyFloat is Python's repr of a float: the shortest form, with ".0" on a
@@ -169,4 +166,21 @@ func pyFloat(f float64) string {
 		s += ".0"
 	}
 	return s
+}
+
+// Check says whether tmpl can be rendered, without values.
+func Check(tmpl string) error {
+	_, err := Render(tmpl, nil, nil)
+	return err
+}
+
+// kindOf names a JSON value's kind for messages.
+func kindOf(v any) string {
+	switch v.(type) {
+	case map[string]any:
+		return "mapping"
+	case []any:
+		return "list"
+	}
+	return fmt.Sprintf("%T", v)
 }
