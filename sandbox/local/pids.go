@@ -182,7 +182,10 @@ func (c cgroupLimiter) apply(pid int, sandboxCg string, maxProcs int, memBytes i
 			return release, fmt.Errorf("cannot create a cgroup under %s to limit the sandbox: %v", c.memory, err)
 		}
 		made = append(made, dir)
-		if err := errors.Join(setLimits(dir, mem), joinCgroup(dir, pid)); err != nil {
+		if err := setLimits(dir, mem); err != nil {
+			return release, err
+		}
+		if err := joinCgroup(dir, pid); err != nil {
 			return release, err
 		}
 	}
