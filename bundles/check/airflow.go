@@ -34,6 +34,9 @@ type airflowFacts struct {
 	// in seconds (nil: none), which every parsed task without its own
 	// carries.
 	DefaultExecutionTimeout *float64 `json:"default_execution_timeout"`
+	// ConfOverridesParams is [core] dag_run_conf_overrides_params (nil:
+	// not read, an older dagfacts.py; Airflow's default is true).
+	ConfOverridesParams *bool `json:"conf_overrides_params"`
 }
 
 type dagFacts struct {

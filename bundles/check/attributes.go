@@ -97,6 +97,9 @@ func (c *checker) compareAttributes(d dagFacts, t taskFacts, td TaskDescription,
 	s.compareOutputs(td)
 	s.compareArguments(td, b.b.Manifest.SDK.SupervisorSchemaVersion, b.path)
 	s.compareParams(td)
+	if o := c.facts.ConfOverridesParams; o != nil && !*o {
+		s.paramsIgnoreConf(td)
+	}
 	s.compareBranch(td)
 }
 

@@ -170,6 +170,30 @@ func TestCheckReadsAirflowsTaskDefaults(t *testing.T) {
 	}
 }
 
+// With [core] dag_run_conf_overrides_params off, a Python task's params
+// ignore the run's conf, and an input the Go side binds to a param reads it
+// anyway: each such input is a finding there, and none with Airflow's
+// default.
+func TestParamsThatIgnoreTheConfAreNamed(t *testing.T) {
+	ignoring := func(r Report) []string {
+		var tasks []string
+		for _, f := range r.Findings {
+			if f.Kind == ParamDefaultMismatch && strings.Contains(f.Problem, "dag_run_conf_overrides_params off") {
+				tasks = append(tasks, f.TaskID)
+			}
+		}
+		return tasks
+	}
+	r, _ := checkAttributes(t, "AIRFLOW__CORE__DAG_RUN_CONF_OVERRIDES_PARAMS=False")
+	if got := ignoring(r); !slices.Equal(got, []string{"p_none", "p_other", "p_required", "p_same", "p_task_override"}) {
+		t.Fatalf("findings for param-bound inputs: %v", got)
+	}
+	r, _ = checkAttributes(t)
+	if got := ignoring(r); len(got) != 0 {
+		t.Fatalf("with Airflow's default: %v", got)
+	}
+}
+
 // stubOf is a stub task with attributes a, in a Dag of one file.
 func stubOf(c *checker, a stubFacts) *stubTask {
 	return c.stubTask(dagFacts{DagID: "d", FileLoc: "dag.py"}, taskFacts{TaskID: "t", Stub: true, Attributes: &a})

@@ -329,6 +329,8 @@ def main(argv):
     except ImportError:
         timeout = None
     facts["default_execution_timeout"] = timeout.total_seconds() if timeout else None
+    # With it off, a Python task's params ignore the run's conf.
+    facts["conf_overrides_params"] = conf.getboolean("core", "dag_run_conf_overrides_params", fallback=True)
     for path in paths:
         bag = DagBag(dag_folder=path)
         facts["import_errors"].update({str(k): str(v) for k, v in bag.import_errors.items()})

@@ -210,6 +210,17 @@ func (s *stubTask) compareParams(td TaskDescription) {
 	}
 }
 
+// paramsIgnoreConf: with [core] dag_run_conf_overrides_params off, a Python
+// task's params keep the Dag's values whatever the run's conf says, while a
+// Go input bound to a param reads the conf.
+func (s *stubTask) paramsIgnoreConf(td TaskDescription) {
+	for _, in := range sortedKeys(td.ParamInputs) {
+		name := td.ParamInputs[in]
+		s.add(ParamDefaultMismatch, fmt.Sprintf("input %s is bound to Dag param %s, which the Go task reads from the run's dag_run.conf; this Airflow has [core] dag_run_conf_overrides_params off, so a Python task's params ignore the conf and a run setting %s would change the Go task only", in, name, name),
+			fmt.Sprintf("bind %s another way (its default alone: defaults: under %s, with no {param: %s}), or turn [core] dag_run_conf_overrides_params back on", in, s.where, name))
+	}
+}
+
 func hasKey[V any](m map[string]V, k string) bool {
 	_, ok := m[k]
 	return ok
