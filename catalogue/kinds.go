@@ -87,6 +87,8 @@ func DepsFor(ti bundles.TaskInstance, af tasks.Airflow, log hclog.Logger) tasks.
 		Run:     tasks.Run{DagID: ti.DagID, RunID: ti.RunID, TaskID: ti.TaskID, MapIndex: ti.MapIndex},
 		Logger:  log,
 		Storage: tasks.NewStorage(nil),
+		Defer:   bundles.Defer,
+		Resumed: ti.Resumed,
 	}
 }
 

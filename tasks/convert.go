@@ -20,6 +20,9 @@ type ConvertInput struct {
 	MaxBytes     int64             `json:"max_bytes,omitempty"`
 	// SHA256 computes each exported file's SHA-256 (ExportInput.SHA256).
 	SHA256 bool `json:"sha256,omitempty"`
+	// Deferrable and PollInterval: RunInput's.
+	Deferrable   bool     `json:"deferrable,omitempty"`
+	PollInterval Duration `json:"poll_interval,omitempty"`
 }
 
 // ConvertResult is what a conversion produced.
@@ -56,6 +59,9 @@ func Convert(ctx context.Context, d Deps, in ConvertInput) (ConvertResult, error
 	limit, err := commandLogLimit()
 	if err != nil {
 		return ConvertResult{}, err
+	}
+	if in.Deferrable {
+		return convertDeferred(ctx, d, in, plan, limit)
 	}
 	p, err := provision(ctx, d, in.ProvisionInput)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -62,6 +63,12 @@ type Deps struct {
 	// convert) landed, once it is all in place: the catalogue puts it in
 	// the task's asset outlet events.
 	OnExported func([]ExportedFile)
+	// Defer ends the task deferred (bundles.Defer) and Resumed is the
+	// state a resumed run gets back (TaskInstance.Resumed, "" on a first
+	// run): what run and convert with deferrable: true need
+	// (catalogue.DepsFor fills both).
+	Defer   func(poll time.Duration, state any) error
+	Resumed string
 }
 
 func (d Deps) logger() hclog.Logger {

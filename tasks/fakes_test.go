@@ -345,3 +345,17 @@ func (w wrappedConfig) Open(ctx context.Context, conn *connections.Connection, l
 	}
 	return w.wrap(drv), nil
 }
+
+// LaunchDetached and DeferralRefusal: the local driver's, which the
+// embedded interface does not pass on; only the fake local backend is
+// host-bound.
+func (c configuredDriver) LaunchDetached(ctx context.Context, id string, req driver.ExecRequest) error {
+	return c.Driver.(driver.DetachedLauncher).LaunchDetached(ctx, id, req)
+}
+
+func (c configuredDriver) DeferralRefusal() error {
+	if h, ok := c.Driver.(driver.HostBound); ok && c.name == "local" {
+		return h.DeferralRefusal()
+	}
+	return nil
+}

@@ -34,6 +34,12 @@ type RunInput struct {
 	AllowFailure bool `json:"allow_failure,omitempty"`
 	// Owner the sandbox must belong to; default the Dag run.
 	Owner string `json:"owner,omitempty"`
+	// Deferrable runs each command detached and defers the task between
+	// polls, every PollInterval (default 30s), so no worker slot waits on
+	// it (docs/deferral.md). Timeout then has no default: the sandbox's
+	// lifetime bounds a command.
+	Deferrable   bool     `json:"deferrable,omitempty"`
+	PollInterval Duration `json:"poll_interval,omitempty"`
 }
 
 // RunResult is how the last command run ended.
@@ -107,6 +113,10 @@ func RunCommands(ctx context.Context, d Deps, in RunInput) (RunResult, error) {
 		return RunResult{}, err
 	}
 	red, budget := newRedactor(secrets), newLogBudget(limit)
+	if in.Deferrable {
+		job := deferredJob{commands: in.Command, timeout: time.Duration(in.Timeout), env: in.Env, workdir: in.Workdir, red: red, budget: budget}
+		return runDeferred(ctx, d, in, sb, backend, job)
+	}
 	var res RunResult
 	for _, cmd := range in.Command {
 		res, err = runOne(ctx, d, sb, cmd, execOptions(in.Timeout, in.Env, in.Workdir), red, budget)

@@ -194,6 +194,9 @@ type Driver struct {
 	// budget bounds what the live sandboxes under root take together
 	// (budget.go).
 	budget budgets
+	// opts are the options New was given: a detached command's keeper
+	// (detached.go) opens its own driver with them.
+	opts Options
 	// disableUserns: bwrap is new enough (0.8+) for --disable-userns.
 	disableUserns bool
 	seccomp       []byte // compiled filter for --seccomp; nil = none
@@ -266,7 +269,7 @@ func New(opts Options) (*Driver, error) {
 	d := &Driver{
 		root: root, bwrap: bwPath, prlimit: plPath, slirp: slirpPath, slirpErr: slirpErr, shareNet: opts.ShareWorkerNetwork, ignoreImage: opts.IgnoreImage, ignoreCPU: opts.IgnoreCPU, host: host,
 		log: log, now: time.Now, running: map[string]map[*exec.Cmd]*execState{},
-		seccomp: seccompProgram(),
+		seccomp: seccompProgram(), opts: opts,
 	}
 	d.passwd, d.group = systemFiles(os.Getuid(), os.Getgid())
 	for _, r := range opts.ImageRoots {
