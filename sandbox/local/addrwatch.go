@@ -70,15 +70,25 @@ func (w *addrWatch) next() ([]netip.Addr, error) {
 		if err != nil {
 			continue
 		}
+		// IFA_LOCAL is the interface's own address where it differs from
+		// IFA_ADDRESS (a point-to-point peer's), as the worker's listing
+		// (net.InterfaceAddrs) reads them.
+		var local, addr netip.Addr
 		for _, a := range attrs {
-			// IFA_LOCAL is the interface's own address; IFA_ADDRESS is it
-			// too, or a point-to-point peer's: both are the worker's to keep.
-			if a.Attr.Type != unix.IFA_LOCAL && a.Attr.Type != unix.IFA_ADDRESS {
-				continue
+			ip, ok := netip.AddrFromSlice(a.Value)
+			switch {
+			case !ok || !ip.Is4():
+			case a.Attr.Type == unix.IFA_LOCAL:
+				local = ip
+			case a.Attr.Type == unix.IFA_ADDRESS:
+				addr = ip
 			}
-			if ip, ok := netip.AddrFromSlice(a.Value); ok && ip.Is4() {
-				added = append(added, ip)
-			}
+		}
+		if local.IsValid() {
+			addr = local
+		}
+		if addr.IsValid() {
+			added = append(added, addr)
 		}
 	}
 	return added, nil
