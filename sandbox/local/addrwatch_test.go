@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/testing/deadline"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/waitwriter"
 )
 
@@ -71,14 +72,8 @@ func TestNewWorkerAddressIsFilteredDuringACommand(t *testing.T) {
 	}
 	c.Close()
 	want := netip.MustParsePrefix(newAddr + "/32")
-	deadline := time.After(time.Minute)
 	for got := false; !got; {
-		select {
-		case p := <-took:
-			got = slices.Contains(p, want)
-		case <-deadline:
-			t.Fatalf("a minute after the worker gained %s, the running command's filter had not taken it", newAddr)
-		}
+		got = slices.Contains(deadline.Wait(t, "the running command's filter to take the worker's new address "+newAddr, took), want)
 	}
 	if _, err := io.WriteString(stdinW, "go\n"); err != nil {
 		t.Fatal(err)
