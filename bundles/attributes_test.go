@@ -11,6 +11,7 @@ import (
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/cleanup"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
+	"github.com/airflow-sandbox/airflow-go-worker/bundles/taskinfo"
 )
 
 // requestsOf lists the bodies of the requests of one type, in order.
@@ -273,6 +274,25 @@ func TestAMappedInstanceNeedsAnElement(t *testing.T) {
 	s = runOne(t, func(ti TaskInstance) (int, error) { return ti.MapIndex, nil }, mapped, nil)
 	if s.terminal.Type() != protocol.TypeSucceedTask {
 		t.Fatalf("task reading its map index: %v", s.terminal.Body)
+	}
+	// One that takes its TaskInstance for other reasons (the catalogue's
+	// kinds), marked so, is refused like one that does not take it.
+	ran = false
+	b := New()
+	b.Register("d", "t", func(ti TaskInstance, in mappedIn) (string, error) { ran = true; return in.URL, nil },
+		WithDefaults(map[string]any{"url": "s3://b/default"}))
+	if err := taskinfo.NoOwnElement(b, "d", "t"); err != nil {
+		t.Fatal(err)
+	}
+	if err := taskinfo.NoOwnElement(b, "d", "missing"); err == nil {
+		t.Error("marking a task that is not registered must fail")
+	}
+	s = runFake(t, b, startupFrame(t, "d", "t", mapped), nil, serveConfig{})
+	if s.err != nil || s.terminal == nil {
+		t.Fatalf("serve: %v, terminal %v", s.err, s.terminal)
+	}
+	if ran || s.terminal.Body["state"] != "failed" {
+		t.Fatalf("a task taking its TaskInstance without its own element: ran %v, terminal %v; want failed before it ran", ran, s.terminal.Body)
 	}
 }
 

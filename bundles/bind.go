@@ -77,6 +77,9 @@ type task struct {
 	// mapIndexTemplate renders the mapped instance's name from its inputs.
 	mapIndexTemplate string
 	mappedDownstream bool
+	// noOwnElement: it takes its TaskInstance without picking its element
+	// by map index (taskinfo.NoOwnElement).
+	noOwnElement bool
 	// attributes are the stub attributes the Go side declares.
 	attributes
 }
@@ -719,9 +722,11 @@ func (t *task) resolveDataModel(ctx context.Context, src bindSources, b inputBin
 // an instance (of .expand_kwargs(), of a second expanded argument, of an
 // expansion over an input the bundle does not map) would run with its
 // defaults and succeed having processed nothing. A task whose function takes
-// its TaskInstance can read its map index itself, and is let through.
+// its TaskInstance can read its map index itself, and is let through, unless
+// its registrar says it does not (taskinfo.NoOwnElement: the standard
+// catalogue's kinds).
 func (t *task) checkMapped(ti TaskInstance) error {
-	if ti.MapIndex < 0 || slices.Contains(t.params, paramTI) || slices.Contains(t.params, paramTIPtr) {
+	if ti.MapIndex < 0 || t.readsOwnElement() {
 		return nil
 	}
 	for _, b := range t.bound {
@@ -732,6 +737,13 @@ func (t *task) checkMapped(ti TaskInstance) error {
 	return FailNoRetry(fmt.Errorf("this task instance is mapped (map_index %d), but task %s.%s takes no mapped element: Airflow 3.3 hands a Go task no element, so it would run with empty inputs. "+
 		"Map one input: in the bundle config bind it with {xcom: <upstream task>, expand: true} (stub.expand(<input>=upstream())) or {expand: [...]} (a literal list); in Go, bundles.WithExpandXCom or WithExpandItems. "+
 		".expand_kwargs() and expanding several arguments cannot be followed: expand one argument over a list of records instead", ti.MapIndex, ti.DagID, ti.TaskID))
+}
+
+// readsOwnElement says the function may pick its element by map index
+// itself: it takes its TaskInstance and does not say otherwise.
+func (t *task) readsOwnElement() bool {
+	takesTI := slices.Contains(t.params, paramTI) || slices.Contains(t.params, paramTIPtr)
+	return takesTI && !t.noOwnElement
 }
 
 // element is this mapped instance's element of list.
