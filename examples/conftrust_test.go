@@ -60,8 +60,8 @@ func TestShippedExamplesRefuseBackendFromConf(t *testing.T) {
 	}
 	var targets []target
 	configs, _ := filepath.Glob("*/bundle.yaml")
-	if len(configs) != 6 {
-		t.Fatalf("want the six shipped bundle configs, found %v", configs)
+	if len(configs) != 7 {
+		t.Fatalf("want the seven shipped bundle configs, found %v", configs)
 	}
 	for _, cfg := range configs {
 		abs, _ := filepath.Abs(cfg)

@@ -231,8 +231,8 @@ func TestMain(m *testing.M) {
 
 func TestExamplesAreConsistent(t *testing.T) {
 	dirs, err := filepath.Glob("*/dag.py")
-	if err != nil || len(dirs) != 8 {
-		t.Fatalf("want eight examples with a dag.py, found %v (%v)", dirs, err)
+	if err != nil || len(dirs) != 9 {
+		t.Fatalf("want nine examples with a dag.py, found %v (%v)", dirs, err)
 	}
 	for _, dagFile := range dirs {
 		dir := filepath.Dir(dagFile)

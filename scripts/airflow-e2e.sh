@@ -12,12 +12,14 @@
 # sandbox_conversion's run emits; mapped_conversion fans out over three
 # objects; sandbox_pipeline runs a second time with its middle task failed
 # and must end failed; agent_handoff's AgentOperator talks to the scripted
-# model, and runs a second time with the model down), prints
-# `DAG_ID RUN_ID STATE` per run
+# model, and runs a second time with the model down; stub_semantics runs
+# Go stubs beside their Python twins, and stub_refused, from e2e/airflow/
+# testdata, what `check` refuses), prints `DAG_ID RUN_ID STATE` per run
 # and stops everything it started. Extra arguments go to the driver (e.g.
 # -keep to keep the Airflow home and logs). Exit 0 only if every run ended
-# as expected (the failed-middle-task and model-down runs failed, the
-# others succeeded) and no sandbox was left.
+# as expected (the failed-middle-task, model-down, stub_semantics and
+# stub_refused runs failed, the others succeeded), passed its checks, and
+# no sandbox was left.
 #
 # EXECUTOR=celery runs the driver's CeleryExecutor mode instead (e2e/airflow
 # celery.go; docs/deploying.md): PostgreSQL and Redis from Debian (installed

@@ -26,6 +26,7 @@ const wantAirflow = "3.3."
 type deployment struct {
 	procs []*proc
 	api   *apiClient
+	env   []string // the scheduler's and dag-processor's environment
 }
 
 // startAirflow migrates a fresh SQLite database and starts the scheduler
@@ -111,7 +112,7 @@ func (a *airflowSetup) boot(ctx context.Context, o options, w *workdir, env, api
 	}
 
 	step("starting scheduler, dag-processor and api-server (%s)", a.base)
-	d := &deployment{}
+	d := &deployment{env: env}
 	for _, c := range []string{"scheduler", "dag-processor", "api-server"} {
 		cenv := env
 		if c == "api-server" {

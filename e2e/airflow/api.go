@@ -425,3 +425,73 @@ func (c *apiClient) printFailedTasks(ctx context.Context, r *dagRun) {
 		}
 	}
 }
+
+// taskTry is one try of a task instance, from its try history.
+type taskTry struct {
+	Try      int      `json:"try_number"`
+	State    *string  `json:"state"`
+	Duration *float64 `json:"duration"` // seconds, from start to end
+}
+
+func (t taskTry) state() string {
+	if t.State == nil {
+		return "none"
+	}
+	return *t.State
+}
+
+// tries is a task instance's try history, oldest first; taskID may name
+// a mapped instance (instanceKey).
+func (c *apiClient) tries(ctx context.Context, r *dagRun, taskID string) ([]taskTry, error) {
+	var h struct {
+		TaskInstances []taskTry `json:"task_instances"`
+	}
+	id, query := splitInstanceKey(taskID)
+	p := "/api/v2/dags/" + url.PathEscape(r.scenario.dagID) + "/dagRuns/" + url.PathEscape(r.runID) +
+		"/taskInstances/" + url.PathEscape(id) + "/tries" + query
+	if err := c.do(ctx, http.MethodGet, p, nil, &h, ""); err != nil {
+		return nil, fmt.Errorf("the tries of %s: %w", taskID, err)
+	}
+	sort.Slice(h.TaskInstances, func(i, j int) bool { return h.TaskInstances[i].Try < h.TaskInstances[j].Try })
+	return h.TaskInstances, nil
+}
+
+// xcomKeys are the keys of the XComs a task instance left, sorted.
+func (c *apiClient) xcomKeys(ctx context.Context, r *dagRun, taskID string) ([]string, error) {
+	var list struct {
+		Entries []struct {
+			Key string `json:"key"`
+		} `json:"xcom_entries"`
+	}
+	id, query := splitInstanceKey(taskID)
+	if query == "" {
+		query = "?map_index=-1"
+	}
+	p := "/api/v2/dags/" + url.PathEscape(r.scenario.dagID) + "/dagRuns/" + url.PathEscape(r.runID) +
+		"/taskInstances/" + url.PathEscape(id) + "/xcomEntries" + query
+	if err := c.do(ctx, http.MethodGet, p, nil, &list, ""); err != nil {
+		return nil, fmt.Errorf("the XComs of %s: %w", taskID, err)
+	}
+	keys := make([]string, len(list.Entries))
+	for i, e := range list.Entries {
+		keys[i] = e.Key
+	}
+	sort.Strings(keys)
+	return keys, nil
+}
+
+// variable is an Airflow Variable's value; found is false when there is
+// no such Variable.
+func (c *apiClient) variable(ctx context.Context, key string) (value string, found bool, err error) {
+	var v struct {
+		Value string `json:"value"`
+	}
+	err = c.do(ctx, http.MethodGet, "/api/v2/variables/"+url.PathEscape(key), nil, &v, "")
+	if isStatus(err, http.StatusNotFound) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("Variable %s: %w", key, err)
+	}
+	return v.Value, true, nil
+}

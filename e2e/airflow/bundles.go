@@ -73,9 +73,9 @@ func packBundles(ctx context.Context, o options, w *workdir) error {
 			continue
 		}
 		packed[s.example] = true
-		exDir := filepath.Join(o.repo, "examples", s.example)
+		exDir := filepath.Join(o.repo, s.dir())
 		args := []string{"pack", "--output", filepath.Join(w.executables, s.example+".bundle")}
-		what := "examples/" + s.example + "/bundle.yaml"
+		what := filepath.Join(s.dir(), "bundle.yaml")
 		if s.goMain {
 			args = append(args, "--executable", o.goTasksBin)
 			what = "its own Go main, " + filepath.Base(o.goTasksBin)

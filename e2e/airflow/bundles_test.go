@@ -11,12 +11,12 @@ import (
 // driver waits for the Dag the file really defines.
 func TestScenariosMatchTheirExamples(t *testing.T) {
 	for _, s := range scenarios {
-		data, err := os.ReadFile(filepath.Join("..", "..", "examples", s.example, "dag.py"))
+		data, err := os.ReadFile(filepath.Join("..", "..", s.dir(), "dag.py"))
 		if err != nil {
 			t.Fatalf("%s: %v", s.dagID, err)
 		}
 		if !strings.Contains(string(data), `dag_id="`+s.dagID+`"`) {
-			t.Errorf("examples/%s/dag.py does not define dag_id %q", s.example, s.dagID)
+			t.Errorf("%s/dag.py does not define dag_id %q", s.dir(), s.dagID)
 		}
 	}
 }

@@ -35,7 +35,7 @@ func (c *celeryRun) cleanBatch(ctx context.Context) error {
 		return err
 	}
 	step("checking the clean batch through the REST API, the S3 server and the fake Modal server")
-	env := &checkEnv{api: c.api, store: c.store, modal: c.modal, w: c.w, o: c.o}
+	env := &checkEnv{api: c.api, store: c.store, modal: c.modal, w: c.w, o: c.o, af: c.af}
 	ok := 0
 	for _, r := range b.runs {
 		if r.state != "success" {

@@ -8,14 +8,18 @@
 // (llmserver.go), triggers each Dag with no conf (they run on backend:
 // modal, as shipped; agent_handoff twice, the second time with the model
 // down), waits for it and checks the results through Airflow's REST API,
-// the S3 server and the fakes. `make airflow-e2e` (scripts/airflow-e2e.sh)
+// the S3 server and the fakes. stub_semantics (semantics.go) runs Go stubs
+// beside their Python @task twins and holds each pair to the same end;
+// stub_refused (refused.go, e2e/airflow/testdata) is what `check` refuses,
+// run anyway. `make airflow-e2e` (scripts/airflow-e2e.sh)
 // builds what it needs and runs it:
 //
 //	airflow-e2e -venv .venv -worker bin/airflow-go-worker -go-tasks bin/go_tasks
 //
 // It prints one line per Dag run, DAG_ID RUN_ID STATE, stops everything it
 // started, and exits 0 only if every run ended as its scenario expects
-// (success, but failed for the model-down run) and every check passed.
+// (success, but failed for the model-down run and the twins' runs, where
+// tasks fail on purpose) and every check passed.
 //
 // With -executor celery (make airflow-e2e EXECUTOR=celery) it runs the
 // sandbox examples on CeleryExecutor instead, two workers as separate hosts,
@@ -131,108 +135,158 @@ func step(format string, a ...any) {
 
 func info(format string, a ...any) { fmt.Printf("    "+format+"\n", a...) }
 
+// run is the LocalExecutor mode: everything up, every scenario's run,
+// their checks, then everything down again.
 func run(ctx context.Context, o options) (err error) {
 	started := time.Now()
 	w, err := newWorkdir()
 	if err != nil {
 		return err
 	}
-	defer func() {
-		// A failed run keeps its logs for whoever has to find out why.
-		if err != nil || o.keep || ctx.Err() != nil {
-			fmt.Printf("\nwork directory kept: %s (Airflow home, component and task logs, S3 data)\n", w.root)
-			return
-		}
-		if rmErr := os.RemoveAll(w.root); rmErr != nil {
-			fmt.Fprintf(os.Stderr, "could not remove the work directory %s: %v\n", w.root, rmErr)
-		}
-	}()
+	defer keepOrRemove(ctx, o, w, &err)
 	info("work directory %s", w.root)
 
+	var stops stopList
+	// Stopped in reverse order of their starts; a stop's error (a fake
+	// that saw an RPC it does not serve, a sandbox left) fails the run.
+	defer func() {
+		if stopErr := stops.stop(); err == nil {
+			err = stopErr
+		}
+	}()
+	env, err := startLocal(ctx, o, w, &stops)
+	if err != nil {
+		return err
+	}
+	if err := waitParsed(ctx, env, scenarios); err != nil {
+		return err
+	}
+	runs, err := runAll(ctx, env, scenarios, o.runTimeout, env.alive)
+	if err != nil {
+		printSummary(runs)
+		return err
+	}
+	failed := checkRuns(ctx, env, runs)
+	left := leftBehind(env)
+	printSummary(runs)
+	fmt.Printf("\n%d Dag runs, %d failed, %s in all\n", len(runs), failed, time.Since(started).Round(time.Second))
+	if failed > 0 {
+		return errors.New("not every Dag run ended as expected and passed its checks; see the task logs and failed checks above")
+	}
+	if len(left) > 0 {
+		return fmt.Errorf("%d sandboxes were left behind", len(left))
+	}
+	return nil
+}
+
+// keepOrRemove removes the work directory after a success; a failed or
+// interrupted run keeps its logs for whoever has to find out why.
+func keepOrRemove(ctx context.Context, o options, w *workdir, err *error) {
+	if *err != nil || o.keep || ctx.Err() != nil {
+		fmt.Printf("\nwork directory kept: %s (Airflow home, component and task logs, S3 data)\n", w.root)
+		return
+	}
+	if rmErr := os.RemoveAll(w.root); rmErr != nil {
+		fmt.Fprintf(os.Stderr, "could not remove the work directory %s: %v\n", w.root, rmErr)
+	}
+}
+
+// stopList stops what was started, last first.
+type stopList []func() error
+
+func (l *stopList) add(stop func() error) { *l = append(*l, stop) }
+
+// stop runs every stop, newest first, and returns the first error.
+func (l stopList) stop() error {
+	var first error
+	for i := len(l) - 1; i >= 0; i-- {
+		if err := l[i](); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// startLocal packs the bundles and starts the S3 server, the fake Modal
+// server, the scripted model and Airflow, each added to stops as soon as
+// it runs.
+func startLocal(ctx context.Context, o options, w *workdir, stops *stopList) (*checkEnv, error) {
 	step("packing the bundles into %s", w.executables)
 	if err := packBundles(ctx, o, w); err != nil {
-		return err
+		return nil, err
 	}
 
 	step("starting versitygw (S3) over %s", w.s3)
 	store, err := startStore(ctx, o, w, "127.0.0.1")
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer store.stop()
+	stops.add(func() error { store.stop(); return nil })
 	info("endpoint %s, bucket %s, input s3://%s/%s", store.srv.Endpoint, bucket, bucket, inputKey)
 
 	step("starting the fake Modal server (testing/fakemodal) on 127.0.0.1")
 	modal, err := startModal(w, "127.0.0.1")
 	if err != nil {
-		return err
+		return nil, err
 	}
-	// Stopped after Airflow (defers run in reverse), destroying whatever
-	// sandbox is left; an RPC it could not serve fails the run.
-	defer func() {
-		if stopErr := modal.stop(); stopErr != nil && err == nil {
-			err = stopErr
-		}
-	}()
+	// Stopped after Airflow, destroying whatever sandbox is left; an RPC
+	// it could not serve fails the run.
+	stops.add(modal.stop)
 	info("%s (token via connection %s), sandboxes in %s", modal.srv.URL(), modalConnID, w.modal)
 
 	step("starting the scripted model server (OpenAI chat completions) on 127.0.0.1")
 	llm, err := startLLM(agentModel, agentRun)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer func() {
-		if stopErr := llm.stop(); stopErr != nil && err == nil {
-			err = stopErr
-		}
-	}()
+	stops.add(llm.stop)
 	info("%s, model %s (connection %s)", llm.url, agentModel, llmConnID)
 
 	step("starting Airflow from %s on 127.0.0.1", o.venv)
 	af, err := startAirflow(ctx, o, w, store, modal, llm)
 	if af != nil {
-		defer af.stop()
+		stops.add(func() error { af.stop(); return nil })
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
+	return &checkEnv{api: af.api, store: store, modal: modal, llm: llm, w: w, o: o, af: af}, nil
+}
 
+// waitParsed waits until the dag-processor has parsed every scenario's Dag.
+func waitParsed(ctx context.Context, e *checkEnv, list []*scenario) error {
 	step("waiting for the Dags to be parsed")
-	api := af.api
-	for _, s := range scenarios {
-		if err := api.waitDag(ctx, s.dagID, o.bootWait, af.checkAlive); err != nil {
+	for _, s := range list {
+		if err := e.api.waitDag(ctx, s.dagID, e.o.bootWait, e.alive); err != nil {
 			return err
 		}
 		info("%s parsed", s.dagID)
 	}
+	return nil
+}
 
-	env := &checkEnv{api: api, store: store, modal: modal, llm: llm, w: w, o: o}
-	runs, err := runAll(ctx, env, scenarios, o.runTimeout, af.checkAlive)
-	if err != nil {
-		printSummary(runs)
-		return err
-	}
-
+// checkRuns checks each run's end state and its scenario's checks, and
+// says how many failed.
+func checkRuns(ctx context.Context, e *checkEnv, runs []*dagRun) (failed int) {
 	step("checking the results through the REST API, the S3 server and the fake servers")
-	failed := 0
 	for _, r := range runs {
 		// A run meant to fail (the model down) explains itself in its
 		// checks; its task logs are printed only when one fails.
 		want := r.scenario.want()
 		if want == "success" {
-			api.printFailedTasks(ctx, r)
+			e.api.printFailedTasks(ctx, r)
 		}
 		if r.state != want {
 			if want != "success" {
-				api.printFailedTasks(ctx, r)
+				e.api.printFailedTasks(ctx, r)
 				fmt.Printf("    %s: run %s is %s, want %s\n", r.scenario.dagID, r.runID, r.state, want)
 			}
 			failed++
 			continue
 		}
-		problems := r.scenario.check(ctx, env, r)
+		problems := r.scenario.check(ctx, e, r)
 		if len(problems) > 0 && want != "success" {
-			api.printFailedTasks(ctx, r)
+			e.api.printFailedTasks(ctx, r)
 		}
 		for _, p := range problems {
 			fmt.Printf("    %s: check failed: %v\n", r.scenario.dagID, p)
@@ -243,25 +297,20 @@ func run(ctx context.Context, o options) (err error) {
 			failed++
 		}
 	}
+	return failed
+}
 
-	// Every example destroys its sandboxes, also when a task failed; and
-	// none ran on the worker's own local backend.
-	left := modal.live()
+// leftBehind lists the sandboxes still there: every example destroys its
+// sandboxes, also when a task failed, and none ran on the worker's own
+// local backend.
+func leftBehind(e *checkEnv) []string {
+	left := e.modal.live()
 	if len(left) > 0 {
 		fmt.Printf("    sandboxes the fake Modal server still runs: %s\n", strings.Join(left, ", "))
 	}
-	if local := sandboxesLeft(w); len(local) > 0 {
-		fmt.Printf("    local sandboxes on the worker itself, in %s: %s\n", w.sandboxRoot(), strings.Join(local, ", "))
+	if local := sandboxesLeft(e.w); len(local) > 0 {
+		fmt.Printf("    local sandboxes on the worker itself, in %s: %s\n", e.w.sandboxRoot(), strings.Join(local, ", "))
 		left = append(left, local...)
 	}
-
-	printSummary(runs)
-	fmt.Printf("\n%d Dag runs, %d failed, %s in all\n", len(runs), failed, time.Since(started).Round(time.Second))
-	if failed > 0 {
-		return errors.New("not every Dag run ended as expected and passed its checks; see the task logs and failed checks above")
-	}
-	if len(left) > 0 {
-		return fmt.Errorf("%d sandboxes were left behind", len(left))
-	}
-	return nil
+	return left
 }

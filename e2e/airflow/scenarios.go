@@ -12,6 +12,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"sort"
@@ -40,6 +41,21 @@ type scenario struct {
 	// asset an earlier scenario's run updates); the driver waits for a run
 	// whose id begins with it instead of triggering one.
 	awaitPrefix string
+	// together: triggered at once with the together scenarios next to it
+	// in the list, then waited for (runAll).
+	together bool
+	// testdata: the Dag is one check refuses, kept in
+	// e2e/airflow/testdata/<example> rather than examples/.
+	testdata bool
+}
+
+// dir is the directory, relative to the repository, holding the scenario's
+// dag.py and bundle.yaml or main.go.
+func (s *scenario) dir() string {
+	if s.testdata {
+		return filepath.Join("e2e", "airflow", "testdata", s.example)
+	}
+	return filepath.Join("examples", s.example)
 }
 
 // want is the run state the scenario expects Airflow to decide.
@@ -59,7 +75,11 @@ type checkEnv struct {
 	llm   *llmServer
 	w     *workdir
 	o     options
+	af    *deployment
 }
+
+// alive fails when an Airflow component has exited.
+func (e *checkEnv) alive() error { return e.af.checkAlive() }
 
 // The Dags are triggered with an empty dag_run.conf: they run as shipped,
 // on backend: modal (the fake), and no example lets a run choose another.
@@ -107,6 +127,18 @@ var scenarios = []*scenario{
 		check:  checkAgentModelDown,
 		before: func(e *checkEnv, r *dagRun) { e.llm.serve(r.runID, true) },
 	},
+	// Issue 37: Go stubs beside their Python twins, both runs at once. Each
+	// fails on purpose (its timeout pair; go_echo's instances).
+	{
+		dagID: "stub_semantics", example: "stub_semantics", wantState: "failed", together: true,
+		proves: "each Go stub ended as its Python twin: execution_timeout stopped go_sleep's hanging command at the limit in both tries (failed after its retry, its sandboxes destroyed) as it stopped py_sleep; go_branch ran left and the join and skipped right as py_branch did; go_env's keys became XComs of their own, its env the Dag param's default, as py_env's",
+		check:  checkStubSemantics,
+	},
+	{
+		dagID: "stub_refused", example: "stub_refused", testdata: true, wantState: "failed", together: true,
+		proves: "what check refuses, run anyway: go_echo's .expand_kwargs() instances failed at once naming what to write while py_echo's got their elements; the Dag's on_failure_callback ran for the Go task's failure",
+		check:  checkStubRefused,
+	},
 }
 
 func dagIDs() []string {
@@ -142,37 +174,66 @@ func selectScenarios(list string) error {
 
 // runAll triggers the scenarios' Dags one after the other, each once the
 // previous run finished: their progress reads in order, and the 2-core
-// machine runs one Dag's tasks at a time next to Airflow itself. All runs
-// together get timeout. A run that fails does not stop the others.
+// machine runs one Dag's tasks at a time next to Airflow itself. Scenarios
+// marked together that follow each other are triggered at once and then
+// waited for: they prove Airflow semantics, not load, and mostly wait on
+// timeouts. All runs together get timeout. A run that fails does not stop
+// the others.
 func runAll(ctx context.Context, e *checkEnv, list []*scenario, timeout time.Duration, alive func() error) ([]*dagRun, error) {
-	api := e.api
 	runID := "airflow_e2e__" + time.Now().UTC().Format("20060102T150405Z")
 	deadline := time.Now().Add(timeout)
 	var runs []*dagRun
-	for _, s := range list {
-		r := &dagRun{scenario: s, runID: runID + s.runSuffix, state: "queued"}
-		if s.before != nil {
-			s.before(e, r)
-		}
-		if s.awaitPrefix != "" {
-			step("waiting for the scheduler to start a run of %s (%s...)", s.dagID, s.awaitPrefix)
-			id, err := api.awaitRun(ctx, s.dagID, s.awaitPrefix, time.Until(deadline), alive)
+	for i := 0; i < len(list); {
+		n := batchLen(list[i:])
+		batch := make([]*dagRun, 0, n)
+		for _, s := range list[i : i+n] {
+			r, err := startRun(ctx, e, s, runID, deadline, alive)
 			if err != nil {
 				return runs, err
 			}
-			r.runID = id
-		} else {
-			step("triggering %s (run %s, no conf)", s.dagID, r.runID)
-			if err := api.trigger(ctx, s.dagID, r.runID); err != nil {
-				return runs, fmt.Errorf("triggering %s: %w", s.dagID, err)
+			runs, batch = append(runs, r), append(batch, r)
+		}
+		for _, r := range batch {
+			if err := waitRun(ctx, e.api, r, time.Until(deadline), alive); err != nil {
+				return runs, err
 			}
 		}
-		runs = append(runs, r)
-		if err := waitRun(ctx, api, r, time.Until(deadline), alive); err != nil {
-			return runs, err
-		}
+		i += n
 	}
 	return runs, nil
+}
+
+// batchLen is how many scenarios at the start of list run at once: the
+// first, and those marked together right after it when it is too.
+func batchLen(list []*scenario) int {
+	n := 1
+	for list[0].together && n < len(list) && list[n].together {
+		n++
+	}
+	return n
+}
+
+// startRun triggers s's Dag (or, for a Dag the scheduler starts on an
+// asset event, waits for that run to appear).
+func startRun(ctx context.Context, e *checkEnv, s *scenario, runID string, deadline time.Time, alive func() error) (*dagRun, error) {
+	r := &dagRun{scenario: s, runID: runID + s.runSuffix, state: "queued"}
+	if s.before != nil {
+		s.before(e, r)
+	}
+	if s.awaitPrefix != "" {
+		step("waiting for the scheduler to start a run of %s (%s...)", s.dagID, s.awaitPrefix)
+		id, err := e.api.awaitRun(ctx, s.dagID, s.awaitPrefix, time.Until(deadline), alive)
+		if err != nil {
+			return nil, err
+		}
+		r.runID = id
+		return r, nil
+	}
+	step("triggering %s (run %s, no conf)", s.dagID, r.runID)
+	if err := e.api.trigger(ctx, s.dagID, r.runID); err != nil {
+		return nil, fmt.Errorf("triggering %s: %w", s.dagID, err)
+	}
+	return r, nil
 }
 
 // waitRun polls a run until it is success or failed, printing every task
