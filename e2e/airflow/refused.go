@@ -135,6 +135,7 @@ func checkRefusals(ctx context.Context, e *checkEnv) []error {
 	}
 	want := []refusal{
 		{check.MappingUnsupported, "go_echo", ".expand_kwargs()"},
+		{check.NotRunForGoTask, "go_echo", "on_failure_callback"},
 	}
 	sortRefusals(want)
 	if got := refusalsOf(rep, want); !slices.Equal(got, want) {
