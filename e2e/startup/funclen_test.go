@@ -26,7 +26,6 @@ var longFuncs = map[string]struct {
 	owner string
 }{
 	"sandbox/local/bwrap.go: Driver.run":            {240, "sandbox/local's"},
-	"e2e/airflow/main.go: run":                      {134, "the airflow-e2e driver's"},
 	"bundles/protocol/structure.go: checkStructure": {116, "bundles/protocol's (leaks)"},
 }
 
