@@ -112,7 +112,7 @@ var scenarios = []*scenario{
 	},
 	{
 		dagID: "go_tasks_example", example: "go_tasks", goMain: true,
-		proves: "fetch_orders' totals reached rank_customers, whose ranking (made in a Modal sandbox) reached publish_ranking, through XCom; the catalogue's sweep (cleanup) ran in the same bundle",
+		proves: "fetch_orders' totals reached rank_customers, whose ranking (made in a Modal sandbox) reached publish_ranking, through XCom; the catalogue's sweep (cleanup) ran in the same bundle; latest_conversion read sandbox_conversion's asset event as its Python twin did through inlet_events",
 		check:  checkGoTasks,
 	},
 	{
@@ -627,6 +627,7 @@ func checkPipelineRunFails(ctx context.Context, e *checkEnv, r *dagRun) []error 
 
 func checkGoTasks(ctx context.Context, e *checkEnv, r *dagRun) []error {
 	errs := allSucceeded(r, "fetch_orders", "rank_customers", "publish_ranking", "cleanup")
+	errs = append(errs, checkInletTwins(ctx, e, r)...)
 	in, err := parseOrders(e.store.input)
 	if err != nil {
 		return append(errs, err)

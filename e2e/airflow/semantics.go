@@ -267,3 +267,30 @@ func jsonText(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// checkInletTwins: go_tasks' latest_conversion (Go, Client.GetAssetEvents)
+// and latest_conversion_in_python (inlet_events) read the same latest
+// event of converted_orders: the one this driver's sandbox_conversion run
+// made, naming the URLs its convert wrote.
+func checkInletTwins(ctx context.Context, e *checkEnv, r *dagRun) []error {
+	errs := allSucceeded(r, "latest_conversion", "latest_conversion_in_python")
+	var goV, pyV map[string]any
+	if err := e.api.xcom(ctx, r, "latest_conversion", "return_value", &goV); err != nil {
+		return append(errs, err)
+	}
+	if err := e.api.xcom(ctx, r, "latest_conversion_in_python", "return_value", &pyV); err != nil {
+		return append(errs, err)
+	}
+	if !reflect.DeepEqual(goV, pyV) {
+		errs = append(errs, fmt.Errorf("latest_conversion returned %s, its Python twin (inlet_events) %s", jsonText(goV), jsonText(pyV)))
+	}
+	jsonl := "s3://" + bucket + "/converted/" + r.runID + "/orders.jsonl"
+	want := map[string]any{"source_dag_id": "sandbox_conversion", "source_run_id": r.runID, "source_task_id": "convert", "urls": []any{jsonl, jsonl + ".gz"}}
+	if !reflect.DeepEqual(goV, want) {
+		errs = append(errs, fmt.Errorf("latest_conversion returned %s, want sandbox_conversion's event of this driver's run, %s", jsonText(goV), jsonText(want)))
+	}
+	if len(errs) == 0 {
+		info("inlet events: latest_conversion (GetAssetEvents) and its Python twin (inlet_events) read the same event of converted_orders, from sandbox_conversion's run")
+	}
+	return errs
+}

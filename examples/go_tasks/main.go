@@ -4,11 +4,14 @@
 // implements the stub tasks of dag.py (Dag go_tasks_example):
 //
 //	fetch_orders >> rank_customers >> publish_ranking >> cleanup
+//	latest_conversion
 //
 // fetch_orders reads a CSV from object storage; rank_customers ranks the
 // customers inside a throwaway sandbox; publish_ranking writes the result
 // back to object storage; cleanup is the catalogue's sweep kind, removing
-// any sandbox this run left behind. Its own tasks are written like the
+// any sandbox this run left behind; latest_conversion reads the latest
+// event of an asset another Dag updates (bundles.Client's GetAssetEvents,
+// Python's inlet_events). Its own tasks are written like the
 // catalogue's (func(ctx, tasks.Deps, In)), so they reach connections,
 // sandboxes and storage the way the catalogue does, secrets masked.
 //
@@ -68,6 +71,9 @@ func main() {
 		"ranking_url": "s3://airflow-artifacts/reports/{run_id}/ranking.txt",
 		"aws_conn_id": "aws_default",
 	}), bundles.WithXCom("ranking", "rank_customers"))
+	// Any asset's events, as a Python task's inlet_events[asset]: here the
+	// latest conversion examples/conversion reported.
+	b.Register(dagID, "latest_conversion", latestConversion)
 	// The catalogue's sweep, for this run (trigger rule all_done): a
 	// rank_customers killed before its cleanup leaves no sandbox behind.
 	if err := catalogue.Add(b, dagID, "cleanup", "sweep", map[string]any{
@@ -202,4 +208,29 @@ func publishRanking(ctx context.Context, d tasks.Deps, in PublishInput) (string,
 	}
 	d.Logger.Info("ranking published", "url", url)
 	return url, nil
+}
+
+// convertedOrders is the asset examples/conversion's convert reports an
+// event of when it has written its outputs.
+var convertedOrders = bundles.Asset{Name: "converted_orders", URI: "s3://airflow-artifacts/converted"}
+
+// Conversion is an asset event of convertedOrders: the run that wrote it
+// and the URLs it wrote.
+type Conversion struct {
+	SourceDagID  string `json:"source_dag_id"`
+	SourceRunID  string `json:"source_run_id"`
+	SourceTaskID string `json:"source_task_id"`
+	URLs         any    `json:"urls"`
+}
+
+// latestConversion returns the latest conversion of the orders (null when
+// there was none): any run's event of the asset, not only one that
+// triggered this run (that is DagRun.TriggeringAssetEvents).
+func latestConversion(ctx context.Context, c bundles.Client) (*Conversion, error) {
+	events, err := c.GetAssetEvents(ctx, convertedOrders, 1)
+	if err != nil || len(events) == 0 {
+		return nil, err
+	}
+	e := events[len(events)-1]
+	return &Conversion{SourceDagID: e.SourceDagID, SourceRunID: e.SourceRunID, SourceTaskID: e.SourceTaskID, URLs: e.Extra["urls"]}, nil
 }
