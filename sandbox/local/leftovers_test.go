@@ -143,12 +143,25 @@ func startAndKillWorker(t *testing.T, root string, parents []string) (prefix, im
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- c.Wait() }()
+	prefix = cgroupPrefix + strconv.Itoa(c.Process.Pid) + "-"
+	t.Cleanup(func() { // what the test failed to see removed
+		c.Process.Kill()
+		h := heldBy(root, prefix, parents)
+		for _, m := range h.mounts {
+			unmount(m)
+		}
+		for _, cg := range h.cgroups {
+			os.Remove(cg)
+			if strings.HasPrefix(filepath.Base(filepath.Dir(cg)), sandboxCgroupPrefix) {
+				os.Remove(filepath.Dir(cg)) // once no other command of the sandbox runs
+			}
+		}
+	})
 	select {
 	case <-out.Seen():
 	case err := <-exited:
 		t.Fatalf("the worker ended before its command started: %v\n%s", err, out.String())
 	}
-	prefix = cgroupPrefix + strconv.Itoa(c.Process.Pid) + "-"
 	h := heldBy(root, prefix, parents)
 	if len(h.mounts) != 1 || len(h.cgroups) < len(parents) {
 		t.Fatalf("the worker's command should hold a mount and a cgroup in each of %v: %+v", parents, h)
