@@ -244,6 +244,8 @@ type runState struct {
 
 	mu       sync.Mutex
 	mapIndex *string
+	// report is what reportInputs sent (rendered.go).
+	report *renderedReport
 }
 
 // maxMapIndexName is the length of Airflow's rendered_map_index column.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
 	"github.com/airflow-sandbox/airflow-go-worker/connections"
+	"github.com/airflow-sandbox/airflow-go-worker/redact"
 )
 
 // rpc multiplexes requests over the comm socket: one reader goroutine
@@ -178,8 +179,12 @@ type client struct {
 	rpc       *rpc
 	ti        TaskInstance
 	lookupEnv func(string) (string, bool)
-	// onSecret lets the log sink redact what the task asked Airflow to mask.
-	onSecret func(string)
+	// secrets are the log sink's: what the task learns that Airflow masks
+	// (connection passwords and extras, variables under secret names,
+	// what it asks to mask) is masked wherever its values go (secrets.go).
+	secrets *redact.Set
+	// names says which names' values are secrets, as Airflow's masker does.
+	names redact.Names
 	// state is the running task's (rendered map index, outlets); set
 	// before the task function is called.
 	state *runState
@@ -221,10 +226,8 @@ func (c *client) GetConnection(ctx context.Context, connID string) (connections.
 		return connections.Connection{}, fmt.Errorf("getting connection %q: %w", connID, err)
 	}
 	conn, err := connectionFromResult(connID, m.Body)
-	if err == nil && conn.Password != "" && c.onSecret != nil {
-		// Defence in depth: keep the password out of our own log lines
-		// even if the task never asks Airflow to mask it.
-		c.onSecret(conn.Password)
+	if err == nil {
+		c.maskConnection(conn)
 	}
 	return conn, err
 }
@@ -303,6 +306,7 @@ func (c *client) GetVariable(ctx context.Context, key string) (string, error) {
 	// Set, even to "", wins: Airflow's environment backend and its Go SDK
 	// both take an empty AIRFLOW_VAR_ as the value "".
 	if v, ok := c.lookupEnv(envVarName(key)); ok {
+		c.maskVariable(key, v)
 		return v, nil
 	}
 	m, err := c.rpc.call(ctx, &protocol.GetVariable{Key: key})
@@ -317,11 +321,13 @@ func (c *client) GetVariable(ctx context.Context, key string) (string, error) {
 	}
 	switch v := m.Body["value"].(type) {
 	case string:
+		c.maskVariable(key, v)
 		return v, nil
 	case nil:
 		return "", fmt.Errorf("variable %q: %w", key, ErrVariableNotFound)
 	default:
 		data, _ := json.Marshal(jsonValue(v))
+		c.maskVariable(key, string(data))
 		return string(data), nil
 	}
 }
@@ -380,6 +386,7 @@ func (c *client) setXCom(ctx context.Context, key string, value any, withLength 
 	if err != nil {
 		return fmt.Errorf("XCom %q: value is not JSON-encodable: %w", key, err)
 	}
+	v = c.secrets.Any(v)
 	mi := c.ti.MapIndex
 	msg := &protocol.SetXCom{XComTarget: c.xcomTarget(XComRef{Key: key, MapIndex: &mi}), Value: v}
 	if withLength {
@@ -453,13 +460,11 @@ func (c *client) SetRenderedMapIndex(ctx context.Context, name string) error {
 	if c.state == nil {
 		return errors.New("SetRenderedMapIndex: the client belongs to no running task")
 	}
-	return c.state.setMapIndex(ctx, name)
+	return c.state.setMapIndex(ctx, c.maskText(name))
 }
 
 func (c *client) MaskSecret(ctx context.Context, value, name string) error {
-	if c.onSecret != nil {
-		c.onSecret(value)
-	}
+	c.secrets.Add(value)
 	if _, err := c.rpc.call(ctx, &protocol.MaskSecret{Value: value, Name: name}); err != nil {
 		return fmt.Errorf("masking secret %q: %w", name, err)
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"reflect"
 	"regexp"
-	"strings"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -18,25 +17,71 @@ const maskedValue = "***"
 
 // reportInputs shows what the task resolved before its body runs: the
 // rendered map index (WithMapIndexTemplate) and the bound inputs as
-// rendered fields (the UI's rendered-template view), masked. Neither can
-// fail the task: both only describe it.
-func (t *task) reportInputs(ctx context.Context, st *runState, input reflect.Value, sources map[string]string, log hclog.Logger, mask func(string) string) error {
+// rendered fields (the UI's rendered-template view), masked with every
+// secret the task knows by then: the connections its input declares
+// (connectionUser) are read first for that. Neither can fail the task:
+// both only describe it; when a declared connection cannot be read, both
+// are left out rather than sent with its secrets unmasked.
+func (t *task) reportInputs(ctx context.Context, st *runState, input reflect.Value, sources map[string]string, log hclog.Logger, cl *client) error {
+	if err := cl.resolveDeclared(ctx, input); err != nil {
+		log.Warn("not reporting the rendered fields and map index: a connection the task's input names could not be read, so its secrets could not be masked", "error", err.Error())
+		return nil
+	}
 	values := inputValues(input)
+	render := func() map[string]any { return renderedFields(values, sources, cl) }
+	fields := render()
 	if t.mapIndexTemplate != "" {
-		name, err := t.renderMapIndex(t.mapIndexTemplate, values)
+		// From the masked values, so a secret's name, a URL's credentials
+		// and a known secret are hidden as in the rendered fields.
+		name, err := t.renderMapIndex(t.mapIndexTemplate, fields)
 		if err == nil {
-			name = mask(name)
-			err = st.setMapIndex(ctx, name)
+			err = st.setMapIndex(ctx, cl.secrets.String(name))
 		}
 		if err != nil {
 			log.Warn("could not set the rendered map index", "error", err.Error())
 		}
 	}
-	fields := renderedFields(values, sources, mask)
+	st.report = &renderedReport{render: render, sent: fields}
 	if err := st.rpc.notify(&protocol.SetRenderedFields{RenderedFields: fields}); err != nil {
 		log.Warn("could not report the resolved inputs as rendered fields", "error", err.Error())
 	}
 	return nil
+}
+
+// renderedReport is what reportInputs sent, and how to render it again.
+type renderedReport struct {
+	render func() map[string]any
+	sent   map[string]any
+}
+
+// finishReport sends the rendered fields again when secrets the task
+// learned while it ran (a connection it read, a variable) change what
+// they show, so what Airflow keeps of this try shows them masked. It runs
+// before the terminal frame, on success and on failure.
+func (st *runState) finishReport(log hclog.Logger) {
+	if st == nil || st.report == nil {
+		return
+	}
+	fields := st.report.render()
+	if reflect.DeepEqual(fields, st.report.sent) {
+		return
+	}
+	st.report.sent = fields
+	if err := st.rpc.notify(&protocol.SetRenderedFields{RenderedFields: fields}); err != nil {
+		log.Warn("could not report the rendered fields again with the secrets the task learned", "error", err.Error())
+	}
+}
+
+// maskedMapIndex is the rendered map index masked with every secret known
+// now, for the terminal frame: the task may have learned more since it was
+// set.
+func maskedMapIndex(st *runState, mask func(string) string) *string {
+	name := st.renderedMapIndex()
+	if name == nil {
+		return nil
+	}
+	masked := mask(*name)
+	return &masked
 }
 
 // inputValues is the bound input struct as JSON values, by field name.
@@ -50,12 +95,13 @@ func inputValues(input reflect.Value) map[string]any {
 }
 
 // renderedFields is what SetRenderedFields carries: each input, masked
-// (known secrets, URL credentials, and values under names that look
-// secret, as Airflow's masker hides them), and protocol.SourcesField.
-func renderedFields(values map[string]any, sources map[string]string, mask func(string) string) map[string]any {
+// (known secrets, URL credentials and query values, and values under
+// names that look secret, as Airflow's masker hides them), and
+// protocol.SourcesField.
+func renderedFields(values map[string]any, sources map[string]string, cl *client) map[string]any {
 	out := make(map[string]any, len(values)+1)
 	for k, v := range values {
-		out[k] = maskValue(k, v, mask)
+		out[k] = cl.maskValue(k, v)
 	}
 	src := map[string]any{}
 	for k, s := range sources {
@@ -65,29 +111,29 @@ func renderedFields(values map[string]any, sources map[string]string, mask func(
 	return out
 }
 
-func maskValue(key string, v any, mask func(string) string) any {
-	if sensitiveName(key) && v != nil && v != "" {
+func (c *client) maskValue(key string, v any) any {
+	if c.names.Sensitive(key) && v != nil && v != "" {
 		return maskedValue
 	}
 	switch x := v.(type) {
 	case string:
-		return mask(redactURLs(x))
+		return c.maskText(x)
 	case map[string]any:
 		out := make(map[string]any, len(x))
 		for k, e := range x {
-			out[k] = maskValue(k, e, mask)
+			out[k] = c.maskValue(k, e)
 		}
 		return out
 	case []any:
 		out := make([]any, len(x))
 		for i, e := range x {
-			out[i] = maskValue("", e, mask)
+			out[i] = c.maskValue("", e)
 		}
 		return out
 	}
 	// Numbers and booleans: masked only when a secret's text matches.
 	data, _ := json.Marshal(v)
-	if s := string(data); mask(s) != s {
+	if s := string(data); c.secrets.String(s) != s {
 		return maskedValue
 	}
 	return v
@@ -101,18 +147,4 @@ var urlPattern = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s"'<>]+`)
 
 func redactURLs(s string) string {
 	return urlPattern.ReplaceAllStringFunc(s, redact.URL)
-}
-
-// sensitiveNames are the name fragments Airflow's secrets masker hides
-// the values of (DEFAULT_SENSITIVE_FIELDS).
-var sensitiveNames = []string{"access_token", "api_key", "apikey", "authorization", "passphrase", "passwd", "password", "private_key", "secret", "token", "keyfile_dict", "service_account"}
-
-func sensitiveName(key string) bool {
-	k := strings.ToLower(key)
-	for _, s := range sensitiveNames {
-		if strings.Contains(k, s) {
-			return true
-		}
-	}
-	return false
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/internal/schema"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
 	"github.com/airflow-sandbox/airflow-go-worker/internal/exitorder"
+	"github.com/airflow-sandbox/airflow-go-worker/redact"
 )
 
 const (
@@ -53,7 +54,10 @@ func protoErr(format string, args ...any) error {
 
 // serveConfig holds what tests replace.
 type serveConfig struct {
-	lookupEnv   func(string) (string, bool)
+	lookupEnv func(string) (string, bool)
+	// environ lists the environment (os.Environ): its AIRFLOW_VAR_ secrets
+	// are masked from the start (secrets.go).
+	environ     []string
 	signals     bool // cancel on SIGTERM/SIGINT
 	cancelGrace time.Duration
 	// cleanupReserve is the part of the grace kept for reporting (0:
@@ -92,7 +96,7 @@ func processConfig() serveConfig {
 	if graceWarning != "" {
 		warning = strings.TrimPrefix(warning+"; "+graceWarning, "; ")
 	}
-	return serveConfig{lookupEnv: os.LookupEnv, signals: true, cancelGrace: grace, schema: version, schemaWarning: warning}
+	return serveConfig{lookupEnv: os.LookupEnv, environ: os.Environ(), signals: true, cancelGrace: grace, schema: version, schemaWarning: warning}
 }
 
 // cancelGraceFromEnv reads CancelGraceEnv; a bad value keeps the default
@@ -280,7 +284,8 @@ func (b *Bundle) runTask(ctx context.Context, r *rpc, startupID int64, sd protoc
 	}
 	jsonEvents(dr.TriggeringAssetEvents)
 	log := newTaskLogger(sink, "task").With("dag_id", ti.DagID, "task_id", ti.TaskID, "try_number", ti.TryNumber)
-	cl := &client{rpc: r, ti: ti, lookupEnv: cfg.lookupEnv, onSecret: sink.AddSecret}
+	cl := &client{rpc: r, ti: ti, lookupEnv: cfg.lookupEnv, secrets: sink.secrets, names: redact.NamesFromEnv(cfg.lookupEnv)}
+	cl.maskEnvVariables(cfg.environ)
 
 	shouldRetry := sd.ShouldRetry
 	taskCtx, cancel := context.WithCancelCause(ctx)
@@ -338,6 +343,7 @@ func (b *Bundle) runTask(ctx context.Context, r *rpc, startupID int64, sd protoc
 		log.Error("the comm socket failed during the task; exiting without reporting an outcome", "error", err.Error())
 		return protoErr("the comm socket failed during the task, so no outcome was reported (Airflow records the task failed or up_for_retry): %v", err)
 	}
+	out.state.finishReport(log)
 	return sendTerminal(r, startupID, terminalBody(out, shouldRetry, cfg.schema, log, sink.redact))
 }
 
@@ -435,7 +441,7 @@ func (b *Bundle) execute(ctx context.Context, t *task, ti TaskInstance, dr DagRu
 		bound:          func(s map[string]string) { sources = s },
 	})
 	if err == nil && t.inputType != nil {
-		err = t.reportInputs(ctx, st, input, sources, log, redact)
+		err = t.reportInputs(ctx, st, input, sources, log, cl)
 	}
 	if err != nil {
 		err = fmt.Errorf("binding inputs: %w", err)
@@ -490,7 +496,7 @@ func (b *Bundle) execute(ctx context.Context, t *task, ti TaskInstance, dr DagRu
 // process exits 0. This is the one place an error becomes an outcome.
 func terminalBody(out outcome, shouldRetry bool, version string, log hclog.Logger, redact func(string) string) protocol.Body {
 	now := time.Now().UTC()
-	mapIndex := out.state.renderedMapIndex()
+	mapIndex := maskedMapIndex(out.state, redact)
 	var skip *skipError
 	var def *deferral
 	noRetry := errors.Is(out.err, ErrFailNoRetry)

@@ -55,17 +55,62 @@ func New(values ...string) *Set {
 
 // Add registers value, each line of it when it has several, and the string
 // values of a JSON object with their lines.
-func (s *Set) Add(value string) {
+func (s *Set) Add(value string) { s.add(value, true) }
+
+// AddExtra registers a connection's extra as Airflow's masker does: the
+// whole text, with its lines, and inside a JSON object the values under
+// the names names says are secret (a "token", a "private_key"), at any
+// depth, with their lines. Its other values (a region, a bucket) are no
+// secrets: masking them would garble every line that names them.
+func (s *Set) AddExtra(extra string, names Names) {
+	if s == nil {
+		return
+	}
+	s.add(extra, false)
+	var doc any
+	if json.Unmarshal([]byte(extra), &doc) != nil {
+		return
+	}
+	s.addSensitive(doc, names)
+}
+
+// addSensitive adds every string under a sensitive name inside v.
+func (s *Set) addSensitive(v any, names Names) {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			if !names.Sensitive(k) {
+				s.addSensitive(e, names)
+				continue
+			}
+			if str, ok := e.(string); ok {
+				s.Add(str)
+			} else if data, err := json.Marshal(e); err == nil {
+				s.Add(string(data)) // an object or list: its strings, as Add does
+			}
+		}
+	case []any:
+		for _, e := range x {
+			s.addSensitive(e, names)
+		}
+	}
+}
+
+// add registers value and its lines, and with leaves the string values of
+// a JSON object or list it holds.
+func (s *Set) add(value string, leaves bool) {
 	if s == nil || len(value) < MinLength {
 		return
 	}
 	parts := []string{value}
 	parts = append(parts, lines(value)...)
-	for _, leaf := range jsonStrings(value) {
-		if len(leaf) >= MinPartLength {
-			parts = append(parts, leaf)
+	if leaves {
+		for _, leaf := range jsonStrings(value) {
+			if len(leaf) >= MinPartLength {
+				parts = append(parts, leaf)
+			}
+			parts = append(parts, lines(leaf)...)
 		}
-		parts = append(parts, lines(leaf)...)
 	}
 	// What a part shows as once rendered, when it holds invisible bytes
 	// itself: output is matched as rendered too (visible.go).
