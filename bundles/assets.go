@@ -338,9 +338,24 @@ func lookupPath(v any, path string) (any, bool) {
 				return nil, false
 			}
 			v = c[i]
+		case protocol.TooDeep:
+			return c, true // the value is cut here: the caller says so
 		default:
 			return nil, false
 		}
 	}
 	return v, true
+}
+
+// tooDeepEvent is the error for a binding into the part of an asset
+// event's extra that was cut for nesting deeper than protocol.MaxNesting,
+// or nil when value (what field picked) holds none of it.
+func tooDeepEvent(e AssetEvent, field string, value any) error {
+	path, deep := protocol.FindTooDeep(value)
+	if !deep {
+		return nil
+	}
+	below := strings.Count(path, ".") + strings.Count(path, "[")
+	return fmt.Errorf("the triggering event of %s (from %s/%s) cannot give %s: its extra nests deeper than a frame may (%d levels), %d levels below %s, so the runtime did not read that part (%w); have the producer keep the event's extra flatter, or bind a shallower field",
+		e.Asset, e.SourceDagID, e.SourceRunID, field, protocol.MaxNesting, below, field, protocol.ErrTooDeep)
 }

@@ -705,6 +705,9 @@ func (t *task) resolveDataModel(ctx context.Context, src bindSources, b inputBin
 		if !ok {
 			return sourced{}, false, FailNoRetry(fmt.Errorf("the triggering event of %s (from %s/%s) has no %s; its extra has keys [%s]", e.Asset, e.SourceDagID, e.SourceRunID, b.field, strings.Join(sortedKeys(e.Extra), ", ")))
 		}
+		if err := tooDeepEvent(e, b.field, v); err != nil {
+			return sourced{}, false, FailNoRetry(err)
+		}
 		picked = append(picked, v)
 		from = fmt.Sprintf("the asset event of %s from %s/%s (%s)", e.Asset, e.SourceDagID, e.SourceRunID, b.describe())
 	}

@@ -99,7 +99,7 @@ func runFakeWith(t testing.TB, b *Bundle, first []byte, reply replyFunc, cfg ser
 	var s session
 	// The terminal frame must reuse the first frame's id.
 	firstID := int64(-1)
-	if m, err := protocol.DecodeMessage(first); err == nil {
+	if m, err := protocol.DecodeMessageCut(first); err == nil {
 		firstID = m.ID
 	}
 	if err := protocol.WriteFrame(comm, first); err != nil {

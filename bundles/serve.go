@@ -174,7 +174,9 @@ func (b *Bundle) serve(ctx context.Context, commAddr, logsAddr string, cfg serve
 		return protoErr("reading the first frame from %s: %v", commAddr, err)
 	}
 	comm.SetReadDeadline(time.Time{})
-	first, err := protocol.DecodeMessage(p)
+	// An asset event's extra may nest deeper than the runtime reads; only
+	// a task binding into it fails (protocol.TooDeep).
+	first, err := protocol.DecodeMessageCut(p)
 	if err != nil {
 		return protoErr("first frame: %v", err)
 	}

@@ -89,9 +89,34 @@ func EncodeReply(id int64, body, errBody Body) ([]byte, error) {
 // elements and never panics on hostile input: structure and nesting are
 // checked before the msgpack decoder sees the bytes.
 func DecodeMessage(payload []byte) (Message, error) {
-	if err := checkStructure(payload); err != nil {
+	cuts, err := checkStructure(payload)
+	if err != nil {
 		return Message{}, fmt.Errorf("malformed frame: %w", err)
 	}
+	if len(cuts) > 0 {
+		return Message{}, fmt.Errorf("malformed frame: msgpack nesting deeper than %d levels", MaxNesting)
+	}
+	return decodeChecked(payload)
+}
+
+// DecodeMessageCut is DecodeMessage for a frame that may hold values
+// nested deeper than MaxNesting where the runtime can do without them:
+// each such map or list decodes as a TooDeep, for the message's parser to
+// refuse where it may not stand (ParseStartupDetails allows them in an
+// asset event's extra only).
+func DecodeMessageCut(payload []byte) (Message, error) {
+	cuts, err := checkStructure(payload)
+	if err != nil {
+		return Message{}, fmt.Errorf("malformed frame: %w", err)
+	}
+	if len(cuts) > 0 {
+		payload = cutOut(payload, cuts)
+	}
+	return decodeChecked(payload)
+}
+
+// decodeChecked decodes a payload checkStructure passed.
+func decodeChecked(payload []byte) (Message, error) {
 	dec := msgpack.NewDecoder(bytes.NewReader(payload))
 	dec.UseLooseInterfaceDecoding(true)
 	v, err := dec.DecodeInterface()

@@ -129,6 +129,9 @@ type StartupDetails struct {
 // wrong type, naming the field.
 func ParseStartupDetails(body map[string]any) (StartupDetails, error) {
 	var sd StartupDetails
+	if err := checkCuts(body, "StartupDetails", cutsAllowed); err != nil {
+		return sd, err
+	}
 	f := fields{prefix: "StartupDetails"}
 	ti := f.mapField(body, "ti", true)
 	if f.err != nil {
@@ -309,6 +312,9 @@ func argBinding(m map[string]any) ArgBinding {
 
 // ParseTaskHandlerParseRequest decodes a TaskHandlerParseRequest body.
 func ParseTaskHandlerParseRequest(body map[string]any) (TaskHandlerParseRequest, error) {
+	if err := checkCuts(body, "TaskHandlerParseRequest", nil); err != nil {
+		return TaskHandlerParseRequest{}, err
+	}
 	f := fields{prefix: "TaskHandlerParseRequest"}
 	r := TaskHandlerParseRequest{
 		File:       f.str(body, "file", false),
