@@ -50,9 +50,9 @@ func convertDeferred(ctx context.Context, d Deps, in ConvertInput, plan exportPl
 	var sb *sandbox.Sandbox
 	var next *deferredState
 	if st == nil {
-		p, err := provision(ctx, d, in.ProvisionInput)
-		if err != nil {
-			return ConvertResult{}, err
+		p, perr := provision(ctx, d, in.ProvisionInput)
+		if perr != nil {
+			return ConvertResult{}, perr
 		}
 		defer p.backend.Close()
 		sb, job.red = p.sandbox, newRedactor(p.secrets)

@@ -194,3 +194,20 @@ func TestDeferrableConvert(t *testing.T) {
 		t.Fatalf("a failed deferrable conversion left %v alive", alive)
 	}
 }
+
+// A deferrable conversion the backend refuses (local, with no word that
+// resumes stay on this host) fails for good, naming the setting, and leaves
+// no sandbox; it never defers with a command it did not start.
+func TestDeferrableConvertRefusedByTheBackend(t *testing.T) {
+	e := deferrableEnv(t)
+	t.Setenv(local.SameHostResumesEnv, "")
+	in := decodeInput[ConvertInput](t, `{"deferrable": true, "poll_interval": "2s", "command": ["echo hi"], "exports": {"out.txt": "s3://out/x.txt"}}`)
+	_, err := Convert(context.Background(), e.deps, in)
+	var de *deferredErr
+	if errors.As(err, &de) || !sandbox.IsFinal(err) || !strings.Contains(err.Error(), local.SameHostResumesEnv) {
+		t.Fatalf("a refused deferrable conversion: %v", err)
+	}
+	if alive := e.drv.alive(); len(alive) != 0 {
+		t.Fatalf("a refused deferrable conversion left %v alive", alive)
+	}
+}

@@ -115,7 +115,7 @@ func runKeeper(in io.Reader, out io.WriteCloser) int {
 		fmt.Fprintln(os.Stderr, "keeper:", err)
 		return 2
 	}
-	defer d.Close()
+	defer func() { _ = d.Close() }()
 	info, err := d.Info(context.Background(), req.ID)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "keeper:", err)
@@ -133,12 +133,18 @@ func runKeeper(in io.Reader, out io.WriteCloser) int {
 		done <- err
 	}()
 	fmt.Fprint(out, "started\n")
-	out.Close()
+	_ = out.Close() // the launcher reads until EOF
 	tick := time.NewTicker(keeperWatch)
 	defer tick.Stop()
 	for {
 		select {
-		case <-done:
+		case err := <-done:
+			if err != nil {
+				// The command's own exit code is in its files; this is the
+				// exec failing, which the keeper's stderr records.
+				fmt.Fprintln(os.Stderr, "keeper: running the command:", err)
+				return 1
+			}
 			return 0
 		case <-tick.C:
 			if _, err := d.Info(ctx, req.ID); errors.Is(err, driver.ErrGone) {
