@@ -90,6 +90,9 @@ type tcase struct {
 	AssetEvents    []map[string]any  `json:"asset_events,omitempty"`
 	Env            map[string]string `json:"env,omitempty"`
 	SigtermOnEvent string            `json:"sigterm_on_event,omitempty"`
+	// ResumeOf names an earlier case that deferred: this one runs the same
+	// task instance again once that case's trigger fired.
+	ResumeOf string `json:"resume_of,omitempty"`
 	// Timeout is the case's limit in seconds; runCases sets it to what
 	// is left of the test binary's time (none for a benchmark).
 	Timeout int `json:"timeout,omitempty"`
@@ -120,6 +123,14 @@ type result struct {
 	Logs             []map[string]any `json:"logs"`
 	SchemaVersion    string           `json:"schema_version"`
 	SchemaViolations []string         `json:"schema_violations"`
+	// StateUpdate is the last state change the Execution API accepted
+	// (PATCH .../state, validated as Airflow's route validates it).
+	StateUpdate map[string]any `json:"state_update"`
+	// ResumedWith is the next_method and next_kwargs a resumed case's
+	// TIRunContext carried.
+	ResumedWith map[string]any `json:"resumed_with"`
+	// TriggerTimeoutSeconds is the accepted deferral's trigger_timeout.
+	TriggerTimeoutSeconds *float64 `json:"trigger_timeout_seconds"`
 	// Seconds is how long the coordinator's execute_task took: fork to
 	// final state.
 	Seconds float64 `json:"seconds"`

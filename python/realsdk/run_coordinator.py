@@ -24,8 +24,15 @@ CASES.json is a list of cases:
    "sigterm_on_event": "<log event>"  (SIGTERM this supervisor when the
        bundle logs it; the supervisor forwards it to the bundle as Airflow
        does on a worker shutdown),
+   "resume_of": "<an earlier case's name>"  (that case deferred: fire its
+       trigger, merge the event into its next_kwargs as Airflow's
+       handle_event_submit does, and run the same task instance again with
+       them in its TIRunContext),
    "timeout": seconds}
-RESULTS.json gets one result per case; see run_case. Each says how long
+RESULTS.json gets one result per case; see run_case. A case records the
+state update the supervisor sent (state_update: validated as the Execution
+API's route validates it) and, when it resumed, the next_method and
+next_kwargs it was resumed with (resumed_with). Each says how long
 the coordinator took (seconds: execute_task, fork to final state) and how
 often its supervisor waited with nothing left to read (idle_waits).
 """
@@ -41,9 +48,13 @@ import sys
 import time
 import traceback
 import uuid
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
+
+import asyncio
+import types
 
 import httpx
+import pydantic
 import structlog
 
 def _plain(v):
@@ -75,6 +86,7 @@ def _capture_logs(*processors):
     )
 
 
+from airflow.api_fastapi.execution_api.datamodels import taskinstance as ti_models  # noqa: E402
 from airflow.sdk.api.client import Client  # noqa: E402
 from airflow.sdk.api.datamodels._generated import (  # noqa: E402
     BundleInfo,
@@ -152,17 +164,63 @@ def _observe_service(self, max_wait_time, *args, **kwargs):
 supervisor_mod.WatchedSubprocess._service_subprocess = _observe_service
 
 
+# The body models of PATCH task-instances/{id}/state by the tag its
+# discriminator gives (TIStateUpdate, the route's body type).
+STATE_PAYLOADS = {
+    "_terminal_": ti_models.TITerminalStatePayload,
+    "success": ti_models.TISuccessStatePayload,
+    "_other_": ti_models.TITargetStatePayload,
+    "deferred": ti_models.TIDeferredStatePayload,
+    "up_for_reschedule": ti_models.TIRescheduleStatePayload,
+    "awaiting_input": ti_models.TIAwaitingInputStatePayload,
+    "up_for_retry": ti_models.TIRetryStatePayload,
+}
+
+
 class ExecutionAPI:
     """A strict stand-in for Airflow's Execution API server: it serves what
-    the case defines and records every call; an unexpected call is an error."""
+    the case defines and records every call; an unexpected call is an error.
 
-    def __init__(self, case: dict, ti: TaskInstance):
+    resumed is the deferred task instance's row when the case resumes one:
+    its first start_date, next_method and next_kwargs (the event merged)."""
+
+    def __init__(self, case: dict, ti: TaskInstance, resumed: dict | None = None):
         self.case = case
         self.ti = ti
         self.calls: list[dict] = []
         self.xcoms = dict(case.get("xcoms") or {})
         self.child_pid = None
         self.rendered_fields = None
+        self.resumed = resumed
+        # A resumed task instance is queued again, like a new one.
+        self.state = "queued"
+        self.start_date = resumed["start_date"] if resumed else None
+        self.state_update = None
+
+    def update_state(self, call: dict, body) -> httpx.Response:
+        """PATCH task-instances/{id}/state as ti_update_state serves it: the
+        body validated by the model its state selects (422); a deferral, or
+        any update after one, as the route's state rules answer it: a repeat
+        of the current state 200, any other change only from running (409).
+        (The route also refuses a second terminal state, as for a task that
+        succeeded and then exited non-zero; the stand-in accepts it, so the
+        tests see what the supervisor sends.)"""
+        tag = ti_models.ti_state_discriminator(body if isinstance(body, dict) else {})
+        try:
+            payload = STATE_PAYLOADS[tag].model_validate(body)
+        except pydantic.ValidationError as e:
+            call["unexpected"] = True
+            return httpx.Response(422, json={"detail": json.loads(e.json())})
+        state = payload.state.value
+        ruled = "deferred" in (state, self.state)
+        if ruled and state == self.state:
+            return httpx.Response(200)
+        if ruled and self.state != "running":
+            call["unexpected"] = True
+            return httpx.Response(409, json={"detail": {"reason": "invalid_state", "previous_state": self.state}})
+        self.state = state
+        self.state_update = payload.model_dump(mode="json")
+        return httpx.Response(204)
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         path = request.url.path.removeprefix("/execution/")
@@ -175,11 +233,14 @@ class ExecutionAPI:
             what = parts[2] if len(parts) > 2 else ""
             if request.method == "PATCH" and what == "run":
                 self.child_pid = body.get("pid")
+                self.state = "running"
+                # A resume keeps the first start (ti_run drops the new one).
+                self.start_date = self.start_date or body.get("start_date")
                 return httpx.Response(200, content=self.run_context().model_dump_json())
             if request.method == "PUT" and what == "heartbeat":
                 return httpx.Response(204)
             if request.method == "PATCH" and what == "state":
-                return httpx.Response(204)
+                return self.update_state(call, body)
             # Every task sends its rendered fields once it starts, as
             # Python's task runner does; the real route (ti_put_rtif)
             # takes a JSON object and answers 201.
@@ -255,21 +316,65 @@ class ExecutionAPI:
             ),
             max_tries=case.get("max_tries", 0),
             should_retry=case.get("should_retry", False),
+            # ti_run sets these only for a task instance with a next_method.
+            next_method=self.resumed["next_method"] if self.resumed else None,
+            next_kwargs=self.resumed["next_kwargs"] if self.resumed else None,
+            start_date=self.start_date if self.resumed else None,
         )
 
 
-def run_case(case: dict) -> dict:
+def fire_trigger(deferred: dict, timeout: float) -> dict:
+    """What Airflow does between a DeferTask and the resume, by its own
+    code: the trigger row's kwargs read as the triggerer reads them, the
+    trigger class built and run until its first event, and the event
+    merged into next_kwargs by handle_event_submit. Returns the resumed
+    row's next_method and next_kwargs."""
+    from airflow.models.trigger import Trigger, handle_event_submit
+    from airflow._shared.module_loading import import_string
+
+    kwargs = deferred["trigger_kwargs"]
+    kwargs = Trigger._decrypt_kwargs(kwargs if isinstance(kwargs, str) else json.dumps(kwargs))
+    trigger = import_string(deferred["classpath"])(**kwargs)
+
+    async def first_event():
+        async for event in trigger.run():
+            return event
+        raise RuntimeError("the trigger ended without an event")
+
+    event = asyncio.run(asyncio.wait_for(first_event(), timeout))
+    row = types.SimpleNamespace(next_method=deferred["next_method"], next_kwargs=deferred["next_kwargs"], state="deferred")
+    handle_event_submit(event, task_instance=row, session=types.SimpleNamespace(flush=lambda: None))
+    if row.state != "scheduled":
+        raise RuntimeError(f"handle_event_submit left the task instance {row.state}, not scheduled")
+    return {"next_method": row.next_method, "next_kwargs": row.next_kwargs}
+
+
+def run_case(case: dict, earlier: dict[str, tuple[TaskInstance, "ExecutionAPI"]]) -> dict:
     _capture_logs()
     LOG.clear()
     REQUESTS.clear()
     REPLIES.clear()
     IDLE_WAITS[0] = 0
-    ti = TaskInstance(
-        id=uuid.uuid4(), task_id=case["task_id"], dag_id=case["dag_id"],
-        run_id=case.get("run_id", "manual__2026-12-01T00:00:00+00:00"), try_number=case.get("try_number", 1),
-        dag_version_id=uuid.uuid4(), map_index=-1, queue="golang",
-    )
-    api = ExecutionAPI(case, ti)
+    resumed = None
+    if case.get("resume_of"):
+        # The same task instance (id, try) as the case that deferred,
+        # queued again once its trigger fired.
+        ti, before = earlier.get(case["resume_of"], (None, None))
+        if before is None or before.state != "deferred":
+            return {"name": case.get("name", ""), "error_type": "NotDeferred",
+                    "error": f"case {case['resume_of']!r} did not defer: nothing to resume"}
+        try:
+            resumed = {"start_date": before.start_date, **fire_trigger(before.state_update, case.get("timeout") or 600)}
+        except Exception as e:
+            return {"name": case.get("name", ""), "error_type": type(e).__name__, "error": str(e), "traceback": traceback.format_exc()}
+    else:
+        ti = TaskInstance(
+            id=uuid.uuid4(), task_id=case["task_id"], dag_id=case["dag_id"],
+            run_id=case.get("run_id", "manual__2026-12-01T00:00:00+00:00"), try_number=case.get("try_number", 1),
+            dag_version_id=uuid.uuid4(), map_index=-1, queue="golang",
+        )
+    api = ExecutionAPI(case, ti, resumed)
+    earlier[case.get("name", "")] = (ti, api)
     client = Client(base_url="http://execution-api.test/execution/", token="stand-in", transport=httpx.MockTransport(api))
     coordinator = ExecutableCoordinator(executables_root=case["executables_root"], task_startup_timeout=case.get("startup_timeout", 10.0))
 
@@ -324,6 +429,10 @@ def run_case(case: dict) -> dict:
     result["idle_waits"] = IDLE_WAITS[0]
     result["sigterm_sent"] = sent["sigterm"]
     result["api_calls"] = api.calls
+    result["state_update"] = api.state_update
+    timeout = (api.state_update or {}).get("trigger_timeout")
+    result["trigger_timeout_seconds"] = pydantic.TypeAdapter(timedelta).validate_python(timeout).total_seconds() if timeout else None
+    result["resumed_with"] = {k: resumed[k] for k in ("next_method", "next_kwargs")} if resumed else None
     result["xcoms"] = api.xcoms
     result["requests"] = list(REQUESTS)
     result["schema_version"] = SCHEMA["api_version"]
@@ -336,7 +445,8 @@ def run_case(case: dict) -> dict:
 def main() -> int:
     with open(sys.argv[1]) as f:
         cases = json.load(f)
-    results = [run_case(c) for c in cases]
+    earlier: dict = {}
+    results = [run_case(c, earlier) for c in cases]
     with open(sys.argv[2], "w") as f:
         json.dump(results, f, indent=1, default=str)
     return 0

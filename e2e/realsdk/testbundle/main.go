@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -87,6 +88,21 @@ func main() {
 		return out, nil
 	}, bundles.AllowConf("runs"))
 	registerAttributes(b)
+	// Defers twice (a second between polls, the count in its state), then
+	// returns what it carried; its timeout gives the DeferTask a
+	// trigger_timeout.
+	b.Register("deferral", "poll", func(ti bundles.TaskInstance) (string, error) {
+		var polls int
+		if ti.Resumed != "" {
+			if err := json.Unmarshal([]byte(ti.Resumed), &polls); err != nil {
+				return "", err
+			}
+		}
+		if polls < 2 {
+			return "", bundles.Defer(time.Second, polls+1)
+		}
+		return fmt.Sprintf("polled %d times, deferred %d times", polls, ti.Deferrals), nil
+	}, bundles.WithExecutionTimeout(time.Hour))
 	// Succeeds (SucceedTask is sent), then the process exits 3.
 	b.Register("bindings", "succeed_then_crash", func() error { exitCode = 3; return nil })
 	code := b.Run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)
