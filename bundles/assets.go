@@ -1,7 +1,7 @@
 package bundles
 
 import (
-	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -9,6 +9,11 @@ import (
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
 )
+
+// The data model a task reads and reports: assets and their events (the
+// ones that triggered the run, the outlets it reports), and the name of a
+// mapped instance. Plain types and functions: the binder (bind.go) and the
+// runtime call them; they call neither.
 
 // Asset is an asset a task writes (an outlet) or reads (an inlet), as the
 // stub Dag declares it: Asset("s3://bucket/converted/") or Asset(name=...,
@@ -20,40 +25,6 @@ type Asset = protocol.AssetKey
 func assetMatches(a Asset, ref string) bool {
 	k := a.Unique()
 	return ref == k.URI || ref == k.Name
-}
-
-// WithOutlets declares the assets the task writes: the stub task's
-// outlets=[Asset(...)]. Airflow's coordinator does not tell a bundle what
-// the stub declares, and the Execution API registers asset events only for
-// the outlets the task reports when it succeeds, so the bundle must know
-// them; `check` compares them with the stub Dag. A successful run reports
-// an event for each, with the extra the task set (Outlets).
-func WithOutlets(assets ...Asset) TaskOption {
-	return func(o *taskOptions) { o.outlets = append(o.outlets, assets...) }
-}
-
-// WithOutletAliases declares asset aliases among the task's outlets
-// (outlets=[AssetAlias("name")]): the task names the assets behind them at
-// run time with Outlets.AliasEvent.
-func WithOutletAliases(names ...string) TaskOption {
-	return func(o *taskOptions) { o.aliases = append(o.aliases, names...) }
-}
-
-// WithMapIndexTemplate names each mapped task instance in the UI (its
-// rendered map index) from its inputs: "{url}" is the bound value of input
-// url (a string as it is, anything else as JSON). It is the Go task's
-// map_index_template, which Airflow does not render for executables.
-func WithMapIndexTemplate(template string) TaskOption {
-	return func(o *taskOptions) { o.mapIndexTemplate = template }
-}
-
-// WithMappedDownstream says a mapped task outside this bundle's bindings
-// (a Python task, say) expands over this task's return value: the runtime
-// then pushes it with its length, from which the scheduler creates the
-// mapped task instances. A task of this bundle bound with WithExpandXCom
-// to this one implies it.
-func WithMappedDownstream() TaskOption {
-	return func(o *taskOptions) { o.mappedDownstream = true }
 }
 
 // Outlets are the asset events a task emits when it succeeds: one for each
@@ -236,43 +207,6 @@ func jsonObject(m map[string]any) (map[string]any, error) {
 	return out, nil
 }
 
-// runState is what a running task may change about how it ends: its outlet
-// events and its rendered map index.
-type runState struct {
-	outlets *Outlets
-	rpc     *rpc
-
-	mu       sync.Mutex
-	mapIndex *string
-	// report is what reportInputs sent (rendered.go).
-	report *renderedReport
-}
-
-// maxMapIndexName is the length of Airflow's rendered_map_index column.
-const maxMapIndexName = 250
-
-func (st *runState) setMapIndex(ctx context.Context, name string) error {
-	if r := []rune(name); len(r) > maxMapIndexName {
-		name = string(r[:maxMapIndexName-1]) + "…"
-	}
-	st.mu.Lock()
-	st.mapIndex = &name
-	st.mu.Unlock()
-	if _, err := st.rpc.call(ctx, &protocol.SetRenderedMapIndex{RenderedMapIndex: name}); err != nil {
-		return fmt.Errorf("setting the rendered map index: %w", err)
-	}
-	return nil
-}
-
-func (st *runState) renderedMapIndex() *string {
-	if st == nil {
-		return nil
-	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return st.mapIndex
-}
-
 // AssetEvent is an asset event that triggered the Dag run
 // (DagRun.TriggeringAssetEvents).
 type AssetEvent = protocol.AssetEvent
@@ -358,4 +292,46 @@ func tooDeepEvent(e AssetEvent, field string, value any) error {
 	below := strings.Count(path, ".") + strings.Count(path, "[")
 	return fmt.Errorf("the triggering event of %s (from %s/%s) cannot give %s: its extra nests deeper than a frame may (%d levels), %d levels below %s, so the runtime did not read that part (%w); have the producer keep the event's extra flatter, or bind a shallower field",
 		e.Asset, e.SourceDagID, e.SourceRunID, field, protocol.MaxNesting, below, field, protocol.ErrTooDeep)
+}
+
+// renderMapIndex fills template's {input} placeholders from the bound
+// input values (nil checks the names only).
+func (t *task) renderMapIndex(template string, values map[string]any) (string, error) {
+	var out strings.Builder
+	rest := template
+	for {
+		open := strings.IndexByte(rest, '{')
+		if open < 0 {
+			out.WriteString(rest)
+			return out.String(), nil
+		}
+		end := strings.IndexByte(rest[open:], '}')
+		if end < 0 {
+			return "", fmt.Errorf("map index template %q: an unclosed {", template)
+		}
+		name := rest[open+1 : open+end]
+		// {field[entry]}: one entry of a mapping input.
+		field, entry, err := splitEntry(name)
+		if err != nil {
+			return "", fmt.Errorf("map index template %q: %w", template, err)
+		}
+		i, ok := t.byFold[foldName(field)]
+		if !ok {
+			return "", fmt.Errorf("map index template %q: {%s} names no input field (fields: %s)", template, name, t.fieldList())
+		}
+		out.WriteString(rest[:open])
+		v := values[t.fields[i].name]
+		if m, isMap := v.(map[string]any); isMap && entry != "" {
+			v = m[entry]
+		}
+		switch v := v.(type) {
+		case nil:
+		case string:
+			out.WriteString(v)
+		default:
+			data, _ := json.Marshal(v)
+			out.Write(data)
+		}
+		rest = rest[open+end+1:]
+	}
 }

@@ -20,47 +20,6 @@ import (
 // task runner does, and `check` compares each with the stub's, so the two
 // cannot drift apart unnoticed.
 
-// WithExecutionTimeout is the stub's execution_timeout: once the task has
-// run for d, its context is cancelled (a sandbox command running at the
-// time is stopped, cleanup runs within the cancel grace) and the task fails
-// naming execution_timeout; Airflow retries it if it has retries left, as it
-// retries a Python task that timed out.
-func WithExecutionTimeout(d time.Duration) TaskOption {
-	return func(o *taskOptions) { o.executionTimeout = d }
-}
-
-// WithMultipleOutputs is the stub's multiple_outputs=True: the task returns
-// a mapping (a map with string keys or a struct), and each of its keys is
-// pushed as an XCom of its own beside return_value, so a downstream task can
-// read one key (task()["key"] in a Dag).
-func WithMultipleOutputs() TaskOption {
-	return func(o *taskOptions) { o.multipleOutputs = true }
-}
-
-// WithBranch makes the task a branch, as Airflow's @task.branch: downstream
-// are the ids of the tasks directly downstream of it in the Dag, and the
-// function returns the id (a string) or ids (a []string) of those to
-// follow, or nil to follow none. The runtime has Airflow skip the others
-// (SkipDownstreamTasks), whose own downstream tasks then follow their
-// trigger rules. A result with a FollowTasks() []string method chooses
-// through it (the standard run task: the last line its command printed).
-func WithBranch(downstream ...string) TaskOption {
-	return func(o *taskOptions) { o.branch = append(o.branch, downstream...) }
-}
-
-// WithBranchJoin declares that join, one of the branch's downstream tasks,
-// is also downstream of the tasks in after (the "join" of Airflow's
-// branching pattern: branch >> [a, join]; a >> join). As in Airflow,
-// following any of after follows join too, so it is not skipped.
-func WithBranchJoin(join string, after ...string) TaskOption {
-	return func(o *taskOptions) {
-		if o.branchJoins == nil {
-			o.branchJoins = map[string][]string{}
-		}
-		o.branchJoins[join] = append(o.branchJoins[join], after...)
-	}
-}
-
 // attributes are the stub attributes a task declares (see above).
 type attributes struct {
 	executionTimeout time.Duration
