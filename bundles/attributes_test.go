@@ -11,7 +11,6 @@ import (
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/cleanup"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/protocol"
-	"github.com/airflow-sandbox/airflow-go-worker/bundles/taskinfo"
 )
 
 // requestsOf lists the bodies of the requests of one type, in order.
@@ -215,8 +214,8 @@ func TestBranchSkipsTheUnchosen(t *testing.T) {
 // A mapped branch instance skips nothing itself (the scheduler does, from
 // the XCom), and so pushes its return value, as Airflow's SkipMixin does.
 func TestMappedBranchLeavesSkippingToTheScheduler(t *testing.T) {
-	s := runOne(t, func(TaskInstance) (string, error) { return "load", nil },
-		func(sd *protocol.StartupDetails) { sd.TI.MapIndex = 2 }, nil, WithBranch("load", "report"))
+	s := runOne(t, func(in mappedIn) (string, error) { return "load", nil },
+		func(sd *protocol.StartupDetails) { sd.TI.MapIndex = 2 }, nil, WithBranch("load", "report"), WithExpandItems("url", "a", "b", "c"))
 	if len(s.requestsOf(protocol.TypeSkipDownstreamTasks)) != 0 {
 		t.Fatal("a mapped instance must not skip")
 	}
@@ -266,33 +265,17 @@ func TestAMappedInstanceNeedsAnElement(t *testing.T) {
 	if !found {
 		t.Fatalf("no log line says what to write: %v", s.logs)
 	}
-	// A task that maps over an input, or reads its own map index, runs.
+	// A task that maps over an input runs; one that only reads its map
+	// index (its TaskInstance) is refused like the rest: the index names
+	// the instance, it does not say what to process.
 	s = runOne(t, func(in mappedIn) (string, error) { return in.URL, nil }, mapped, nil, WithExpandItems("url", "a", "b"))
 	if s.terminal.Type() != protocol.TypeSucceedTask {
 		t.Fatalf("expanding task: %v", s.terminal.Body)
 	}
-	s = runOne(t, func(ti TaskInstance) (int, error) { return ti.MapIndex, nil }, mapped, nil)
-	if s.terminal.Type() != protocol.TypeSucceedTask {
-		t.Fatalf("task reading its map index: %v", s.terminal.Body)
-	}
-	// One that takes its TaskInstance for other reasons (the catalogue's
-	// kinds), marked so, is refused like one that does not take it.
 	ran = false
-	b := New()
-	b.Register("d", "t", func(ti TaskInstance, in mappedIn) (string, error) { ran = true; return in.URL, nil },
-		WithDefaults(map[string]any{"url": "s3://b/default"}))
-	if err := taskinfo.NoOwnElement(b, "d", "t"); err != nil {
-		t.Fatal(err)
-	}
-	if err := taskinfo.NoOwnElement(b, "d", "missing"); err == nil {
-		t.Error("marking a task that is not registered must fail")
-	}
-	s = runFake(t, b, startupFrame(t, "d", "t", mapped), nil, serveConfig{})
-	if s.err != nil || s.terminal == nil {
-		t.Fatalf("serve: %v, terminal %v", s.err, s.terminal)
-	}
+	s = runOne(t, func(ti TaskInstance) (int, error) { ran = true; return ti.MapIndex, nil }, mapped, nil)
 	if ran || s.terminal.Body["state"] != "failed" {
-		t.Fatalf("a task taking its TaskInstance without its own element: ran %v, terminal %v; want failed before it ran", ran, s.terminal.Body)
+		t.Fatalf("a task reading only its map index: ran %v, terminal %v; want failed before it ran", ran, s.terminal.Body)
 	}
 }
 

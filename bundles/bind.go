@@ -361,12 +361,12 @@ func (t *task) resolveDataModel(ctx context.Context, src bindSources, b inputBin
 // mapped element: Airflow 3.3 hands an executable task no element, so such
 // an instance (of .expand_kwargs(), of a second expanded argument, of an
 // expansion over an input the bundle does not map) would run with its
-// defaults and succeed having processed nothing. A task whose function takes
-// its TaskInstance can read its map index itself, and is let through, unless
-// its registrar says it does not (taskinfo.NoOwnElement: the standard
-// catalogue's kinds).
+// defaults and succeed having processed nothing, over and over. A task
+// takes its element only through an expanded input (WithExpandXCom,
+// WithExpandItems), whatever else it reads (its TaskInstance's map index
+// names the instance; it does not say what to process).
 func (t *task) checkMapped(ti TaskInstance) error {
-	if ti.MapIndex < 0 || t.readsOwnElement() {
+	if ti.MapIndex < 0 {
 		return nil
 	}
 	for _, b := range t.bound {

@@ -439,14 +439,14 @@ func TestFieldPathIndexesLists(t *testing.T) {
 // sent at once and kept in the terminal frame, cut to Airflow's column.
 func TestClientSetsTheRenderedMapIndex(t *testing.T) {
 	long := strings.Repeat("x", maxMapIndexName+10)
-	// It takes its TaskInstance: a mapped task that binds no element
-	// reads its own map index (one that does neither is refused).
-	s := runOne(t, func(ctx context.Context, _ TaskInstance, c Client) error {
+	// A mapped instance takes its element from an expanded input (one
+	// that takes none is refused).
+	s := runOne(t, func(ctx context.Context, c Client, _ convertIn) error {
 		if err := c.SetRenderedMapIndex(ctx, "first"); err != nil {
 			return err
 		}
 		return c.SetRenderedMapIndex(ctx, long)
-	}, func(sd *protocol.StartupDetails) { sd.TI.MapIndex = 1 }, nil)
+	}, func(sd *protocol.StartupDetails) { sd.TI.MapIndex = 1 }, nil, WithExpandItems("url", "a", "b"))
 	var sent []any
 	for _, r := range s.requests {
 		if r.Type() == protocol.TypeSetRenderedMapIndex {

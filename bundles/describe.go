@@ -1,7 +1,6 @@
 package bundles
 
 import (
-	"fmt"
 	"maps"
 	"slices"
 
@@ -10,23 +9,7 @@ import (
 
 // The bundle's own tools (check, describe, the parse answer) read a Bundle
 // through taskinfo.Describe, not through methods a task author would see.
-func init() {
-	taskinfo.Describe = func(b any) []taskinfo.Task { return b.(*Bundle).describe() }
-	taskinfo.NoOwnElement = func(b any, dagID, taskID string) error { return b.(*Bundle).noOwnElement(dagID, taskID) }
-}
-
-// noOwnElement marks a registered task as taking its TaskInstance without
-// picking a mapped instance's element by its map index.
-func (b *Bundle) noOwnElement(dagID, taskID string) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	t, ok := b.tasks[taskRef{DagID: dagID, TaskID: taskID}]
-	if !ok {
-		return fmt.Errorf("no task %s.%s is registered", dagID, taskID)
-	}
-	t.noOwnElement = true
-	return nil
-}
+func init() { taskinfo.Describe = func(b any) []taskinfo.Task { return b.(*Bundle).describe() } }
 
 // describe lists the registered tasks as the tools see them.
 func (b *Bundle) describe() []taskinfo.Task {
@@ -53,16 +36,15 @@ func (b *Bundle) describe() []taskinfo.Task {
 func (t *task) describe(ref taskRef, feeds bool) taskinfo.Task {
 	d := taskinfo.Task{
 		DagID: ref.DagID, TaskID: ref.TaskID,
-		Defaults:          maps.Clone(t.defaults),
-		Outlets:           slices.Clone(t.outlets),
-		Aliases:           slices.Clone(t.aliases),
-		FeedsMapping:      feeds,
-		ReturnsValue:      t.returnsT,
-		TakesTaskInstance: t.readsOwnElement(),
-		ExecutionTimeout:  t.executionTimeout,
-		MultipleOutputs:   t.multipleOutputs,
-		Branch:            slices.Clone(t.branch),
-		BranchJoins:       maps.Clone(t.branchJoins),
+		Defaults:         maps.Clone(t.defaults),
+		Outlets:          slices.Clone(t.outlets),
+		Aliases:          slices.Clone(t.aliases),
+		FeedsMapping:     feeds,
+		ReturnsValue:     t.returnsT,
+		ExecutionTimeout: t.executionTimeout,
+		MultipleOutputs:  t.multipleOutputs,
+		Branch:           slices.Clone(t.branch),
+		BranchJoins:      maps.Clone(t.branchJoins),
 	}
 	for _, f := range t.fields {
 		d.Inputs = append(d.Inputs, f.name)

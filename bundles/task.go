@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"slices"
 	"strings"
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/internal/jinja"
@@ -75,9 +74,6 @@ type task struct {
 	// mapIndexTemplate renders the mapped instance's name from its inputs.
 	mapIndexTemplate string
 	mappedDownstream bool
-	// noOwnElement: it takes its TaskInstance without picking its element
-	// by map index (taskinfo.NoOwnElement).
-	noOwnElement bool
 	// attributes are the stub attributes the Go side declares.
 	attributes
 }
@@ -338,13 +334,6 @@ func (t *task) fieldList() string {
 		names[i] = f.name
 	}
 	return strings.Join(names, ", ")
-}
-
-// readsOwnElement says the function may pick its element by map index
-// itself: it takes its TaskInstance and does not say otherwise.
-func (t *task) readsOwnElement() bool {
-	takesTI := slices.Contains(t.params, paramTI) || slices.Contains(t.params, paramTIPtr)
-	return takesTI && !t.noOwnElement
 }
 
 // invocation is what one run of a task gets injected.

@@ -183,31 +183,6 @@ func TestEveryKindRegisters(t *testing.T) {
 	}
 }
 
-// Every kind takes its TaskInstance for the run's identity only, never to
-// pick a mapped instance's element: an instance mapped without an expanded
-// input (.expand_kwargs) is refused before it runs instead of repeating
-// the same work on the defaults. A Go user's adapted function may read its
-// map index (Deps.Run.MapIndex) and is let through.
-func TestNoKindPicksItsOwnElement(t *testing.T) {
-	b := bundles.New()
-	for name := range taskKinds {
-		if err := Add(b, "d", name, name, nil); err != nil {
-			t.Fatalf("kind %s: %v", name, err)
-		}
-	}
-	for _, task := range taskinfo.Describe(b) {
-		if task.TakesTaskInstance {
-			t.Errorf("kind %s is described as reading its own map index", task.TaskID)
-		}
-	}
-	if err := b.Add("d", "adapted", Adapt(func(context.Context, tasks.Deps, struct{ N int }) (int, error) { return 0, nil })); err != nil {
-		t.Fatal(err)
-	}
-	if got := describeTask(b, "d", "adapted"); !got.TakesTaskInstance {
-		t.Error("a Go user's adapted function, which may read Deps.Run.MapIndex, is described as not reading its own map index")
-	}
-}
-
 func TestExampleConfigsLoad(t *testing.T) {
 	files, _ := filepath.Glob("../examples/*/bundle.yaml")
 	if len(files) < 2 {

@@ -11,7 +11,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles"
-	"github.com/airflow-sandbox/airflow-go-worker/bundles/taskinfo"
 	"github.com/airflow-sandbox/airflow-go-worker/tasks"
 )
 
@@ -144,12 +143,6 @@ func (k taskKind) add(b *bundles.Bundle, dagID, taskID string, defaults map[stri
 		opts = append([]bundles.TaskOption{bundles.WithDefaults(defaults)}, opts...)
 	}
 	if err := b.Add(dagID, taskID, k.fn, opts...); err != nil {
-		return false, err
-	}
-	// A kind takes its TaskInstance for the run's identity only: a mapped
-	// instance must get its element from an expanded input, or it would
-	// repeat the same work on the same defaults.
-	if err := taskinfo.NoOwnElement(b, dagID, taskID); err != nil {
 		return false, err
 	}
 	if err := checkDefaults(k.input, defaults, bound); err != nil {

@@ -42,10 +42,8 @@ type TaskDescription struct {
 	ExecutionTimeout float64 `json:"execution_timeout_seconds,omitempty"`
 	// MultipleOutputs says each key of the result is pushed as an XCom.
 	MultipleOutputs bool `json:"multiple_outputs,omitempty"`
-	// ReturnsValue says the task pushes a return_value XCom;
-	// TakesTaskInstance that it reads its own map index.
-	ReturnsValue      bool `json:"returns_value,omitempty"`
-	TakesTaskInstance bool `json:"takes_task_instance,omitempty"`
+	// ReturnsValue says the task pushes a return_value XCom.
+	ReturnsValue bool `json:"returns_value,omitempty"`
 	// Inputs are the task's input names (nil: it takes no input struct).
 	Inputs []string `json:"inputs,omitempty"`
 	// ParamInputs maps an input to the Dag param it is bound to, and
@@ -97,7 +95,7 @@ func describeAttributes(t taskinfo.Task, td *TaskDescription) {
 	td.Attributes = true
 	td.Inputs = t.Inputs
 	td.ExecutionTimeout = t.ExecutionTimeout.Seconds()
-	td.MultipleOutputs, td.ReturnsValue, td.TakesTaskInstance = t.MultipleOutputs, t.ReturnsValue, t.TakesTaskInstance
+	td.MultipleOutputs, td.ReturnsValue = t.MultipleOutputs, t.ReturnsValue
 	td.Defaults, td.Templates, td.Branch, td.BranchJoins = t.Defaults, t.Templates, t.Branch, t.BranchJoins
 	for input, p := range t.ParamInputs {
 		if td.ParamInputs == nil {

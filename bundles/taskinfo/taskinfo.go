@@ -35,11 +35,8 @@ type Task struct {
 	// for a mapped task that expands over it.
 	FeedsMapping bool
 	// ReturnsValue says the function returns (T, error), whose T becomes
-	// the return_value XCom; TakesTaskInstance that it takes its
-	// TaskInstance and so can read its own map index (false when its
-	// registrar says it does not, NoOwnElement).
-	ReturnsValue      bool
-	TakesTaskInstance bool
+	// the return_value XCom.
+	ReturnsValue bool
 	// The stub attributes the Go side declares.
 	ExecutionTimeout time.Duration
 	MultipleOutputs  bool
@@ -71,12 +68,3 @@ type Expansion struct {
 // bundles sets it (it cannot be a method without showing in the author's
 // API, nor a function here without an import cycle).
 var Describe func(bundle any) []Task
-
-// NoOwnElement marks the registered task dagID.taskID of a *bundles.Bundle
-// as taking its TaskInstance without picking a mapped instance's element
-// by its map index (the standard catalogue's kinds, which take it for the
-// run's identity): a mapped instance of it must take its element from an
-// expanded input, or it fails before it runs, as a task that does not take
-// its TaskInstance does. A tool's setting, never an author's; package
-// bundles sets it, as Describe.
-var NoOwnElement func(bundle any, dagID, taskID string) error
