@@ -9,9 +9,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 	"golang.org/x/sys/unix"
-
-	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 )
 
 // Worker-wide budgets. Each sandbox's limits hold on their own, but
@@ -250,7 +249,7 @@ func (d *Driver) checkBudgets(u usage, lim limits) error {
 	case err == nil:
 		return nil
 	case alone:
-		return sandbox.Refused("the local backend refuses this sandbox: %v", err)
+		return driver.Refused("the local backend refuses this sandbox: %v", err)
 	}
 	return fmt.Errorf("the local backend cannot create this sandbox now (a later try may, once other sandboxes are gone): %w", err)
 }

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 )
 
 // defaultPath is PATH inside a sandbox unless the spec's env sets one.
@@ -179,7 +180,7 @@ const defaultShmMiB = 64
 
 // shmBytes is the size of a sandbox's /dev/shm: its memory limit when it has
 // one, so the only writable tmpfs stays within memory_mib.
-func shmBytes(spec sandbox.Spec) int64 {
+func shmBytes(spec driver.Spec) int64 {
 	if spec.MemoryMiB > 0 {
 		return int64(spec.MemoryMiB) << 20
 	}
@@ -348,8 +349,8 @@ type bwrapStatus struct {
 
 // run runs rs in sandbox m (directory dir) and waits for it. The timeout is
 // shortened to the sandbox's remaining lifetime.
-func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs runSpec) (sandbox.ExecResult, error) {
-	res := sandbox.ExecResult{ExitCode: -1}
+func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs runSpec) (driver.ExecResult, error) {
+	res := driver.ExecResult{ExitCode: -1}
 	timeout := rs.timeout
 	if timeout <= 0 {
 		timeout = sandbox.DefaultExecTimeout
@@ -366,13 +367,13 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 	}
 	envData, err := envArgs(m, rs.env)
 	if err != nil {
-		return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: err}
+		return res, &driver.Error{Op: "exec", Sandbox: id, Err: err}
 	}
 	if d.maxProcs > 0 && d.procs == nil {
-		return res, &sandbox.Error{Op: "exec", Sandbox: id, Kind: sandbox.ErrRefused, Err: d.noProcLimit()}
+		return res, &driver.Error{Op: "exec", Sandbox: id, Kind: driver.ErrRefused, Err: d.noProcLimit()}
 	}
 	if err := d.diskReady(m, dir); err != nil {
-		return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: err}
+		return res, &driver.Error{Op: "exec", Sandbox: id, Err: err}
 	}
 	// Our copies of everything bwrap inherits close once it has started
 	// (or failed to).
@@ -380,7 +381,7 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 	defer func() { fds.close() }()
 	statusR, statusW, err := os.Pipe()
 	if err != nil {
-		return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: err}
+		return res, &driver.Error{Op: "exec", Sandbox: id, Err: err}
 	}
 	defer statusR.Close()
 	// The environment can be larger than a pipe's buffer: it is written
@@ -388,7 +389,7 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 	envR, envW, err := os.Pipe()
 	if err != nil {
 		statusW.Close()
-		return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: err}
+		return res, &driver.Error{Op: "exec", Sandbox: id, Err: err}
 	}
 	// bwrap's init waits on --block-fd, inside the sandbox's namespaces,
 	// until the process limit is in place.
@@ -397,19 +398,19 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 		statusW.Close()
 		envR.Close()
 		envW.Close()
-		return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: err}
+		return res, &driver.Error{Op: "exec", Sandbox: id, Err: err}
 	}
 	defer blockW.Close()
 	args := []string{"--json-status-fd", fds.add(statusW), "--args", fds.add(envR), "--block-fd", fds.add(blockR)}
 	userns, attr, err := d.usernsArgs(m, &fds)
 	if err != nil {
 		envW.Close()
-		return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: err}
+		return res, &driver.Error{Op: "exec", Sandbox: id, Err: err}
 	}
 	more, err := d.bwrapArgs(m, dir, path.Clean(cwd), rs.argv, userns, &fds)
 	if err != nil {
 		envW.Close()
-		return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: err}
+		return res, &driver.Error{Op: "exec", Sandbox: id, Err: err}
 	}
 	args = append(args, more...)
 	go func(data []byte) {
@@ -450,11 +451,11 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
-		return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: errClosed}
+		return res, &driver.Error{Op: "exec", Sandbox: id, Err: errClosed}
 	}
 	if _, err := os.Stat(filepath.Join(dir, metaFile)); err != nil {
 		d.mu.Unlock()
-		return res, &sandbox.Error{Op: "exec", Sandbox: id, Kind: sandbox.ErrGone, Err: errors.New("sandbox was destroyed")}
+		return res, &driver.Error{Op: "exec", Sandbox: id, Kind: driver.ErrGone, Err: errors.New("sandbox was destroyed")}
 	}
 	if d.beforeStart != nil {
 		d.beforeStart()
@@ -468,7 +469,7 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 	fds = nil
 	if err != nil {
 		d.mu.Unlock()
-		return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: fmt.Errorf("cannot start %s: %v", prog, err)}
+		return res, &driver.Error{Op: "exec", Sandbox: id, Err: fmt.Errorf("cannot start %s: %v", prog, err)}
 	}
 	// By name: Destroy finds them whichever form of the id it is given.
 	if d.running[m.Name] == nil {
@@ -557,7 +558,7 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 
 	switch {
 	case limitErr != nil:
-		return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: limitErr}
+		return res, &driver.Error{Op: "exec", Sandbox: id, Err: limitErr}
 	case lost:
 		res.SandboxLost = true
 		return res, nil
@@ -565,14 +566,14 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 		res.TimedOut = true
 		return res, nil
 	case ctx.Err() != nil:
-		return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: ctx.Err()}
+		return res, &driver.Error{Op: "exec", Sandbox: id, Err: ctx.Err()}
 	case status.ChildPID == nil:
-		return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: fmt.Errorf("bubblewrap could not set up the sandbox: %s", strings.TrimSpace(diag.String()))}
+		return res, &driver.Error{Op: "exec", Sandbox: id, Err: fmt.Errorf("bubblewrap could not set up the sandbox: %s", strings.TrimSpace(diag.String()))}
 	}
 	var exitErr *exec.ExitError
 	if waitErr != nil && !errors.As(waitErr, &exitErr) {
 		// The command ran but its output could not be delivered.
-		return res, &sandbox.Error{Op: "exec", Sandbox: id, Err: waitErr}
+		return res, &driver.Error{Op: "exec", Sandbox: id, Err: waitErr}
 	}
 	if status.ExitCode != nil {
 		res.ExitCode = *status.ExitCode
@@ -614,10 +615,10 @@ func (d *Driver) releaseAfterExit(init *initExit, release func() error) {
 }
 
 // Exec runs req.Command through sh -c in the sandbox.
-func (d *Driver) Exec(ctx context.Context, id string, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+func (d *Driver) Exec(ctx context.Context, id string, req driver.ExecRequest) (driver.ExecResult, error) {
 	m, dir, err := d.liveMeta("exec", id)
 	if err != nil {
-		return sandbox.ExecResult{}, err
+		return driver.ExecResult{}, err
 	}
 	return d.run(ctx, id, m, dir, runSpec{
 		argv: []string{"/bin/sh", "-c", req.Command}, cwd: req.Workdir, env: req.Env,

@@ -404,7 +404,7 @@ func (d *Driver) Backend() string { return Backend }
 // ends it on its own.
 // An open network needs slirp4netns on this host: without it the driver
 // does not offer one, and says how to get it.
-func (d *Driver) Capabilities() sandbox.Capabilities {
+func (d *Driver) Capabilities() driver.Capabilities {
 	c := capabilities(d.ignoreCPU)
 	switch {
 	case d.shareNet:
@@ -427,8 +427,8 @@ func (d *Driver) Capabilities() sandbox.Capabilities {
 	return c
 }
 
-func capabilities(ignoreCPU bool) sandbox.Capabilities {
-	return sandbox.Capabilities{CPU: ignoreCPU, Memory: true, BlockNetwork: true, OpenNetwork: true, AllowCIDRs: true, Tags: true, List: true,
+func capabilities(ignoreCPU bool) driver.Capabilities {
+	return driver.Capabilities{CPU: ignoreCPU, Memory: true, BlockNetwork: true, OpenNetwork: true, AllowCIDRs: true, Tags: true, List: true,
 		Hints: map[driver.Capability]string{
 			driver.CapCPU:        "bubblewrap cannot limit cpu; leave cpu unset for local runs, or set the local option ignore_cpu to run without a limit",
 			driver.CapAllowHosts: "the local backend filters a sandbox's traffic by address only, and a host's addresses are whatever DNS answers, so a host allowlist cannot be enforced; list the hosts' addresses in allow_cidrs, or use block: false for an open network",
@@ -476,40 +476,40 @@ var errClosed = errors.New("the local sandbox driver is closed (the worker is sh
 // portable layer has refused already; a direct caller of the driver (the
 // test emulators back Modal's and OpenSandbox's APIs with it) gets the same
 // refusal from CheckUnstamped.
-func (d *Driver) Create(ctx context.Context, name string, spec sandbox.Spec) (sandbox.Info, error) {
+func (d *Driver) Create(ctx context.Context, name string, spec driver.Spec) (driver.Info, error) {
 	spec = spec.WithDefaults() // for direct callers; the portable layer's spec has them
 	if err := sandbox.CheckUnstamped(d, name, spec); err != nil {
-		return sandbox.Info{}, err
+		return driver.Info{}, err
 	}
 	rootfs, err := d.checkHost(spec)
 	if err != nil {
-		return sandbox.Info{}, err
+		return driver.Info{}, err
 	}
 	if strings.Contains(name, "@") {
-		return sandbox.Info{}, &sandbox.Error{Op: "create", Sandbox: name, Kind: sandbox.ErrRefused, Err: fmt.Errorf("%q is not a sandbox name: it holds @", name)}
+		return driver.Info{}, &driver.Error{Op: "create", Sandbox: name, Kind: driver.ErrRefused, Err: fmt.Errorf("%q is not a sandbox name: it holds @", name)}
 	}
 	dir, err := d.dir("create", name)
 	if err != nil {
-		return sandbox.Info{}, &sandbox.Error{Op: "create", Sandbox: name, Kind: sandbox.ErrRefused, Err: err}
+		return driver.Info{}, &driver.Error{Op: "create", Sandbox: name, Kind: driver.ErrRefused, Err: err}
 	}
 	if err := ctx.Err(); err != nil {
-		return sandbox.Info{}, &sandbox.Error{Op: "create", Sandbox: name, Err: err}
+		return driver.Info{}, &driver.Error{Op: "create", Sandbox: name, Err: err}
 	}
 	d.removeDeadWorkers()
 	// Fixed at creation, by whoever configured the creating task.
 	lim := &limits{MemoryMiB: cmp.Or(spec.MemoryMiB, d.defaultMemMiB), DiskMiB: d.diskMiB,
 		DiskInodes: d.diskInodes, DiskImage: d.mkfs != "", Sandbox: d.sandboxUser, MaxProcesses: d.maxProcs}
 	staging, err := d.reserve(name, *lim)
-	if se := (*sandbox.Error)(nil); errors.As(err, &se) {
+	if se := (*driver.Error)(nil); errors.As(err, &se) {
 		se.Sandbox = name // refused for good (budget.go)
-		return sandbox.Info{}, se
+		return driver.Info{}, se
 	} else if err != nil {
-		return sandbox.Info{}, &sandbox.Error{Op: "create", Sandbox: name, Err: err}
+		return driver.Info{}, &driver.Error{Op: "create", Sandbox: name, Err: err}
 	}
-	fail := func(err error) (sandbox.Info, error) {
+	fail := func(err error) (driver.Info, error) {
 		_ = unmountDisk(staging) // a mount left makes RemoveAll fail; the sweep retries
 		os.RemoveAll(staging)
-		return sandbox.Info{}, &sandbox.Error{Op: "create", Sandbox: name, Err: err}
+		return driver.Info{}, &driver.Error{Op: "create", Sandbox: name, Err: err}
 	}
 	now := d.now()
 	m := &meta{
@@ -589,7 +589,7 @@ var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "
 // checkHost refuses what this host cannot enforce: what no capability
 // and no static rule says (its limits, an image directory). It returns the
 // host directory to use as the root filesystem ("" = the host's userland).
-func (d *Driver) checkHost(spec sandbox.Spec) (string, error) {
+func (d *Driver) checkHost(spec driver.Spec) (string, error) {
 	if spec.CPU > 0 { // only with ignore_cpu, which the capabilities require
 		d.log.Warn("local backend cannot limit cpu; running without a cpu limit", "cpu", spec.CPU)
 	}
@@ -618,7 +618,7 @@ func (d *Driver) checkHost(spec sandbox.Spec) (string, error) {
 		d.log.Warn("local backend cannot pull images; running on the host's userland instead", "image", img)
 	}
 	if len(errs) > 0 {
-		return "", sandbox.Refused("the local backend refuses this spec: %s", strings.Join(errs, "; "))
+		return "", driver.Refused("the local backend refuses this spec: %s", strings.Join(errs, "; "))
 	}
 	return rootfs, nil
 }
@@ -686,10 +686,10 @@ func workdirFitsRootfs(rootfs, wd string) string {
 
 // Info describes a sandbox; an expired one is still described (ExpiresAt in
 // the past) so sweeping can find it.
-func (d *Driver) Info(ctx context.Context, id string) (sandbox.Info, error) {
+func (d *Driver) Info(ctx context.Context, id string) (driver.Info, error) {
 	m, _, err := d.readMeta("info", id)
 	if err != nil {
-		return sandbox.Info{}, err
+		return driver.Info{}, err
 	}
 	return m.info(), nil
 }
@@ -713,26 +713,26 @@ func (d *Driver) SetTags(ctx context.Context, id string, tags map[string]string)
 	}
 	m.Tags = cloneTags(tags)
 	if err := writeMeta(dir, m); err != nil {
-		return &sandbox.Error{Op: "set tags", Sandbox: id, Err: err}
+		return &driver.Error{Op: "set tags", Sandbox: id, Err: err}
 	}
 	return nil
 }
 
 // ListSandboxes lists sandboxes whose tags include every pair in match,
 // expired ones included.
-func (d *Driver) ListSandboxes(ctx context.Context, match map[string]string) ([]sandbox.Info, error) {
+func (d *Driver) ListSandboxes(ctx context.Context, match map[string]string) ([]driver.Info, error) {
 	entries, err := os.ReadDir(d.root)
 	if err != nil {
-		return nil, &sandbox.Error{Op: "list sandboxes", Err: err}
+		return nil, &driver.Error{Op: "list sandboxes", Err: err}
 	}
-	var out []sandbox.Info
+	var out []driver.Info
 	for _, e := range entries {
 		if !e.IsDir() || !validName(e.Name()) {
 			continue
 		}
 		m, _, err := d.readMeta("list sandboxes", e.Name())
 		if err != nil {
-			if !errors.Is(err, sandbox.ErrGone) {
+			if !errors.Is(err, driver.ErrGone) {
 				d.log.Warn("skipping unreadable sandbox", "sandbox", e.Name(), "error", err)
 			}
 			continue
@@ -808,7 +808,7 @@ func (d *Driver) removeLeftovers() {
 // deleting a large tree takes a while. A missing sandbox is not an error.
 func (d *Driver) Destroy(ctx context.Context, id string) error {
 	dir, err := d.dir("destroy", id)
-	if errors.Is(err, sandbox.ErrOtherHost) {
+	if errors.Is(err, driver.ErrOtherHost) {
 		return err // it is not here to destroy: say where it is
 	}
 	if err != nil {
@@ -827,10 +827,10 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 		return nil
 	}
 	if err != nil {
-		return &sandbox.Error{Op: "destroy", Sandbox: id, Err: err}
+		return &driver.Error{Op: "destroy", Sandbox: id, Err: err}
 	}
 	if err := errors.Join(unmountDisk(trash), forceRemoveAll(trash)); err != nil {
-		return &sandbox.Error{Op: "destroy", Sandbox: id, Err: fmt.Errorf("sandbox is gone but %s could not be fully removed: %v", trash, err)}
+		return &driver.Error{Op: "destroy", Sandbox: id, Err: fmt.Errorf("sandbox is gone but %s could not be fully removed: %v", trash, err)}
 	}
 	d.log.Debug("destroyed local sandbox", "sandbox", id)
 	return nil

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 )
 
 // The egress filter. slirp4netns relays a sandbox's connections through
@@ -130,14 +131,14 @@ func egressFilterOff() (bool, error) {
 
 // needsNetwork: the sandbox gets slirp4netns's network (an open one, or a
 // blocked one with allow_cidrs).
-func (d *Driver) needsNetwork(spec sandbox.Spec) bool {
+func (d *Driver) needsNetwork(spec driver.Spec) bool {
 	net := spec.NetworkPolicy()
 	return !d.shareNet && (net.Open || len(net.AllowCIDRs) > 0)
 }
 
 // planFor is the filter of a sandbox with this spec, with the worker's
 // addresses as they are now.
-func (d *Driver) planFor(spec sandbox.Spec) (egressPlan, error) {
+func (d *Driver) planFor(spec driver.Spec) (egressPlan, error) {
 	worker, err := workerAddresses()
 	if err != nil {
 		return egressPlan{}, err

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 )
 
 // File access works on the host, straight on the sandbox's own directories,
@@ -66,12 +67,12 @@ func escapes(err error) bool {
 
 // fileErr turns an OS error into the typed sandbox error.
 func fileErr(op, id, p string, err error) error {
-	e := &sandbox.Error{Op: op, Sandbox: id, Path: p, Err: err}
+	e := &driver.Error{Op: op, Sandbox: id, Path: p, Err: err}
 	switch {
 	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
-		e.Kind, e.Err = sandbox.ErrNotFound, nil
+		e.Kind, e.Err = driver.ErrNotFound, nil
 	case errors.Is(err, syscall.EISDIR):
-		e.Kind, e.Err = sandbox.ErrIsDir, nil
+		e.Kind, e.Err = driver.ErrIsDir, nil
 	}
 	return e
 }
@@ -83,7 +84,7 @@ func (d *Driver) OpenFile(ctx context.Context, id, p string, maxBytes int64) (io
 		return nil, 0, err
 	}
 	if err := d.ensureDisk(m, dir); err != nil {
-		return nil, 0, &sandbox.Error{Op: "read", Sandbox: id, Err: err}
+		return nil, 0, &driver.Error{Op: "read", Sandbox: id, Err: err}
 	}
 	p = cleanPath(m, p)
 	a, ok := d.locate(m, dir, p)
@@ -121,7 +122,7 @@ func (d *Driver) OpenFile(ctx context.Context, id, p string, maxBytes int64) (io
 	}
 	if maxBytes >= 0 && st.Size() > maxBytes {
 		f.Close()
-		return nil, 0, &sandbox.Error{Op: "read", Sandbox: id, Path: p, Err: &sandbox.TooLargeError{Path: p, Size: st.Size(), MaxBytes: maxBytes}}
+		return nil, 0, &driver.Error{Op: "read", Sandbox: id, Path: p, Err: &driver.TooLargeError{Path: p, Size: st.Size(), MaxBytes: maxBytes}}
 	}
 	return sandbox.LimitReader(f, f, p, maxBytes), st.Size(), nil
 }
@@ -129,10 +130,10 @@ func (d *Driver) OpenFile(ctx context.Context, id, p string, maxBytes int64) (io
 func checkRegular(id, p string, mode fs.FileMode) error {
 	switch {
 	case mode.IsDir():
-		return &sandbox.Error{Op: "read", Sandbox: id, Path: p, Kind: sandbox.ErrIsDir,
+		return &driver.Error{Op: "read", Sandbox: id, Path: p, Kind: driver.ErrIsDir,
 			Err: errors.New("is a directory; list it instead of reading it")}
 	case !mode.IsRegular():
-		return &sandbox.Error{Op: "read", Sandbox: id, Path: p, Kind: sandbox.ErrNotRegular,
+		return &driver.Error{Op: "read", Sandbox: id, Path: p, Kind: driver.ErrNotRegular,
 			Err: fmt.Errorf("is not a regular file (%s); only regular files can be read", mode.Type())}
 	}
 	return nil
@@ -147,12 +148,12 @@ func (d *Driver) WriteFile(ctx context.Context, id, p string, r io.Reader, mode 
 		return err
 	}
 	if err := d.diskReady(m, dir); err != nil {
-		return &sandbox.Error{Op: "write", Sandbox: id, Path: p, Err: err}
+		return &driver.Error{Op: "write", Sandbox: id, Path: p, Err: err}
 	}
 	p = cleanPath(m, p)
 	a, ok := d.locate(m, dir, p)
 	if !ok || a.rel == "." {
-		return &sandbox.Error{Op: "write", Sandbox: id, Path: p,
+		return &driver.Error{Op: "write", Sandbox: id, Path: p,
 			Err: fmt.Errorf("only files under the workdir %s or /tmp can be written; the rest of the local sandbox is read-only", m.Spec.Workdir)}
 	}
 	root, err := os.OpenRoot(a.host)
@@ -163,10 +164,10 @@ func (d *Driver) WriteFile(ctx context.Context, id, p string, r io.Reader, mode 
 	parent := filepath.Dir(a.rel)
 	if err := root.MkdirAll(parent, 0o755); err != nil {
 		if escapes(err) {
-			return &sandbox.Error{Op: "write", Sandbox: id, Path: p, Err: errors.New("a symlink on the way leads outside the sandbox's writable directories; write to a path without it")}
+			return &driver.Error{Op: "write", Sandbox: id, Path: p, Err: errors.New("a symlink on the way leads outside the sandbox's writable directories; write to a path without it")}
 		}
 		if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, fs.ErrExist) {
-			return &sandbox.Error{Op: "write", Sandbox: id, Path: p, Err: errors.New("a parent of the path is not a directory; remove that file or choose another path")}
+			return &driver.Error{Op: "write", Sandbox: id, Path: p, Err: errors.New("a parent of the path is not a directory; remove that file or choose another path")}
 		}
 		return fileErr("write", id, p, err)
 	}
@@ -175,14 +176,14 @@ func (d *Driver) WriteFile(ctx context.Context, id, p string, r io.Reader, mode 
 		return fileErr("write", id, p, err)
 	}
 	if st, err := root.Lstat(a.rel); err == nil && st.IsDir() {
-		return &sandbox.Error{Op: "write", Sandbox: id, Path: p, Kind: sandbox.ErrIsDir, Err: errors.New("is a directory; write to a file path inside it")}
+		return &driver.Error{Op: "write", Sandbox: id, Path: p, Kind: driver.ErrIsDir, Err: errors.New("is a directory; write to a file path inside it")}
 	}
 	tmp := filepath.Join(parent, "."+filepath.Base(a.rel)+".tmp-"+sandbox.RandomHex(6))
 	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode.Perm())
 	if err != nil {
 		if isNoSpace(err) {
 			lim := d.limitsOf(m)
-			return &sandbox.Error{Op: "write", Sandbox: id, Path: p, Err: fmt.Errorf("no file can be created: the sandbox's workdir and /tmp are full (disk_mib %d MiB, %d files and directories); remove files in the sandbox, or raise disk_mib (or disk_inodes) in the local backend's bundle config", lim.DiskMiB, lim.DiskInodes)}
+			return &driver.Error{Op: "write", Sandbox: id, Path: p, Err: fmt.Errorf("no file can be created: the sandbox's workdir and /tmp are full (disk_mib %d MiB, %d files and directories); remove files in the sandbox, or raise disk_mib (or disk_inodes) in the local backend's bundle config", lim.DiskMiB, lim.DiskInodes)}
 		}
 		return fileErr("write", id, p, err)
 	}
@@ -203,7 +204,7 @@ func (d *Driver) WriteFile(ctx context.Context, id, p string, r io.Reader, mode 
 		root.Remove(tmp)
 		if isNoSpace(err) {
 			lim := d.limitsOf(m)
-			return &sandbox.Error{Op: "write", Sandbox: id, Path: p, Err: fmt.Errorf("the file does not fit: the sandbox's workdir and /tmp are full (disk_mib %d MiB, %d files and directories); remove files in the sandbox, or raise disk_mib (or disk_inodes) in the local backend's bundle config", lim.DiskMiB, lim.DiskInodes)}
+			return &driver.Error{Op: "write", Sandbox: id, Path: p, Err: fmt.Errorf("the file does not fit: the sandbox's workdir and /tmp are full (disk_mib %d MiB, %d files and directories); remove files in the sandbox, or raise disk_mib (or disk_inodes) in the local backend's bundle config", lim.DiskMiB, lim.DiskInodes)}
 		}
 		return fileErr("write", id, p, err)
 	}
@@ -228,13 +229,13 @@ func copyChunked(ctx context.Context, f *os.File, r io.Reader) error {
 }
 
 // Stat describes p without following a final symlink.
-func (d *Driver) Stat(ctx context.Context, id, p string) (sandbox.FileInfo, error) {
+func (d *Driver) Stat(ctx context.Context, id, p string) (driver.FileInfo, error) {
 	m, dir, err := d.liveMeta("stat", id)
 	if err != nil {
-		return sandbox.FileInfo{}, err
+		return driver.FileInfo{}, err
 	}
 	if err := d.ensureDisk(m, dir); err != nil {
-		return sandbox.FileInfo{}, &sandbox.Error{Op: "stat", Sandbox: id, Err: err}
+		return driver.FileInfo{}, &driver.Error{Op: "stat", Sandbox: id, Err: err}
 	}
 	p = cleanPath(m, p)
 	a, ok := d.locate(m, dir, p)
@@ -243,7 +244,7 @@ func (d *Driver) Stat(ctx context.Context, id, p string) (sandbox.FileInfo, erro
 	}
 	root, err := os.OpenRoot(a.host)
 	if err != nil {
-		return sandbox.FileInfo{}, fileErr("stat", id, p, err)
+		return driver.FileInfo{}, fileErr("stat", id, p, err)
 	}
 	defer root.Close()
 	st, err := root.Lstat(a.rel)
@@ -251,23 +252,23 @@ func (d *Driver) Stat(ctx context.Context, id, p string) (sandbox.FileInfo, erro
 		return d.statInSandbox(ctx, id, m, dir, p)
 	}
 	if err != nil {
-		return sandbox.FileInfo{}, fileErr("stat", id, p, err)
+		return driver.FileInfo{}, fileErr("stat", id, p, err)
 	}
 	return fileInfo(p, st), nil
 }
 
-func fileInfo(p string, st fs.FileInfo) sandbox.FileInfo {
-	return sandbox.FileInfo{Name: path.Base(p), Path: p, Size: st.Size(), Mode: st.Mode(), ModTime: st.ModTime()}
+func fileInfo(p string, st fs.FileInfo) driver.FileInfo {
+	return driver.FileInfo{Name: path.Base(p), Path: p, Size: st.Size(), Mode: st.Mode(), ModTime: st.ModTime()}
 }
 
 // List lists a directory, sorted by name.
-func (d *Driver) List(ctx context.Context, id, p string) ([]sandbox.FileInfo, error) {
+func (d *Driver) List(ctx context.Context, id, p string) ([]driver.FileInfo, error) {
 	m, dir, err := d.liveMeta("list", id)
 	if err != nil {
 		return nil, err
 	}
 	if err := d.ensureDisk(m, dir); err != nil {
-		return nil, &sandbox.Error{Op: "list", Sandbox: id, Err: err}
+		return nil, &driver.Error{Op: "list", Sandbox: id, Err: err}
 	}
 	p = cleanPath(m, p)
 	a, ok := d.locate(m, dir, p)
@@ -298,7 +299,7 @@ func (d *Driver) List(ctx context.Context, id, p string) ([]sandbox.FileInfo, er
 	if err != nil {
 		return nil, fileErr("list", id, p, err)
 	}
-	out := make([]sandbox.FileInfo, 0, len(entries))
+	out := make([]driver.FileInfo, 0, len(entries))
 	for _, e := range entries {
 		out = append(out, fileInfo(path.Join(p, e.Name()), e))
 	}
@@ -307,7 +308,7 @@ func (d *Driver) List(ctx context.Context, id, p string) ([]sandbox.FileInfo, er
 }
 
 func notDir(id, p string) error {
-	return &sandbox.Error{Op: "list", Sandbox: id, Path: p, Err: errors.New("is not a directory; read it as a file instead")}
+	return &driver.Error{Op: "list", Sandbox: id, Path: p, Err: errors.New("is not a directory; read it as a file instead")}
 }
 
 // Exit codes of the in-sandbox helper scripts.
@@ -332,11 +333,11 @@ func (d *Driver) runHelper(ctx context.Context, id string, m *meta, dir, op, p, 
 	}
 	switch {
 	case res.SandboxLost:
-		return nil, &sandbox.Error{Op: op, Sandbox: id, Path: p, Kind: sandbox.ErrGone, Err: errors.New("sandbox was destroyed")}
+		return nil, &driver.Error{Op: op, Sandbox: id, Path: p, Kind: driver.ErrGone, Err: errors.New("sandbox was destroyed")}
 	case res.TimedOut:
-		return nil, sandbox.Retryable(&sandbox.Error{Op: op, Sandbox: id, Path: p, Err: fmt.Errorf("timed out after %v", res.AppliedTimeout)})
+		return nil, driver.Retryable(&driver.Error{Op: op, Sandbox: id, Path: p, Err: fmt.Errorf("timed out after %v", res.AppliedTimeout)})
 	case res.ExitCode == exitMissing:
-		return nil, &sandbox.Error{Op: op, Sandbox: id, Path: p, Kind: sandbox.ErrNotFound}
+		return nil, &driver.Error{Op: op, Sandbox: id, Path: p, Kind: driver.ErrNotFound}
 	case res.ExitCode == exitIsDir:
 		return nil, checkRegular(id, p, fs.ModeDir)
 	case res.ExitCode == exitNotRegular:
@@ -344,7 +345,7 @@ func (d *Driver) runHelper(ctx context.Context, id string, m *meta, dir, op, p, 
 	case res.ExitCode == exitNotDir:
 		return nil, notDir(id, p)
 	case res.ExitCode != 0:
-		return nil, &sandbox.Error{Op: op, Sandbox: id, Path: p, Err: fmt.Errorf("exit %d: %s", res.ExitCode, strings.TrimSpace(errb.String()))}
+		return nil, &driver.Error{Op: op, Sandbox: id, Path: p, Err: fmt.Errorf("exit %d: %s", res.ExitCode, strings.TrimSpace(errb.String()))}
 	}
 	return out.Bytes(), nil
 }
@@ -353,30 +354,30 @@ func (d *Driver) runHelper(ctx context.Context, id string, m *meta, dir, op, p, 
 // POSIX sh and stat -c (coreutils and busybox alike).
 const statScript = `[ -e "$1" ] || [ -L "$1" ] || exit 66; stat -c '%f %s %Y' -- "$1"`
 
-func (d *Driver) statInSandbox(ctx context.Context, id string, m *meta, dir, p string) (sandbox.FileInfo, error) {
+func (d *Driver) statInSandbox(ctx context.Context, id string, m *meta, dir, p string) (driver.FileInfo, error) {
 	out, err := d.runHelper(ctx, id, m, dir, "stat", p, statScript)
 	if err != nil {
-		return sandbox.FileInfo{}, err
+		return driver.FileInfo{}, err
 	}
 	fi, err := parseStatLine(p, strings.TrimSpace(string(out)))
 	if err != nil {
-		return sandbox.FileInfo{}, &sandbox.Error{Op: "stat", Sandbox: id, Path: p, Err: err}
+		return driver.FileInfo{}, &driver.Error{Op: "stat", Sandbox: id, Path: p, Err: err}
 	}
 	return fi, nil
 }
 
-func parseStatLine(p, line string) (sandbox.FileInfo, error) {
+func parseStatLine(p, line string) (driver.FileInfo, error) {
 	f := strings.Fields(line)
 	if len(f) != 3 {
-		return sandbox.FileInfo{}, fmt.Errorf("unexpected stat output %q", line)
+		return driver.FileInfo{}, fmt.Errorf("unexpected stat output %q", line)
 	}
 	raw, err1 := strconv.ParseUint(f[0], 16, 32)
 	size, err2 := strconv.ParseInt(f[1], 10, 64)
 	mtime, err3 := strconv.ParseInt(f[2], 10, 64)
 	if err := errors.Join(err1, err2, err3); err != nil {
-		return sandbox.FileInfo{}, fmt.Errorf("unexpected stat output %q: %v", line, err)
+		return driver.FileInfo{}, fmt.Errorf("unexpected stat output %q: %v", line, err)
 	}
-	return sandbox.FileInfo{Name: path.Base(p), Path: p, Size: size, Mode: unixMode(uint32(raw)), ModTime: time.Unix(mtime, 0)}, nil
+	return driver.FileInfo{Name: path.Base(p), Path: p, Size: size, Mode: unixMode(uint32(raw)), ModTime: time.Unix(mtime, 0)}, nil
 }
 
 // unixMode converts a raw st_mode to fs.FileMode type and permission bits.
@@ -418,12 +419,12 @@ for f in .* *; do
   printf '%s\0' "$f"
 done`
 
-func (d *Driver) listInSandbox(ctx context.Context, id string, m *meta, dir, p string) ([]sandbox.FileInfo, error) {
+func (d *Driver) listInSandbox(ctx context.Context, id string, m *meta, dir, p string) ([]driver.FileInfo, error) {
 	out, err := d.runHelper(ctx, id, m, dir, "list", p, listScript)
 	if err != nil {
 		return nil, err
 	}
-	var list []sandbox.FileInfo
+	var list []driver.FileInfo
 	br := bufio.NewReader(bytes.NewReader(out))
 	for {
 		line, err := br.ReadString('\n')
@@ -432,12 +433,12 @@ func (d *Driver) listInSandbox(ctx context.Context, id string, m *meta, dir, p s
 		}
 		name, err2 := br.ReadString(0)
 		if err != nil || err2 != nil {
-			return nil, &sandbox.Error{Op: "list", Sandbox: id, Path: p, Err: fmt.Errorf("unexpected listing output near %q", line)}
+			return nil, &driver.Error{Op: "list", Sandbox: id, Path: p, Err: fmt.Errorf("unexpected listing output near %q", line)}
 		}
 		name = strings.TrimSuffix(name, "\x00")
 		fi, err := parseStatLine(path.Join(p, name), strings.TrimSpace(line))
 		if err != nil {
-			return nil, &sandbox.Error{Op: "list", Sandbox: id, Path: p, Err: err}
+			return nil, &driver.Error{Op: "list", Sandbox: id, Path: p, Err: err}
 		}
 		list = append(list, fi)
 	}
@@ -458,10 +459,10 @@ func (d *Driver) openInSandbox(ctx context.Context, id string, m *meta, dir, p s
 	}
 	size, err := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
 	if err != nil {
-		return nil, 0, &sandbox.Error{Op: "read", Sandbox: id, Path: p, Err: fmt.Errorf("unexpected size %q", out)}
+		return nil, 0, &driver.Error{Op: "read", Sandbox: id, Path: p, Err: fmt.Errorf("unexpected size %q", out)}
 	}
 	if maxBytes >= 0 && size > maxBytes {
-		return nil, 0, &sandbox.Error{Op: "read", Sandbox: id, Path: p, Err: &sandbox.TooLargeError{Path: p, Size: size, MaxBytes: maxBytes}}
+		return nil, 0, &driver.Error{Op: "read", Sandbox: id, Path: p, Err: &driver.TooLargeError{Path: p, Size: size, MaxBytes: maxBytes}}
 	}
 	pr, pw := io.Pipe()
 	runCtx, cancel := context.WithCancel(context.Background())
@@ -469,10 +470,10 @@ func (d *Driver) openInSandbox(ctx context.Context, id string, m *meta, dir, p s
 		var errb bytes.Buffer
 		res, err := d.run(runCtx, id, m, dir, runSpec{
 			argv: []string{"/bin/sh", "-c", `exec cat -- "$1"`, "sh", p}, cwd: "/",
-			stdout: pw, stderr: &errb, timeout: sandbox.MaxLifetime,
+			stdout: pw, stderr: &errb, timeout: driver.MaxLifetime,
 		})
 		if err == nil && (res.ExitCode != 0 || res.TimedOut || res.SandboxLost) {
-			err = &sandbox.Error{Op: "read", Sandbox: id, Path: p, Err: fmt.Errorf("reading inside the sandbox failed (exit %d): %s", res.ExitCode, strings.TrimSpace(errb.String()))}
+			err = &driver.Error{Op: "read", Sandbox: id, Path: p, Err: fmt.Errorf("reading inside the sandbox failed (exit %d): %s", res.ExitCode, strings.TrimSpace(errb.String()))}
 		}
 		pw.CloseWithError(err) // nil: EOF
 	}()

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 )
 
 // Layout of one sandbox directory under Options.Root:
@@ -32,7 +32,7 @@ const (
 // meta is what meta.json holds.
 type meta struct {
 	Name   string            `json:"name"`
-	Spec   sandbox.Spec      `json:"spec"`
+	Spec   driver.Spec       `json:"spec"`
 	Rootfs string            `json:"rootfs,omitempty"` // host dir used as /, "" = host userland
 	Tags   map[string]string `json:"tags"`
 	// Host is the worker host it was created on, part of its id; "" for
@@ -65,8 +65,8 @@ type limits struct {
 	MaxProcesses int `json:"max_processes,omitempty"`
 }
 
-func (m *meta) info() sandbox.Info {
-	return sandbox.Info{
+func (m *meta) info() driver.Info {
+	return driver.Info{
 		ID: idFor(m.Name, m.Host), Name: m.Name, Backend: Backend, Workdir: m.Spec.Workdir,
 		CreatedAt: m.CreatedAt, ExpiresAt: m.ExpiresAt, Tags: cloneTags(m.Tags),
 	}
@@ -112,12 +112,12 @@ func idFor(name, host string) string {
 func (d *Driver) dir(op, id string) (string, error) {
 	name, host, _ := strings.Cut(id, "@")
 	if !validName(name) || (strings.Contains(id, "@") && !validHost(host)) {
-		return "", &sandbox.Error{Op: op, Sandbox: id, Kind: sandbox.ErrGone,
+		return "", &driver.Error{Op: op, Sandbox: id, Kind: driver.ErrGone,
 			Err: fmt.Errorf("%q is not a local sandbox id (expected a name like airflow-sandbox-0123456789ab@host)", id)}
 	}
 	dir := filepath.Join(d.root, name)
 	if host != "" && host != d.host && !madeOn(dir, host) {
-		return "", &sandbox.Error{Op: op, Sandbox: id, Kind: sandbox.ErrOtherHost, Err: fmt.Errorf(
+		return "", &driver.Error{Op: op, Sandbox: id, Kind: driver.ErrOtherHost, Err: fmt.Errorf(
 			"this local sandbox lives on host %s, but this task runs on host %s: a local sandbox never leaves the worker that created it. "+
 				"Run the tasks that share it (provision and every task given its id: run, export, collect, destroy, an attaching agent) on one host, "+
 				"through a queue only that worker consumes (its own queue mapped to the Go coordinator in [sdk] queue_to_coordinator, "+
@@ -160,15 +160,15 @@ func (d *Driver) readMeta(op, id string) (*meta, string, error) {
 	}
 	raw, err := os.ReadFile(filepath.Join(dir, metaFile))
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, "", &sandbox.Error{Op: op, Sandbox: id, Kind: sandbox.ErrGone,
+		return nil, "", &driver.Error{Op: op, Sandbox: id, Kind: driver.ErrGone,
 			Err: fmt.Errorf("no local sandbox %s under %s; it was destroyed or never existed", id, d.root)}
 	}
 	if err != nil {
-		return nil, "", &sandbox.Error{Op: op, Sandbox: id, Err: err}
+		return nil, "", &driver.Error{Op: op, Sandbox: id, Err: err}
 	}
 	var m meta
 	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, "", &sandbox.Error{Op: op, Sandbox: id,
+		return nil, "", &driver.Error{Op: op, Sandbox: id,
 			Err: fmt.Errorf("%s is corrupt (%v); destroy the sandbox and create a new one", filepath.Join(dir, metaFile), err)}
 	}
 	return &m, dir, nil
@@ -182,7 +182,7 @@ func (d *Driver) liveMeta(op, id string) (*meta, string, error) {
 		return nil, "", err
 	}
 	if m.expired(d.now()) {
-		return nil, "", &sandbox.Error{Op: op, Sandbox: id, Kind: sandbox.ErrGone,
+		return nil, "", &driver.Error{Op: op, Sandbox: id, Kind: driver.ErrGone,
 			Err: fmt.Errorf("sandbox expired at %s; create a new one with a longer timeout", m.ExpiresAt.UTC().Format(time.RFC3339))}
 	}
 	return m, dir, nil

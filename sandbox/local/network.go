@@ -18,6 +18,7 @@ import (
 
 	"github.com/airflow-sandbox/airflow-go-worker/internal/poll"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 )
 
 // An open network (block: false) is a network namespace of the sandbox's
@@ -73,7 +74,7 @@ type sandboxNetwork struct {
 // namespace, usernsArgs; kill stops the command, should its filter fail
 // to follow the worker's addresses). Its stop ends slirp4netns (which
 // also exits by itself when the worker dies: its --exit-fd closes).
-func (d *Driver) startNetwork(pid int, spec sandbox.Spec, as ids, kill func()) (*sandboxNetwork, error) {
+func (d *Driver) startNetwork(pid int, spec driver.Spec, as ids, kill func()) (*sandboxNetwork, error) {
 	if err := waitLoopback(pid); err != nil {
 		return nil, err
 	}
@@ -119,7 +120,7 @@ func (n *sandboxNetwork) fail(err error) {
 
 // filterNetwork installs the egress filter in n's namespace, and starts
 // keeping it current, or says why the command may not run without it.
-func (d *Driver) filterNetwork(n *sandboxNetwork, spec sandbox.Spec, as ids) error {
+func (d *Driver) filterNetwork(n *sandboxNetwork, spec driver.Spec, as ids) error {
 	// unfiltered says whether the operator lets this sandbox run without
 	// the filter, which cannot be installed (why); otherwise it fails.
 	unfiltered := func(why error) bool {
