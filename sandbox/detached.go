@@ -87,11 +87,17 @@ func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + 
 // records its exit status atomically (exit.tmp, then mv), so a poll sees
 // either no status or the whole of it.
 func runWrapper(dir string) string {
+	// The command runs in a session (so a process group) of its own where
+	// setsid -w exists (util-linux; busybox's has no -w and may fork, so
+	// it is not used): a stop then reaches whatever the command started.
 	// A watcher in the same process tree (a later Exec may not see its
 	// pids: the local backend gives each command its own pid namespace)
-	// sends the command SIGTERM once StopDetached has left a stop file.
-	return "d=" + quote(dir) + `; sh "$d/cmd" >"$d/stdout" 2>"$d/stderr" </dev/null & p=$!; echo $p >"$d/pid"
-(while [ ! -f "$d/stop" ] && kill -0 $p 2>/dev/null; do sleep 1; done; [ -f "$d/stop" ] && kill -TERM $p) >/dev/null 2>&1 </dev/null &
+	// sends the group, or else the command, SIGTERM once StopDetached has
+	// left a stop file.
+	return "d=" + quote(dir) + `; o="$d/stdout"; e="$d/stderr"
+if setsid -w true 2>/dev/null </dev/null; then setsid -w sh "$d/cmd" >"$o" 2>"$e" </dev/null & else sh "$d/cmd" >"$o" 2>"$e" </dev/null & fi
+p=$!; echo $p >"$d/pid"
+(while [ ! -f "$d/stop" ] && kill -0 $p 2>/dev/null; do sleep 1; done; [ -f "$d/stop" ] && { kill -TERM -$p || kill -TERM $p; }) >/dev/null 2>&1 </dev/null &
 wait $p; echo $? >"$d/exit.tmp"; mv "$d/exit.tmp" "$d/exit"`
 }
 
@@ -173,8 +179,8 @@ func parsePoll(sandboxID, id string, stdout, stderr []byte, from Offsets) (Detac
 	return st, nil
 }
 
-// StopDetached has the command sent SIGTERM within a second (a no-op once
-// it has ended).
+// StopDetached has the command, and the processes it started, sent
+// SIGTERM within a second (a no-op once it has ended).
 func (s *Sandbox) StopDetached(ctx context.Context, id string) error {
 	if !validDetachedID(id) {
 		return &Error{Op: "stop detached", Sandbox: s.id, Kind: ErrNotFound, Err: fmt.Errorf("%q is not a detached command's id", id)}

@@ -38,3 +38,23 @@ func TestConformance(t *testing.T) {
 		},
 	})
 }
+
+// Detached commands on the local backend (operator opt-in): a keeper runs
+// each, and a second driver on the same root (another task process on
+// this host) polls and stops it.
+func TestDetachedConformance(t *testing.T) {
+	t.Setenv(SameHostResumesEnv, "1")
+	conformance.RunDetached(t, func(t *testing.T) (driver.Driver, driver.Driver) {
+		root := t.TempDir()
+		var pair [2]driver.Driver
+		for i := range pair {
+			d, err := New(Options{Root: root})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { d.Close() })
+			pair[i] = d
+		}
+		return pair[0], pair[1]
+	}, conformance.Options{})
+}

@@ -38,3 +38,23 @@ func TestConformance(t *testing.T) {
 		},
 	})
 }
+
+// Detached commands through the portable wrapper: started through one
+// driver, polled to the end through another (a resume on another
+// worker); the fake keeps what an exec leaves in the background running
+// until the sandbox ends, as a Modal container does.
+func TestDetachedConformance(t *testing.T) {
+	conformance.RunDetached(t, func(t *testing.T) (driver.Driver, driver.Driver) {
+		fake, first := newFake(t, nil)
+		t.Cleanup(func() { assertNoLeak(t, fake) })
+		second, err := New(context.Background(), Options{
+			Credentials: Credentials{TokenID: fake.TokenID(), TokenSecret: fake.TokenSecret(), Source: "modal_test"},
+			RetryDelay:  10e6,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { second.Close() })
+		return first, second
+	}, conformance.Options{})
+}

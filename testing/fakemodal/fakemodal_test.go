@@ -426,3 +426,59 @@ func TestCloseWaitsForCommandsInTheExecDriver(t *testing.T) {
 		t.Fatalf("Close returned while %d command(s) were still inside the exec driver", n)
 	}
 }
+
+// countingExec counts the commands inside the exec driver.
+type countingExec struct {
+	driver.Driver
+	inflight atomic.Int32
+}
+
+func (d *countingExec) Exec(ctx context.Context, id string, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+	d.inflight.Add(1)
+	defer d.inflight.Add(-1)
+	return d.Driver.Exec(ctx, id, req)
+}
+
+// What an exec starts in the background lives on after the exec has
+// ended, as in a Modal container, until the sandbox ends: the exec itself
+// reports its exit at once (its output ends, although a background
+// process still holds it), a later exec wakes the background process
+// through a file, and terminating the sandbox ends what still runs.
+func TestSDKBackgroundProcessesLiveUntilTheSandboxEnds(t *testing.T) {
+	inner, err := local.New(local.Options{Root: t.TempDir(), IgnoreImage: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { inner.Close() })
+	exec := &countingExec{Driver: inner}
+	s := Start(t, Options{Exec: exec})
+	s.SetEnv(t)
+	c, err := modal.NewClientWithOptions(&modal.ClientParams{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	sb := create(t, c, nil)
+	out, errOut, code, err := run(t, sb, nil, "sh", "-c",
+		`(while [ ! -f /tmp/go ]; do sleep 0.05; done; echo alive >/tmp/alive) >/dev/null 2>&1 & sleep 600 & echo started; echo to-err >&2; exit 7`)
+	if err != nil || code != 7 || out != "started\n" || errOut != "to-err\n" {
+		t.Fatalf("the exec that left processes behind: out %q err %q code %d %v", out, errOut, code, err)
+	}
+	if _, _, code, err := run(t, sb, nil, "touch", "/tmp/go"); code != 0 || err != nil {
+		t.Fatalf("touch: %d %v", code, err)
+	}
+	eventually.True(t, "the background process to answer the file", func() bool {
+		out, _, code, _ := run(t, sb, nil, "cat", "/tmp/alive")
+		return code == 0 && out == "alive\n"
+	})
+	// The later execs' namespaces end with them; the first one's stays,
+	// held by its sleep.
+	eventually.True(t, "one command left in the exec driver", func() bool { return exec.inflight.Load() == 1 })
+	if _, err := sb.Terminate(context.Background(), &modal.SandboxTerminateParams{Wait: true}); err != nil {
+		t.Fatal(err)
+	}
+	eventually.True(t, "terminating the sandbox to end its background processes", func() bool { return exec.inflight.Load() == 0 })
+	if got := s.Sandboxes(); len(got) != 0 {
+		t.Fatalf("terminated sandbox still listed: %+v", got)
+	}
+}

@@ -161,12 +161,53 @@ func (r *router) TaskExecStart(ctx context.Context, req *pb.TaskExecStartRequest
 func (s *Server) runCommand(ctx context.Context, sb *fakeSandbox, e *fakeExec, cmd string, req sandbox.ExecRequest) {
 	defer s.work.Done()
 	defer e.cancel()
-	if req.Timeout <= 0 {
-		// No exec timeout: the sandbox's lifetime bounds the command.
-		req.Timeout = time.Until(sb.created.Add(sb.timeout)) + time.Second
+	// Modal's exec timeout ends the command (the fake kills its whole
+	// namespace); what the command leaves in the background otherwise runs
+	// until the sandbox ends (lingering.go).
+	if req.Timeout > 0 {
+		stop := time.AfterFunc(req.Timeout, e.cancel).Stop
+		defer stop()
 	}
-	req.Command = cmd
-	res, err := s.exec.Exec(ctx, sb.execID, req)
+	req.Timeout = max(time.Until(sb.created.Add(sb.timeout))+time.Second, time.Second)
+	marker := newMarker()
+	out, errw := newMarkerScanner(req.Stdout, marker), newMarkerScanner(req.Stderr, marker)
+	req.Command, req.Stdout, req.Stderr = lingeringCommand(cmd, marker), out, errw
+	type execEnd struct {
+		res sandbox.ExecResult
+		err error
+	}
+	done := make(chan execEnd, 1)
+	go func() {
+		res, err := s.exec.Exec(ctx, sb.execID, req)
+		done <- execEnd{res, err}
+	}()
+	outFound, errFound := out.found, errw.found
+	var code int
+	for outFound != nil || errFound != nil {
+		select {
+		case code = <-outFound:
+			outFound = nil
+		case code = <-errFound:
+			errFound = nil
+		case end := <-done:
+			// It ended without reporting: killed, timed out, or it failed
+			// to start.
+			out.flush()
+			errw.flush()
+			s.endCommand(ctx, sb, e, end.res, end.err)
+			return
+		}
+	}
+	e.closeStdin()
+	e.stdout.close()
+	e.stderr.close()
+	e.exit(int32p(int32(code)), nil)
+	<-done // its background processes have ended, or the sandbox has
+}
+
+// endCommand reports a command whose exec ended before the command could
+// report its status.
+func (s *Server) endCommand(ctx context.Context, sb *fakeSandbox, e *fakeExec, res sandbox.ExecResult, err error) {
 	dead := sb.isDone() || ctx.Err() != nil
 	if err != nil && !dead {
 		// Before stderr closes, or the reason is lost.
@@ -177,7 +218,7 @@ func (s *Server) runCommand(ctx context.Context, sb *fakeSandbox, e *fakeExec, c
 	e.stderr.close()
 	switch {
 	case dead:
-		e.exit(nil, int32p(9)) // the sandbox died under the command
+		e.exit(nil, int32p(9)) // the sandbox died under the command, or Modal's timeout killed it
 	case err != nil:
 		e.exit(int32p(126), nil)
 	case res.TimedOut:
