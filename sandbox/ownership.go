@@ -12,30 +12,6 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/internal/randhex"
 )
 
-// Tag names, exactly as the Python provider reads them
-// (docs/handoff.md, "The ownership tags").
-const (
-	// ReservedTagPrefix starts every tag name this module and the Python
-	// provider write; a spec's own tags may not use it.
-	ReservedTagPrefix = "airflow_"
-
-	TagSandbox   = "airflow_sandbox"    // the sandbox name
-	TagOwner     = "airflow_owner"      // "<dag_id>/<run_id>"
-	TagHolder    = "airflow_holder"     // "<dag_id>/<run_id>/<task_id>[<map_index>]" while attached
-	TagExpiresAt = "airflow_expires_at" // unix seconds, decimal
-	TagNetwork   = "airflow_network"    // EncodeNetworkPolicy
-	TagWorkdir   = "airflow_workdir"
-	// TagHost names the worker host a sandbox that lives on one host (a
-	// local sandbox) was created on; its driver stamps it.
-	TagHost = "airflow_host"
-	// TagCreatedBy marks sandboxes this bundle created. Sweep removes
-	// these and, told apart by their name and expiry tag, the Python
-	// provider's (which marks none); never anyone else's.
-	TagCreatedBy = "airflow_created_by"
-	// CreatedByValue is TagCreatedBy's value.
-	CreatedByValue = "airflow-go-worker"
-)
-
 // NamePrefix starts every sandbox name.
 const NamePrefix = "airflow-sandbox-"
 
@@ -138,13 +114,4 @@ func OwnershipTags(name string, spec Spec, now time.Time) map[string]string {
 	}
 	delete(tags, TagHolder) // a new sandbox is held by nobody
 	return tags
-}
-
-// ExpiresAt reads the airflow_expires_at tag; zero when absent or malformed.
-func ExpiresAt(tags map[string]string) time.Time {
-	secs, err := strconv.ParseInt(tags[TagExpiresAt], 10, 64)
-	if err != nil {
-		return time.Time{}
-	}
-	return time.Unix(secs, 0)
 }

@@ -15,9 +15,6 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 )
 
-// DefaultExecTimeout applies when ExecOptions.Timeout is zero.
-const DefaultExecTimeout = 10 * time.Minute
-
 // Sandbox is the portable handle on one sandbox. Create one with Create, or
 // reattach to an existing one with Open (no call) or Attach (owner checked).
 type Sandbox struct {
@@ -59,21 +56,6 @@ func check(drv driver.Driver, spec Spec, able func(Capability) []string) (Spec, 
 		return spec, err
 	}
 	return spec, driver.CheckBackend(drv.Backend(), drv.Capabilities(), drv, spec, able)
-}
-
-// CheckUnstamped is for a driver's Create, which the portable layer calls
-// only after check passed and OwnershipTags stamped the spec with name.
-// A spec without that stamp came from a direct caller of the driver (the
-// test emulators back a remote backend's API with the local driver, a Go
-// user may call a driver's Create): it gets the same refusal here, so no
-// caller is given a weaker sandbox than it asked for. A caller that stamps
-// the tags itself takes the portable layer's part, this check included.
-func CheckUnstamped(drv driver.Driver, name string, spec Spec) error {
-	if spec.Tags[TagSandbox] == name {
-		return nil
-	}
-	_, err := check(drv, spec, nil)
-	return err
 }
 
 // open returns a handle on an existing sandbox without contacting the
@@ -195,7 +177,7 @@ func (s *Sandbox) OpenFile(ctx context.Context, p string, maxBytes int64) (io.Re
 		return nil, 0, err
 	}
 	if maxBytes >= 0 {
-		rc = LimitReader(rc, rc, abs, maxBytes)
+		rc = driver.LimitReader(rc, rc, abs, maxBytes)
 	}
 	return rc, size, nil
 }

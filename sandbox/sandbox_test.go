@@ -233,18 +233,18 @@ func TestCreateRefusesByTheDriversRulesAndSuggestsBackends(t *testing.T) {
 func TestCheckUnstampedChecksWhatThePortableLayerDidNot(t *testing.T) {
 	drv := newFake()
 	for _, spec := range []Spec{{GPU: "A10G"}, {Image: "refused:latest"}, {CPU: -1}} {
-		if err := CheckUnstamped(drv, "n", spec); !errors.Is(err, ErrRefused) {
+		if err := driver.CheckUnstamped(drv, "n", spec); !errors.Is(err, ErrRefused) {
 			t.Errorf("%+v, unstamped: want a refusal, got %v", spec, err)
 		}
 	}
-	if err := CheckUnstamped(drv, "n", Spec{}); err != nil {
+	if err := driver.CheckUnstamped(drv, "n", Spec{}); err != nil {
 		t.Fatalf("a plain spec: %v", err)
 	}
 	stamped := Spec{GPU: "A10G", Tags: map[string]string{TagSandbox: "n"}}
-	if err := CheckUnstamped(drv, "n", stamped); err != nil {
+	if err := driver.CheckUnstamped(drv, "n", stamped); err != nil {
 		t.Fatalf("a spec the portable layer stamped (and so checked): %v", err)
 	}
-	if err := CheckUnstamped(drv, "other", stamped); !errors.Is(err, ErrRefused) {
+	if err := driver.CheckUnstamped(drv, "other", stamped); !errors.Is(err, ErrRefused) {
 		t.Fatalf("a stamp for another name is no stamp: %v", err)
 	}
 }

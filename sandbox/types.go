@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	"time"
+
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 )
 
@@ -20,11 +22,28 @@ type (
 	TooLargeError = driver.TooLargeError
 )
 
-// Defaults applied by Spec.WithDefaults, and the longest lifetime.
+// Defaults applied by Spec.WithDefaults, the longest lifetime, and the
+// timeout of a command whose ExecOptions.Timeout is zero.
 const (
-	DefaultLifetime = driver.DefaultLifetime
-	DefaultWorkdir  = driver.DefaultWorkdir
-	MaxLifetime     = driver.MaxLifetime
+	DefaultLifetime    = driver.DefaultLifetime
+	DefaultWorkdir     = driver.DefaultWorkdir
+	MaxLifetime        = driver.MaxLifetime
+	DefaultExecTimeout = driver.DefaultExecTimeout
+)
+
+// Tag names, exactly as the Python provider reads them (docs/handoff.md,
+// "The ownership tags"); see driver.TagSandbox and the rest.
+const (
+	ReservedTagPrefix = driver.ReservedTagPrefix
+	TagSandbox        = driver.TagSandbox
+	TagOwner          = driver.TagOwner
+	TagHolder         = driver.TagHolder
+	TagExpiresAt      = driver.TagExpiresAt
+	TagNetwork        = driver.TagNetwork
+	TagWorkdir        = driver.TagWorkdir
+	TagHost           = driver.TagHost
+	TagCreatedBy      = driver.TagCreatedBy
+	CreatedByValue    = driver.CreatedByValue
 )
 
 // Error kinds; match with errors.Is.
@@ -39,6 +58,9 @@ var (
 	ErrRejected    = driver.ErrRejected
 	ErrOtherHost   = driver.ErrOtherHost
 )
+
+// ExpiresAt reads the airflow_expires_at tag; zero when absent or malformed.
+func ExpiresAt(tags map[string]string) time.Time { return driver.ExpiresAt(tags) }
 
 // Retryable marks err as worth retrying within a call (see driver.Retryable).
 func Retryable(err error) error { return driver.Retryable(err) }

@@ -6,8 +6,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/airflow-sandbox/airflow-go-worker/internal/tailbuf"
 	"github.com/airflow-sandbox/airflow-go-worker/redact"
-	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 )
 
 // maxLogLine bounds one logged line: a command that prints megabytes without
@@ -38,12 +38,12 @@ type lineLogger struct {
 // stderr, each without a newline, would otherwise read as the whole secret.
 type outputTail struct {
 	mu     sync.Mutex
-	buf    *sandbox.TailBuffer
+	buf    *tailbuf.Buffer
 	last   string // the stream whose text ends the tail
 	inLine bool   // and that text did not end its line
 }
 
-func newOutputTail(n int) *outputTail { return &outputTail{buf: sandbox.NewTailBuffer(n)} }
+func newOutputTail(n int) *outputTail { return &outputTail{buf: tailbuf.New(n)} }
 
 func (t *outputTail) add(stream, text string, newline bool) {
 	t.mu.Lock()

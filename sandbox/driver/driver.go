@@ -113,6 +113,11 @@ type Info struct {
 	Tags      map[string]string `json:"tags,omitempty"`
 }
 
+// DefaultExecTimeout bounds a command whose caller gave no timeout: the
+// portable layer's when ExecOptions.Timeout is zero, a driver's when a
+// direct caller's ExecRequest has none.
+const DefaultExecTimeout = 10 * time.Minute
+
 // ExecRequest is one command to run.
 type ExecRequest struct {
 	Command string            // run through sh -c

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/airflow-sandbox/airflow-go-worker/internal/randhex"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/waitwriter"
 )
@@ -382,7 +383,7 @@ func TestBudgetCreateHelper(t *testing.T) {
 	defer d.Close()
 	fmt.Println("ready")
 	io.Copy(io.Discard, os.Stdin)
-	info, err := d.Create(t.Context(), "budget-"+sandbox.RandomHex(4), sandbox.Spec{})
+	info, err := d.Create(t.Context(), "budget-"+randhex.String(4), sandbox.Spec{})
 	if err != nil {
 		fmt.Printf("refused: %v\n", err)
 		return

@@ -21,7 +21,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/internal/tailbuf"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 )
 
@@ -353,7 +353,7 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 	res := driver.ExecResult{ExitCode: -1}
 	timeout := rs.timeout
 	if timeout <= 0 {
-		timeout = sandbox.DefaultExecTimeout
+		timeout = driver.DefaultExecTimeout
 	}
 	if left := m.ExpiresAt.Sub(d.now()); !m.ExpiresAt.IsZero() && left < timeout {
 		timeout = max(left, time.Millisecond)
@@ -427,7 +427,7 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 		prog = d.prlimit
 	}
 	// Keep the end of stderr: when bubblewrap itself fails, its reason is there.
-	diag := sandbox.NewTailBuffer(2048)
+	diag := tailbuf.New(2048)
 	stdout, stderr := rs.stdout, rs.stderr
 	if stdout == nil {
 		stdout = io.Discard

@@ -78,7 +78,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/internal/randhex"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 )
 
@@ -478,7 +478,7 @@ var errClosed = errors.New("the local sandbox driver is closed (the worker is sh
 // refusal from CheckUnstamped.
 func (d *Driver) Create(ctx context.Context, name string, spec driver.Spec) (driver.Info, error) {
 	spec = spec.WithDefaults() // for direct callers; the portable layer's spec has them
-	if err := sandbox.CheckUnstamped(d, name, spec); err != nil {
+	if err := driver.CheckUnstamped(d, name, spec); err != nil {
 		return driver.Info{}, err
 	}
 	rootfs, err := d.checkHost(spec)
@@ -545,9 +545,9 @@ func (d *Driver) Create(ctx context.Context, name string, spec driver.Spec) (dri
 	if m.Tags == nil {
 		m.Tags = map[string]string{}
 	}
-	m.Tags[sandbox.TagHost] = d.host
+	m.Tags[driver.TagHost] = d.host
 	// The ownership tag computed the expiry first; keep both clocks equal.
-	if exp := sandbox.ExpiresAt(spec.Tags); !exp.IsZero() {
+	if exp := driver.ExpiresAt(spec.Tags); !exp.IsZero() {
 		m.ExpiresAt = exp.UTC()
 	}
 	m.Spec.Tags = nil // the live tags are m.Tags
@@ -820,7 +820,7 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 		st.lost = true
 		st.kill()
 	}
-	trash := filepath.Join(d.root, ".trash-"+name+"-"+sandbox.RandomHex(4))
+	trash := filepath.Join(d.root, ".trash-"+name+"-"+randhex.String(4))
 	err = os.Rename(dir, trash)
 	d.mu.Unlock()
 	if errors.Is(err, fs.ErrNotExist) {

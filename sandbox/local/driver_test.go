@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airflow-sandbox/airflow-go-worker/internal/randhex"
 	"github.com/airflow-sandbox/airflow-go-worker/testing/deadline"
 
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
@@ -142,7 +143,7 @@ func TestTimeoutKillsBackgroundChildren(t *testing.T) {
 	sb := create(t, d, sandbox.Spec{})
 	// A copy of sleep under a unique name, so the host can look for it by
 	// process name (bwrap's own argv also holds the name, its comm does not).
-	name := "bg" + sandbox.RandomHex(4)
+	name := "bg" + randhex.String(4)
 	type result struct {
 		res sandbox.ExecResult
 		err error

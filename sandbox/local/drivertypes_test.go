@@ -6,9 +6,10 @@ import (
 	"github.com/airflow-sandbox/airflow-go-worker/testing/drivertypes"
 )
 
-// The driver implements driver.Driver in driver's own types: the names
-// sandbox/types.go declares are the portable API's aliases for its users,
-// not for backends (issue 40).
+// The driver implements driver.Driver in driver's own names, below the
+// portable layer: the names sandbox/types.go declares are the portable
+// API's aliases for its users, not for backends, and nothing else of
+// package sandbox is a backend's to use (issue 40).
 func TestDriverSpeaksDriverTypes(t *testing.T) {
-	drivertypes.NoAliases(t, ".")
+	drivertypes.NoPortableImport(t, ".")
 }

@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/internal/tailbuf"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 )
 
@@ -271,7 +271,7 @@ func runEgressChild(cmd *exec.Cmd, plan egressPlan) error {
 	if err != nil {
 		return err
 	}
-	out := sandbox.NewTailBuffer(2048)
+	out := tailbuf.New(2048)
 	cmd.Env = []string{egressChildEnv + "=1"}
 	cmd.Stdin = bytes.NewReader(in)
 	cmd.Stdout, cmd.Stderr = out, out

@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/internal/randhex"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 )
 
@@ -124,7 +124,7 @@ func (d *Driver) OpenFile(ctx context.Context, id, p string, maxBytes int64) (io
 		f.Close()
 		return nil, 0, &driver.Error{Op: "read", Sandbox: id, Path: p, Err: &driver.TooLargeError{Path: p, Size: st.Size(), MaxBytes: maxBytes}}
 	}
-	return sandbox.LimitReader(f, f, p, maxBytes), st.Size(), nil
+	return driver.LimitReader(f, f, p, maxBytes), st.Size(), nil
 }
 
 func checkRegular(id, p string, mode fs.FileMode) error {
@@ -178,7 +178,7 @@ func (d *Driver) WriteFile(ctx context.Context, id, p string, r io.Reader, mode 
 	if st, err := root.Lstat(a.rel); err == nil && st.IsDir() {
 		return &driver.Error{Op: "write", Sandbox: id, Path: p, Kind: driver.ErrIsDir, Err: errors.New("is a directory; write to a file path inside it")}
 	}
-	tmp := filepath.Join(parent, "."+filepath.Base(a.rel)+".tmp-"+sandbox.RandomHex(6))
+	tmp := filepath.Join(parent, "."+filepath.Base(a.rel)+".tmp-"+randhex.String(6))
 	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode.Perm())
 	if err != nil {
 		if isNoSpace(err) {
@@ -478,7 +478,7 @@ func (d *Driver) openInSandbox(ctx context.Context, id string, m *meta, dir, p s
 		pw.CloseWithError(err) // nil: EOF
 	}()
 	closer := closerFunc(func() error { cancel(); return pr.Close() })
-	return sandbox.LimitReader(pr, closer, p, maxBytes), size, nil
+	return driver.LimitReader(pr, closer, p, maxBytes), size, nil
 }
 
 type closerFunc func() error

@@ -17,7 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/airflow-sandbox/airflow-go-worker/internal/poll"
-	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/internal/tailbuf"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 )
 
@@ -186,7 +186,7 @@ func (d *Driver) startSlirp(netns, userns *os.File) (*slirpProc, error) {
 		readyW.Close()
 		return nil, err
 	}
-	diag := sandbox.NewTailBuffer(2048)
+	diag := tailbuf.New(2048)
 	args := []string{"--configure", "--mtu=65520", "--disable-host-loopback", "--cidr=" + sandboxCIDR,
 		"--enable-seccomp", "--ready-fd=3", "--exit-fd=4",
 		"--userns-path=/proc/self/fd/5", "--netns-type=path", "/proc/self/fd/6", "tap0"}

@@ -17,7 +17,6 @@ import (
 	modal "github.com/modal-labs/modal-client/go"
 	"google.golang.org/grpc/codes"
 
-	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 )
 
@@ -290,7 +289,7 @@ func (d *Driver) Create(ctx context.Context, name string, spec driver.Spec) (dri
 	d.log.Debug("created modal sandbox", "id", sb.SandboxID, "name", name)
 	return driver.Info{
 		ID: sb.SandboxID, Name: name, Backend: d.Backend(), Workdir: spec.Workdir,
-		CreatedAt: time.Now(), ExpiresAt: sandbox.ExpiresAt(spec.Tags), Tags: maps.Clone(spec.Tags),
+		CreatedAt: time.Now(), ExpiresAt: driver.ExpiresAt(spec.Tags), Tags: maps.Clone(spec.Tags),
 	}, nil
 }
 
@@ -339,16 +338,16 @@ func (d *Driver) reap(ctx context.Context, appName, name string) {
 // did not stamp with the ownership tags is refused here, so a direct caller
 // of the driver cannot skip that check.
 func (d *Driver) createParams(name string, spec driver.Spec) (*modal.SandboxCreateParams, error) {
-	for _, k := range []string{sandbox.TagSandbox, sandbox.TagExpiresAt, sandbox.TagNetwork} {
+	for _, k := range []string{driver.TagSandbox, driver.TagExpiresAt, driver.TagNetwork} {
 		if spec.Tags[k] == "" {
 			return nil, &driver.Error{Op: "create", Kind: driver.ErrRefused, Err: fmt.Errorf("ownership tag %s is missing: the driver was called directly; create sandboxes through the portable API (sandbox.NewBackend(driver).Create), which stamps the ownership tags", k)}
 		}
 	}
-	if spec.Tags[sandbox.TagSandbox] != name {
-		return nil, &driver.Error{Op: "create", Kind: driver.ErrRefused, Err: fmt.Errorf("tag %s=%q does not match the sandbox name %q", sandbox.TagSandbox, spec.Tags[sandbox.TagSandbox], name)}
+	if spec.Tags[driver.TagSandbox] != name {
+		return nil, &driver.Error{Op: "create", Kind: driver.ErrRefused, Err: fmt.Errorf("tag %s=%q does not match the sandbox name %q", driver.TagSandbox, spec.Tags[driver.TagSandbox], name)}
 	}
-	if spec.Owner != "" && spec.Tags[sandbox.TagOwner] != spec.Owner {
-		return nil, &driver.Error{Op: "create", Kind: driver.ErrRefused, Err: fmt.Errorf("tag %s does not carry the owner %q", sandbox.TagOwner, spec.Owner)}
+	if spec.Owner != "" && spec.Tags[driver.TagOwner] != spec.Owner {
+		return nil, &driver.Error{Op: "create", Kind: driver.ErrRefused, Err: fmt.Errorf("tag %s does not carry the owner %q", driver.TagOwner, spec.Owner)}
 	}
 	net, err := mapNetwork(spec.NetworkPolicy(), d.opts.EgressEnforcement)
 	if err != nil {
@@ -388,12 +387,12 @@ func (d *Driver) Info(ctx context.Context, id string) (driver.Info, error) {
 	} else if !alive {
 		return driver.Info{}, &driver.Error{Op: "info", Sandbox: id, Kind: driver.ErrGone, Err: errors.New("the sandbox has finished (terminated or past its lifetime)")}
 	}
-	wd := tags[sandbox.TagWorkdir]
+	wd := tags[driver.TagWorkdir]
 	if wd == "" {
 		wd = driver.DefaultWorkdir
 	}
-	return driver.Info{ID: id, Name: tags[sandbox.TagSandbox], Backend: d.Backend(), Workdir: wd,
-		ExpiresAt: sandbox.ExpiresAt(tags), Tags: tags}, nil
+	return driver.Info{ID: id, Name: tags[driver.TagSandbox], Backend: d.Backend(), Workdir: wd,
+		ExpiresAt: driver.ExpiresAt(tags), Tags: tags}, nil
 }
 
 // alive polls the sandbox once: false once it has finished.
@@ -458,9 +457,9 @@ func (d *Driver) ListSandboxes(ctx context.Context, match map[string]string) ([]
 			}
 			return nil, mapErr("read tags", sb.SandboxID, err)
 		}
-		wd := tags[sandbox.TagWorkdir]
-		out = append(out, driver.Info{ID: sb.SandboxID, Name: tags[sandbox.TagSandbox], Backend: d.Backend(),
-			Workdir: wd, ExpiresAt: sandbox.ExpiresAt(tags), Tags: tags})
+		wd := tags[driver.TagWorkdir]
+		out = append(out, driver.Info{ID: sb.SandboxID, Name: tags[driver.TagSandbox], Backend: d.Backend(),
+			Workdir: wd, ExpiresAt: driver.ExpiresAt(tags), Tags: tags})
 	}
 	return out, nil
 }

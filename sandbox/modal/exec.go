@@ -9,7 +9,6 @@ import (
 
 	modal "github.com/modal-labs/modal-client/go"
 
-	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 )
 
@@ -86,7 +85,7 @@ func (p *process) abandon() {
 // Exec runs req.Command through sh -c.
 func (d *Driver) Exec(ctx context.Context, id string, req driver.ExecRequest) (driver.ExecResult, error) {
 	if req.Timeout <= 0 { // the Sandbox type always sets it; direct callers may not
-		req.Timeout = sandbox.DefaultExecTimeout
+		req.Timeout = driver.DefaultExecTimeout
 	}
 	budget := wholeSeconds(req.Timeout)
 	res := driver.ExecResult{AppliedTimeout: budget}

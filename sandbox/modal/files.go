@@ -16,7 +16,6 @@ import (
 
 	modal "github.com/modal-labs/modal-client/go"
 
-	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 )
 
@@ -96,7 +95,7 @@ func (d *Driver) OpenFile(ctx context.Context, id, p string, maxBytes int64) (io
 		proc.abandon()
 		return nil
 	})
-	return sandbox.LimitReader(br, stop, p, maxBytes), size, nil
+	return driver.LimitReader(br, stop, p, maxBytes), size, nil
 }
 
 type closeFunc func() error

@@ -28,7 +28,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/airflow-sandbox/airflow-go-worker/internal/poll"
-	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 )
 
@@ -228,7 +227,7 @@ func fail(op, id, path string, kind, err error) error {
 // has refused already, before anything is provisioned; a direct caller of
 // the driver gets the same refusal from CheckUnstamped.
 func (d *Driver) createRequest(name string, spec driver.Spec) (osdk.CreateSandboxRequest, error) {
-	if err := sandbox.CheckUnstamped(d, name, spec); err != nil {
+	if err := driver.CheckUnstamped(d, name, spec); err != nil {
 		return osdk.CreateSandboxRequest{}, err
 	}
 	var errs []string
@@ -534,13 +533,13 @@ func (d *Driver) info(rec *osdk.SandboxInfo) driver.Info {
 	tags := decodeTags(rec.Metadata)
 	info := driver.Info{
 		ID: rec.ID, Name: rec.Metadata[metaName], Backend: Backend,
-		Workdir: tags[sandbox.TagWorkdir], CreatedAt: rec.CreatedAt, Tags: tags,
+		Workdir: tags[driver.TagWorkdir], CreatedAt: rec.CreatedAt, Tags: tags,
 	}
 	if rec.ExpiresAt != nil {
 		info.ExpiresAt = *rec.ExpiresAt
 	}
 	if info.Name == "" {
-		info.Name = tags[sandbox.TagSandbox]
+		info.Name = tags[driver.TagSandbox]
 	}
 	return info
 }
@@ -663,8 +662,8 @@ func (d *Driver) Renew(ctx context.Context, id string, extend time.Duration) (ti
 	at := resp.ExpiresAt
 	tags, err := d.Tags(ctx, id)
 	if err == nil {
-		if _, ok := tags[sandbox.TagExpiresAt]; ok {
-			tags[sandbox.TagExpiresAt] = fmt.Sprint(at.Unix())
+		if _, ok := tags[driver.TagExpiresAt]; ok {
+			tags[driver.TagExpiresAt] = fmt.Sprint(at.Unix())
 			err = d.SetTags(ctx, id, tags)
 		}
 	}

@@ -16,7 +16,8 @@ import (
 
 	osdk "github.com/alibaba/OpenSandbox/sdks/sandbox/go"
 
-	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/internal/randhex"
+	"github.com/airflow-sandbox/airflow-go-worker/internal/tailbuf"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 )
 
@@ -173,7 +174,7 @@ func (d *Driver) workdirOf(ctx context.Context, id string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	wd = tags[sandbox.TagWorkdir]
+	wd = tags[driver.TagWorkdir]
 	d.mu.Lock()
 	d.workdir[id] = wd
 	d.mu.Unlock()
@@ -189,7 +190,7 @@ func (d *Driver) Exec(ctx context.Context, id string, req driver.ExecRequest) (d
 	start := time.Now()
 	timeout := req.Timeout
 	if timeout <= 0 {
-		timeout = sandbox.DefaultExecTimeout
+		timeout = driver.DefaultExecTimeout
 	}
 	res := driver.ExecResult{AppliedTimeout: timeout}
 	ex, cwd, stdinPath, err := d.prepareExec(ctx, id, req)
@@ -204,7 +205,7 @@ func (d *Driver) Exec(ctx context.Context, id string, req driver.ExecRequest) (d
 	// that stops reporting.
 	wall, cancel := context.WithTimeout(ctx, timeout+execGrace)
 	defer cancel()
-	run := commandRun{stdout: stdout, stderr: stderr, marker: "__airflow_end_" + sandbox.RandomHex(8) + "__"}
+	run := commandRun{stdout: stdout, stderr: stderr, marker: "__airflow_end_" + randhex.String(8) + "__"}
 	err = run.stream(wall, ex, osdk.RunCommandRequest{
 		Command: hideExecdEnv(req.Env) + wrapCommand(req.Command, stdinPath, run.marker),
 		Cwd:     cwd,
@@ -258,7 +259,7 @@ func (d *Driver) prepareExec(ctx context.Context, id string, req driver.ExecRequ
 		}
 	}
 	if req.Stdin != nil {
-		stdinPath = "/tmp/.airflow-stdin-" + sandbox.RandomHex(8)
+		stdinPath = "/tmp/.airflow-stdin-" + randhex.String(8)
 		if err := ex.upload(ctx, stdinPath, req.Stdin, 0o600); err != nil {
 			return nil, "", "", d.fileError(ctx, "exec", id, stdinPath, err)
 		}
@@ -423,7 +424,7 @@ type cmdResult struct {
 // its output.
 func (d *Driver) run(ctx context.Context, id, command string) (cmdResult, error) {
 	var out bytes.Buffer
-	errOut := sandbox.NewTailBuffer(2048)
+	errOut := tailbuf.New(2048)
 	res, err := d.Exec(ctx, id, driver.ExecRequest{Command: command, Timeout: time.Minute, Workdir: "/", Stdout: &out, Stderr: errOut})
 	if err != nil {
 		return cmdResult{}, err

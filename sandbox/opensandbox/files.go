@@ -13,7 +13,7 @@ import (
 
 	osdk "github.com/alibaba/OpenSandbox/sdks/sandbox/go"
 
-	"github.com/airflow-sandbox/airflow-go-worker/sandbox"
+	"github.com/airflow-sandbox/airflow-go-worker/internal/randhex"
 	"github.com/airflow-sandbox/airflow-go-worker/sandbox/driver"
 )
 
@@ -218,7 +218,7 @@ func (d *Driver) OpenFile(ctx context.Context, id, p string, maxBytes int64) (io
 	}
 	rc = &brokenDownload{rc: newStallGuard(rc, d.opts.StallTimeout), id: id, path: p}
 	if maxBytes >= 0 {
-		rc = sandbox.LimitReader(rc, rc, p, maxBytes)
+		rc = driver.LimitReader(rc, rc, p, maxBytes)
 	}
 	return rc, size, nil
 }
@@ -269,7 +269,7 @@ func (d *Driver) WriteFile(ctx context.Context, id, p string, r io.Reader, mode 
 	case at.Type == "directory":
 		return fail("write", id, p, driver.ErrIsDir, nil)
 	}
-	tmp := path.Join(path.Dir(p), ".airflow-write-"+sandbox.RandomHex(8))
+	tmp := path.Join(path.Dir(p), ".airflow-write-"+randhex.String(8))
 	if err := ex.upload(ctx, tmp, r, mode); err != nil {
 		err = d.fileError(ctx, "write", id, p, err)
 		if !errors.Is(err, driver.ErrGone) {

@@ -1,8 +1,8 @@
 // Package drivertypes holds a sandbox backend's code to sandbox/driver's
-// own names. Package sandbox re-exports the driver's types, error kinds and
-// constants (sandbox/types.go) for the portable API's users; a backend that
-// names them there stands above the portable type it implements, and one
-// thing has two names (issue 40).
+// own names, below the portable layer. Package sandbox re-exports the
+// driver's types, error kinds and constants (sandbox/types.go) for the
+// portable API's users; a backend that names them there stands above the
+// portable type it implements, and one thing has two names (issue 40).
 package drivertypes
 
 import (
@@ -19,10 +19,11 @@ import (
 // sandboxPath is package sandbox's import path.
 const sandboxPath = "github.com/airflow-sandbox/airflow-go-worker/sandbox"
 
-// Aliases are the names sandbox/types.go declares (types, constants,
-// variables and functions), read from the file itself so that a name added
-// there is covered at once. dir is any directory inside the module.
-func Aliases(t testing.TB, dir string) map[string]bool {
+// portableAliases are the names sandbox/types.go declares (types,
+// constants, variables and functions), read from the file itself so that
+// a name added there is named at once. dir is any directory inside the
+// module.
+func portableAliases(t testing.TB, dir string) map[string]bool {
 	t.Helper()
 	root := moduleRoot(t, dir)
 	f, err := parser.ParseFile(token.NewFileSet(), filepath.Join(root, "sandbox", "types.go"), nil, 0)
@@ -47,52 +48,20 @@ func Aliases(t testing.TB, dir string) map[string]bool {
 			names[d.Name.Name] = true
 		}
 	}
-	// A few names every version of the file has: without them the checks
-	// below would pass on a file they could not read.
+	// Names every version of the file has: without them it was not read.
 	if !names["Spec"] || !names["ErrGone"] || !names["Refused"] {
-		t.Fatalf("read no aliases from sandbox/types.go (%d names): the check would prove nothing", len(names))
+		t.Fatalf("read no aliases from sandbox/types.go (%d names): the check would not name them", len(names))
 	}
 	return names
 }
 
-// NoAliases fails t for every alias of sandbox/types.go that the non-test
-// Go files of package directory dir name through package sandbox, whatever
-// they call its import.
-func NoAliases(t testing.TB, dir string) {
-	t.Helper()
-	aliases := Aliases(t, dir)
-	forEachSandboxImport(t, dir, func(fset *token.FileSet, _ token.Pos, f *ast.File, local string) {
-		for _, sel := range selectors(f, local) {
-			if aliases[sel.Sel.Name] {
-				t.Errorf("%s: sandbox.%s is an alias for the portable API's users: a backend writes driver.%s", fset.Position(sel.Pos()), sel.Sel.Name, sel.Sel.Name)
-			}
-		}
-	})
-}
-
 // NoPortableImport fails t for every non-test Go file of package directory
-// dir that imports package sandbox: a backend that needs nothing of the
-// portable layer sits below it.
+// dir that imports package sandbox, naming what the file uses it for (an
+// alias with the driver's own name): a backend sits below the portable
+// layer over it.
 func NoPortableImport(t testing.TB, dir string) {
 	t.Helper()
-	aliases := Aliases(t, dir)
-	forEachSandboxImport(t, dir, func(fset *token.FileSet, pos token.Pos, f *ast.File, local string) {
-		var used []string
-		for _, sel := range selectors(f, local) {
-			name := "sandbox." + sel.Sel.Name
-			if aliases[sel.Sel.Name] {
-				name += " (write driver." + sel.Sel.Name + ")"
-			}
-			used = append(used, name)
-		}
-		t.Errorf("%s: imports package sandbox, the portable layer over the driver this package implements, for %s: use sandbox/driver's names, and move anything else it needs below the portable layer", fset.Position(pos), strings.Join(used, ", "))
-	})
-}
-
-// forEachSandboxImport calls imp for every import of package sandbox in
-// the non-test files of dir, with the name the file imports it under.
-func forEachSandboxImport(t testing.TB, dir string, imp func(fset *token.FileSet, pos token.Pos, f *ast.File, local string)) {
-	t.Helper()
+	aliases := portableAliases(t, dir)
 	fset := token.NewFileSet()
 	forEachFile(t, fset, dir, func(f *ast.File) {
 		for _, is := range f.Imports {
@@ -103,7 +72,15 @@ func forEachSandboxImport(t testing.TB, dir string, imp func(fset *token.FileSet
 			if is.Name != nil {
 				local = is.Name.Name
 			}
-			imp(fset, is.Pos(), f, local)
+			var used []string
+			for _, sel := range selectors(f, local) {
+				name := "sandbox." + sel.Sel.Name
+				if aliases[sel.Sel.Name] {
+					name += " (write driver." + sel.Sel.Name + ")"
+				}
+				used = append(used, name)
+			}
+			t.Errorf("%s: imports package sandbox, the portable layer over the driver this package implements, for %s: use sandbox/driver's names, and move anything else it needs below the portable layer", fset.Position(is.Pos()), strings.Join(used, ", "))
 		}
 	})
 }

@@ -1,4 +1,4 @@
-package sandbox
+package driver
 
 import (
 	"bytes"

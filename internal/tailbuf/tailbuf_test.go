@@ -1,12 +1,12 @@
-package sandbox
+package tailbuf
 
 import (
 	"strings"
 	"testing"
 )
 
-func TestTailBufferKeepsTheTail(t *testing.T) {
-	b := NewTailBuffer(10)
+func TestKeepsTheTail(t *testing.T) {
+	b := New(10)
 	for _, s := range []string{"abc", "defgh", "ijklmn"} {
 		if n, err := b.Write([]byte(s)); n != len(s) || err != nil {
 			t.Fatalf("write %q: %d, %v", s, n, err)
@@ -20,8 +20,8 @@ func TestTailBufferKeepsTheTail(t *testing.T) {
 	}
 }
 
-func TestTailBufferFitsExactly(t *testing.T) {
-	b := NewTailBuffer(5)
+func TestFitsExactly(t *testing.T) {
+	b := New(5)
 	b.Write([]byte("12"))
 	b.Write([]byte("345"))
 	if b.String() != "12345" || b.Truncated() {
@@ -33,21 +33,21 @@ func TestTailBufferFitsExactly(t *testing.T) {
 	}
 }
 
-func TestTailBufferOneBigWrite(t *testing.T) {
-	b := NewTailBuffer(4)
+func TestOneBigWrite(t *testing.T) {
+	b := New(4)
 	b.Write([]byte(strings.Repeat("x", 100) + "END!"))
 	if b.String() != "END!" || !b.Truncated() || b.Total() != 104 {
 		t.Errorf("%q truncated=%v total=%d", b.String(), b.Truncated(), b.Total())
 	}
-	exact := NewTailBuffer(4)
+	exact := New(4)
 	exact.Write([]byte("abcd"))
 	if exact.String() != "abcd" || exact.Truncated() {
 		t.Errorf("a write of exactly Max bytes: %q truncated=%v", exact.String(), exact.Truncated())
 	}
 }
 
-func TestTailBufferZeroMaxKeepsNothing(t *testing.T) {
-	b := NewTailBuffer(0)
+func TestZeroMaxKeepsNothing(t *testing.T) {
+	b := New(0)
 	b.Write([]byte("abc"))
 	if b.String() != "" || !b.Truncated() || b.Total() != 3 {
 		t.Errorf("%q truncated=%v total=%d", b.String(), b.Truncated(), b.Total())

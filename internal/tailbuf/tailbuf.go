@@ -1,10 +1,11 @@
-package sandbox
+// Package tailbuf keeps the end of a stream: when a command fails, its
+// error is at the end of its output.
+package tailbuf
 
 import "sync"
 
-// TailBuffer is an io.Writer that keeps only the last Max bytes written:
-// when a command fails, the error is at the end of its output.
-type TailBuffer struct {
+// Buffer is an io.Writer that keeps only the last Max bytes written.
+type Buffer struct {
 	Max       int
 	mu        sync.Mutex
 	buf       []byte
@@ -12,10 +13,10 @@ type TailBuffer struct {
 	total     int64
 }
 
-// NewTailBuffer keeps the last max bytes.
-func NewTailBuffer(max int) *TailBuffer { return &TailBuffer{Max: max} }
+// New keeps the last max bytes.
+func New(max int) *Buffer { return &Buffer{Max: max} }
 
-func (t *TailBuffer) Write(p []byte) (int, error) {
+func (t *Buffer) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.total += int64(len(p))
@@ -37,21 +38,21 @@ func (t *TailBuffer) Write(p []byte) (int, error) {
 }
 
 // String returns the kept tail.
-func (t *TailBuffer) String() string {
+func (t *Buffer) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return string(t.buf)
 }
 
 // Truncated reports whether bytes were dropped from the front.
-func (t *TailBuffer) Truncated() bool {
+func (t *Buffer) Truncated() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.truncated
 }
 
 // Total is the number of bytes ever written.
-func (t *TailBuffer) Total() int64 {
+func (t *Buffer) Total() int64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.total
