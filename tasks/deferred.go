@@ -41,6 +41,10 @@ type deferredState struct {
 	Started  time.Time       `json:"started"`
 	Tail     string          `json:"tail,omitempty"`
 	Dropped  int64           `json:"output_lines_dropped,omitempty"`
+	// LogUsed and LogFull are the task's log budget so far
+	// (CommandLogLimitEnv counts the whole task, not one resume).
+	LogUsed int64 `json:"log_used,omitempty"`
+	LogFull bool  `json:"log_full,omitempty"`
 }
 
 func (st deferredState) ref() SandboxRef {
@@ -108,7 +112,9 @@ func (j deferredJob) start(ctx context.Context, d Deps, sb *sandbox.Sandbox, st 
 // the state to defer with while a command runs (the next one started
 // when one ended well), or how the last command ended.
 func (j deferredJob) resume(ctx context.Context, d Deps, sb *sandbox.Sandbox, st deferredState) (RunResult, *deferredState, error) {
+	j.budget.resumeFrom(st.LogUsed, st.LogFull)
 	status, err := j.pollAll(ctx, sb, d, &st)
+	st.LogUsed, st.LogFull = j.budget.spent()
 	cmd := j.commands[st.Step]
 	if errors.Is(err, sandbox.ErrGone) {
 		return RunResult{}, nil, final.Errorf("sandbox %s is gone (destroyed or expired) while its command %q ran detached, so its outcome is lost; the task fails: %v", sb.ID(), cmd, err)

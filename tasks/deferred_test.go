@@ -211,3 +211,26 @@ func TestDeferrableConvertRefusedByTheBackend(t *testing.T) {
 		t.Fatalf("a refused deferrable conversion left %v alive", alive)
 	}
 }
+
+// The command log limit is the task's, across resumes: each resume starts
+// from the budget the last one left, so the lines logged stop at the cap
+// and the warning comes once, however often the task deferred.
+func TestDeferrableRunLogLimitSpansResumes(t *testing.T) {
+	t.Setenv(CommandLogLimitEnv, "1KiB") // 16 short lines (minLineCost each)
+	e := deferrableEnv(t)
+	id := provisioned(t, e)
+	in := decodeInput[RunInput](t, `{"sandbox": "`+id+`", "deferrable": true, "poll_interval": "2s",
+		"command": "i=0; while [ $i -lt 200 ]; do i=$((i+1)); echo l$i; [ $((i % 25)) = 0 ] && sleep 0.3; done; true"}`)
+	res, deferrals, err := resumeToEnd(t, e, func(d Deps) (RunResult, error) { return RunCommands(context.Background(), d, in) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := e.log.String()
+	logged := strings.Count(log, "stream=stdout")
+	if deferrals < 3 || logged != 16 || res.OutputLinesDropped != 184 {
+		t.Fatalf("%d deferrals, %d lines logged (want 16), %d dropped (want 184):\n%s", deferrals, logged, res.OutputLinesDropped, log)
+	}
+	if n := strings.Count(log, "reached this task's log limit"); n != 1 {
+		t.Fatalf("the limit's warning is in the log %d times, want once", n)
+	}
+}

@@ -101,6 +101,28 @@ func (b *logBudget) take(log hclog.Logger, n int) bool {
 	return false
 }
 
+// spent is what a deferred task carries to its next resume: the budget
+// it used and whether it is full (its one warning said so already).
+func (b *logBudget) spent() (used int64, full bool) {
+	if b == nil {
+		return 0, false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used, b.full
+}
+
+// resumeFrom starts a resumed task's budget where its last run left it:
+// the cap is the task's, however many times it deferred.
+func (b *logBudget) resumeFrom(used int64, full bool) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.used, b.full = max(used, 0), full
+}
+
 // dropped is how many lines, and bytes, the task has not logged so far.
 func (b *logBudget) dropped() (lines, bytes int64) {
 	if b == nil {
