@@ -462,6 +462,19 @@ func (s *Server) KillSandbox(id string) error {
 	return nil
 }
 
+// ExpireSandbox makes a sandbox reach the end of its lifetime now, as its
+// timer would: running commands are killed and it reports TIMEOUT.
+func (s *Server) ExpireSandbox(id string) error {
+	s.mu.Lock()
+	sb := s.sandboxes[id]
+	s.mu.Unlock()
+	if sb == nil {
+		return fmt.Errorf("fakemodal: no sandbox %s", id)
+	}
+	s.finish(sb, pb.GenericResult_GENERIC_STATUS_TIMEOUT, 0)
+	return nil
+}
+
 func makeJWT(claims map[string]any) string {
 	enc := base64.RawURLEncoding
 	head, _ := json.Marshal(map[string]string{"alg": "none", "typ": "JWT"})
