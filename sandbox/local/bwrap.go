@@ -89,12 +89,6 @@ func (d *Driver) bwrapArgs(m *meta, dir, cwd string, argv, userns []string, fds 
 		"--die-with-parent", "--new-session",
 		"--hostname", "sandbox",
 	)
-	// data passes a small generated file, read-only at dest.
-	data := func(b []byte, dest string) error {
-		fd, err := fds.addData(b)
-		args = append(args, "--ro-bind-data", fd, dest)
-		return err
-	}
 	if d.seccomp != nil {
 		fd, err := fds.addData(d.seccomp)
 		if err != nil {
@@ -103,53 +97,83 @@ func (d *Driver) bwrapArgs(m *meta, dir, cwd string, argv, userns []string, fds 
 		args = append(args, "--seccomp", fd)
 	}
 	// A network namespace of its own: an open one is connected by
-	// slirp4netns once bwrap has made it (Driver.run).
+	// slirp4netns once bwrap has made it (Driver.confine).
 	open := m.Spec.NetworkPolicy().Open
 	if !open || !d.shareNet {
 		args = append(args, "--unshare-net")
 	}
+	var err error
 	if m.Rootfs != "" {
-		var err error
-		if args, err = mountImage(args, m.Rootfs, fds); err != nil {
-			return nil, err
-		}
-		// The image's resolver names an address slirp4netns does not
-		// relay; where it has a resolv.conf to mount over, use slirp's.
-		if st, err := os.Lstat(filepath.Join(m.Rootfs, "etc", "resolv.conf")); open && !d.shareNet && err == nil && st.Mode().IsRegular() {
-			if err := data(sandboxResolvConf(nil), "/etc/resolv.conf"); err != nil {
-				return nil, err
-			}
-		}
+		args, err = d.imageRootArgs(args, m.Rootfs, open, fds)
 	} else {
-		for _, p := range hostSystemDirs {
-			var err error
-			if args, err = mountEntry(args, p, p); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return nil, err
-			}
-		}
-		for _, name := range hostEtc {
-			args = append(args, "--ro-bind-try", "/etc/"+name, "/etc/"+name)
-		}
-		if err := errors.Join(data(d.passwd, "/etc/passwd"), data(d.group, "/etc/group")); err != nil {
-			return nil, err
-		}
-		if open {
-			for _, name := range hostEtcNetwork {
-				args = append(args, "--ro-bind-try", "/etc/"+name, "/etc/"+name)
-			}
-			if d.shareNet {
-				args = append(args, "--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf")
-			} else {
-				hostResolv, _ := os.ReadFile("/etc/resolv.conf")
-				if err := data(sandboxResolvConf(hostResolv), "/etc/resolv.conf"); err != nil {
-					return nil, err
-				}
-			}
-		} else if err := data([]byte(sandboxHosts), "/etc/hosts"); err != nil {
+		args, err = d.hostRootArgs(args, open, fds)
+	}
+	if err != nil {
+		return nil, err
+	}
+	args = append(args, d.sandboxMountArgs(m, dir, cwd)...)
+	return append(args, argv...), nil
+}
+
+// roData appends the arguments that pass data, a small generated file,
+// read-only at dest.
+func roData(args []string, fds *fdList, data []byte, dest string) ([]string, error) {
+	fd, err := fds.addData(data)
+	return append(args, "--ro-bind-data", fd, dest), err
+}
+
+// imageRootArgs appends the mounts of image directory rootfs as the
+// sandbox's root.
+func (d *Driver) imageRootArgs(args []string, rootfs string, open bool, fds *fdList) ([]string, error) {
+	args, err := mountImage(args, rootfs, fds)
+	if err != nil {
+		return nil, err
+	}
+	// The image's resolver names an address slirp4netns does not relay;
+	// where it has a resolv.conf to mount over, use slirp's.
+	if st, err := os.Lstat(filepath.Join(rootfs, "etc", "resolv.conf")); open && !d.shareNet && err == nil && st.Mode().IsRegular() {
+		return roData(args, fds, sandboxResolvConf(nil), "/etc/resolv.conf")
+	}
+	return args, nil
+}
+
+// hostRootArgs appends the host's system directories, read-only, and
+// what the sandbox sees of its /etc.
+func (d *Driver) hostRootArgs(args []string, open bool, fds *fdList) ([]string, error) {
+	for _, p := range hostSystemDirs {
+		var err error
+		if args, err = mountEntry(args, p, p); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return nil, err
 		}
 	}
-	args = append(args,
+	for _, name := range hostEtc {
+		args = append(args, "--ro-bind-try", "/etc/"+name, "/etc/"+name)
+	}
+	args, err := roData(args, fds, d.passwd, "/etc/passwd")
+	if err == nil {
+		args, err = roData(args, fds, d.group, "/etc/group")
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !open {
+		return roData(args, fds, []byte(sandboxHosts), "/etc/hosts")
+	}
+	for _, name := range hostEtcNetwork {
+		args = append(args, "--ro-bind-try", "/etc/"+name, "/etc/"+name)
+	}
+	if d.shareNet {
+		return append(args, "--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf"), nil
+	}
+	hostResolv, _ := os.ReadFile("/etc/resolv.conf")
+	return roData(args, fds, sandboxResolvConf(hostResolv), "/etc/resolv.conf")
+}
+
+// sandboxMountArgs are the mounts every sandbox gets over its root (its
+// own /proc, /dev, /dev/shm, /tmp and workdir), and where the command
+// starts: cwd.
+func (d *Driver) sandboxMountArgs(m *meta, dir, cwd string) []string {
+	return []string{
 		"--proc", "/proc",
 		// bubblewrap leaves /proc/sys of the new proc writable here, and
 		// sysctl writes are checked against uid 0 alone: a worker running
@@ -170,8 +194,8 @@ func (d *Driver) bwrapArgs(m *meta, dir, cwd string, argv, userns []string, fds 
 		// Last: every mount point exists by now.
 		"--remount-ro", "/", "--remount-ro", "/dev",
 		"--chdir", cwd,
-		"--")
-	return append(args, argv...), nil
+		"--",
+	}
 }
 
 // defaultShmMiB sizes /dev/shm when the spec sets no memory limit, as
@@ -347,87 +371,185 @@ type bwrapStatus struct {
 	ExitCode *int `json:"exit-code"`
 }
 
-// run runs rs in sandbox m (directory dir) and waits for it. The timeout is
-// shortened to the sandbox's remaining lifetime.
+// run runs rs in sandbox m (directory dir) and waits for it, in steps:
+// set bubblewrap up (newCommand), start it where Destroy and Close can
+// kill it (start), put its init under the sandbox's limits and on its
+// network while the init waits (confine), let the command go, wait, and
+// say how it ended (outcome). The timeout is shortened to the sandbox's
+// remaining lifetime.
 func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs runSpec) (driver.ExecResult, error) {
-	res := driver.ExecResult{ExitCode: -1}
-	timeout := rs.timeout
+	res := driver.ExecResult{ExitCode: -1, AppliedTimeout: d.commandTimeout(m, rs.timeout)}
+	fail := func(err error) (driver.ExecResult, error) {
+		return res, &driver.Error{Op: "exec", Sandbox: id, Err: err}
+	}
+	envData, err := envArgs(m, rs.env)
+	if err != nil {
+		return fail(err)
+	}
+	if d.maxProcs > 0 && d.procs == nil {
+		return res, &driver.Error{Op: "exec", Sandbox: id, Kind: driver.ErrRefused, Err: d.noProcLimit()}
+	}
+	if err := d.diskReady(m, dir); err != nil {
+		return fail(err)
+	}
+	c, err := d.newCommand(m, dir, rs, envData)
+	if err != nil {
+		return fail(err)
+	}
+	defer c.close()
+	st, err := d.start(id, m, dir, c)
+	if err != nil {
+		return res, err
+	}
+	defer d.active.Done() // last: after the clean-ups below have joined
+	defer d.untrack(m.Name, c.cmd)
+	pidc, statusc := readStatus(c.statusR)
+
+	var timedOut atomic.Bool
+	timer := time.AfterFunc(res.AppliedTimeout, func() { timedOut.Store(true); st.kill() })
+	defer timer.Stop()
+	stopCtx := context.AfterFunc(ctx, st.kill)
+	defer stopCtx()
+
+	var e ending
+	var undo []func()
+	// Off the command's path, finished by Close (afterCommand).
+	defer func() {
+		for _, f := range undo {
+			d.afterCommand(f)
+		}
+	}()
+	if pid, started := <-pidc; started {
+		undo, e.network, e.limitErr = d.confine(m, c, st, pid)
+	}
+	_, _ = c.blockW.Write([]byte{1}) // fails only if bwrap died; Wait reports that
+	c.blockW.Close()
+	full := d.watchFull(m, dir)
+
+	e.waitErr = c.cmd.Wait()
+	timer.Stop()
+	res.Duration = time.Since(c.started)
+	e.diskFull = full.end(d, m, dir)
+	e.status = <-statusc
+	d.mu.Lock()
+	e.lost = st.lost
+	d.mu.Unlock()
+	e.timedOut, e.ctxErr = timedOut.Load(), ctx.Err()
+	return c.outcome(id, res, e)
+}
+
+// commandTimeout is a command's timeout: the caller's (the default when
+// it gave none), no later than the sandbox's end.
+func (d *Driver) commandTimeout(m *meta, timeout time.Duration) time.Duration {
 	if timeout <= 0 {
 		timeout = driver.DefaultExecTimeout
 	}
 	if left := m.ExpiresAt.Sub(d.now()); !m.ExpiresAt.IsZero() && left < timeout {
 		timeout = max(left, time.Millisecond)
 	}
-	res.AppliedTimeout = timeout
-	cwd := rs.cwd
-	if cwd == "" {
-		cwd = m.Spec.Workdir
-	} else if !path.IsAbs(cwd) {
-		cwd = path.Join(m.Spec.Workdir, cwd)
+	return timeout
+}
+
+// command is one run of bubblewrap: the process, and our ends of the
+// pipes it is given.
+type command struct {
+	cmd     *exec.Cmd
+	prog    string    // what runs: bwrap, or prlimit, which execs it
+	started time.Time // when it was started
+	lim     limits
+	// fds are bwrap's copies of what it inherits, ours closed once it
+	// has started (or failed to).
+	fds fdList
+	// statusR reads --json-status-fd: EOF once bwrap has ended.
+	statusR *os.File
+	// blockW is written once the limits are in place: bwrap's init
+	// waits on --block-fd, inside the sandbox's namespaces, until then.
+	blockW *os.File
+	// diag keeps the end of stderr: when bubblewrap itself fails, its
+	// reason is there.
+	diag   *tailbuf.Buffer
+	stderr io.Writer // the caller's
+}
+
+// close lets go of our ends of c's pipes.
+func (c *command) close() {
+	c.fds.close()
+	c.fds = nil
+	for _, f := range []*os.File{c.statusR, c.blockW} {
+		if f != nil {
+			f.Close()
+		}
 	}
-	envData, err := envArgs(m, rs.env)
-	if err != nil {
-		return res, &driver.Error{Op: "exec", Sandbox: id, Err: err}
+}
+
+// newCommand sets up bubblewrap to run rs in sandbox m (directory dir),
+// with environment envData (envArgs): its pipes, its arguments, and the
+// process, not yet started.
+func (d *Driver) newCommand(m *meta, dir string, rs runSpec, envData []byte) (*command, error) {
+	c := &command{lim: d.limitsOf(m), diag: tailbuf.New(2048)}
+	var envW *os.File
+	fail := func(err error) (*command, error) {
+		c.close()
+		if envW != nil {
+			envW.Close()
+		}
+		return nil, err
 	}
-	if d.maxProcs > 0 && d.procs == nil {
-		return res, &driver.Error{Op: "exec", Sandbox: id, Kind: driver.ErrRefused, Err: d.noProcLimit()}
+	var statusW, envR, blockR *os.File
+	var err error
+	if c.statusR, statusW, err = os.Pipe(); err != nil {
+		return fail(err)
 	}
-	if err := d.diskReady(m, dir); err != nil {
-		return res, &driver.Error{Op: "exec", Sandbox: id, Err: err}
-	}
-	// Our copies of everything bwrap inherits close once it has started
-	// (or failed to).
-	var fds fdList
-	defer func() { fds.close() }()
-	statusR, statusW, err := os.Pipe()
-	if err != nil {
-		return res, &driver.Error{Op: "exec", Sandbox: id, Err: err}
-	}
-	defer statusR.Close()
+	args := []string{"--json-status-fd", c.fds.add(statusW)}
 	// The environment can be larger than a pipe's buffer: it is written
 	// while bwrap reads (below).
-	envR, envW, err := os.Pipe()
-	if err != nil {
-		statusW.Close()
-		return res, &driver.Error{Op: "exec", Sandbox: id, Err: err}
+	if envR, envW, err = os.Pipe(); err != nil {
+		return fail(err)
 	}
-	// bwrap's init waits on --block-fd, inside the sandbox's namespaces,
-	// until the process limit is in place.
-	blockR, blockW, err := os.Pipe()
-	if err != nil {
-		statusW.Close()
-		envR.Close()
-		envW.Close()
-		return res, &driver.Error{Op: "exec", Sandbox: id, Err: err}
+	args = append(args, "--args", c.fds.add(envR))
+	if blockR, c.blockW, err = os.Pipe(); err != nil {
+		return fail(err)
 	}
-	defer blockW.Close()
-	args := []string{"--json-status-fd", fds.add(statusW), "--args", fds.add(envR), "--block-fd", fds.add(blockR)}
-	userns, attr, err := d.usernsArgs(m, &fds)
+	args = append(args, "--block-fd", c.fds.add(blockR))
+	userns, attr, err := d.usernsArgs(m, &c.fds)
 	if err != nil {
-		envW.Close()
-		return res, &driver.Error{Op: "exec", Sandbox: id, Err: err}
+		return fail(err)
 	}
-	more, err := d.bwrapArgs(m, dir, path.Clean(cwd), rs.argv, userns, &fds)
+	more, err := d.bwrapArgs(m, dir, commandDir(m, rs.cwd), rs.argv, userns, &c.fds)
 	if err != nil {
-		envW.Close()
-		return res, &driver.Error{Op: "exec", Sandbox: id, Err: err}
+		return fail(err)
 	}
-	args = append(args, more...)
-	go func(data []byte) {
-		_, _ = envW.Write(data) // fails only if bwrap died; Wait reports that
+	d.process(c, append(args, more...), rs, attr)
+	go func() {
+		_, _ = envW.Write(envData) // fails only if bwrap died; Wait reports that
 		envW.Close()
-	}(envData)
-	prog := d.bwrap
-	lim := d.limitsOf(m)
+	}()
+	return c, nil
+}
+
+// commandDir is where in sandbox m a command runs: cwd, relative to the
+// workdir, or the workdir itself.
+func commandDir(m *meta, cwd string) string {
+	if cwd == "" {
+		return m.Spec.Workdir
+	}
+	if !path.IsAbs(cwd) {
+		cwd = path.Join(m.Spec.Workdir, cwd)
+	}
+	return path.Clean(cwd)
+}
+
+// process makes c's process, bwrap with args (under prlimit when no
+// memory cgroup holds the memory limit), with rs's streams.
+func (d *Driver) process(c *command, args []string, rs runSpec, attr *syscall.SysProcAttr) {
+	c.prog = d.bwrap
 	if d.memCgroup.memory == "" {
 		// No memory cgroup: prlimit execs bwrap, so the limit is inherited
 		// by every process of the command (RLIMIT_AS is per process).
-		limit := strconv.FormatInt(int64(lim.MemoryMiB)<<20, 10)
+		limit := strconv.FormatInt(int64(c.lim.MemoryMiB)<<20, 10)
 		args = append([]string{"--as=" + limit + ":" + limit, "--", d.bwrap}, args...)
-		prog = d.prlimit
+		c.prog = d.prlimit
 	}
-	// Keep the end of stderr: when bubblewrap itself fails, its reason is there.
-	diag := tailbuf.New(2048)
 	stdout, stderr := rs.stdout, rs.stderr
 	if stdout == nil {
 		stdout = io.Discard
@@ -435,66 +557,77 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 	if stderr == nil {
 		stderr = io.Discard
 	}
-	cmd := exec.Command(prog, args...)
+	c.stderr = stderr
+	cmd := exec.Command(c.prog, args...)
 	cmd.Env = []string{} // empty, not nil (nil would inherit ours)
 	cmd.Stdin = rs.stdin
 	cmd.Stdout = stdout
-	cmd.Stderr = io.MultiWriter(stderr, diag)
-	cmd.ExtraFiles = fds
+	cmd.Stderr = io.MultiWriter(stderr, c.diag)
+	cmd.ExtraFiles = c.fds
 	cmd.SysProcAttr = attr
 	cmd.SysProcAttr.Setpgid, cmd.SysProcAttr.Pdeathsig = true, syscall.SIGKILL
 	// The namespace dies with bwrap, so pipes close promptly; this only
 	// bounds the wait if something unexpected keeps them open.
 	cmd.WaitDelay = 5 * time.Second
+	c.cmd = cmd
+}
 
-	st := &execState{cmd: cmd}
+// start starts c, a command of sandbox m (directory dir), unless the
+// driver is closed or the sandbox destroyed, and tracks it, so that
+// Destroy and Close can kill it and Close waits for it: the caller ends
+// that with untrack and then d.active.Done.
+func (d *Driver) start(id string, m *meta, dir string, c *command) (*execState, error) {
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	if d.closed {
-		d.mu.Unlock()
-		return res, &driver.Error{Op: "exec", Sandbox: id, Err: errClosed}
+		return nil, &driver.Error{Op: "exec", Sandbox: id, Err: errClosed}
 	}
 	if _, err := os.Stat(filepath.Join(dir, metaFile)); err != nil {
-		d.mu.Unlock()
-		return res, &driver.Error{Op: "exec", Sandbox: id, Kind: driver.ErrGone, Err: errors.New("sandbox was destroyed")}
+		return nil, &driver.Error{Op: "exec", Sandbox: id, Kind: driver.ErrGone, Err: errors.New("sandbox was destroyed")}
 	}
 	if d.beforeStart != nil {
 		d.beforeStart()
 	}
-	start := time.Now()
+	c.started = time.Now()
 	keepFdsFromChildren()
-	err = cmd.Start()
+	err := c.cmd.Start()
 	// bwrap has its copies now; closing ours lets the status pipe report
 	// EOF when bwrap ends.
-	fds.close()
-	fds = nil
+	c.fds.close()
+	c.fds = nil
 	if err != nil {
-		d.mu.Unlock()
-		return res, &driver.Error{Op: "exec", Sandbox: id, Err: fmt.Errorf("cannot start %s: %v", prog, err)}
+		return nil, &driver.Error{Op: "exec", Sandbox: id, Err: fmt.Errorf("cannot start %s: %v", c.prog, err)}
 	}
 	// By name: Destroy finds them whichever form of the id it is given.
+	st := &execState{cmd: c.cmd}
 	if d.running[m.Name] == nil {
 		d.running[m.Name] = map[*exec.Cmd]*execState{}
 	}
-	d.running[m.Name][cmd] = st
+	d.running[m.Name][c.cmd] = st
 	d.active.Add(1) // under mu, the driver open: Close waits for it
-	d.mu.Unlock()
-	defer d.active.Done() // last: after the clean-ups below have joined
-	defer func() {
-		d.mu.Lock()
-		delete(d.running[m.Name], cmd)
-		if len(d.running[m.Name]) == 0 {
-			delete(d.running, m.Name)
-		}
-		d.mu.Unlock()
-	}()
+	return st, nil
+}
 
-	// The first status document names bwrap's init (host pid), which
-	// then waits on the block fd; the last one holds the exit code.
-	pidc := make(chan int, 1)
-	statusc := make(chan bwrapStatus, 1)
+// untrack forgets cmd, a command of sandbox name that has ended.
+func (d *Driver) untrack(name string, cmd *exec.Cmd) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.running[name], cmd)
+	if len(d.running[name]) == 0 {
+		delete(d.running, name)
+	}
+}
+
+// readStatus reads bwrap's status documents from r. The first names its
+// init (host pid), which then waits on the block fd: sent on pidc, which
+// closes without it when bwrap ended first. The last holds the exit code:
+// what was read is sent on statusc at EOF.
+func readStatus(r io.Reader) (pidc <-chan int, statusc <-chan bwrapStatus) {
+	pids := make(chan int, 1)
+	statuses := make(chan bwrapStatus, 1)
 	go func() {
 		var got bwrapStatus
-		dec := json.NewDecoder(statusR)
+		dec := json.NewDecoder(r)
 		for {
 			var s bwrapStatus
 			if dec.Decode(&s) != nil {
@@ -502,90 +635,86 @@ func (d *Driver) run(ctx context.Context, id string, m *meta, dir string, rs run
 			}
 			if s.ChildPID != nil && got.ChildPID == nil {
 				got.ChildPID = s.ChildPID
-				pidc <- *s.ChildPID
+				pids <- *s.ChildPID
 			}
 			if s.ExitCode != nil {
 				got.ExitCode = s.ExitCode
 			}
 		}
-		close(pidc)
-		statusc <- got
+		close(pids)
+		statuses <- got
 	}()
+	return pids, statuses
+}
 
-	var timedOut atomic.Bool
-	timer := time.AfterFunc(timeout, func() { timedOut.Store(true); st.kill() })
-	defer timer.Stop()
-	stopCtx := context.AfterFunc(ctx, st.kill)
-	defer stopCtx()
-
-	var limitErr error
-	pid, started := <-pidc
-	if started {
-		var init *initExit
-		if init, limitErr = watchInit(pid, cmd.Process.Pid); limitErr == nil {
-			var release func() error
-			release, limitErr = d.applyLimits(pid, d.sandboxCgroup(m.Name), lim)
-			// Off the command's path, finished by Close: its cgroups go
-			// once its init, and with it every process of it, has exited.
-			defer d.afterCommand(func() { d.releaseAfterExit(init, release) })
-		}
-		if limitErr != nil {
-			st.kill() // never run the command without its limits
+// confine puts the command of sandbox m whose bwrap init is host process
+// pid under its limits and, when its spec asks for one, on its network,
+// while the init waits on its block fd. It returns what to undo once the
+// command has ended, off its path (afterCommand): its cgroups go once its
+// init, and with it every process of it, has exited. On an error the
+// command has been killed: it never runs without its limits.
+func (d *Driver) confine(m *meta, c *command, st *execState, pid int) (undo []func(), network *sandboxNetwork, err error) {
+	init, err := watchInit(pid, c.cmd.Process.Pid)
+	if err == nil {
+		var release func() error
+		release, err = d.applyLimits(pid, d.sandboxCgroup(m.Name), c.lim)
+		undo = append(undo, func() { d.releaseAfterExit(init, release) })
+	}
+	if err == nil && d.needsNetwork(m.Spec) {
+		if network, err = d.startNetwork(pid, m.Spec, d.sandboxIDs(m), st.kill); err == nil {
+			undo = append(undo, network.stop)
 		}
 	}
-	var network *sandboxNetwork
-	if started && limitErr == nil && d.needsNetwork(m.Spec) {
-		if network, limitErr = d.startNetwork(pid, m.Spec, d.sandboxIDs(m), st.kill); limitErr != nil {
-			st.kill()
-		} else {
-			// Like the cgroup's removal: off the command's path, finished
-			// by Close.
-			defer d.afterCommand(network.stop)
-		}
+	if err != nil {
+		st.kill()
 	}
-	_, _ = blockW.Write([]byte{1}) // fails only if bwrap died; Wait reports that
-	blockW.Close()
-	full := d.watchFull(m, dir)
+	return undo, network, err
+}
 
-	waitErr := cmd.Wait()
-	timer.Stop()
-	res.Duration = time.Since(start)
-	diskWasFull := full.end(d, m, dir)
-	status := <-statusc
-	d.mu.Lock()
-	lost := st.lost
-	d.mu.Unlock()
+// ending is what run saw of a command's end.
+type ending struct {
+	limitErr error // confine's
+	lost     bool  // its sandbox was destroyed
+	timedOut bool
+	ctxErr   error
+	waitErr  error
+	status   bwrapStatus
+	diskFull bool // the sandbox's disk filled while it ran
+	network  *sandboxNetwork
+}
 
+// outcome is how command c ended, as res and the error Exec returns.
+func (c *command) outcome(id string, res driver.ExecResult, e ending) (driver.ExecResult, error) {
 	switch {
-	case limitErr != nil:
-		return res, &driver.Error{Op: "exec", Sandbox: id, Err: limitErr}
-	case lost:
+	case e.limitErr != nil:
+		return res, &driver.Error{Op: "exec", Sandbox: id, Err: e.limitErr}
+	case e.lost:
 		res.SandboxLost = true
 		return res, nil
-	case timedOut.Load():
+	case e.timedOut:
 		res.TimedOut = true
 		return res, nil
-	case ctx.Err() != nil:
-		return res, &driver.Error{Op: "exec", Sandbox: id, Err: ctx.Err()}
-	case status.ChildPID == nil:
-		return res, &driver.Error{Op: "exec", Sandbox: id, Err: fmt.Errorf("bubblewrap could not set up the sandbox: %s", strings.TrimSpace(diag.String()))}
+	case e.ctxErr != nil:
+		return res, &driver.Error{Op: "exec", Sandbox: id, Err: e.ctxErr}
+	case e.status.ChildPID == nil:
+		return res, &driver.Error{Op: "exec", Sandbox: id, Err: fmt.Errorf("bubblewrap could not set up the sandbox: %s", strings.TrimSpace(c.diag.String()))}
 	}
 	var exitErr *exec.ExitError
-	if waitErr != nil && !errors.As(waitErr, &exitErr) {
+	if e.waitErr != nil && !errors.As(e.waitErr, &exitErr) {
 		// The command ran but its output could not be delivered.
-		return res, &driver.Error{Op: "exec", Sandbox: id, Err: waitErr}
+		return res, &driver.Error{Op: "exec", Sandbox: id, Err: e.waitErr}
 	}
-	if status.ExitCode != nil {
-		res.ExitCode = *status.ExitCode
+	if e.status.ExitCode != nil {
+		res.ExitCode = *e.status.ExitCode
 	} else {
-		res.ExitCode = cmd.ProcessState.ExitCode()
+		res.ExitCode = c.cmd.ProcessState.ExitCode()
 	}
-	if res.ExitCode != 0 && diskWasFull {
+	if res.ExitCode != 0 && e.diskFull {
 		// Its own error said only "No space left on device".
-		fmt.Fprintln(stderr, errDiskFull(lim))
+		fmt.Fprintln(c.stderr, errDiskFull(c.lim))
 	}
-	if lost := network.lost(); res.ExitCode != 0 && lost != "" {
-		fmt.Fprintln(stderr, lost) // its own errors said only that connections failed
+	if lost := e.network.lost(); res.ExitCode != 0 && lost != "" {
+		fmt.Fprintln(c.stderr, lost) // its own errors said only that connections failed
 	}
 	return res, nil
 }
