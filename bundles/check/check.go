@@ -28,7 +28,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/airflow-sandbox/airflow-go-worker/internal/buildinfo"
+	"github.com/airflow-sandbox/airflow-go-worker/internal/exeinfo"
 )
 
 // Options says what to check.
@@ -432,7 +432,7 @@ func (c *checker) describe(path string) *described {
 	c.descriptions[path] = r
 	switch {
 	case err == nil:
-	case buildinfo.BuiltWithThisModule(path):
+	case exeinfo.BuiltWithThisModule(path):
 		// Its describe loads what a task process loads at start-up (the
 		// standard bundle: its packed config, with every load-time
 		// check), so every task it serves would fail the same way.

@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"context"
-	gobuildinfo "debug/buildinfo"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -18,7 +17,7 @@ import (
 
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/footer"
 	"github.com/airflow-sandbox/airflow-go-worker/bundles/internal/schema"
-	"github.com/airflow-sandbox/airflow-go-worker/internal/buildinfo"
+	"github.com/airflow-sandbox/airflow-go-worker/internal/exeinfo"
 )
 
 // defaultAirflow is the Airflow release pack targets by default: the
@@ -268,7 +267,7 @@ func fillManifest(m *footer.Manifest, exe string, target schemaTarget, stderr io
 		m.SDK.Language = "go"
 	}
 	if m.SDK.Version == "" {
-		m.SDK.Version = buildVersion(exe)
+		m.SDK.Version = exeinfo.MainVersion(exe)
 	}
 	declared := m.SDK.SupervisorSchemaVersion
 	switch {
@@ -288,17 +287,7 @@ func fillManifest(m *footer.Manifest, exe string, target schemaTarget, stderr io
 // speaksEverySchema reports whether exe was built with this module's bundle
 // runtime, which speaks every version in schema.All and reads the declared
 // one from its own footer at start-up.
-func speaksEverySchema(exe string) bool { return buildinfo.BuiltWithThisModule(exe) }
-
-// buildVersion reads the main module version from a Go executable's build
-// info without running it.
-func buildVersion(exe string) string {
-	bi, err := gobuildinfo.ReadFile(exe)
-	if err != nil || bi.Main.Version == "" {
-		return "(devel)"
-	}
-	return bi.Main.Version
-}
+func speaksEverySchema(exe string) bool { return exeinfo.BuiltWithThisModule(exe) }
 
 // checkSchemaVersion accepts a version this runtime knows, and says which
 // those are otherwise.

@@ -2,10 +2,7 @@
 // from, for manifests and `version`.
 package buildinfo
 
-import (
-	gobuildinfo "debug/buildinfo"
-	"runtime/debug"
-)
+import "runtime/debug"
 
 // ModulePath is this module, whose version the manifest reports.
 const ModulePath = "github.com/airflow-sandbox/airflow-go-worker"
@@ -44,23 +41,4 @@ func Version() string {
 		return "(devel)+" + rev + dirty
 	}
 	return "(devel)"
-}
-
-// BuiltWithThisModule reports whether the executable at exe was built with
-// this module (as its main module or a dependency): a bundle with this
-// module's runtime and commands.
-func BuiltWithThisModule(exe string) bool {
-	bi, err := gobuildinfo.ReadFile(exe)
-	if err != nil {
-		return false
-	}
-	if bi.Main.Path == ModulePath {
-		return true
-	}
-	for _, d := range bi.Deps {
-		if d.Path == ModulePath {
-			return true
-		}
-	}
-	return false
 }
