@@ -35,6 +35,17 @@ const (
 	offMagic       = 56
 )
 
+// noMagicError is ErrNoFooter for a file that does not end in the magic.
+// Its message is written only when read: every task process of an unpacked
+// binary meets it at start (schema.Declared), and drops it.
+type noMagicError [8]byte
+
+func (e noMagicError) Error() string {
+	return fmt.Sprintf("%v: the last 8 bytes are %q, not the magic %q (this is not a bundle, or bytes were cut from or appended to its end; make one with airflow-go-worker pack)", ErrNoFooter, e[:], Magic)
+}
+
+func (e noMagicError) Unwrap() error { return ErrNoFooter }
+
 // ErrNoFooter means the file does not end in the AFBNDL01 magic: it is not a
 // bundle at all (the coordinator silently ignores such files).
 var ErrNoFooter = errors.New("no AFBNDL01 footer")
@@ -84,7 +95,7 @@ func ParseTrailer(b []byte) (Trailer, error) {
 	}
 	copy(t.Magic[:], b[offMagic:])
 	if string(t.Magic[:]) != Magic {
-		return t, fmt.Errorf("%w: the last 8 bytes are %q, not the magic %q (this is not a bundle, or bytes were cut from or appended to its end; make one with airflow-go-worker pack)", ErrNoFooter, t.Magic[:], Magic)
+		return t, noMagicError(t.Magic)
 	}
 	t.SourceLen = binary.LittleEndian.Uint32(b[offSourceLen:])
 	t.MetadataLen = binary.LittleEndian.Uint32(b[offMetadataLen:])

@@ -5,6 +5,7 @@ package schema
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 
@@ -119,7 +120,7 @@ func Declared() string {
 func DeclaredWithWarning() (version, warning string) {
 	declared.once.Do(func() {
 		declared.version = Default
-		exe, err := os.Executable()
+		exe, err := ownFile()
 		if err != nil {
 			declared.warning = fmt.Sprintf("cannot find this executable to read its declared supervisor schema version (%v); speaking %s", err, Default)
 			return
@@ -127,6 +128,9 @@ func DeclaredWithWarning() (version, warning string) {
 		m, ok, err := footer.ReadManifest(exe)
 		switch {
 		case err != nil:
+			if path, perr := os.Executable(); perr == nil && exe != path {
+				err = fmt.Errorf("%w (this executable: %s)", err, path)
+			}
 			declared.warning = fmt.Sprintf("reading this bundle's manifest: %v; speaking supervisor schema %s", err, Default)
 		case !ok || m.SDK.SupervisorSchemaVersion == "":
 		case Check(m.SDK.SupervisorSchemaVersion) != nil:
@@ -136,4 +140,15 @@ func DeclaredWithWarning() (version, warning string) {
 		}
 	})
 	return declared.version, declared.warning
+}
+
+// ownFile names the file this process runs. On Linux that is
+// /proc/self/exe, which opens the very file started (even if its path has
+// since been replaced) without the readlink os.Executable costs every task
+// process at start.
+func ownFile() (string, error) {
+	if runtime.GOOS == "linux" {
+		return "/proc/self/exe", nil
+	}
+	return os.Executable()
 }
