@@ -205,6 +205,9 @@ type Driver struct {
 	// arguments are built and just before bwrap starts: where a race
 	// against the host paths it was given would be won.
 	beforeStart func()
+	// beforeRelease, when set (by tests), runs on release's goroutine
+	// before it lets a destroyed sandbox's filesystem go.
+	beforeRelease func()
 
 	// sandboxUser is who a root worker's new sandboxes run as on the
 	// host (SandboxUIDEnv; zero: the worker); userns holds the user
@@ -226,6 +229,9 @@ type Driver struct {
 	// driver is open, and a clean-up only while its command still counts,
 	// so nothing is added once Close waits.
 	active sync.WaitGroup
+	// releases counts destroyed sandboxes whose filesystem and image are
+	// still being let go of (release).
+	releases sync.WaitGroup
 }
 
 var _ driver.Driver = (*Driver)(nil)
@@ -461,6 +467,7 @@ func (d *Driver) Close() error {
 	}
 	d.mu.Unlock()
 	d.active.Wait()
+	d.releases.Wait()
 	d.unmountAll()
 	d.closeUserNamespaces()
 	return nil
@@ -829,11 +836,42 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 	if err != nil {
 		return &driver.Error{Op: "destroy", Sandbox: id, Err: err}
 	}
-	if err := errors.Join(unmountDisk(trash), forceRemoveAll(trash)); err != nil {
+	held := holdDisk(trash)
+	err = errors.Join(unmountDisk(trash), forceRemoveAll(trash))
+	d.release(held)
+	if err != nil {
 		return &driver.Error{Op: "destroy", Sandbox: id, Err: fmt.Errorf("sandbox is gone but %s could not be fully removed: %v", trash, err)}
 	}
 	d.log.Debug("destroyed local sandbox", "sandbox", id)
 	return nil
+}
+
+// release closes, on another goroutine, what holdDisk opened for a
+// destroyed sandbox: the last close tears its filesystem down and frees
+// its image's blocks, which Destroy need not wait for. Close does.
+func (d *Driver) release(held []int) {
+	closeAll := func() {
+		for _, fd := range held {
+			syscall.Close(fd)
+		}
+	}
+	d.mu.Lock()
+	closed := d.closed
+	if !closed {
+		d.releases.Add(1)
+	}
+	d.mu.Unlock()
+	if closed {
+		closeAll()
+		return
+	}
+	go func() {
+		defer d.releases.Done()
+		if d.beforeRelease != nil {
+			d.beforeRelease()
+		}
+		closeAll()
+	}()
 }
 
 // forceRemoveAll removes a tree even where a command left directories
