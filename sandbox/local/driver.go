@@ -852,7 +852,7 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 func (d *Driver) release(held []int) {
 	closeAll := func() {
 		for _, fd := range held {
-			syscall.Close(fd)
+			_ = syscall.Close(fd) // a failed close still lets go of it
 		}
 	}
 	d.mu.Lock()
