@@ -182,6 +182,9 @@ func parsePoll(sandboxID, id string, stdout, stderr []byte, from Offsets) (Detac
 // StopDetached has the command, and the processes it started, sent
 // SIGTERM within a second (a no-op once it has ended).
 func (s *Sandbox) StopDetached(ctx context.Context, id string) error {
+	if d, ok := s.drv.(driver.Detacher); ok {
+		return d.StopDetached(ctx, s.id, id)
+	}
 	if !validDetachedID(id) {
 		return &Error{Op: "stop detached", Sandbox: s.id, Kind: ErrNotFound, Err: fmt.Errorf("%q is not a detached command's id", id)}
 	}

@@ -17,8 +17,13 @@ type Detacher interface {
 	// the command's id.
 	StartDetached(ctx context.Context, id string, req ExecRequest) (string, error)
 	// PollDetached reports the command's state and its output from the
-	// given offsets, at most maxBytes of each stream.
+	// given offsets, at most maxBytes of each stream. A backend that keeps
+	// both streams as one reports it as Stdout. ErrGone: the sandbox is
+	// gone; ErrNotFound: it has no such command.
 	PollDetached(ctx context.Context, id, command string, from Offsets, maxBytes int64) (DetachedStatus, error)
+	// StopDetached sends the command and the processes it started
+	// SIGTERM (a no-op once it has ended).
+	StopDetached(ctx context.Context, id, command string) error
 }
 
 // DetachedLauncher is a backend whose commands end with the Exec that

@@ -42,11 +42,13 @@ func TestConformanceRealExecd(t *testing.T) {
 	if bin == "" {
 		t.Skip(fakeopensandbox.RealExecdEnv + " is not set: no real execd to test against")
 	}
+	fo := fakeopensandbox.Options{ExecdBinary: bin, Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Warn})}
 	for _, proxy := range []bool{true, false} {
 		t.Run(map[bool]string{true: "ServerProxy", false: "DirectEndpoint"}[proxy], func(t *testing.T) {
-			runConformance(t, fakeopensandbox.Options{ExecdBinary: bin, Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Warn})}, proxy, proxy)
+			runConformance(t, fo, proxy, proxy)
 		})
 	}
+	t.Run("Detached", func(t *testing.T) { runDetached(t, fo) })
 }
 
 func runConformance(t *testing.T, fo fakeopensandbox.Options, proxy, bigFile bool) {
@@ -93,4 +95,32 @@ func TestConformanceNoNetworkCanFail(t *testing.T) {
 	if !strings.Contains(string(out), "--- FAIL: TestConformanceNoNetworkCanFail/NoNetworkByDefault") || !strings.Contains(string(out), "a default sandbox connected to 127.0.0.1:") {
 		t.Fatalf("the child run failed for another reason:\n%s", out)
 	}
+}
+
+// Detached commands through execd's background commands (the driver's
+// Detacher): started through one driver, polled to the end and stopped
+// through another on the same server (two workers), for every build the
+// fake imitates (and a real execd: TestConformanceRealExecd). execd keeps
+// stdout and stderr as one stream.
+func TestDetachedConformance(t *testing.T) {
+	for _, version := range fakeopensandbox.Versions {
+		t.Run("execd "+version, func(t *testing.T) { runDetached(t, fakeopensandbox.Options{Version: version}) })
+	}
+}
+
+func runDetached(t *testing.T, fo fakeopensandbox.Options) {
+	conformance.RunDetached(t, func(t *testing.T) (driver.Driver, driver.Driver) {
+		// The first worker reaches execd through the server proxy, the
+		// second through its direct endpoint.
+		first := newEnv(t, fo, nil)
+		second, err := opensandbox.New(opensandbox.Options{
+			Config:       opensandbox.Config{Domain: first.srv.Domain, Protocol: "http", APIKey: first.srv.APIKey, RequestTimeout: 10 * time.Second},
+			ReadyTimeout: 20 * time.Second,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { second.Close() })
+		return first.drv, second
+	}, conformance.Options{DetachedCombinedOutput: true, CallBound: time.Minute})
 }

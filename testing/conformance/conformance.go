@@ -89,6 +89,10 @@ type Options struct {
 	// MaxHeapGrowth bounds heap growth while streaming the big file.
 	// Default 64 MiB.
 	MaxHeapGrowth uint64
+	// DetachedCombinedOutput: the backend keeps a detached command's
+	// stdout and stderr as one stream, which a poll reports as Stdout, in
+	// the order written (OpenSandbox's execd). RunDetached only.
+	DetachedCombinedOutput bool
 	// CallBound is the Timeout of each command the suite runs unless the
 	// test sets its own. Default 2 minutes. Waits for a call to return have
 	// no fixed limit, which a loaded host can miss: a call that hangs fails
