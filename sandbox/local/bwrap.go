@@ -656,6 +656,7 @@ func readStatus(r io.Reader) (pidc <-chan int, statusc <-chan bwrapStatus) {
 func (d *Driver) confine(m *meta, c *command, st *execState, pid int) (undo []func(), network *sandboxNetwork, err error) {
 	init, err := watchInit(pid, c.cmd.Process.Pid)
 	if err == nil {
+		st.watch(init)
 		var release func() error
 		release, err = d.applyLimits(pid, d.sandboxCgroup(m.Name), c.lim)
 		undo = append(undo, func() { d.releaseAfterExit(init, release) })
@@ -667,6 +668,8 @@ func (d *Driver) confine(m *meta, c *command, st *execState, pid int) (undo []fu
 	}
 	if err != nil {
 		st.kill()
+	} else if d.confined != nil {
+		d.confined(pid)
 	}
 	return undo, network, err
 }

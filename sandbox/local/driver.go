@@ -208,6 +208,9 @@ type Driver struct {
 	// beforeRelease, when set (by tests), runs on release's goroutine
 	// before it lets a destroyed sandbox's filesystem go.
 	beforeRelease func()
+	// confined, when set (by tests), runs once a command's bwrap init
+	// (host pid) is under its limits, before it is let go.
+	confined func(pid int)
 
 	// sandboxUser is who a root worker's new sandboxes run as on the
 	// host (SandboxUIDEnv; zero: the worker); userns holds the user
@@ -917,17 +920,44 @@ const sandboxHosts = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loo
 // execState tracks one running command so Destroy and timeouts can kill it.
 type execState struct {
 	cmd  *exec.Cmd
-	once sync.Once
 	lost bool // set under Driver.mu by Destroy
+
+	mu     sync.Mutex
+	killed bool
+	init   *initExit // bwrap's init, once confine knows it
 }
 
-// kill ends the whole process tree: the process group of the outer bwrap;
-// --die-with-parent then kills the namespace's init, and with it every
-// process in the pid namespace, background children included.
+// kill ends the whole process tree: the process group of the outer bwrap
+// (and its init, while that has not left it: --new-session), and the
+// init, once it is known (watch), whose death ends every process in its
+// pid namespace, background children included, whatever uid they run
+// as. Killing bwrap alone is not enough: its init asks for its
+// parent-death signal (--die-with-parent) only after it has left the
+// process group and forked the command, and an init that missed it ran
+// on, the command with it.
 func (s *execState) kill() {
-	s.once.Do(func() {
-		if s.cmd.Process != nil {
-			syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-		}
-	})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.killed {
+		return
+	}
+	s.killed = true
+	if s.cmd.Process != nil {
+		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+	}
+	if s.init != nil {
+		s.init.kill()
+	}
+}
+
+// watch makes kill reach init, bwrap's init, from now on: it is known
+// while it still waits on its block fd, before it leaves the process
+// group. A command killed before is killed again, through it.
+func (s *execState) watch(init *initExit) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.init = init
+	if s.killed {
+		init.kill()
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -18,8 +19,14 @@ import (
 // command is left in them. When bwrap is killed (a timeout, Destroy,
 // Close) its init dies a moment after it, and its pipes could close before
 // the last of the command's processes had left their cgroups.
+//
+// It is also how the command is killed for certain: its init leaves the
+// worker's process group (--new-session) before it asks for bubblewrap's
+// parent-death signal, so a kill of bwrap's process group misses it, and
+// a bwrap killed in between leaves it and the command running (kill).
 type initExit struct {
-	fd int // a pidfd of the init; -1: this kernel has none (before 5.3)
+	mu sync.Mutex // held while fd is used, so that it is never closed then
+	fd int        // a pidfd of the init; -1: closed, or this kernel has none (before 5.3)
 }
 
 // initExitGuard bounds the wait for an init that has been told to end: only
@@ -46,13 +53,24 @@ func watchInit(pid, parent int) (*initExit, error) {
 	return &initExit{fd: fd}, nil
 }
 
+// kill kills the init, and with it every process of its pid namespace,
+// whatever uid they run as; an init that has exited is left alone (the
+// pidfd names it alone, never a process that took its pid).
+func (w *initExit) kill() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.fd >= 0 {
+		_ = unix.PidfdSendSignal(w.fd, unix.SIGKILL, nil, 0) // fails only once it has exited
+	}
+}
+
 // wait returns true once the init has exited, false if it has not within
 // guard; then it closes the pidfd.
 func (w *initExit) wait(guard time.Duration) bool {
 	if w.fd < 0 {
 		return true // nothing to wait with: removal may fail, and says so
 	}
-	defer unix.Close(w.fd)
+	defer w.close()
 	deadline := time.Now().Add(guard)
 	for {
 		left := time.Until(deadline)
@@ -69,6 +87,13 @@ func (w *initExit) wait(guard time.Duration) bool {
 			return true // readable: the init has exited
 		}
 	}
+}
+
+func (w *initExit) close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	unix.Close(w.fd)
+	w.fd = -1
 }
 
 // parentOf reads the parent pid of process pid from /proc/<pid>/stat.
