@@ -516,41 +516,23 @@ func (d *Driver) Create(ctx context.Context, name string, spec driver.Spec) (dri
 	} else if err != nil {
 		return driver.Info{}, &driver.Error{Op: "create", Sandbox: name, Err: err}
 	}
-	fail := func(err error) (driver.Info, error) {
+	m := d.newMeta(name, spec, rootfs, lim)
+	if err := d.build(staging, dir, m); err != nil {
 		_ = unmountDisk(staging) // a mount left makes RemoveAll fail; the sweep retries
 		os.RemoveAll(staging)
 		return driver.Info{}, &driver.Error{Op: "create", Sandbox: name, Err: err}
 	}
+	d.log.Debug("created local sandbox", "sandbox", name, "dir", dir, "expires_at", m.ExpiresAt)
+	return m.info(), nil
+}
+
+// newMeta describes a new sandbox: its spec, limits and tags, the
+// ownership tags' with this host's added.
+func (d *Driver) newMeta(name string, spec driver.Spec, rootfs string, lim *limits) *meta {
 	now := d.now()
 	m := &meta{
 		Name: name, Spec: spec, Rootfs: rootfs, Tags: cloneTags(spec.Tags), Host: d.host,
 		CreatedAt: now.UTC(), ExpiresAt: now.Add(spec.Lifetime).UTC(), Limits: lim,
-	}
-	if d.sandboxUser.set() { // made here, its failure refuses the spec, not a command
-		if _, err := d.userNamespaces(d.sandboxUser); err != nil {
-			return fail(err)
-		}
-	}
-	if ownDisk(m) {
-		if err := d.makeDisk(staging, *m.Limits); err != nil {
-			return fail(err)
-		}
-	}
-	for _, sub := range []string{workDir, tmpDir} {
-		area := d.hostArea(m, staging, sub)
-		if err := os.Mkdir(area, 0o755); err != nil {
-			return fail(err)
-		}
-		if m.Limits.Sandbox.set() {
-			if err := os.Lchown(area, m.Limits.Sandbox.UID, m.Limits.Sandbox.GID); err != nil {
-				return fail(err)
-			}
-		}
-	}
-	// /tmp is world-writable with the sticky bit, as programs expect. Go's
-	// sticky bit is os.ModeSticky: the octal 0o1777 would drop it.
-	if err := os.Chmod(d.hostArea(m, staging, tmpDir), os.ModeSticky|0o777); err != nil {
-		return fail(err)
 	}
 	if m.Tags == nil {
 		m.Tags = map[string]string{}
@@ -561,14 +543,43 @@ func (d *Driver) Create(ctx context.Context, name string, spec driver.Spec) (dri
 		m.ExpiresAt = exp.UTC()
 	}
 	m.Spec.Tags = nil // the live tags are m.Tags
+	return m
+}
+
+// build makes sandbox m in its reserved directory staging (its user
+// namespaces, its own disk, its workdir and /tmp, its metadata) and moves
+// it into place at dir.
+func (d *Driver) build(staging, dir string, m *meta) error {
+	if d.sandboxUser.set() { // made here, its failure refuses the spec, not a command
+		if _, err := d.userNamespaces(d.sandboxUser); err != nil {
+			return err
+		}
+	}
+	if ownDisk(m) {
+		if err := d.makeDisk(staging, *m.Limits); err != nil {
+			return err
+		}
+	}
+	for _, sub := range []string{workDir, tmpDir} {
+		area := d.hostArea(m, staging, sub)
+		if err := os.Mkdir(area, 0o755); err != nil {
+			return err
+		}
+		if m.Limits.Sandbox.set() {
+			if err := os.Lchown(area, m.Limits.Sandbox.UID, m.Limits.Sandbox.GID); err != nil {
+				return err
+			}
+		}
+	}
+	// /tmp is world-writable with the sticky bit, as programs expect. Go's
+	// sticky bit is os.ModeSticky: the octal 0o1777 would drop it.
+	if err := os.Chmod(d.hostArea(m, staging, tmpDir), os.ModeSticky|0o777); err != nil {
+		return err
+	}
 	if err := writeMeta(staging, m); err != nil {
-		return fail(err)
+		return err
 	}
-	if err := d.moveIntoPlace(staging, dir); err != nil {
-		return fail(err)
-	}
-	d.log.Debug("created local sandbox", "sandbox", name, "dir", dir, "expires_at", m.ExpiresAt)
-	return m.info(), nil
+	return d.moveIntoPlace(staging, dir)
 }
 
 // moveIntoPlace renames a finished sandbox from staging to dir, under the
