@@ -344,7 +344,7 @@ func (d *Driver) setUpLimits(opts Options) error {
 	if d.budget, err = budgetsFromEnv(); err != nil {
 		return err
 	}
-	d.cgroupPrefix = driverCgroupPrefix()
+	d.cgroupPrefix = driverCgroupPrefix(d.root)
 	if parent, version, err := ownCgroupFor("memory"); err == nil {
 		d.memCgroup = cgroupLimiter{version: version, memory: parent, prefix: d.cgroupPrefix}
 	} else {

@@ -119,7 +119,7 @@ func (w workerID) gone() bool {
 func (d *Driver) removeDeadWorkers() {
 	d.removeDeadMounts()
 	for _, parent := range d.cgroupParents() {
-		removeLeftoverCgroups(parent, time.Now())
+		removeLeftoverCgroups(parent, d.root, time.Now())
 	}
 	d.removeDeadCreates()
 }
@@ -187,11 +187,13 @@ func mountsUnder(dir string) []string {
 const staleCgroup = 10 * time.Minute
 
 // removeLeftoverCgroups removes, under parent, the per-command cgroups of
-// workers that are gone, and then the sandboxes' cgroups they leave empty
-// (sandboxCgroupPrefix: one per sandbox, shared by its commands, which
-// every command makes again). A cgroup that still holds a process cannot
-// be removed: rmdir fails, harmlessly, and a later call tries again.
-func removeLeftoverCgroups(parent string, now time.Time) {
+// workers on root that are gone, and then root's sandboxes' cgroups they
+// leave empty (sandboxCgroupPrefix: one per sandbox, shared by its
+// commands, which every command makes again). Another root's are left to
+// its own workers. A cgroup that still holds a process cannot be removed:
+// rmdir fails, harmlessly, and a later call tries again.
+func removeLeftoverCgroups(parent, root string, now time.Time) {
+	tag := rootTag(root)
 	entries, _ := os.ReadDir(parent)
 	for _, e := range entries {
 		if !e.IsDir() {
@@ -199,6 +201,8 @@ func removeLeftoverCgroups(parent string, now time.Time) {
 		}
 		p := filepath.Join(parent, e.Name())
 		switch {
+		case strings.HasPrefix(e.Name(), sandboxCgroupPrefix) && !strings.HasPrefix(e.Name(), sandboxCgroupPrefix+tag[1:]+"-"):
+			// another root's sandbox
 		case strings.HasPrefix(e.Name(), sandboxCgroupPrefix):
 			inner, _ := os.ReadDir(p)
 			for _, c := range inner {
@@ -209,7 +213,7 @@ func removeLeftoverCgroups(parent string, now time.Time) {
 			_ = unix.Rmdir(p) // only once no command of the sandbox runs
 		case strings.HasPrefix(e.Name(), cgroupPrefix):
 			if w, ok := workerOf(e.Name()); ok {
-				if w.gone() {
+				if w.gone() && ofRoot(e.Name(), w, tag) {
 					_ = unix.Rmdir(p)
 				}
 			} else if st, err := e.Info(); err == nil && now.Sub(st.ModTime()) > staleCgroup {
@@ -217,6 +221,16 @@ func removeLeftoverCgroups(parent string, now time.Time) {
 			}
 		}
 	}
+}
+
+// ofRoot says whether the cgroup name of worker w belongs to the root
+// tagged tag; a name made before names carried a root tag belongs to any.
+func ofRoot(name string, w workerID, tag string) bool {
+	rest := strings.TrimPrefix(name, cgroupPrefix+w.String()+"-")
+	if !strings.HasPrefix(rest, "r") {
+		return true
+	}
+	return strings.HasPrefix(rest, tag+"-")
 }
 
 // removeDeadCreates removes the half-made sandboxes of creates whose worker

@@ -250,11 +250,28 @@ func TestLeftoverOfAReusedPidGoesAndALiveWorkersStays(t *testing.T) {
 		t.Cleanup(func() { os.Remove(dir) })
 		dirs = append(dirs, dir)
 	}
-	removeLeftoverCgroups(parents[0], time.Now())
+	// The dead worker's cgroups of this root and of another: a worker
+	// clears only its own root's (another root's workers, say another test
+	// process, clear theirs), and names from before the root tag any.
+	ours := filepath.Join(parents[0], cgroupPrefix+dead.String()+"-"+rootTag(d.root)+"-0a1b2c3d-x")
+	theirs := filepath.Join(parents[0], cgroupPrefix+dead.String()+"-"+rootTag(d.root+"/elsewhere")+"-0a1b2c3d-x")
+	for _, dir := range []string{ours, theirs} {
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Remove(dir) })
+	}
+	removeLeftoverCgroups(parents[0], d.root, time.Now())
 	for i, c := range cases {
 		_, err := os.Stat(dirs[i])
 		if gone := errors.Is(err, os.ErrNotExist); gone != c.gone {
 			t.Fatalf("the cgroup of worker %s: removed %v, want %v", c.w, gone, c.gone)
 		}
+	}
+	if _, err := os.Stat(ours); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the dead worker's cgroup of this root was kept: %v", err)
+	}
+	if _, err := os.Stat(theirs); err != nil {
+		t.Fatalf("the dead worker's cgroup of another root was removed: %v", err)
 	}
 }

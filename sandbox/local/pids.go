@@ -86,10 +86,22 @@ const cgroupPrefix = "airflow-go-worker-"
 
 // driverCgroupPrefix begins the names of one driver's cgroups and mount
 // points: this process's identity (workerID), so that a later worker can
-// tell whether it is gone, and an id of the driver's own, so that it (and
-// a test checking that it left none) can tell its cgroups from another's.
-func driverCgroupPrefix() string {
-	return cgroupPrefix + thisWorker().String() + "-" + randhex.String(4) + "-"
+// tell whether it is gone; its sandbox root's tag (rootTag), so that a
+// worker clears only its own root's leftovers; and an id of the driver's
+// own, so that it (and a test checking that it left none) can tell its
+// cgroups from another's.
+func driverCgroupPrefix(root string) string {
+	return cgroupPrefix + thisWorker().String() + "-" + rootTag(root) + "-" + randhex.String(4) + "-"
+}
+
+// rootTag names a sandbox root in cgroup names: the cgroups are host-wide,
+// the roots are not, and a worker removes a dead worker's cgroups only when
+// they belong to its own root (two roots' workers, say two test processes,
+// leave each other's alone). "r" and 8 hex digits, which no name made before
+// it carries there.
+func rootTag(root string) string {
+	sum := sha256.Sum256([]byte(root))
+	return "r" + hex.EncodeToString(sum[:4])
 }
 
 // cgroupLimiter puts each command in a cgroup of its own below the
@@ -128,8 +140,7 @@ const sandboxCgroupPrefix = cgroupPrefix + "sandbox-"
 
 // sandboxCgroup names the cgroup that sandbox name's commands share.
 func (d *Driver) sandboxCgroup(name string) string {
-	sum := sha256.Sum256([]byte(d.root))
-	return sandboxCgroupPrefix + hex.EncodeToString(sum[:4]) + "-" + name
+	return sandboxCgroupPrefix + rootTag(d.root)[1:] + "-" + name
 }
 
 // cgLimit is a value written to a cgroup's file; a file whose name ends
